@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Bootstrap: distro packages, uv, and the harness's own venv. Idempotent, fast when done.
+# Input: nothing (run from the checkout root). Output: .bench/venv ready to run `python -m bench`.
+# The per-server venvs are made later by the harness itself (bench/venv.py), from servers/<id>/.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+state="$root/.bench"
+mkdir -p "$state"
+
+# Binaries the stack needs, and the Debian package that provides each.
+declare -A need=(
+  [pgbouncer]=pgbouncer
+  [nginx]=nginx-light
+  [wrk]=wrk
+  [psql]=postgresql-client
+  [curl]=curl
+)
+missing=()
+for bin in "${!need[@]}"; do
+  command -v "$bin" >/dev/null 2>&1 || [ -x "/usr/sbin/$bin" ] || missing+=("${need[$bin]}")
+done
+# initdb/postgres live under /usr/lib/postgresql/<major>/bin, not on PATH.
+ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
+# uv is bootstrapped from a venv when absent: that needs ensurepip (python3-venv on Debian).
+if ! command -v uv >/dev/null 2>&1 && [ ! -x "$state/tools/bin/uv" ]; then
+  python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  cmd=(apt-get install -y --no-install-recommends "${missing[@]}")
+  if [ "$(id -u)" -eq 0 ]; then sudo=(); elif sudo -n true 2>/dev/null; then sudo=(sudo); else
+    echo "setup: missing packages; run: sudo apt-get update && sudo ${cmd[*]}" >&2
+    exit 1
+  fi
+  echo "setup: installing ${missing[*]} with apt" >&2
+  # Never let a package start a system-wide service (a default postgres on 5432, nginx on 80):
+  # the harness runs its own private instances on free loopback ports.
+  made_policy=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee /usr/sbin/policy-rc.d >/dev/null
+    "${sudo[@]}" chmod 755 /usr/sbin/policy-rc.d
+    made_policy=1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" "${cmd[@]}" -qq
+  [ "$made_policy" -eq 0 ] || "${sudo[@]}" rm -f /usr/sbin/policy-rc.d
+fi
+
+# uv: the one installer for every Python environment of the project (pinned).
+uv_version=0.13.9
+if command -v uv >/dev/null 2>&1; then
+  uv=$(command -v uv)
+else
+  uv="$state/tools/bin/uv"
+  if [ ! -x "$uv" ]; then
+    echo "setup: installing uv $uv_version into .bench/tools" >&2
+    python3 -m venv "$state/tools"
+    "$state/tools/bin/pip" install -q "uv==$uv_version"
+  fi
+fi
+echo "$uv" >"$state/uv-path"
+
+# The harness venv, re-created only when its requirements change.
+req="$root/bench/requirements.txt"
+stamp="$state/venv/.requirements.sha256"
+want=$(sha256sum "$req" | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "setup: creating the harness venv .bench/venv" >&2
+  export UV_PYTHON_DOWNLOADS=never
+  rm -rf "$state/venv"
+  "$uv" venv -q --python python3 "$state/venv"
+  "$uv" pip install -q --python "$state/venv/bin/python" -r "$req"
+  echo "$want" >"$stamp"
+fi
