@@ -1,0 +1,184 @@
+"""Server declarations: servers/<id>/server.toml -> validated ServerSpec.
+
+Input: the servers/ folder. Output: ServerSpec objects, or DeclarationError naming the file
+and the field. A server is data: adding one is adding a folder, never changing this module.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVERS_DIR = ROOT / "servers"
+
+APPS = {"wsgi": "app_common.wsgi:app", "asgi": "app_common.asgi:app", "static": ""}
+# Placeholders the harness always fills; every other {name} must be a declared knob.
+BUILTIN_PLACEHOLDERS = {"python", "port", "app", "run_dir", "root", "venv"}
+# Knobs a user may override from make (WORKERS=, THREADS=, CONNECTIONS=, BACKLOG=).
+OVERRIDABLE = ("workers", "threads", "connections", "backlog")
+TOP_KEYS = {"description", "app", "package", "argv", "env", "knobs", "ready_path", "stop_signal"}
+KNOB_KEYS = {"default", "server_default", "why"}
+ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+class DeclarationError(ValueError):
+    """A server.toml that does not follow the declaration format."""
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One tunable of a server, its value here and the server's own default."""
+
+    name: str
+    default: int | str
+    server_default: int | str | None
+    why: str | None
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """A validated server declaration."""
+
+    id: str
+    description: str
+    app: str
+    package: str | None
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    knobs: dict[str, Knob]
+    ready_path: str
+    stop_signal: str
+    folder: Path
+
+    @property
+    def requirements(self) -> Path | None:
+        """Pinned requirements file, or None for servers that need no venv."""
+        path = self.folder / "requirements.txt"
+        return path if path.exists() else None
+
+
+def placeholders(text: str) -> set[str]:
+    """Names of the {placeholders} in a template string."""
+    return {name for _, name, _, _ in string.Formatter().parse(text) if name}
+
+
+def validate_knob(path: Path, name: str, raw: object) -> Knob:
+    """Check one [knobs.<name>] table."""
+    if not isinstance(raw, dict):
+        raise DeclarationError(f"{path}: [knobs.{name}] must be a table")
+    unknown = set(raw) - KNOB_KEYS
+    if unknown:
+        raise DeclarationError(f"{path}: [knobs.{name}] unknown keys {sorted(unknown)}")
+    if "default" not in raw:
+        raise DeclarationError(f"{path}: [knobs.{name}] needs a default")
+    default = raw["default"]
+    if not (isinstance(default, int) and default > 0) and default != "cpus":
+        raise DeclarationError(
+            f"{path}: [knobs.{name}] default must be a positive integer or 'cpus', got {default!r}"
+        )
+    server_default = raw.get("server_default")
+    why = raw.get("why")
+    # The fairness rule: a value that differs from the server's own default says why.
+    if server_default != default and not (isinstance(why, str) and why.strip()):
+        raise DeclarationError(
+            f"{path}: [knobs.{name}] default {default!r} differs from the server's "
+            f"default {server_default!r}: add why = '...'"
+        )
+    return Knob(name, default, server_default, why)
+
+
+def validate_spec(path: Path, data: dict) -> ServerSpec:
+    """Turn one parsed server.toml into a ServerSpec, or raise DeclarationError."""
+    server_id = path.parent.name
+    if not ID_RE.match(server_id):
+        raise DeclarationError(f"{path}: folder name {server_id!r} is not a valid server id")
+    unknown = set(data) - TOP_KEYS
+    if unknown:
+        raise DeclarationError(
+            f"{path}: unknown keys {sorted(unknown)} (allowed: {sorted(TOP_KEYS)})"
+        )
+    for key in ("description", "app", "argv"):
+        if key not in data:
+            raise DeclarationError(f"{path}: missing required key {key!r}")
+    if data["app"] not in APPS:
+        raise DeclarationError(f"{path}: app must be one of {sorted(APPS)}, got {data['app']!r}")
+    argv = data["argv"]
+    if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)):
+        raise DeclarationError(f"{path}: argv must be a non-empty list of strings")
+    env = data.get("env", {})
+    if not (isinstance(env, dict) and all(isinstance(v, str) for v in env.values())):
+        raise DeclarationError(f"{path}: [env] values must be strings")
+    knobs = {
+        name: validate_knob(path, name, raw) for name, raw in data.get("knobs", {}).items()
+    }
+    used = set().union(*(placeholders(a) for a in [*argv, *env.values()]))
+    undeclared = used - BUILTIN_PLACEHOLDERS - set(knobs)
+    if undeclared:
+        raise DeclarationError(
+            f"{path}: placeholders {sorted(undeclared)} are neither knobs nor "
+            f"built-ins {sorted(BUILTIN_PLACEHOLDERS)}"
+        )
+    if "port" not in used:
+        raise DeclarationError(f"{path}: argv must bind to {{port}}")
+    stop_signal = data.get("stop_signal", "SIGTERM")
+    if stop_signal not in ("SIGTERM", "SIGINT", "SIGQUIT"):
+        raise DeclarationError(f"{path}: stop_signal must be SIGTERM, SIGINT or SIGQUIT")
+    return ServerSpec(
+        id=server_id,
+        description=str(data["description"]),
+        app=data["app"],
+        package=data.get("package"),
+        argv=tuple(argv),
+        env=dict(env),
+        knobs=knobs,
+        ready_path=data.get("ready_path", "/plaintext"),
+        stop_signal=stop_signal,
+        folder=path.parent,
+    )
+
+
+def load_spec(path: Path) -> ServerSpec:
+    """Read and validate one server.toml."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise DeclarationError(f"{path}: not valid TOML: {exc}") from exc
+    spec = validate_spec(path, data)
+    if spec.app != "static" and spec.requirements is None:
+        raise DeclarationError(f"{path.parent}: needs a pinned requirements.txt")
+    return spec
+
+
+def server_ids(servers_dir: Path = SERVERS_DIR) -> list[str]:
+    """Every declared server id, sorted."""
+    return sorted(p.parent.name for p in servers_dir.glob("*/server.toml"))
+
+
+def load_all(servers_dir: Path = SERVERS_DIR) -> dict[str, ServerSpec]:
+    """Every declaration, validated."""
+    return {sid: load_spec(servers_dir / sid / "server.toml") for sid in server_ids(servers_dir)}
+
+
+def resolve_knobs(spec: ServerSpec, cpus: int, overrides: dict[str, int]) -> dict[str, int]:
+    """Knob values for one run: declared defaults, 'cpus' resolved, user overrides applied."""
+    values: dict[str, int] = {}
+    for name, knob in spec.knobs.items():
+        values[name] = cpus if knob.default == "cpus" else int(knob.default)
+    for name, value in overrides.items():
+        if name in values:
+            values[name] = value
+    return values
+
+
+def render_argv(spec: ServerSpec, fill: dict[str, object]) -> list[str]:
+    """The server's argv with every placeholder filled."""
+    return [arg.format(**fill) for arg in spec.argv]
+
+
+def render_env(spec: ServerSpec, fill: dict[str, object]) -> dict[str, str]:
+    """The server's extra environment with every placeholder filled."""
+    return {key: value.format(**fill) for key, value in spec.env.items()}
