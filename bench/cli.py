@@ -1,0 +1,179 @@
+"""Command line: make variables -> validated Options, and the exit codes.
+
+Input: argv (`python -m bench run --server=... `, `python -m bench report`). Output: the exit
+status: 0 all runs ok, 1 some run failed, 2 bad input (one line on stderr naming the valid
+choices; nothing started, nothing written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import tempfile
+from pathlib import Path
+
+from bench import plan
+from bench.load import default_load_threads
+from bench.arch import ArchError, host_arch, normalize_arch
+from bench.registry import DeclarationError, server_ids
+
+DEFAULTS = {
+    "server": "granian",
+    "scenario": "plaintext,json,db",
+    "concurrency": "5,10,30,50,100",
+    "duration": "10",
+    "warmup": "2",
+    "trials": "3",
+    "results": "results",
+}
+# name -> (lowest, highest) accepted
+LIMITS = {
+    "concurrency": (1, 10_000),
+    "duration": (1, 3_600),
+    "warmup": (0, 600),
+    "trials": (1, 100),
+    "workers": (1, 256),
+    "threads": (1, 1_024),
+    "connections": (1, 100_000),
+    "backlog": (1, 65_535),
+    "load_threads": (1, 64),
+    "seed": (0, 2**31),
+}
+
+
+class UsageError(ValueError):
+    """Bad input: reported in one line with exit status 2."""
+
+
+def validate_int(name: str, raw: str) -> int:
+    """An integer within LIMITS[name]."""
+    low, high = LIMITS[name]
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise UsageError(f"{name.upper()}={raw!r} is not a whole number ({low}..{high})") from None
+    if not low <= value <= high:
+        raise UsageError(f"{name.upper()}={value} is out of range {low}..{high}")
+    return value
+
+
+def validate_int_list(name: str, raw: str) -> tuple[int, ...]:
+    """A comma list of integers within LIMITS[name], duplicates removed, order kept."""
+    items = [item for item in raw.split(",") if item.strip()]
+    if not items:
+        raise UsageError(f"{name.upper()} is empty; give a comma list of numbers")
+    return tuple(dict.fromkeys(validate_int(name, item) for item in items))
+
+
+def validate_choices(name: str, raw: str, valid: list[str], allow_all: bool) -> tuple[str, ...]:
+    """A comma list of names from `valid` (or `all`)."""
+    items = [item.strip() for item in raw.split(",") if item.strip()]
+    if allow_all and items == ["all"]:
+        return tuple(valid)
+    unknown = [item for item in items if item not in valid]
+    if unknown or not items:
+        choices = ", ".join(valid) + (", all" if allow_all else "")
+        raise UsageError(f"unknown {name.upper()} {','.join(unknown) or raw!r}; valid: {choices}")
+    return tuple(dict.fromkeys(items))
+
+
+def validate_results(raw: str) -> Path:
+    """A results directory that exists or can be created, and is writable."""
+    path = Path(raw)
+    path = path.absolute()
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    try:
+        if not probe.is_dir():
+            raise OSError
+        # os.access() says yes to root everywhere; only a real (anonymous) file tells.
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError:
+        raise UsageError(f"RESULTS={raw!r} is not a writable directory") from None
+    return path
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `python -m bench` argument parser (make passes the variables as options)."""
+    parser = _Parser(prog="python -m bench", description="Python web server benchmark")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="verify and measure servers")
+    for name in ("server", "scenario", "concurrency", "duration", "warmup", "trials", "results"):
+        run.add_argument(f"--{name}", default=DEFAULTS[name])
+    run.add_argument("--arch", default=None)
+    for name in ("workers", "threads", "connections", "backlog", "load-threads", "seed"):
+        run.add_argument(f"--{name}", default=None)
+    report = sub.add_parser("report", help="rebuild summary.md from the records")
+    report.add_argument("--results", default=DEFAULTS["results"])
+    return parser
+
+
+def options_from(args: argparse.Namespace) -> plan.Options:
+    """Validate every run option; raise UsageError on the first bad one."""
+    servers = validate_choices("server", args.server, server_ids(), allow_all=True)
+    scenarios = validate_choices("scenario", args.scenario, list(plan.SCENARIOS), allow_all=True)
+    concurrency = validate_int_list("concurrency", args.concurrency)
+    duration = validate_int("duration", args.duration)
+    warmup = validate_int("warmup", args.warmup)
+    trials = validate_int("trials", args.trials)
+    try:
+        arch = normalize_arch(args.arch) if args.arch else host_arch()
+    except ArchError as exc:
+        raise UsageError(str(exc)) from None
+    if arch != host_arch():
+        raise UsageError(
+            f"ARCH={arch} on this {host_arch()} host needs emulation, which is not built yet; "
+            f"valid here: {host_arch()}"
+        )
+    overrides = {
+        name: validate_int(name, getattr(args, name))
+        for name in ("workers", "threads", "connections", "backlog")
+        if getattr(args, name) is not None
+    }
+    load_threads = (
+        validate_int("load_threads", args.load_threads) if args.load_threads is not None else None
+    )
+    seed = validate_int("seed", args.seed) if args.seed is not None else random.randrange(2**31)
+    return plan.Options(
+        servers=servers,
+        scenarios=scenarios,
+        concurrency=concurrency,
+        duration_s=duration,
+        warmup_s=warmup,
+        trials=trials,
+        arch=arch,
+        results=validate_results(args.results),
+        overrides=overrides,
+        load_threads=load_threads or default_load_threads(),
+        seed=seed,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `python -m bench`."""
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "report":
+            from bench import report
+
+            results = validate_results(args.results)
+            path = report.write_summary(results)
+            print(f"wrote {path}")
+            return 0
+        options = options_from(args)
+    except (UsageError, DeclarationError) as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    from bench import run
+
+    return run.execute(options)
+

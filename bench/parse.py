@@ -1,0 +1,119 @@
+"""Parsing: raw load-tool output -> numbers. Pure functions, re-runnable offline on raw files.
+
+Input: wrk's text (with the WRK_JSON line bench/wrk_report.lua adds, or wrk's plain report).
+Output: WrkResult, or ParseError when the text is not wrk's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
+_SIZE = r"([\d.]+)(us|ms|s|m)"
+
+
+class ParseError(ValueError):
+    """The text is not a wrk report."""
+
+
+@dataclass(frozen=True)
+class WrkResult:
+    """One wrk run, in the record's units."""
+
+    requests: int
+    duration_s: float
+    rps: float
+    bytes: int | None
+    latency_ms: dict[str, float | None]
+    errors: dict[str, int]
+    by_status: dict[int, int] = field(default_factory=dict)
+
+
+def to_ms(value: str, unit: str) -> float:
+    """A wrk duration (`812.00us`, `1.23ms`, `2.01s`, `1.00m`) in milliseconds."""
+    return round(float(value) * _UNITS_MS[unit], 6)
+
+
+def _latency_ms(lat: dict) -> dict[str, float | None]:
+    # When no response arrived in time wrk's histogram is empty: min is INT64_MIN and every
+    # percentile 0. That is "no samples", never "0 ms".
+    if lat["min"] < 0 or lat["max"] <= 0:
+        return dict.fromkeys(("p50", "p90", "p99", "p999", "max", "mean"))
+    return {
+        "p50": lat["p50"] / 1000,
+        "p90": lat["p90"] / 1000,
+        "p99": lat["p99"] / 1000,
+        "p999": lat["p999"] / 1000,
+        "max": lat["max"] / 1000,
+        "mean": round(lat["mean"] / 1000, 6),
+    }
+
+
+def _from_json(data: dict) -> WrkResult:
+    lat = data["latency_us"]
+    duration_s = data["duration_us"] / 1e6
+    errors = data["errors"]
+    return WrkResult(
+        requests=int(data["requests"]),
+        duration_s=duration_s,
+        rps=data["requests"] / duration_s if duration_s else 0.0,
+        bytes=int(data["bytes"]),
+        latency_ms=_latency_ms(lat),
+        errors={
+            "connect": int(errors["connect"]),
+            "read": int(errors["read"]),
+            "write": int(errors["write"]),
+            "timeout": int(errors["timeout"]),
+            "non_2xx": int(errors["status"]),
+        },
+        by_status={int(k): int(v) for k, v in sorted(data.get("by_status", {}).items())},
+    )
+
+
+def _from_text(text: str) -> WrkResult:
+    total = re.search(r"(\d+) requests in " + _SIZE, text)
+    if total is None:
+        raise ParseError("no 'N requests in T' line: not wrk output")
+    requests = int(total.group(1))
+    duration_s = to_ms(total.group(2), total.group(3)) / 1000
+    percentiles = {
+        int(p): to_ms(v, u)
+        for p, v, u in re.findall(r"^\s+(50|90|99)%\s+" + _SIZE, text, flags=re.MULTILINE)
+    }
+    latency = re.search(r"Latency\s+" + _SIZE + r"\s+" + _SIZE + r"\s+" + _SIZE, text)
+    sockets = re.search(
+        r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text
+    )
+    non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    counts = [int(g) for g in sockets.groups()] if sockets else [0, 0, 0, 0]
+    return WrkResult(
+        requests=requests,
+        duration_s=duration_s,
+        rps=requests / duration_s if duration_s else 0.0,
+        bytes=None,
+        latency_ms={
+            "p50": percentiles.get(50),
+            "p90": percentiles.get(90),
+            "p99": percentiles.get(99),
+            "p999": None,  # wrk's text report stops at p99
+            "max": to_ms(latency.group(5), latency.group(6)) if latency else None,
+            "mean": to_ms(latency.group(1), latency.group(2)) if latency else None,
+        },
+        errors=dict(
+            zip(("connect", "read", "write", "timeout"), counts, strict=True),
+            non_2xx=int(non_2xx.group(1)) if non_2xx else 0,
+        ),
+    )
+
+
+def parse_wrk(text: str) -> WrkResult:
+    """Numbers of one wrk run: from the WRK_JSON line when present, else from wrk's text."""
+    for line in reversed(text.splitlines()):
+        if line.startswith("WRK_JSON "):
+            try:
+                return _from_json(json.loads(line[len("WRK_JSON ") :]))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ParseError(f"malformed WRK_JSON line: {exc}") from exc
+    return _from_text(text)

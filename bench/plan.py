@@ -1,0 +1,98 @@
+"""The plan: validated options -> the ordered list of runs.
+
+Input: Options (already validated by bench.cli). Output: Blocks, one per (trial, server) —
+the server is started once per block and measured on every scenario × concurrency in it.
+Servers come in a random order per trial (seeded, recorded), so that drift of the machine
+over time does not favour whichever server always runs first.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+# scenario -> (path wrk requests, what it exercises)
+SCENARIOS: dict[str, tuple[str, str]] = {
+    "plaintext": ("/plaintext", "fixed text body: the server's own overhead"),
+    "json": ("/json", "JSON serialisation per request"),
+    "db": ("/db", "one random row through pgbouncer"),
+    "queries": ("/queries?n=20", "20 single-row queries per request"),
+    "fortunes": ("/fortunes", "query, sort and HTML template render"),
+    "updates": ("/updates?n=20", "20 reads and a batched update per request"),
+    "upstream": ("/upstream?ms=100", "a real HTTP call to a stub answering after 100 ms"),
+    "compute": ("/compute?n=10000", "CPU-bound pure Python work"),
+}
+PRIMER_S = 1
+PRIMER_CONCURRENCY = 8
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything a harness run needs, validated."""
+
+    servers: tuple[str, ...]
+    scenarios: tuple[str, ...]
+    concurrency: tuple[int, ...]
+    duration_s: int
+    warmup_s: int
+    trials: int
+    arch: str
+    results: Path
+    overrides: dict[str, int]
+    load_threads: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One measured run."""
+
+    server: str
+    scenario: str
+    concurrency: int
+    trial: int
+
+    @property
+    def path(self) -> str:
+        """The URL path wrk requests."""
+        return SCENARIOS[self.scenario][0]
+
+
+@dataclass(frozen=True)
+class Block:
+    """One server start: every run measured against it, in order."""
+
+    trial: int
+    server: str
+    runs: tuple[RunSpec, ...]
+
+
+def make_plan(options: Options) -> list[Block]:
+    """Blocks in execution order: trials in turn, servers shuffled within each trial."""
+    rng = random.Random(options.seed)
+    blocks = []
+    for trial in range(1, options.trials + 1):
+        order = list(options.servers)
+        rng.shuffle(order)
+        for server in order:
+            runs = tuple(
+                RunSpec(server, scenario, conc, trial)
+                for scenario in options.scenarios
+                for conc in options.concurrency
+            )
+            blocks.append(Block(trial, server, runs))
+    return blocks
+
+
+def run_seconds(options: Options, scenario_primed: bool) -> int:
+    """Load time of one run: primer (first run of a scenario), warmup, measurement."""
+    return (0 if scenario_primed else PRIMER_S) + options.warmup_s + options.duration_s
+
+
+def estimate_seconds(options: Options, blocks: list[Block]) -> int:
+    """Load time of the whole plan, for the progress line (start-up and verify not counted)."""
+    per_block = len(options.scenarios) * PRIMER_S + sum(
+        options.warmup_s + options.duration_s for _ in blocks[0].runs
+    )
+    return per_block * len(blocks) if blocks else 0

@@ -1,0 +1,148 @@
+"""Records: one measured run -> one JSON file, written atomically and never overwritten.
+
+Input: a Record and its raw outputs. Output: RESULTS/records/<stem>.json and
+RESULTS/raw/<stem>.<suffix>; and back: every record below RESULTS (any sub-folder, so records
+copied from other machines merge), with one problem line per file that is not a usable record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import tempfile
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+# Format history:
+# 1: first format (2026-11): status/reason, server/app/scenario/concurrency/trial, arch,
+#    load tool, knobs, requests/rps, latency_ms, errors (+by_status), db, verify, metadata.
+FORMAT_VERSION = 1
+KNOWN_VERSIONS = (1,)
+STATUSES = ("ok", "failed", "unsupported")
+
+
+class RecordError(ValueError):
+    """A JSON document that is not a record this code can read."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One measured run (or one that could not be measured, with its reason)."""
+
+    format_version: int
+    status: str
+    reason: str | None
+    run_id: str
+    server: str
+    app: str
+    app_framework: str | None
+    scenario: str
+    path: str
+    concurrency: int
+    trial: int
+    duration_s: float
+    arch: str
+    host_arch: str
+    emulated: bool
+    load_tool: str
+    load_tool_version: str | None
+    load_threads: int | None
+    knobs: dict
+    requests: int | None
+    rps: float | None
+    latency_ms: dict | None
+    errors: dict | None
+    db: dict | None
+    verify: dict | None
+    metadata: dict
+    raw_files: list[str]
+
+    def to_dict(self) -> dict:
+        """The JSON-ready form."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Record:
+        """A Record from its JSON form; unknown keys are ignored, unknown versions refused."""
+        if not isinstance(data, dict) or "format_version" not in data:
+            raise RecordError("no format_version: not a record")
+        if data["format_version"] not in KNOWN_VERSIONS:
+            raise RecordError(
+                f"format_version {data['format_version']!r} is unknown "
+                f"(this code reads {list(KNOWN_VERSIONS)})"
+            )
+        names = [f.name for f in fields(cls)]
+        missing = [name for name in names if name not in data]
+        if missing:
+            raise RecordError(f"missing keys {missing}")
+        if data["status"] not in STATUSES:
+            raise RecordError(f"status {data['status']!r} is not one of {STATUSES}")
+        return cls(**{name: data[name] for name in names})
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", text).strip("-") or "x"
+
+
+def record_name(rec: Record) -> str:
+    """File stem: start time, host, server, scenario, concurrency, trial, run id."""
+    started = str(rec.metadata.get("started_at", "")).replace("-", "").replace(":", "")
+    host = str(rec.metadata.get("hostname", "host"))
+    parts = [started or "unknown-time", host, rec.server, rec.scenario,
+             f"c{rec.concurrency}", f"t{rec.trial}", rec.run_id[:8]]
+    return "_".join(_safe(p) for p in parts)
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Write data to path through a temp file; never replace an existing file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        # link() fails if the name exists: an earlier record is never overwritten, and a
+        # reader never sees a half-written file under the final name.
+        os.link(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def write_record(results_dir: Path, rec: Record, raw: dict[str, str]) -> Path:
+    """Write the raw outputs, then the record that lists them; FileExistsError if it exists."""
+    stem = record_name(rec)
+    path = results_dir / "records" / f"{stem}.json"
+    if path.exists():
+        raise FileExistsError(path)
+    raw_files = []
+    for suffix, text in sorted(raw.items()):
+        if not text:
+            continue
+        raw_path = results_dir / "raw" / f"{stem}.{suffix}"
+        _write_new(raw_path, text.encode())
+        raw_files.append(str(raw_path.relative_to(results_dir)))
+    data = {**rec.to_dict(), "raw_files": raw_files}
+    _write_new(path, (json.dumps(data, sort_keys=True, indent=2) + "\n").encode())
+    return path
+
+
+def load_records(results_dir: Path) -> tuple[list[Record], list[str]]:
+    """Every record below results_dir, and a line per JSON file that is not a usable one."""
+    records, problems = [], []
+    if not results_dir.exists():
+        return records, problems
+    for path in sorted(results_dir.rglob("*.json")):
+        if path.name.startswith(".tmp-"):
+            continue
+        rel = path.relative_to(results_dir)
+        try:
+            records.append(Record.from_dict(json.loads(path.read_text())))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            problems.append(f"{rel}: unreadable JSON ({exc.__class__.__name__}), skipped")
+        except (RecordError, TypeError) as exc:
+            problems.append(f"{rel}: {exc}, skipped")
+    return records, problems

@@ -1,0 +1,344 @@
+"""One harness run: the plan's stages in order, every process stopped on every exit path.
+
+Input: validated Options. Output: one record per planned run under RESULTS (ok, or failed
+with its reason and logs), summary.md rebuilt, and the exit status (0 ok, 1 a run failed,
+130 interrupted). Stages: venvs -> database + pgbouncer + upstream stub -> per (trial,
+server): start, verify, then per scenario × concurrency: primer, warmup, measure, record.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench import parse, plan, record, report
+from bench.arch import host_arch
+from bench.load import LoadError, run_wrk, wrk_version
+from bench.metadata import host_metadata, now_iso, python_version
+from bench.procs import Interrupted, ProcessTable, StartError, signals_raise
+from bench.registry import ServerSpec, load_all, resolve_knobs
+from bench.stack import Database, RunningServer, Stack, state_base
+from bench.venv import VenvError, ensure_venv, installed_packages
+from bench.verify import VerifyError, verify_server
+
+FRAMEWORKS = {"wsgi": "flask", "asgi": "quart", "static": None}
+
+
+class LockedError(RuntimeError):
+    """Another harness run holds the lock."""
+
+
+@contextmanager
+def run_lock(base: Path) -> Iterator[None]:
+    """One harness run per checkout at a time. flock dies with its holder: no stale locks."""
+    path = base / "bench.lock"
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another run"
+            raise LockedError(f"another harness run is in progress ({holder})") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()} since {now_iso()}\n")
+        fh.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@dataclass
+class Progress:
+    """A line per stage on stderr: what runs now and roughly how long is left."""
+
+    total_runs: int
+    remaining_s: int
+    done: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def say(self, text: str) -> None:
+        """Print one progress line."""
+        mins, secs = divmod(max(0, self.remaining_s), 60)
+        print(
+            f"[{self.done:>3}/{self.total_runs}] {text} (~{mins}m{secs:02d}s of load left)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+@dataclass
+class Context:
+    """What every run of one harness invocation shares."""
+
+    options: plan.Options
+    table: ProcessTable
+    run_dir: Path
+    host: dict[str, object]
+    progress: Progress
+    wrk_version: str | None
+    failures: int = 0
+    stack: Stack | None = None
+    db: Database | None = None
+
+
+def _record(
+    ctx: Context,
+    run: plan.RunSpec,
+    spec: ServerSpec | None,
+    *,
+    status: str,
+    reason: str | None,
+    knobs: dict[str, int],
+    server_meta: dict[str, object],
+    raw: dict[str, str],
+    result: parse.WrkResult | None = None,
+    db_delta: dict[str, int] | None = None,
+    verification: dict | None = None,
+    started: str | None = None,
+) -> Path:
+    app = spec.app if spec else "wsgi"
+    rec = record.Record(
+        format_version=record.FORMAT_VERSION,
+        status=status,
+        reason=reason,
+        run_id=uuid.uuid4().hex,
+        server=run.server,
+        app=app,
+        app_framework=FRAMEWORKS.get(app),
+        scenario=run.scenario,
+        path=run.path,
+        concurrency=run.concurrency,
+        trial=run.trial,
+        duration_s=float(ctx.options.duration_s),
+        arch=ctx.options.arch,
+        host_arch=host_arch(),
+        emulated=ctx.options.arch != host_arch(),
+        load_tool="wrk",
+        load_tool_version=ctx.wrk_version,
+        load_threads=min(ctx.options.load_threads, run.concurrency),
+        knobs=knobs,
+        requests=result.requests if result else None,
+        rps=result.rps if result else None,
+        latency_ms=dict(result.latency_ms) if result else None,
+        errors=(
+            {**result.errors, "by_status": {str(k): v for k, v in result.by_status.items()}}
+            if result
+            else None
+        ),
+        db=db_delta,
+        verify=verification,
+        metadata={
+            **ctx.host,
+            **server_meta,
+            "started_at": started or now_iso(),
+            "ended_at": now_iso(),
+            "seed": ctx.options.seed,
+        },
+        raw_files=[],
+    )
+    if status != "ok":
+        ctx.failures += 1
+    return record.write_record(ctx.options.results, rec, raw)
+
+
+def _fail_runs(
+    ctx: Context,
+    runs: tuple[plan.RunSpec, ...],
+    spec: ServerSpec | None,
+    reason: str,
+    knobs: dict[str, int],
+    server_meta: dict[str, object],
+    logs: dict[str, str],
+) -> None:
+    """A failed record for each run that could not be measured, with the logs that say why."""
+    for run in runs:
+        _record(
+            ctx,
+            run,
+            spec,
+            status="failed",
+            reason=reason,
+            knobs=knobs,
+            server_meta=server_meta,
+            raw=logs,
+        )
+        ctx.progress.done += 1
+    print(f"  FAILED {runs[0].server}: {reason}", file=sys.stderr, flush=True)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _db_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {
+        "queries": after.get("total_query_count", 0) - before.get("total_query_count", 0),
+        "transactions": after.get("total_xact_count", 0) - before.get("total_xact_count", 0),
+    }
+
+
+def measure_block(
+    ctx: Context, block: plan.Block, spec: ServerSpec, python: Path, packages: dict[str, str]
+) -> None:
+    """Start one server, verify it, and measure every run of the block against it."""
+    assert ctx.stack is not None and ctx.db is not None
+    opts = ctx.options
+    knobs = resolve_knobs(spec, len(os.sched_getaffinity(0)), opts.overrides)
+    server_meta: dict[str, object] = {
+        "packages": packages,
+        "server_package": spec.package,
+        "server_version": packages.get(spec.package or "", None),
+        "python_version": python_version(python),
+    }
+    log_name = f"{block.server}-t{block.trial}.log"
+    log_path = ctx.run_dir / log_name
+    ctx.progress.say(f"{block.server} trial {block.trial}: starting {knobs}")
+    try:
+        server: RunningServer = ctx.stack.start_server(spec, knobs, python, ctx.db, log_name)
+    except StartError as exc:
+        reason = f"server did not start: {str(exc).splitlines()[0]}"
+        _fail_runs(ctx, block.runs, spec, reason, knobs, server_meta, {"server.log": _read(log_path)})
+        return
+    server_meta["argv"] = server.argv
+    try:
+        try:
+            verification = verify_server(server.port, ctx.db)
+        except VerifyError as exc:
+            reason = f"verification failed: {exc}"
+            _fail_runs(ctx, block.runs, spec, reason, knobs, server_meta, {"server.log": _read(log_path)})
+            return
+        verified = {"checked": verification.checked, "warnings": verification.warnings}
+        base_url = f"http://127.0.0.1:{server.port}"
+        primed: set[str] = set()
+        for index, run in enumerate(block.runs):
+            url = base_url + run.path
+            step = plan.run_seconds(opts, run.scenario in primed)
+            ctx.progress.say(
+                f"{run.server} {run.scenario} c={run.concurrency} trial {run.trial}/{opts.trials}: "
+                f"{step} s"
+            )
+            raw_path = ctx.run_dir / f"{run.server}-{run.scenario}-c{run.concurrency}-t{run.trial}"
+            try:
+                if run.scenario not in primed:
+                    run_wrk(ctx.table, url, plan.PRIMER_CONCURRENCY, plan.PRIMER_S,
+                            opts.load_threads, raw_path.with_suffix(".primer.txt"))
+                    primed.add(run.scenario)
+                if opts.warmup_s:
+                    run_wrk(ctx.table, url, run.concurrency, opts.warmup_s, opts.load_threads,
+                            raw_path.with_suffix(".warmup.txt"))
+                before = ctx.db.pgbouncer_stats()
+                started = now_iso()
+                text = run_wrk(ctx.table, url, run.concurrency, opts.duration_s,
+                               opts.load_threads, raw_path.with_suffix(".wrk.txt"))
+                db_delta = _db_delta(before, ctx.db.pgbouncer_stats())
+            except (LoadError, RuntimeError) as exc:
+                text, db_delta, started = "", None, now_iso()
+                load_error = str(exc)
+            else:
+                load_error = None
+            ctx.progress.remaining_s -= step
+            exit_code = server.proc.exit_code()
+            if exit_code is not None:
+                reason = f"server exited with code {exit_code} during load"
+                _fail_runs(ctx, block.runs[index:], spec, reason, knobs, server_meta,
+                           {"server.log": _read(log_path), "wrk.txt": text})
+                return
+            result = None
+            if load_error is None:
+                try:
+                    result = parse.parse_wrk(text)
+                except parse.ParseError as exc:
+                    load_error = f"unreadable wrk output: {exc}"
+            if result is not None and result.requests == 0:
+                load_error = "no request completed"
+            status = "ok" if load_error is None else "failed"
+            path = _record(
+                ctx, run, spec, status=status, reason=load_error, knobs=knobs,
+                server_meta=server_meta, raw={"wrk.txt": text}, result=result,
+                db_delta=db_delta, verification=verified, started=started,
+            )
+            ctx.progress.done += 1
+            if result is not None:
+                print(
+                    f"        {result.rps:>10,.0f} rps  p50 {result.latency_ms['p50']:.2f} ms  "
+                    f"p99 {result.latency_ms['p99']:.2f} ms  -> {path.name}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    finally:
+        ctx.stack.stop_server(server)
+
+
+def execute(options: plan.Options) -> int:
+    """Run the whole plan; write records and summary.md; return the exit status."""
+    blocks = plan.make_plan(options)
+    specs = load_all()
+    base = state_base()
+    run_name = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid()}"
+    run_dir = base / "runs" / run_name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    total_runs = sum(len(b.runs) for b in blocks)
+    progress = Progress(total_runs, plan.estimate_seconds(options, blocks))
+    status = 0
+    try:
+        with run_lock(base), signals_raise():
+            table = ProcessTable()
+            ctx = Context(options, table, run_dir, host_metadata(), progress, wrk_version())
+            print(f"bench: run directory {run_dir}, seed {options.seed}", file=sys.stderr)
+            try:
+                status = _execute(ctx, blocks, specs)
+            except (KeyboardInterrupt, Interrupted) as exc:
+                print(f"bench: interrupted ({exc or 'SIGINT'}): stopping everything", file=sys.stderr)
+                status = 130
+            finally:
+                table.stop_all()
+    except LockedError as exc:
+        print(f"bench: {exc}; wait for it to finish", file=sys.stderr)
+        return 1
+    summary = report.write_summary(options.results)
+    print(f"bench: wrote {summary}", file=sys.stderr)
+    return status
+
+
+def _execute(ctx: Context, blocks: list[plan.Block], specs: dict[str, ServerSpec]) -> int:
+    pythons: dict[str, Path] = {}
+    packages: dict[str, dict[str, str]] = {}
+    venv_errors: dict[str, str] = {}
+    for server in ctx.options.servers:
+        ctx.progress.say(f"{server}: preparing its venv")
+        try:
+            pythons[server] = ensure_venv(specs[server], ctx.run_dir / "venv.log")
+            packages[server] = installed_packages(pythons[server])
+        except VenvError as exc:
+            venv_errors[server] = str(exc)
+    ctx.stack = Stack(ctx.table, ctx.run_dir)
+    try:
+        ctx.progress.say("starting PostgreSQL, pgbouncer and the upstream stub")
+        ctx.db = ctx.stack.start_database()
+        ctx.stack.start_upstream(sys.executable)
+    except StartError as exc:
+        logs = {name: _read(ctx.run_dir / f"{name}.log") for name in ("postgres", "pgbouncer")}
+        for block in blocks:
+            _fail_runs(ctx, block.runs, specs[block.server], f"stack did not start: {exc}",
+                       {}, {}, logs)
+        return 1
+    for block in blocks:
+        spec = specs[block.server]
+        if block.server in venv_errors:
+            _fail_runs(ctx, block.runs, spec, venv_errors[block.server], {}, {},
+                       {"venv.log": _read(ctx.run_dir / "venv.log")})
+            continue
+        measure_block(ctx, block, spec, pythons[block.server], packages[block.server])
+    return 1 if ctx.failures else 0

@@ -1,0 +1,82 @@
+"""Per-server virtual environments: servers/<id>/requirements.txt -> .bench/venvs/<id>.
+
+Input: a ServerSpec. Output: the venv's python, created with uv only when absent or when the
+pinned requirements changed (a stamp holds their hash), and the installed package versions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from bench.registry import ROOT, ServerSpec
+
+STATE = ROOT / ".bench"
+VENVS = STATE / "venvs"
+
+
+class VenvError(RuntimeError):
+    """A venv could not be created (the uv output says why)."""
+
+
+def uv_path() -> str:
+    """The uv binary bench/setup.sh installed or found."""
+    recorded = STATE / "uv-path"
+    if recorded.exists():
+        path = recorded.read_text().strip()
+        if os.access(path, os.X_OK):
+            return path
+    found = shutil.which("uv")
+    if found is None:
+        raise VenvError("uv not found: run `make setup` first")
+    return found
+
+
+def _stamp(requirements: Path) -> str:
+    return hashlib.sha256(requirements.read_bytes()).hexdigest()
+
+
+def ensure_venv(spec: ServerSpec, log: Path | None = None) -> Path:
+    """The python of the server's venv, (re)created from its pinned requirements if stale."""
+    if spec.requirements is None:
+        raise VenvError(f"{spec.id}: no requirements.txt")
+    venv = VENVS / spec.id
+    stamp_file = venv / ".requirements.sha256"
+    want = _stamp(spec.requirements)
+    python = venv / "bin" / "python"
+    if stamp_file.exists() and stamp_file.read_text().strip() == want and python.exists():
+        return python
+    uv = uv_path()
+    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
+    shutil.rmtree(venv, ignore_errors=True)
+    steps = [
+        [uv, "venv", "-q", "--python", "python3", str(venv)],
+        [uv, "pip", "install", "-q", "--python", str(python), "-r", str(spec.requirements)],
+    ]
+    for argv in steps:
+        result = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=spec.folder)
+        if log is not None:
+            with open(log, "a") as fh:
+                fh.write(f"$ {' '.join(argv)}\n{result.stdout}{result.stderr}")
+        if result.returncode != 0:
+            shutil.rmtree(venv, ignore_errors=True)
+            last = (result.stderr or result.stdout).strip().splitlines()[-3:]
+            raise VenvError(f"{spec.id}: installing requirements failed: {' / '.join(last)}")
+    stamp_file.write_text(want + "\n")
+    return python
+
+
+def installed_packages(python: Path) -> dict[str, str]:
+    """name -> version of every distribution installed in the venv of `python`."""
+    code = (
+        "import importlib.metadata as m, json;"
+        "print(json.dumps({d.metadata['Name'].lower(): d.version for d in m.distributions()}))"
+    )
+    result = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        return {}
+    return dict(sorted(json.loads(result.stdout).items()))

@@ -1,0 +1,59 @@
+"""Bad input gets one line naming the valid choices and exit status 2, and writes nothing."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import cli
+from bench.registry import ROOT
+
+BAD = [
+    (["--server=nope"], "valid: "),
+    (["--scenario=teapot"], "valid: plaintext"),
+    (["--concurrency=0"], "out of range 1..10000"),
+    (["--concurrency=ten"], "not a whole number"),
+    (["--concurrency=5,-3"], "out of range"),
+    (["--duration=-1"], "out of range 1..3600"),
+    (["--duration=99999"], "out of range"),
+    (["--trials=0"], "out of range 1..100"),
+    (["--workers=abc"], "not a whole number"),
+    (["--arch=sparc"], "valid: aarch64, amd64, arm64, x86_64"),
+    (["--results=/proc/nope"], "not a writable directory"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD)
+def test_bad_input_is_one_line_and_exit_2(
+    args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each bad value: exit 2, a single stderr line containing the valid choices or range."""
+    results = tmp_path / "results"
+    argv = ["run", f"--results={results}", *args]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert message in err
+    assert not results.exists(), "nothing written on bad input"
+
+
+def test_make_bench_with_an_unknown_server_exits_2() -> None:
+    """Through make, as a user types it: the one-line error and status 2 reach the shell."""
+    result = subprocess.run(
+        ["make", "-s", "bench", "SERVER=nope"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert "unknown SERVER" in result.stderr and "granian" in result.stderr
+
+
+def test_valid_lists_are_parsed_and_deduplicated() -> None:
+    """Comma lists keep their order and drop repeats; 'all' expands to every server."""
+    assert cli.validate_int_list("concurrency", "5,10,5, 30") == (5, 10, 30)
+    assert cli.validate_choices("server", "all", ["a", "b"], allow_all=True) == ("a", "b")
+
+
+def test_python_m_bench_without_a_command_exits_2() -> None:
+    """No subcommand is bad input too."""
+    result = subprocess.run([sys.executable, "-m", "bench"], cwd=ROOT, capture_output=True)
+    assert result.returncode == 2

@@ -1,0 +1,40 @@
+"""The real stack for integration tests: PostgreSQL + pgbouncer + upstream stub, once a session."""
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.procs import ProcessTable
+from bench.stack import Database, Stack
+
+
+@pytest.fixture(scope="session")
+def table() -> Iterator[ProcessTable]:
+    """The session's process table; everything in it is stopped at the end."""
+    procs = ProcessTable()
+    yield procs
+    procs.stop_all()
+
+
+@pytest.fixture(scope="session")
+def stack(table: ProcessTable, tmp_path_factory: pytest.TempPathFactory) -> Stack:
+    """A Stack whose logs go to a temporary run directory."""
+    run_dir = tmp_path_factory.mktemp("run")
+    run_dir.chmod(0o755)
+    return Stack(table, run_dir)
+
+
+@pytest.fixture(scope="session")
+def db(stack: Stack) -> Database:
+    """PostgreSQL (seeded) behind pgbouncer, and the upstream stub, all answering."""
+    database = stack.start_database()
+    stack.start_upstream(sys.executable)
+    return database
+
+
+@pytest.fixture(scope="session")
+def run_dir(stack: Stack) -> Path:
+    """Where the stack's logs go."""
+    return stack.run_dir

@@ -1,0 +1,48 @@
+"""`python -m bench run` end to end: real stack, real load, records and summary on disk."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.registry import ROOT
+from tests.conftest import stack_processes
+
+pytestmark = pytest.mark.integration
+
+
+def test_short_bench_writes_ok_records_and_summary(tmp_path: Path) -> None:
+    """granian on plaintext and db at c=10 for 2 s: two ok records with sane numbers, a
+    summary that names both scenarios, raw wrk output beside them, nothing left running."""
+    results = tmp_path / "results"
+    before = set(stack_processes())
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "run", "--server=granian", "--scenario=plaintext,db",
+         "--concurrency=10", "--duration=2", "--warmup=0", "--trials=1", f"--results={results}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "granian plaintext c=10" in proc.stderr  # the progress line
+    records = [json.loads(p.read_text()) for p in sorted((results / "records").glob("*.json"))]
+    assert sorted(r["scenario"] for r in records) == ["db", "plaintext"]
+    for rec in records:
+        assert rec["status"] == "ok" and rec["reason"] is None
+        assert rec["server"] == "granian" and rec["app"] == "wsgi" and rec["concurrency"] == 10
+        assert rec["rps"] > 50 and rec["requests"] >= rec["rps"]  # measured, not typed in
+        lat = rec["latency_ms"]
+        assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p999"] <= lat["max"]
+        assert sum(rec["errors"][k] for k in ("connect", "read", "write", "timeout")) == 0
+        assert rec["errors"]["non_2xx"] == 0
+        assert rec["arch"] == rec["host_arch"] and rec["emulated"] is False
+        assert rec["metadata"]["server_version"] == rec["metadata"]["packages"]["granian"]
+        assert rec["metadata"]["cpu_count"] >= 1 and rec["metadata"]["hostname"]
+        for raw in rec["raw_files"]:
+            assert (results / raw).is_file()
+    db_rec = next(r for r in records if r["scenario"] == "db")
+    # every /db request is one query through pgbouncer: the DB really answered the load
+    assert db_rec["db"]["queries"] >= db_rec["requests"]
+    summary = (results / "summary.md").read_text()
+    assert "plaintext" in summary and "granian" in summary and "/db" in summary
+    assert set(stack_processes()) - before == set()

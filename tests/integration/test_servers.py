@@ -1,0 +1,84 @@
+"""Every declared server starts on the real stack, passes verification, and stops clean."""
+
+import os
+from pathlib import Path
+
+import psutil
+import pytest
+
+from bench import registry, verify
+from bench.procs import ProcessTable
+from bench.stack import Database, Stack
+from bench.venv import ensure_venv
+
+pytestmark = pytest.mark.integration
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def _group_members(pgid: int) -> list[int]:
+    return [p.pid for p in psutil.process_iter() if _pgid(p.pid) == pgid]
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+@pytest.mark.parametrize("server_id", registry.server_ids())
+def test_server_verifies_and_stops_clean(
+    server_id: str, stack: Stack, db: Database, table: ProcessTable
+) -> None:
+    """Start from the declaration, verify every route, stop: no process of its group remains."""
+    spec = registry.load_spec(registry.SERVERS_DIR / server_id / "server.toml")
+    python = ensure_venv(spec)
+    knobs = registry.resolve_knobs(spec, 2, {})
+    server = stack.start_server(spec, knobs, python, db, f"{server_id}.log")
+    pgid = server.proc.pid
+    try:
+        assert len(_group_members(pgid)) >= 1 + (knobs.get("workers", 1) > 1)
+        result = verify.verify_server(server.port, db)
+        assert "/fortunes" in result.checked and "/updates?n=5" in result.checked
+        assert result.db_queries >= 1 + 1 + 500 + 20
+    finally:
+        stack.stop_server(server)
+    assert _group_members(pgid) == []
+    assert server.proc not in table.procs
+
+
+def test_verification_fails_on_a_wrong_body(stack: Stack, db: Database) -> None:
+    """An app that leaves one fortune unescaped is refused, and the error names /fortunes."""
+    spec = registry.load_spec(registry.SERVERS_DIR / "gunicorn-sync" / "server.toml")
+    python = ensure_venv(spec)
+    broken = registry.ServerSpec(
+        **{**spec.__dict__, "argv": tuple(
+            "tests.fixtures.broken_app:app" if a == "{app}" else a for a in spec.argv
+        )}
+    )
+    server = stack.start_server(broken, {"workers": 1, "backlog": 64, "timeout": 30,
+                                         "keepalive": 2}, python, db, "broken.log")
+    try:
+        with pytest.raises(verify.VerifyError, match="/fortunes") as exc:
+            verify.verify_server(server.port, db)
+        assert "/plaintext" not in str(exc.value)
+    finally:
+        stack.stop_server(server)
+
+
+def test_verification_fails_when_the_db_is_not_queried(stack: Stack, db: Database) -> None:
+    """An app that answers /db from a cache instead of the database fails the pgbouncer check."""
+    spec = registry.load_spec(registry.SERVERS_DIR / "gunicorn-sync" / "server.toml")
+    python = ensure_venv(spec)
+    cached = registry.ServerSpec(
+        **{**spec.__dict__, "argv": tuple(
+            "tests.fixtures.broken_app:cached" if a == "{app}" else a for a in spec.argv
+        )}
+    )
+    server = stack.start_server(cached, {"workers": 1, "backlog": 64, "timeout": 30,
+                                         "keepalive": 2}, python, db, "cached.log")
+    try:
+        with pytest.raises(verify.VerifyError, match="pgbouncer saw"):
+            verify.verify_server(server.port, db)
+    finally:
+        stack.stop_server(server)
