@@ -47,7 +47,10 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                 writer.write(_response("400 Bad Request", b'{"error":"bad request"}', True))
                 return
             method, target, version = parts
-            headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:] if h)}
+            headers = {
+                k.strip().lower(): v.strip()
+                for k, _, v in (h.partition(":") for h in lines[1:] if h)
+            }
             close = headers.get("connection", "").lower() == "close" or version == "HTTP/1.0"
             length = int(headers.get("content-length", "0") or 0)
             if length:

@@ -47,8 +47,9 @@ def db_pool() -> ConnectionPool:
             common.database_url(),
             min_size=1,
             max_size=common.pool_size(),
-            # pgbouncer in transaction mode cannot keep server-side prepared statements.
-            kwargs={"prepare_threshold": None},
+            # pgbouncer in transaction mode cannot keep server-side prepared statements;
+            # autocommit: a read is one round trip, not BEGIN + SELECT + COMMIT.
+            kwargs={"prepare_threshold": None, "autocommit": True},
             open=True,
         ),
     )
@@ -120,7 +121,7 @@ def fortunes() -> Response:
 def updates() -> Response:
     """n random rows given new random numbers, written in one batch, in id order."""
     count = common.clamp_queries(request.args.get("n"))
-    with db_pool().connection() as conn, conn.cursor() as cur:
+    with db_pool().connection() as conn, conn.transaction(), conn.cursor() as cur:
         rows = sorted(_random_rows(cur, count), key=lambda row: row["id"])
         for row in rows:
             row["randomNumber"] = random.randint(1, 10_000)

@@ -20,9 +20,7 @@ def normalize_arch(value: str) -> str:
     try:
         return ALIASES[value.strip().lower()]
     except KeyError:
-        raise ArchError(
-            f"unknown ARCH {value!r}; valid: {', '.join(sorted(ALIASES))}"
-        ) from None
+        raise ArchError(f"unknown ARCH {value!r}; valid: {', '.join(sorted(ALIASES))}") from None
 
 
 def host_arch() -> str:

@@ -8,15 +8,14 @@ choices; nothing started, nothing written).
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
 import tempfile
 from pathlib import Path
 
 from bench import plan
-from bench.load import default_load_threads
 from bench.arch import ArchError, host_arch, normalize_arch
+from bench.load import default_load_threads
 from bench.registry import DeclarationError, server_ids
 
 DEFAULTS = {
@@ -176,4 +175,3 @@ def main(argv: list[str] | None = None) -> int:
     from bench import run
 
     return run.execute(options)
-

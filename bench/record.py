@@ -90,8 +90,15 @@ def record_name(rec: Record) -> str:
     """File stem: start time, host, server, scenario, concurrency, trial, run id."""
     started = str(rec.metadata.get("started_at", "")).replace("-", "").replace(":", "")
     host = str(rec.metadata.get("hostname", "host"))
-    parts = [started or "unknown-time", host, rec.server, rec.scenario,
-             f"c{rec.concurrency}", f"t{rec.trial}", rec.run_id[:8]]
+    parts = [
+        started or "unknown-time",
+        host,
+        rec.server,
+        rec.scenario,
+        f"c{rec.concurrency}",
+        f"t{rec.trial}",
+        rec.run_id[:8],
+    ]
     return "_".join(_safe(p) for p in parts)
 
 

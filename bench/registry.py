@@ -112,9 +112,7 @@ def validate_spec(path: Path, data: dict) -> ServerSpec:
     env = data.get("env", {})
     if not (isinstance(env, dict) and all(isinstance(v, str) for v in env.values())):
         raise DeclarationError(f"{path}: [env] values must be strings")
-    knobs = {
-        name: validate_knob(path, name, raw) for name, raw in data.get("knobs", {}).items()
-    }
+    knobs = {name: validate_knob(path, name, raw) for name, raw in data.get("knobs", {}).items()}
     used = set().union(*(placeholders(a) for a in [*argv, *env.values()]))
     undeclared = used - BUILTIN_PLACEHOLDERS - set(knobs)
     if undeclared:

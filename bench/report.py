@@ -76,8 +76,14 @@ def scenario_section(scenario: str, records: list[Record]) -> list[str]:
     groups: dict[tuple, list[Record]] = defaultdict(list)
     for rec in records:
         if rec.status == "ok":
-            key = (rec.server, rec.app, rec.concurrency, rec.arch, rec.emulated,
-                   rec.metadata.get("hostname", "?"))
+            key = (
+                rec.server,
+                rec.app,
+                rec.concurrency,
+                rec.arch,
+                rec.emulated,
+                rec.metadata.get("hostname", "?"),
+            )
             groups[key].append(rec)
     rows = []
     for key, group in groups.items():
@@ -113,8 +119,13 @@ def scenario_section(scenario: str, records: list[Record]) -> list[str]:
         key=lambda r: (r.server, r.concurrency, r.trial, r.status),
     )
     if bad:
-        lines += ["", "Not measured:", "", "| server | conc. | trial | status | reason |",
-                  "|---|---:|---:|---|---|"]
+        lines += [
+            "",
+            "Not measured:",
+            "",
+            "| server | conc. | trial | status | reason |",
+            "|---|---:|---:|---|---|",
+        ]
         for rec in bad:
             reason = (rec.reason or "").replace("|", "\\|").replace("\n", " ")[:300]
             lines.append(

@@ -199,7 +199,7 @@ def measure_block(
     server_meta: dict[str, object] = {
         "packages": packages,
         "server_package": spec.package,
-        "server_version": packages.get(spec.package or "", None),
+        "server_version": packages.get(spec.package or ""),
         "python_version": python_version(python),
     }
     log_name = f"{block.server}-t{block.trial}.log"
@@ -209,7 +209,9 @@ def measure_block(
         server: RunningServer = ctx.stack.start_server(spec, knobs, python, ctx.db, log_name)
     except StartError as exc:
         reason = f"server did not start: {str(exc).splitlines()[0]}"
-        _fail_runs(ctx, block.runs, spec, reason, knobs, server_meta, {"server.log": _read(log_path)})
+        _fail_runs(
+            ctx, block.runs, spec, reason, knobs, server_meta, {"server.log": _read(log_path)}
+        )
         return
     server_meta["argv"] = server.argv
     try:
@@ -217,7 +219,9 @@ def measure_block(
             verification = verify_server(server.port, ctx.db)
         except VerifyError as exc:
             reason = f"verification failed: {exc}"
-            _fail_runs(ctx, block.runs, spec, reason, knobs, server_meta, {"server.log": _read(log_path)})
+            _fail_runs(
+                ctx, block.runs, spec, reason, knobs, server_meta, {"server.log": _read(log_path)}
+            )
             return
         verified = {"checked": verification.checked, "warnings": verification.warnings}
         base_url = f"http://127.0.0.1:{server.port}"
@@ -232,16 +236,34 @@ def measure_block(
             raw_path = ctx.run_dir / f"{run.server}-{run.scenario}-c{run.concurrency}-t{run.trial}"
             try:
                 if run.scenario not in primed:
-                    run_wrk(ctx.table, url, plan.PRIMER_CONCURRENCY, plan.PRIMER_S,
-                            opts.load_threads, raw_path.with_suffix(".primer.txt"))
+                    run_wrk(
+                        ctx.table,
+                        url,
+                        plan.PRIMER_CONCURRENCY,
+                        plan.PRIMER_S,
+                        opts.load_threads,
+                        raw_path.with_suffix(".primer.txt"),
+                    )
                     primed.add(run.scenario)
                 if opts.warmup_s:
-                    run_wrk(ctx.table, url, run.concurrency, opts.warmup_s, opts.load_threads,
-                            raw_path.with_suffix(".warmup.txt"))
+                    run_wrk(
+                        ctx.table,
+                        url,
+                        run.concurrency,
+                        opts.warmup_s,
+                        opts.load_threads,
+                        raw_path.with_suffix(".warmup.txt"),
+                    )
                 before = ctx.db.pgbouncer_stats()
                 started = now_iso()
-                text = run_wrk(ctx.table, url, run.concurrency, opts.duration_s,
-                               opts.load_threads, raw_path.with_suffix(".wrk.txt"))
+                text = run_wrk(
+                    ctx.table,
+                    url,
+                    run.concurrency,
+                    opts.duration_s,
+                    opts.load_threads,
+                    raw_path.with_suffix(".wrk.txt"),
+                )
                 db_delta = _db_delta(before, ctx.db.pgbouncer_stats())
             except (LoadError, RuntimeError) as exc:
                 text, db_delta, started = "", None, now_iso()
@@ -252,8 +274,15 @@ def measure_block(
             exit_code = server.proc.exit_code()
             if exit_code is not None:
                 reason = f"server exited with code {exit_code} during load"
-                _fail_runs(ctx, block.runs[index:], spec, reason, knobs, server_meta,
-                           {"server.log": _read(log_path), "wrk.txt": text})
+                _fail_runs(
+                    ctx,
+                    block.runs[index:],
+                    spec,
+                    reason,
+                    knobs,
+                    server_meta,
+                    {"server.log": _read(log_path), "wrk.txt": text},
+                )
                 return
             result = None
             if load_error is None:
@@ -265,9 +294,18 @@ def measure_block(
                 load_error = "no request completed"
             status = "ok" if load_error is None else "failed"
             path = _record(
-                ctx, run, spec, status=status, reason=load_error, knobs=knobs,
-                server_meta=server_meta, raw={"wrk.txt": text}, result=result,
-                db_delta=db_delta, verification=verified, started=started,
+                ctx,
+                run,
+                spec,
+                status=status,
+                reason=load_error,
+                knobs=knobs,
+                server_meta=server_meta,
+                raw={"wrk.txt": text},
+                result=result,
+                db_delta=db_delta,
+                verification=verified,
+                started=started,
             )
             ctx.progress.done += 1
             if result is not None:
@@ -300,7 +338,9 @@ def execute(options: plan.Options) -> int:
             try:
                 status = _execute(ctx, blocks, specs)
             except (KeyboardInterrupt, Interrupted) as exc:
-                print(f"bench: interrupted ({exc or 'SIGINT'}): stopping everything", file=sys.stderr)
+                print(
+                    f"bench: interrupted ({exc or 'SIGINT'}): stopping everything", file=sys.stderr
+                )
                 status = 130
             finally:
                 table.stop_all()
@@ -331,14 +371,22 @@ def _execute(ctx: Context, blocks: list[plan.Block], specs: dict[str, ServerSpec
     except StartError as exc:
         logs = {name: _read(ctx.run_dir / f"{name}.log") for name in ("postgres", "pgbouncer")}
         for block in blocks:
-            _fail_runs(ctx, block.runs, specs[block.server], f"stack did not start: {exc}",
-                       {}, {}, logs)
+            _fail_runs(
+                ctx, block.runs, specs[block.server], f"stack did not start: {exc}", {}, {}, logs
+            )
         return 1
     for block in blocks:
         spec = specs[block.server]
         if block.server in venv_errors:
-            _fail_runs(ctx, block.runs, spec, venv_errors[block.server], {}, {},
-                       {"venv.log": _read(ctx.run_dir / "venv.log")})
+            _fail_runs(
+                ctx,
+                block.runs,
+                spec,
+                venv_errors[block.server],
+                {},
+                {},
+                {"venv.log": _read(ctx.run_dir / "venv.log")},
+            )
             continue
         measure_block(ctx, block, spec, pythons[block.server], packages[block.server])
     return 1 if ctx.failures else 0

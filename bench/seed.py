@@ -51,5 +51,8 @@ def seed_script(db_dir: Path = DB_DIR) -> str:
     parts += [f"{i}\t{n}" for i, n in world_rows()]
     parts += ["\\.", "COPY fortune (id, message) FROM stdin;"]
     parts += [f"{i}\t{_copy_escape(m)}" for i, m in fortunes(db_dir)]
-    parts += ["\\.", f"INSERT INTO bench_meta (schema_version) VALUES ('{schema_version(db_dir)}');"]
+    parts += [
+        "\\.",
+        f"INSERT INTO bench_meta (schema_version) VALUES ('{schema_version(db_dir)}');",
+    ]
     return "\n".join(parts) + "\n"

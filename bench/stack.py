@@ -95,9 +95,7 @@ class Database:
     @property
     def app_url(self) -> str:
         """What the app connects to: pgbouncer over TCP on loopback."""
-        return (
-            f"postgresql://{DB_USER}:{self.password}@127.0.0.1:{self.pgbouncer_port}/{DB_NAME}"
-        )
+        return f"postgresql://{DB_USER}:{self.password}@127.0.0.1:{self.pgbouncer_port}/{DB_NAME}"
 
     def psql(self, sql: str, *, via_pgbouncer: bool = False, dbname: str = DB_NAME) -> str:
         """Run SQL with psql and return its unaligned output (header line included)."""
@@ -214,10 +212,12 @@ class Stack:
         )
         pg_isready = _pg_bindir() / "pg_isready"
         ready.wait_until(
-            lambda: subprocess.run(
-                [str(pg_isready), "-q", "-h", str(sock), "-p", str(port)], check=False
-            ).returncode
-            == 0,
+            lambda: (
+                subprocess.run(
+                    [str(pg_isready), "-q", "-h", str(sock), "-p", str(port)], check=False
+                ).returncode
+                == 0
+            ),
             "accepting connections",
             proc,
             timeout_s=60,
@@ -241,7 +241,9 @@ class Stack:
             have = ""
         if have != want:
             psql(f"DROP DATABASE IF EXISTS {DB_NAME}", "postgres", SUPERUSER)
-            if not psql(f"SELECT 1 FROM pg_roles WHERE rolname = '{DB_USER}'", "postgres", SUPERUSER):
+            if not psql(
+                f"SELECT 1 FROM pg_roles WHERE rolname = '{DB_USER}'", "postgres", SUPERUSER
+            ):
                 psql(f"CREATE ROLE {DB_USER} LOGIN", "postgres", SUPERUSER)
             psql(f"CREATE DATABASE {DB_NAME} OWNER {DB_USER}", "postgres", SUPERUSER)
             psql(None, DB_NAME, DB_USER, script=seed.seed_script())

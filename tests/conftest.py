@@ -5,8 +5,20 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-STACK_WORDS = ("postgres", "pgbouncer", "nginx", "gunicorn", "granian", "uwsgi", "uvicorn",
-               "meinheld", "hypercorn", "wrk", "app_common", "locust")
+STACK_WORDS = (
+    "postgres",
+    "pgbouncer",
+    "nginx",
+    "gunicorn",
+    "granian",
+    "uwsgi",
+    "uvicorn",
+    "meinheld",
+    "hypercorn",
+    "wrk",
+    "app_common",
+    "locust",
+)
 
 
 def stack_processes() -> dict[int, str]:

@@ -6,9 +6,19 @@ from bench import plan
 
 
 def _options(**kw: object) -> plan.Options:
-    base = dict(servers=("a", "b", "c"), scenarios=("plaintext", "db"), concurrency=(5, 10),
-                duration_s=3, warmup_s=1, trials=3, arch="amd64", results=Path("/tmp/r"),
-                overrides={}, load_threads=1, seed=7)
+    base = dict(
+        servers=("a", "b", "c"),
+        scenarios=("plaintext", "db"),
+        concurrency=(5, 10),
+        duration_s=3,
+        warmup_s=1,
+        trials=3,
+        arch="amd64",
+        results=Path("/tmp/r"),
+        overrides={},
+        load_threads=1,
+        seed=7,
+    )
     base.update(kw)
     return plan.Options(**base)  # type: ignore[arg-type]
 

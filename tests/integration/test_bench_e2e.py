@@ -19,9 +19,23 @@ def test_short_bench_writes_ok_records_and_summary(tmp_path: Path) -> None:
     results = tmp_path / "results"
     before = set(stack_processes())
     proc = subprocess.run(
-        [sys.executable, "-m", "bench", "run", "--server=granian", "--scenario=plaintext,db",
-         "--concurrency=10", "--duration=2", "--warmup=0", "--trials=1", f"--results={results}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "run",
+            "--server=granian",
+            "--scenario=plaintext,db",
+            "--concurrency=10",
+            "--duration=2",
+            "--warmup=0",
+            "--trials=1",
+            f"--results={results}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "granian plaintext c=10" in proc.stderr  # the progress line

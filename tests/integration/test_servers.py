@@ -52,12 +52,20 @@ def test_verification_fails_on_a_wrong_body(stack: Stack, db: Database) -> None:
     spec = registry.load_spec(registry.SERVERS_DIR / "gunicorn-sync" / "server.toml")
     python = ensure_venv(spec)
     broken = registry.ServerSpec(
-        **{**spec.__dict__, "argv": tuple(
-            "tests.fixtures.broken_app:app" if a == "{app}" else a for a in spec.argv
-        )}
+        **{
+            **spec.__dict__,
+            "argv": tuple(
+                "tests.fixtures.broken_app:app" if a == "{app}" else a for a in spec.argv
+            ),
+        }
     )
-    server = stack.start_server(broken, {"workers": 1, "backlog": 64, "timeout": 30,
-                                         "keepalive": 2}, python, db, "broken.log")
+    server = stack.start_server(
+        broken,
+        {"workers": 1, "backlog": 64, "timeout": 30, "keepalive": 2},
+        python,
+        db,
+        "broken.log",
+    )
     try:
         with pytest.raises(verify.VerifyError, match="/fortunes") as exc:
             verify.verify_server(server.port, db)
@@ -71,12 +79,20 @@ def test_verification_fails_when_the_db_is_not_queried(stack: Stack, db: Databas
     spec = registry.load_spec(registry.SERVERS_DIR / "gunicorn-sync" / "server.toml")
     python = ensure_venv(spec)
     cached = registry.ServerSpec(
-        **{**spec.__dict__, "argv": tuple(
-            "tests.fixtures.broken_app:cached" if a == "{app}" else a for a in spec.argv
-        )}
+        **{
+            **spec.__dict__,
+            "argv": tuple(
+                "tests.fixtures.broken_app:cached" if a == "{app}" else a for a in spec.argv
+            ),
+        }
     )
-    server = stack.start_server(cached, {"workers": 1, "backlog": 64, "timeout": 30,
-                                         "keepalive": 2}, python, db, "cached.log")
+    server = stack.start_server(
+        cached,
+        {"workers": 1, "backlog": 64, "timeout": 30, "keepalive": 2},
+        python,
+        db,
+        "cached.log",
+    )
     try:
         with pytest.raises(verify.VerifyError, match="pgbouncer saw"):
             verify.verify_server(server.port, db)

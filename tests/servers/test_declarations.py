@@ -45,9 +45,7 @@ def test_undeclared_placeholder_is_refused() -> None:
     with pytest.raises(registry.DeclarationError, match="threads"):
         registry.validate_spec(
             FIXTURES / "bad-placeholder" / "server.toml",
-            __import__("tomllib").loads(
-                (FIXTURES / "bad-placeholder" / "server.toml").read_text()
-            ),
+            __import__("tomllib").loads((FIXTURES / "bad-placeholder" / "server.toml").read_text()),
         )
 
 
@@ -62,7 +60,14 @@ def test_resolve_knobs_applies_the_cpu_rule_and_overrides() -> None:
 def test_render_argv_fills_every_placeholder() -> None:
     """No brace is left in a rendered argv."""
     spec = registry.load_spec(registry.SERVERS_DIR / "gunicorn-sync" / "server.toml")
-    fill = {**registry.resolve_knobs(spec, 2, {}), "python": "py", "port": 1234,
-            "app": "app_common.wsgi:app", "run_dir": "/r", "root": "/", "venv": "/v"}
+    fill = {
+        **registry.resolve_knobs(spec, 2, {}),
+        "python": "py",
+        "port": 1234,
+        "app": "app_common.wsgi:app",
+        "run_dir": "/r",
+        "root": "/",
+        "venv": "/v",
+    }
     argv = registry.render_argv(spec, fill)
     assert "127.0.0.1:1234" in argv and not any("{" in a for a in argv)

@@ -1,0 +1,67 @@
+"""wrk output -> numbers, over real wrk output captured on this project's machine."""
+
+from pathlib import Path
+
+import pytest
+
+from bench.parse import ParseError, parse_wrk, to_ms
+
+WRK = Path(__file__).resolve().parent.parent / "fixtures" / "wrk"
+
+
+def test_normal_run_reads_the_json_line() -> None:
+    """A clean run: requests, rps from the exact duration, percentiles in ms incl. p99.9."""
+    result = parse_wrk((WRK / "ok.txt").read_text())
+    assert result.requests == 409_800
+    assert result.rps == pytest.approx(409_800 / 3.100743)
+    assert result.latency_ms["p50"] == pytest.approx(0.071)
+    assert result.latency_ms["p999"] == pytest.approx(1.904)
+    assert result.latency_ms["max"] == pytest.approx(2.970)
+    assert result.errors == {"connect": 0, "read": 0, "write": 0, "timeout": 0, "non_2xx": 0}
+    assert result.by_status == {200: 409_800}
+
+
+def test_non_2xx_responses_are_counted_by_status() -> None:
+    """nginx answering 502: every response is non-2xx and counted under 502."""
+    result = parse_wrk((WRK / "non2xx.txt").read_text())
+    assert result.errors["non_2xx"] == result.requests == 280_039
+    assert result.by_status == {502: 280_039}
+
+
+def test_timeouts_leave_no_latency_samples() -> None:
+    """All requests slower than --timeout: 40 timeouts, and latency None, never 0 ms."""
+    result = parse_wrk((WRK / "timeouts.txt").read_text())
+    assert result.errors["timeout"] == 40
+    assert all(value is None for value in result.latency_ms.values())
+
+
+def test_text_only_report_is_parsed_without_p999() -> None:
+    """Without the Lua script's line, wrk's text still gives rps and p50/p90/p99."""
+    result = parse_wrk((WRK / "text_only.txt").read_text())
+    assert result.requests == 444_120
+    assert result.latency_ms["p99"] == pytest.approx(0.238)
+    assert result.latency_ms["p999"] is None
+    assert result.errors["timeout"] == 0
+
+
+def test_socket_errors_line_in_text() -> None:
+    """The text fallback reads the socket-error and non-2xx lines."""
+    text = (WRK / "timeouts.txt").read_text().split("WRK_JSON")[0]
+    text += "  Non-2xx or 3xx responses: 7\n"
+    result = parse_wrk(text)
+    assert result.errors["timeout"] == 40 and result.errors["non_2xx"] == 7
+
+
+def test_units() -> None:
+    """wrk's us/ms/s/m suffixes become milliseconds."""
+    assert to_ms("812.00", "us") == pytest.approx(0.812)
+    assert to_ms("2.01", "s") == pytest.approx(2010)
+    assert to_ms("1.00", "m") == pytest.approx(60_000)
+
+
+def test_not_wrk_output_is_refused() -> None:
+    """Anything else raises ParseError instead of producing numbers."""
+    with pytest.raises(ParseError):
+        parse_wrk("unable to connect to 127.0.0.1:1 Connection refused\n")
+    with pytest.raises(ParseError):
+        parse_wrk('WRK_JSON {"requests": \n')

@@ -1,0 +1,64 @@
+"""Records are written atomically, never overwritten, and read back tolerantly."""
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from bench.record import Record, RecordError, load_records, record_name, write_record
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "records"
+
+
+def _record() -> Record:
+    data = json.loads(next((FIXTURES / "machine-a").glob("rec0.json")).read_text())
+    return Record.from_dict(data)
+
+
+def test_write_then_load_round_trips(tmp_path: Path) -> None:
+    """A written record loads back equal, with its raw file listed and on disk."""
+    rec = _record()
+    path = write_record(tmp_path, rec, {"wrk.txt": "raw output\n"})
+    loaded, problems = load_records(tmp_path)
+    assert problems == [] and len(loaded) == 1
+    assert loaded[0] == replace(rec, raw_files=[f"raw/{path.stem}.wrk.txt"])
+    assert (tmp_path / loaded[0].raw_files[0]).read_text() == "raw output\n"
+    assert json.loads(path.read_text())["format_version"] == 1
+    assert not list(tmp_path.rglob(".tmp-*")), "no temp file left behind"
+
+
+def test_existing_record_is_never_overwritten(tmp_path: Path) -> None:
+    """Writing a record whose file exists raises, and the earlier file stays byte-identical."""
+    rec = _record()
+    path = write_record(tmp_path, rec, {})
+    before = path.read_bytes()
+    with pytest.raises(FileExistsError):
+        write_record(tmp_path, replace(rec, rps=1.0), {})
+    assert path.read_bytes() == before
+
+
+def test_corrupt_foreign_and_future_files_are_skipped_with_a_line_each(tmp_path: Path) -> None:
+    """Only usable records load; every other JSON file gets one problem line naming it."""
+    shutil.copytree(FIXTURES, tmp_path / "r")
+    records, problems = load_records(tmp_path / "r")
+    assert len(records) == 9
+    assert len(problems) == 3
+    assert any("corrupt.json" in p and "unreadable" in p for p in problems)
+    assert any("foreign.json" in p and "not a record" in p for p in problems)
+    assert any("future.json" in p and "99" in p for p in problems)
+
+
+def test_unknown_format_version_is_refused() -> None:
+    """from_dict refuses a version this code does not know."""
+    data = _record().to_dict() | {"format_version": 2}
+    with pytest.raises(RecordError, match="format_version 2"):
+        Record.from_dict(data)
+
+
+def test_record_name_is_safe_and_specific() -> None:
+    """The file stem carries time, host, server, scenario, concurrency, trial; no odd chars."""
+    name = record_name(replace(_record(), server="gunicorn-sync"))
+    assert name.startswith("20261123T010100Z_vm_gunicorn-sync_plaintext_c10_t1_")
+    assert "/" not in name and " " not in name
