@@ -18,6 +18,8 @@ DEFAULT_COMPUTE = 10_000
 SELECT_WORLD = "SELECT id, randomnumber FROM world WHERE id = %s"
 UPDATE_WORLD = "UPDATE world SET randomnumber = %s WHERE id = %s"
 SELECT_FORTUNES = "SELECT id, message FROM fortune"
+# A query that waits in the database: shows whether the driver lets other requests run.
+DB_WAIT = "SELECT pg_sleep(%s)"
 FORTUNE_EXTRA = (0, "Additional fortune added at request time.")
 
 PLAINTEXT = b"Hello, World!"
@@ -75,6 +77,15 @@ def render_fortunes(rows: list[tuple[int, str]]) -> str:
 def pool_size() -> int:
     """Connections per process for the DB pool and the upstream HTTP pool (APP_POOL_SIZE)."""
     return max(1, int(os.environ.get("APP_POOL_SIZE", "4")))
+
+
+def http_pool_size() -> int:
+    """Connections per process to the upstream API (APP_HTTP_POOL_SIZE, else APP_POOL_SIZE).
+
+    Separate from the DB pool: a cooperative worker may wait on hundreds of upstream calls
+    while pgbouncer only has 20 server connections to share.
+    """
+    return max(1, int(os.environ.get("APP_HTTP_POOL_SIZE", pool_size())))
 
 
 def database_url() -> str:

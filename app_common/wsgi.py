@@ -8,6 +8,7 @@ their workers after importing the app.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import threading
@@ -20,7 +21,11 @@ from psycopg_pool import ConnectionPool
 from app_common import common
 
 app = Flask(__name__)
-app.json.sort_keys = False  # type: ignore[attr-defined]
+
+if os.environ.get("APP_QUIET") == "1":
+    # Servers that cannot turn their access log off (the Flask development server logs every
+    # request through werkzeug's logger): logging per request would skew the comparison.
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
 _lock = threading.Lock()
 _state: dict[str, object] = {}
@@ -60,7 +65,7 @@ def http_pool() -> urllib3.PoolManager:
     return _per_process(  # type: ignore[return-value]
         "http",
         lambda: urllib3.PoolManager(
-            maxsize=common.pool_size(),
+            maxsize=common.http_pool_size(),
             block=True,
             timeout=urllib3.Timeout(total=common.MAX_MS / 1000 + 5),
             retries=False,
@@ -146,6 +151,15 @@ def sleep() -> Response:
     ms = common.clamp_ms(request.args.get("ms"))
     time.sleep(ms / 1000)
     return _json({"slept_ms": ms})
+
+
+@app.get("/dbwait")
+def dbwait() -> Response:
+    """A query that waits ms inside PostgreSQL (pg_sleep)."""
+    ms = common.clamp_ms(request.args.get("ms"))
+    with db_pool().connection() as conn:
+        conn.execute(common.DB_WAIT, (ms / 1000,))
+    return _json({"waited_ms": ms})
 
 
 @app.get("/compute")

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import parse, plan, record, report
+from bench import parse, plan, ready, record, report, sample
 from bench.arch import host_arch
 from bench.load import LoadError, run_wrk, wrk_version
 from bench.metadata import host_metadata, now_iso, python_version
@@ -189,6 +189,23 @@ def _db_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     }
 
 
+def wait_idle(server: RunningServer, timeout_s: float = 60.0) -> None:
+    """Wait until the requests a finished wrk left behind are served.
+
+    When wrk stops, connections still queued for accept() carry requests already sent; a
+    sync server serves every one of them (for /upstream at c=50, seconds of work) and that
+    work would land in the next measured window. Wait for an empty accept queue, then for
+    the server to answer.
+    """
+    ready.wait_until(
+        lambda: (sample.listen_queue(server.port) or 0) == 0,
+        "draining its accept queue",
+        server.proc,
+        timeout_s,
+    )
+    ready.wait_http(server.proc, server.port, server.spec.ready_path, timeout_s)
+
+
 def measure_block(
     ctx: Context, block: plan.Block, spec: ServerSpec, python: Path, packages: dict[str, str]
 ) -> None:
@@ -254,6 +271,7 @@ def measure_block(
                         opts.load_threads,
                         raw_path.with_suffix(".warmup.txt"),
                     )
+                wait_idle(server)
                 before = ctx.db.pgbouncer_stats()
                 started = now_iso()
                 text = run_wrk(
