@@ -112,12 +112,11 @@ async def fortunes() -> Response:
 async def updates() -> Response:
     """n random rows given new random numbers, written in one batch, in id order."""
     count = common.clamp_queries(request.args.get("n"))
-    async with (await db_pool()).connection() as conn, conn.transaction():
-        async with conn.cursor() as cur:
-            rows = sorted(await _random_rows(cur, count), key=lambda row: row["id"])
-            for row in rows:
-                row["randomNumber"] = random.randint(1, 10_000)
-            await cur.executemany(common.UPDATE_WORLD, [(r["randomNumber"], r["id"]) for r in rows])
+    async with (await db_pool()).connection() as conn, conn.transaction(), conn.cursor() as cur:
+        rows = sorted(await _random_rows(cur, count), key=lambda row: row["id"])
+        for row in rows:
+            row["randomNumber"] = random.randint(1, 10_000)
+        await cur.executemany(common.UPDATE_WORLD, [(r["randomNumber"], r["id"]) for r in rows])
     return _json(rows)
 
 

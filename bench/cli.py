@@ -16,7 +16,7 @@ from pathlib import Path
 from bench import plan
 from bench.arch import ArchError, host_arch, normalize_arch
 from bench.load import default_load_threads
-from bench.registry import DeclarationError, server_ids
+from bench.registry import DeclarationError, load_all, server_ids
 
 DEFAULTS = {
     "server": "granian",
@@ -118,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def options_from(args: argparse.Namespace) -> plan.Options:
     """Validate every run option; raise UsageError on the first bad one."""
+    load_all()  # a broken declaration is bad input too: refuse before anything starts
     servers = validate_choices("server", args.server, server_ids(), allow_all=True)
     scenarios = validate_choices("scenario", args.scenario, list(plan.SCENARIOS), allow_all=True)
     concurrency = validate_int_list("concurrency", args.concurrency)

@@ -17,10 +17,23 @@ SERVERS_DIR = ROOT / "servers"
 
 APPS = {"wsgi": "app_common.wsgi:app", "asgi": "app_common.asgi:app", "static": ""}
 # Placeholders the harness always fills; every other {name} must be a declared knob.
-BUILTIN_PLACEHOLDERS = {"python", "port", "app", "run_dir", "root", "venv"}
+BUILTIN_PLACEHOLDERS = {"python", "port", "app", "run_dir", "root", "venv", "config"}
 # Knobs a user may override from make (WORKERS=, THREADS=, CONNECTIONS=, BACKLOG=).
 OVERRIDABLE = ("workers", "threads", "connections", "backlog")
-TOP_KEYS = {"description", "app", "package", "argv", "env", "knobs", "ready_path", "stop_signal"}
+TOP_KEYS = {
+    "description",
+    "app",
+    "package",
+    "argv",
+    "env",
+    "knobs",
+    "ready_path",
+    "stop_signal",
+    "config",
+    "scenarios",
+    "version_argv",
+    "install_flags",
+}
 KNOB_KEYS = {"default", "server_default", "why"}
 ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
@@ -53,6 +66,10 @@ class ServerSpec:
     ready_path: str
     stop_signal: str
     folder: Path
+    config: str | None = None
+    scenarios: tuple[str, ...] | None = None
+    version_argv: tuple[str, ...] | None = None
+    install_flags: tuple[str, ...] = ()
 
     @property
     def requirements(self) -> Path | None:
@@ -120,8 +137,25 @@ def validate_spec(path: Path, data: dict) -> ServerSpec:
             f"{path}: placeholders {sorted(undeclared)} are neither knobs nor "
             f"built-ins {sorted(BUILTIN_PLACEHOLDERS)}"
         )
-    if "port" not in used:
-        raise DeclarationError(f"{path}: argv must bind to {{port}}")
+    config_text = ""
+    if isinstance(data.get("config"), str) and (path.parent / data["config"]).is_file():
+        config_text = (path.parent / data["config"]).read_text()
+    if "port" not in used and "{port}" not in config_text:
+        raise DeclarationError(f"{path}: argv, env or the config file must bind to {{port}}")
+    config = data.get("config")
+    if config is not None and not (path.parent / config).is_file():
+        raise DeclarationError(f"{path}: config file {config!r} not found beside it")
+    if "config" in used and config is None:
+        raise DeclarationError(f"{path}: argv uses {{config}} but no config = '...' is declared")
+    scenarios = data.get("scenarios")
+    if scenarios is not None and not (
+        isinstance(scenarios, list) and scenarios and all(isinstance(x, str) for x in scenarios)
+    ):
+        raise DeclarationError(f"{path}: scenarios must be a non-empty list of names")
+    version_argv = data.get("version_argv")
+    install_flags = data.get("install_flags", [])
+    if install_flags not in ([], ["--no-deps"]):
+        raise DeclarationError(f"{path}: install_flags may only be ['--no-deps']")
     stop_signal = data.get("stop_signal", "SIGTERM")
     if stop_signal not in ("SIGTERM", "SIGINT", "SIGQUIT"):
         raise DeclarationError(f"{path}: stop_signal must be SIGTERM, SIGINT or SIGQUIT")
@@ -136,6 +170,10 @@ def validate_spec(path: Path, data: dict) -> ServerSpec:
         ready_path=data.get("ready_path", "/plaintext"),
         stop_signal=stop_signal,
         folder=path.parent,
+        config=config,
+        scenarios=tuple(scenarios) if scenarios else None,
+        version_argv=tuple(version_argv) if version_argv else None,
+        install_flags=tuple(install_flags),
     )
 
 
@@ -175,6 +213,16 @@ def resolve_knobs(spec: ServerSpec, cpus: int, overrides: dict[str, int]) -> dic
 def render_argv(spec: ServerSpec, fill: dict[str, object]) -> list[str]:
     """The server's argv with every placeholder filled."""
     return [arg.format(**fill) for arg in spec.argv]
+
+
+def render_config(template: str, fill: dict[str, object]) -> str:
+    """A native config file with {name} replaced for known names only: nginx's own braces
+    and $variables pass through untouched."""
+    return re.sub(
+        r"\{(\w+)\}",
+        lambda m: str(fill[m.group(1)]) if m.group(1) in fill else m.group(0),
+        template,
+    )
 
 
 def render_env(spec: ServerSpec, fill: dict[str, object]) -> dict[str, str]:

@@ -25,8 +25,8 @@ from bench.metadata import host_metadata, now_iso, python_version
 from bench.procs import Interrupted, ProcessTable, StartError, signals_raise
 from bench.registry import ServerSpec, load_all, resolve_knobs
 from bench.stack import Database, RunningServer, Stack, state_base
-from bench.venv import VenvError, ensure_venv, installed_packages
-from bench.verify import VerifyError, verify_server
+from bench.venv import VenvError, ensure_venv, installed_packages, tool_version
+from bench.verify import VerifyError, verify_server, verify_static
 
 FRAMEWORKS = {"wsgi": "flask", "asgi": "quart", "static": None}
 
@@ -145,7 +145,7 @@ def _record(
         },
         raw_files=[],
     )
-    if status != "ok":
+    if status == "failed":  # unsupported is a fact about the server, not a failed run
         ctx.failures += 1
     return record.write_record(ctx.options.results, rec, raw)
 
@@ -216,9 +216,28 @@ def measure_block(
     server_meta: dict[str, object] = {
         "packages": packages,
         "server_package": spec.package,
-        "server_version": packages.get(spec.package or ""),
+        "server_version": packages.get(spec.package or spec.id),
         "python_version": python_version(python),
     }
+    if spec.scenarios is not None:
+        unsupported = tuple(r for r in block.runs if r.scenario not in spec.scenarios)
+        for run in unsupported:
+            _record(
+                ctx,
+                run,
+                spec,
+                status="unsupported",
+                reason=f"{spec.id} serves only {', '.join(spec.scenarios)}",
+                knobs=knobs,
+                server_meta=server_meta,
+                raw={},
+            )
+            ctx.progress.done += 1
+        block = plan.Block(
+            block.trial, block.server, tuple(r for r in block.runs if r not in unsupported)
+        )
+        if not block.runs:
+            return
     log_name = f"{block.server}-t{block.trial}.log"
     log_path = ctx.run_dir / log_name
     ctx.progress.say(f"{block.server} trial {block.trial}: starting {knobs}")
@@ -233,7 +252,10 @@ def measure_block(
     server_meta["argv"] = server.argv
     try:
         try:
-            verification = verify_server(server.port, ctx.db)
+            if spec.app == "static":
+                verification = verify_static(server.port)
+            else:
+                verification = verify_server(server.port, ctx.db)
         except VerifyError as exc:
             reason = f"verification failed: {exc}"
             _fail_runs(
@@ -375,9 +397,16 @@ def _execute(ctx: Context, blocks: list[plan.Block], specs: dict[str, ServerSpec
     packages: dict[str, dict[str, str]] = {}
     venv_errors: dict[str, str] = {}
     for server in ctx.options.servers:
+        spec = specs[server]
+        if spec.requirements is None:
+            # Not a Python server (nginx-static): no venv; its version comes from the tool.
+            pythons[server] = Path(sys.executable)
+            version = tool_version(spec.version_argv) if spec.version_argv else None
+            packages[server] = {spec.id: version} if version else {}
+            continue
         ctx.progress.say(f"{server}: preparing its venv")
         try:
-            pythons[server] = ensure_venv(specs[server], ctx.run_dir / "venv.log")
+            pythons[server] = ensure_venv(spec, ctx.run_dir / "venv.log")
             packages[server] = installed_packages(pythons[server])
         except VenvError as exc:
             venv_errors[server] = str(exc)

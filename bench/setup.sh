@@ -20,6 +20,10 @@ missing=()
 for bin in "${!need[@]}"; do
   command -v "$bin" >/dev/null 2>&1 || [ -x "/usr/sbin/$bin" ] || missing+=("${need[$bin]}")
 done
+# Meinheld (and any server without a wheel for this Python) builds from source.
+command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+python3 -c 'import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' 2>/dev/null \
+  || missing+=(python3-dev)
 # initdb/postgres live under /usr/lib/postgresql/<major>/bin, not on PATH.
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 # uv is bootstrapped from a venv when absent: that needs ensurepip (python3-venv on Debian).

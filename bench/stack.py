@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bench import ready, seed
 from bench.procs import Proc, ProcessTable, StartError
-from bench.registry import APPS, ROOT, ServerSpec, render_argv, render_env
+from bench.registry import APPS, ROOT, ServerSpec, render_argv, render_config, render_env
 
 DB_DIR = ROOT / "db"
 PGBOUNCER_POOL_SIZE = 20
@@ -347,6 +347,13 @@ class Stack:
             "root": ROOT,
             "venv": python.parent.parent,
         }
+        if spec.config is not None:
+            # A native config file (nginx.conf, ...), rendered per run into the run dir.
+            config = self.run_dir / f"{spec.id}-{spec.config}"
+            template = (spec.folder / spec.config).read_text()
+            config.write_text(render_config(template, fill))
+            (self.run_dir / f"{spec.id}-tmp").mkdir(exist_ok=True)
+            fill["config"] = config
         argv = render_argv(spec, fill)
         home = self.run_dir / "home"
         home.mkdir(exist_ok=True)

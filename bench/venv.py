@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -36,8 +37,10 @@ def uv_path() -> str:
     return found
 
 
-def _stamp(requirements: Path) -> str:
-    return hashlib.sha256(requirements.read_bytes()).hexdigest()
+def _stamp(spec: ServerSpec) -> str:
+    digest = hashlib.sha256(spec.requirements.read_bytes() if spec.requirements else b"")
+    digest.update(" ".join(spec.install_flags).encode())
+    return digest.hexdigest()
 
 
 def ensure_venv(spec: ServerSpec, log: Path | None = None) -> Path:
@@ -46,7 +49,7 @@ def ensure_venv(spec: ServerSpec, log: Path | None = None) -> Path:
         raise VenvError(f"{spec.id}: no requirements.txt")
     venv = VENVS / spec.id
     stamp_file = venv / ".requirements.sha256"
-    want = _stamp(spec.requirements)
+    want = _stamp(spec)
     python = venv / "bin" / "python"
     if stamp_file.exists() and stamp_file.read_text().strip() == want and python.exists():
         return python
@@ -55,7 +58,17 @@ def ensure_venv(spec: ServerSpec, log: Path | None = None) -> Path:
     shutil.rmtree(venv, ignore_errors=True)
     steps = [
         [uv, "venv", "-q", "--python", "python3", str(venv)],
-        [uv, "pip", "install", "-q", "--python", str(python), "-r", str(spec.requirements)],
+        [
+            uv,
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(python),
+            *spec.install_flags,
+            "-r",
+            str(spec.requirements),
+        ],
     ]
     for argv in steps:
         result = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=spec.folder)
@@ -68,6 +81,16 @@ def ensure_venv(spec: ServerSpec, log: Path | None = None) -> Path:
             raise VenvError(f"{spec.id}: installing requirements failed: {' / '.join(last)}")
     stamp_file.write_text(want + "\n")
     return python
+
+
+def tool_version(argv: tuple[str, ...]) -> str | None:
+    """The version a tool prints (`nginx -v` -> `1.22.1`)."""
+    try:
+        result = subprocess.run(list(argv), capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = re.search(r"\d+\.\d+(\.\d+)?", result.stdout + result.stderr)
+    return found.group(0) if found else None
 
 
 def installed_packages(python: Path) -> dict[str, str]:

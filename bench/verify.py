@@ -131,6 +131,19 @@ def _rows(resp: Response, count: int, world: dict[int, int] | None, where: str) 
     return [p for row in rows for p in _check_row(row, world, where)]
 
 
+def verify_static(port: int, host: str = "127.0.0.1") -> Verification:
+    """A server that is not the app (nginx-static) only has to get /plaintext right."""
+    result = Verification()
+    resp = fetch(port, "/plaintext", host)
+    problems = check_headers(resp, "text/plain", "/plaintext", result)
+    if resp.status != 200 or resp.body != b"Hello, World!":
+        problems.append(f"/plaintext: status {resp.status}, body {resp.body[:80]!r}")
+    if problems:
+        raise VerifyError("; ".join(problems))
+    result.checked.append("/plaintext")
+    return result
+
+
 def verify_server(port: int, db: Database, host: str = "127.0.0.1") -> Verification:
     """Check every route of the app on host:port; raise VerifyError listing all failures."""
     result = Verification()

@@ -1,6 +1,7 @@
 """Every declared server starts on the real stack, passes verification, and stops clean."""
 
 import os
+import sys
 from pathlib import Path
 
 import psutil
@@ -32,15 +33,18 @@ def test_server_verifies_and_stops_clean(
 ) -> None:
     """Start from the declaration, verify every route, stop: no process of its group remains."""
     spec = registry.load_spec(registry.SERVERS_DIR / server_id / "server.toml")
-    python = ensure_venv(spec)
+    python = ensure_venv(spec) if spec.requirements else Path(sys.executable)
     knobs = registry.resolve_knobs(spec, 2, {})
     server = stack.start_server(spec, knobs, python, db, f"{server_id}.log")
     pgid = server.proc.pid
     try:
         assert len(_group_members(pgid)) >= 1 + (knobs.get("workers", 1) > 1)
-        result = verify.verify_server(server.port, db)
-        assert "/fortunes" in result.checked and "/updates?n=5" in result.checked
-        assert result.db_queries >= 1 + 1 + 500 + 20
+        if spec.app == "static":
+            assert verify.verify_static(server.port).checked == ["/plaintext"]
+        else:
+            result = verify.verify_server(server.port, db)
+            assert "/fortunes" in result.checked and "/updates?n=5" in result.checked
+            assert result.db_queries >= 1 + 1 + 500 + 20
     finally:
         stack.stop_server(server)
     assert _group_members(pgid) == []

@@ -14,7 +14,8 @@ def test_declaration_is_valid(server_id: str) -> None:
     """Each declaration loads, binds to {port} and has pinned requirements for its venv."""
     spec = registry.load_spec(registry.SERVERS_DIR / server_id / "server.toml")
     assert spec.id == server_id
-    assert any("{port}" in arg for arg in spec.argv)
+    config = (spec.folder / spec.config).read_text() if spec.config else ""
+    assert any("{port}" in arg for arg in spec.argv) or "{port}" in config
     if spec.app != "static":
         assert spec.requirements is not None
         lines = [
