@@ -8,9 +8,12 @@ ends by itself after `-d`, and the harness kills it if it overstays by 30 s.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.procs import ProcessTable
@@ -23,6 +26,13 @@ OVERSTAY_S = 30
 
 class LoadError(RuntimeError):
     """The load tool failed to run (not: the server answered with errors)."""
+
+
+class LoadAborted(RuntimeError):
+    """The watchdog saw the stack break during load; wrk was stopped early."""
+
+
+WATCH_INTERVAL_S = 0.5
 
 
 def wrk_binary() -> str:
@@ -53,8 +63,13 @@ def run_wrk(
     threads: int,
     out_path: Path,
     headers: tuple[str, ...] = (),
+    watch: Callable[[], str | None] | None = None,
 ) -> str:
-    """Run wrk once; return its output text (also left at out_path)."""
+    """Run wrk once; return its output text (also left at out_path).
+
+    `watch` is polled while wrk runs; when it returns a reason (the server died, ...) wrk is
+    stopped at once and LoadAborted(reason) raised, instead of measuring a dead stack.
+    """
     threads = max(1, min(threads, concurrency))
     argv = [
         wrk_binary(),
@@ -71,12 +86,18 @@ def run_wrk(
     argv.append(url)
     out_path.unlink(missing_ok=True)
     proc = table.start("wrk", argv, out_path, env={"PATH": os.environ.get("PATH", "")})
+    deadline = time.monotonic() + duration_s + OVERSTAY_S
     try:
-        proc.popen.wait(timeout=duration_s + OVERSTAY_S)
-    except subprocess.TimeoutExpired:
+        while proc.exit_code() is None:
+            if time.monotonic() > deadline:
+                raise LoadError(f"wrk did not finish within {duration_s + OVERSTAY_S:.0f} s")
+            reason = watch() if watch is not None else None
+            if reason is not None:
+                raise LoadAborted(reason)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.popen.wait(timeout=WATCH_INTERVAL_S)
+    finally:
         table.stop(proc, grace_s=2)
-        raise LoadError(f"wrk did not finish within {duration_s + OVERSTAY_S:.0f} s") from None
-    table.stop(proc, grace_s=2)
     text = out_path.read_text(errors="replace")
     if proc.exit_code() != 0:
         raise LoadError(f"wrk exited with {proc.exit_code()}: {text.strip()[-300:]}")

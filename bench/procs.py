@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -53,6 +55,28 @@ class Proc:
         except OSError:
             return ""
         return "\n".join(text.splitlines()[-lines:])
+
+
+def process_tree(pid: int) -> set[int]:
+    """PIDs of a process and all its descendants (a server's master and workers)."""
+    try:
+        root = psutil.Process(pid)
+        return {pid, *(child.pid for child in root.children(recursive=True))}
+    except psutil.NoSuchProcess:
+        return set()
+
+
+def listeners(port: int, host: str = "127.0.0.1") -> set[int]:
+    """PIDs holding a listening TCP socket on host:port (those this user may see)."""
+    return {
+        conn.pid
+        for conn in psutil.net_connections(kind="tcp")
+        if conn.status == psutil.CONN_LISTEN
+        and conn.laddr
+        and conn.laddr.port == port
+        and conn.laddr.ip in (host, "0.0.0.0", "::")
+        and conn.pid is not None
+    }
 
 
 def _group_alive(pgid: int) -> bool:

@@ -18,11 +18,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 from bench import parse, plan, ready, record, report, sample
 from bench.arch import host_arch
-from bench.load import LoadError, run_wrk, wrk_version
+from bench.load import LoadAborted, LoadError, run_wrk, wrk_version
 from bench.metadata import host_metadata, now_iso, python_version
-from bench.procs import Interrupted, ProcessTable, StartError, signals_raise
+from bench.procs import Interrupted, ProcessTable, StartError, process_tree, signals_raise
 from bench.registry import ServerSpec, load_all, resolve_knobs
 from bench.stack import Database, RunningServer, Stack, state_base
 from bench.venv import VenvError, ensure_venv, installed_packages, tool_version
@@ -206,6 +208,89 @@ def wait_idle(server: RunningServer, timeout_s: float = 60.0) -> None:
     ready.wait_http(server.proc, server.port, server.spec.ready_path, timeout_s)
 
 
+class StackDied(RuntimeError):
+    """PostgreSQL or pgbouncer died: no later run can be measured."""
+
+
+def stack_problem(ctx: Context) -> str | None:
+    """Why the shared stack cannot serve any more, or None while it is healthy."""
+    assert ctx.db is not None
+    for proc in (ctx.db.pg, ctx.db.pgbouncer):
+        code = proc.exit_code()
+        if code is not None:
+            return f"{proc.name} exited with code {code} during the run"
+    return None
+
+
+def server_problem(server: RunningServer, pids: set[int]) -> str | None:
+    """Why the server's measurement is void (it or a worker died), or None."""
+    code = server.proc.exit_code()
+    if code is not None:
+        return f"server exited with code {code} during load"
+    gone = sorted(pid for pid in pids if not psutil.pid_exists(pid))
+    if gone:
+        return f"server process(es) {gone} died during load"
+    return None
+
+
+def measure_run(
+    ctx: Context, server: RunningServer, run: plan.RunSpec, primed: set[str]
+) -> tuple[str, dict[str, int] | None, str]:
+    """Primer (first run of a scenario), warmup, drain, then the measured wrk run.
+
+    Returns (wrk text, pgbouncer deltas, start time); raises LoadAborted when the watchdog
+    sees the server or the stack break, LoadError when wrk itself fails.
+    """
+    assert ctx.db is not None
+    opts = ctx.options
+    url = f"http://127.0.0.1:{server.port}{run.path}"
+    raw = ctx.run_dir / f"{run.server}-{run.scenario}-c{run.concurrency}-t{run.trial}"
+    pids = process_tree(server.proc.pid)
+
+    def watch() -> str | None:
+        return stack_problem(ctx) or server_problem(server, pids)
+
+    threads = opts.load_threads
+    if run.scenario not in primed:
+        run_wrk(
+            ctx.table,
+            url,
+            plan.PRIMER_CONCURRENCY,
+            plan.PRIMER_S,
+            threads,
+            raw.with_suffix(".primer.txt"),
+            watch=watch,
+        )
+        primed.add(run.scenario)
+    if opts.warmup_s:
+        run_wrk(
+            ctx.table,
+            url,
+            run.concurrency,
+            opts.warmup_s,
+            threads,
+            raw.with_suffix(".warmup.txt"),
+            watch=watch,
+        )
+    wait_idle(server)
+    before = ctx.db.pgbouncer_stats()
+    started = now_iso()
+    text = run_wrk(
+        ctx.table,
+        url,
+        run.concurrency,
+        opts.duration_s,
+        threads,
+        raw.with_suffix(".wrk.txt"),
+        watch=watch,
+    )
+    # The server may die in the last half second: check once more after wrk.
+    reason = watch()
+    if reason is not None:
+        raise LoadAborted(reason)
+    return text, _db_delta(before, ctx.db.pgbouncer_stats()), started
+
+
 def measure_block(
     ctx: Context, block: plan.Block, spec: ServerSpec, python: Path, packages: dict[str, str]
 ) -> None:
@@ -215,9 +300,9 @@ def measure_block(
     knobs = resolve_knobs(spec, len(os.sched_getaffinity(0)), opts.overrides)
     server_meta: dict[str, object] = {
         "packages": packages,
-        "server_package": spec.package,
+        "server_package": spec.package or spec.id,
         "server_version": packages.get(spec.package or spec.id),
-        "python_version": python_version(python),
+        "python_version": python_version(python) if spec.requirements else None,
     }
     if spec.scenarios is not None:
         unsupported = tuple(r for r in block.runs if r.scenario not in spec.scenarios)
@@ -256,74 +341,57 @@ def measure_block(
                 verification = verify_static(server.port)
             else:
                 verification = verify_server(server.port, ctx.db)
-        except VerifyError as exc:
-            reason = f"verification failed: {exc}"
+        except (VerifyError, OSError) as exc:
             _fail_runs(
-                ctx, block.runs, spec, reason, knobs, server_meta, {"server.log": _read(log_path)}
+                ctx,
+                block.runs,
+                spec,
+                f"verification failed: {exc}",
+                knobs,
+                server_meta,
+                {"server.log": _read(log_path)},
             )
             return
         verified = {"checked": verification.checked, "warnings": verification.warnings}
-        base_url = f"http://127.0.0.1:{server.port}"
         primed: set[str] = set()
         for index, run in enumerate(block.runs):
-            url = base_url + run.path
             step = plan.run_seconds(opts, run.scenario in primed)
             ctx.progress.say(
                 f"{run.server} {run.scenario} c={run.concurrency} trial {run.trial}/{opts.trials}: "
                 f"{step} s"
             )
-            raw_path = ctx.run_dir / f"{run.server}-{run.scenario}-c{run.concurrency}-t{run.trial}"
             try:
-                if run.scenario not in primed:
-                    run_wrk(
-                        ctx.table,
-                        url,
-                        plan.PRIMER_CONCURRENCY,
-                        plan.PRIMER_S,
-                        opts.load_threads,
-                        raw_path.with_suffix(".primer.txt"),
-                    )
-                    primed.add(run.scenario)
-                if opts.warmup_s:
-                    run_wrk(
-                        ctx.table,
-                        url,
-                        run.concurrency,
-                        opts.warmup_s,
-                        opts.load_threads,
-                        raw_path.with_suffix(".warmup.txt"),
-                    )
-                wait_idle(server)
-                before = ctx.db.pgbouncer_stats()
-                started = now_iso()
-                text = run_wrk(
-                    ctx.table,
-                    url,
-                    run.concurrency,
-                    opts.duration_s,
-                    opts.load_threads,
-                    raw_path.with_suffix(".wrk.txt"),
+                text, db_delta, started = measure_run(ctx, server, run, primed)
+            except LoadAborted as exc:
+                # Everything from here on in this block is void; the stack may be too.
+                logs = {"server.log": _read(log_path)}
+                if ctx.db.pg.exit_code() is not None or ctx.db.pgbouncer.exit_code() is not None:
+                    logs |= {
+                        f"{n}.log": _read(ctx.run_dir / f"{n}.log")
+                        for n in ("postgres", "pgbouncer")
+                    }
+                _fail_runs(ctx, block.runs[index:], spec, str(exc), knobs, server_meta, logs)
+                if stack_problem(ctx):
+                    raise StackDied(str(exc)) from None
+                return
+            except (KeyboardInterrupt, Interrupted) as exc:
+                name = str(exc) or "SIGINT"
+                _fail_runs(
+                    ctx,
+                    (run,),
+                    spec,
+                    f"interrupted by {name} during load",
+                    knobs,
+                    server_meta,
+                    {"server.log": _read(log_path)},
                 )
-                db_delta = _db_delta(before, ctx.db.pgbouncer_stats())
+                raise
             except (LoadError, RuntimeError) as exc:
                 text, db_delta, started = "", None, now_iso()
-                load_error = str(exc)
+                load_error: str | None = str(exc)
             else:
                 load_error = None
             ctx.progress.remaining_s -= step
-            exit_code = server.proc.exit_code()
-            if exit_code is not None:
-                reason = f"server exited with code {exit_code} during load"
-                _fail_runs(
-                    ctx,
-                    block.runs[index:],
-                    spec,
-                    reason,
-                    knobs,
-                    server_meta,
-                    {"server.log": _read(log_path), "wrk.txt": text},
-                )
-                return
             result = None
             if load_error is None:
                 try:
@@ -332,12 +400,11 @@ def measure_block(
                     load_error = f"unreadable wrk output: {exc}"
             if result is not None and result.requests == 0:
                 load_error = "no request completed"
-            status = "ok" if load_error is None else "failed"
             path = _record(
                 ctx,
                 run,
                 spec,
-                status=status,
+                status="ok" if load_error is None else "failed",
                 reason=load_error,
                 knobs=knobs,
                 server_meta=server_meta,
@@ -348,7 +415,7 @@ def measure_block(
                 started=started,
             )
             ctx.progress.done += 1
-            if result is not None:
+            if result is not None and result.latency_ms["p99"] is not None:
                 print(
                     f"        {result.rps:>10,.0f} rps  p50 {result.latency_ms['p50']:.2f} ms  "
                     f"p99 {result.latency_ms['p99']:.2f} ms  -> {path.name}",
@@ -393,6 +460,7 @@ def execute(options: plan.Options) -> int:
 
 
 def _execute(ctx: Context, blocks: list[plan.Block], specs: dict[str, ServerSpec]) -> int:
+    stack_reason = ""
     pythons: dict[str, Path] = {}
     packages: dict[str, dict[str, str]] = {}
     venv_errors: dict[str, str] = {}
@@ -416,14 +484,18 @@ def _execute(ctx: Context, blocks: list[plan.Block], specs: dict[str, ServerSpec
         ctx.db = ctx.stack.start_database()
         ctx.stack.start_upstream(sys.executable)
     except StartError as exc:
-        logs = {name: _read(ctx.run_dir / f"{name}.log") for name in ("postgres", "pgbouncer")}
+        logs = {f"{n}.log": _read(ctx.run_dir / f"{n}.log") for n in ("postgres", "pgbouncer")}
         for block in blocks:
             _fail_runs(
                 ctx, block.runs, specs[block.server], f"stack did not start: {exc}", {}, {}, logs
             )
         return 1
-    for block in blocks:
+    for number, block in enumerate(blocks):
         spec = specs[block.server]
+        if ctx.db is None:
+            # The stack died earlier: every remaining run is recorded, none measured.
+            _fail_runs(ctx, block.runs, spec, stack_reason, {}, {}, {})
+            continue
         if block.server in venv_errors:
             _fail_runs(
                 ctx,
@@ -435,5 +507,14 @@ def _execute(ctx: Context, blocks: list[plan.Block], specs: dict[str, ServerSpec
                 {"venv.log": _read(ctx.run_dir / "venv.log")},
             )
             continue
-        measure_block(ctx, block, spec, pythons[block.server], packages[block.server])
+        try:
+            measure_block(ctx, block, spec, pythons[block.server], packages[block.server])
+        except StackDied as exc:
+            stack_reason = f"not measured: {exc}"
+            print(
+                f"bench: {exc}; the remaining {len(blocks) - number - 1} server start(s) "
+                "are recorded as failed",
+                file=sys.stderr,
+            )
+            ctx.db = None
     return 1 if ctx.failures else 0

@@ -9,6 +9,7 @@ PostgreSQL and pgbouncer refuse to run as root: when the harness is root they ru
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import pwd
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import ready, seed
-from bench.procs import Proc, ProcessTable, StartError
+from bench.procs import Proc, ProcessTable, StartError, listeners, process_tree
 from bench.registry import APPS, ROOT, ServerSpec, render_argv, render_config, render_env
 
 DB_DIR = ROOT / "db"
@@ -153,11 +154,12 @@ class RunningServer:
 class Stack:
     """Starts the components of one harness run; the ProcessTable stops them."""
 
-    def __init__(self, table: ProcessTable, run_dir: Path) -> None:
+    def __init__(self, table: ProcessTable, run_dir: Path, cluster_name: str = "pg") -> None:
         self.table = table
         self.run_dir = run_dir
         self.base = state_base()
-        self.cluster = self.base / "pg"
+        # The test suite uses its own cluster, so `make test` never meets a `make bench`.
+        self.cluster = self.base / cluster_name
         self.upstream_port: int | None = None
 
     # -- PostgreSQL -------------------------------------------------------------------------
@@ -185,8 +187,22 @@ class Stack:
         )
         return data
 
+    def _lock_cluster(self) -> None:
+        # One postmaster per cluster: a second user of it gets a clear word, not a FATAL.
+        self.base.mkdir(parents=True, exist_ok=True)
+        lock = open(self.base / f"{self.cluster.name}.lock", "a")  # noqa: SIM115 (held open)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            raise StartError(
+                f"the PostgreSQL cluster {self.cluster} is in use by another run"
+            ) from None
+        self.table.on_stop(lock.close)
+
     def start_postgres(self) -> tuple[Proc, int, Path]:
         """Start the private cluster (created on first use) and wait until it accepts queries."""
+        self._lock_cluster()
         data = self._init_cluster()
         # Our settings are re-read every start so that edits to db/postgresql.conf apply.
         conf = data / "bench.conf"
@@ -377,6 +393,14 @@ class Stack:
         )
         try:
             ready.wait_http(proc, port, spec.ready_path, timeout_s=60)
+            # Whoever answered must be ours: a port taken by someone else between picking it
+            # and the server's bind() must not be benchmarked in our server's name.
+            owners = listeners(port)
+            if owners and not owners & process_tree(proc.pid):
+                raise StartError(
+                    f"{spec.id}: port {port} is answered by pid(s) {sorted(owners)}, not by "
+                    f"{spec.id}; another program took the port"
+                )
         except StartError:
             self.table.stop(proc)
             raise

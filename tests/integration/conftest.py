@@ -23,7 +23,7 @@ def stack(table: ProcessTable, tmp_path_factory: pytest.TempPathFactory) -> Stac
     """A Stack whose logs go to a temporary run directory."""
     run_dir = tmp_path_factory.mktemp("run")
     run_dir.chmod(0o755)
-    return Stack(table, run_dir)
+    return Stack(table, run_dir, cluster_name="pg-tests")
 
 
 @pytest.fixture(scope="session")

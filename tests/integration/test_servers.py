@@ -102,3 +102,39 @@ def test_verification_fails_when_the_db_is_not_queried(stack: Stack, db: Databas
             verify.verify_server(server.port, db)
     finally:
         stack.stop_server(server)
+
+
+def test_a_foreign_server_on_our_port_is_refused(
+    stack: Stack, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If another program holds the port and answers like the app, the harness says so and
+    does not benchmark it in our server's name."""
+    import http.server
+    import threading
+
+    from bench import stack as stack_module
+    from bench.procs import StartError
+
+    class Impostor(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "13")
+            self.end_headers()
+            self.wfile.write(b"Hello, World!")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    impostor = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Impostor)
+    thread = threading.Thread(target=impostor.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = impostor.server_address[1]
+        monkeypatch.setattr(stack_module.ready, "free_port", lambda host="127.0.0.1": port)
+        spec = registry.load_spec(registry.SERVERS_DIR / "granian" / "server.toml")
+        knobs = registry.resolve_knobs(spec, 1, {})
+        with pytest.raises(StartError, match="another program took the port"):
+            stack.start_server(spec, knobs, ensure_venv(spec), db, "impostor.log")
+    finally:
+        impostor.shutdown()
+        impostor.server_close()

@@ -1,0 +1,203 @@
+"""The harness under faults: each exit path leaves nothing running, records the failure with
+its reason, and leaves earlier records byte-identical.
+
+Each test runs the real harness (`python -m bench run`, 40 s of load planned), waits until the
+measured load is under way, injects one fault, and checks what is left afterwards.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+
+from bench.registry import ROOT
+
+pytestmark = pytest.mark.integration
+EARLIER = ROOT / "tests" / "fixtures" / "records" / "machine-a" / "rec0.json"
+
+
+def _alive(pids: set[int]) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def _run_with_fault(
+    tmp_path: Path, pick: Callable[[psutil.Process, list[psutil.Process]], None]
+) -> tuple[int, list[dict], str, Path]:
+    """Start the harness, wait for the measured load, call pick(harness, descendants)."""
+    results = tmp_path / "results"
+    (results / "records").mkdir(parents=True)
+    earlier = results / "records" / "earlier.json"
+    shutil.copy(EARLIER, earlier)
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as err:
+        harness = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bench",
+                "run",
+                "--server=gunicorn-sync",
+                "--scenario=db",
+                "--concurrency=10",
+                "--duration=40",
+                "--warmup=0",
+                "--trials=1",
+                f"--results={results}",
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while "gunicorn-sync db c=10" not in log.read_text():
+            assert harness.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "the load never started"
+            time.sleep(0.1)
+        time.sleep(2.5)  # past the 1 s primer and the drain: inside the measured run
+        parent = psutil.Process(harness.pid)
+        family = parent.children(recursive=True)
+        pids = {p.pid for p in family}
+        started = time.monotonic()
+        pick(parent, family)
+        code = harness.wait(timeout=60)
+        assert time.monotonic() - started < 60
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+    assert _alive(pids) == [], f"left running: {_alive(pids)}"
+    records = [
+        json.loads(p.read_text())
+        for p in (results / "records").glob("*.json")
+        if p.name != "earlier.json"
+    ]
+    assert earlier.read_bytes() == EARLIER.read_bytes(), "an earlier record was modified"
+    assert (results / "summary.md").exists()
+    return code, records, log.read_text(), results
+
+
+def _one(family: list[psutil.Process], word: str, parent_pid: int | None = None) -> psutil.Process:
+    found = [
+        p
+        for p in family
+        if word in " ".join(p.cmdline()) and (parent_pid is None or p.ppid() == parent_pid)
+    ]
+    assert found, f"no {word} process among {[p.cmdline()[:3] for p in family]}"
+    return found[0]
+
+
+def test_server_master_killed(tmp_path: Path) -> None:
+    """kill -9 of the gunicorn master: failed record 'exited with code -9', workers gone."""
+    code, records, _, _ = _run_with_fault(
+        tmp_path, lambda h, fam: _one(fam, "gunicorn", h.pid).send_signal(signal.SIGKILL)
+    )
+    assert code == 1
+    assert [r["status"] for r in records] == ["failed"]
+    assert "server exited with code -9 during load" in records[0]["reason"]
+    assert records[0]["raw_files"], "the server log is kept beside the failed record"
+
+
+def test_server_worker_killed(tmp_path: Path) -> None:
+    """kill -9 of one gunicorn worker: the run is void even though the master respawns it."""
+
+    def kill_worker(harness: psutil.Process, family: list[psutil.Process]) -> None:
+        master = _one(family, "gunicorn", harness.pid)
+        _one(family, "gunicorn", master.pid).send_signal(signal.SIGKILL)
+
+    code, records, _, _ = _run_with_fault(tmp_path, kill_worker)
+    assert code == 1
+    assert "died during load" in records[0]["reason"]
+
+
+def test_postgres_killed(tmp_path: Path) -> None:
+    """kill -9 of the postmaster: failed record naming postgres, logs kept, nothing left."""
+    code, records, _err, _results = _run_with_fault(
+        tmp_path, lambda h, fam: _one(fam, "postgres -D", h.pid).send_signal(signal.SIGKILL)
+    )
+    assert code == 1
+    assert "postgres exited with code -9" in records[0]["reason"]
+    assert any(f.endswith("postgres.log") for f in records[0]["raw_files"])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_harness_interrupted(tmp_path: Path, sig: signal.Signals) -> None:
+    """Ctrl-C or SIGTERM to the harness: exit 130, the interrupted run recorded as failed."""
+    code, records, err, _ = _run_with_fault(tmp_path, lambda h, fam: os.kill(h.pid, sig))
+    assert code == 130
+    assert [r["status"] for r in records] == ["failed"]
+    assert f"interrupted by {sig.name}" in records[0]["reason"]
+    assert "stopping everything" in err
+
+
+def _quick_run(results: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "run",
+            "--server=nginx-static",
+            "--scenario=plaintext",
+            "--concurrency=2",
+            "--duration=1",
+            "--warmup=0",
+            "--trials=1",
+            f"--results={results}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _hold_lock() -> subprocess.Popen:
+    """Another process holding the harness lock, as a concurrent run would."""
+    from bench.stack import state_base
+
+    code = (
+        "import fcntl, sys, time; fh = open(sys.argv[1], 'a+'); "
+        "fcntl.flock(fh, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code, str(state_base() / "bench.lock")], stdout=subprocess.PIPE
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
+    return holder
+
+
+def test_second_run_refuses_while_the_first_holds_the_lock(tmp_path: Path) -> None:
+    """Two harness runs on one checkout: the second says so and writes nothing."""
+    holder = _hold_lock()
+    try:
+        result = _quick_run(tmp_path / "results")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result.returncode == 1
+    assert "another harness run is in progress" in result.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_lock_of_a_killed_run_is_not_stale(tmp_path: Path) -> None:
+    """A run killed with SIGKILL leaves no stale lock: the kernel drops it with the process."""
+    holder = _hold_lock()
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    result = _quick_run(tmp_path / "results")
+    assert result.returncode == 0, result.stderr[-1000:]
