@@ -12,7 +12,7 @@ BENCH_OPTS = $(call opt,SERVER,server) $(call opt,SCENARIO,scenario) \
   $(call opt,THREADS,threads) $(call opt,CONNECTIONS,connections) $(call opt,WARMUP,warmup) \
   $(call opt,LOAD_THREADS,load-threads) $(call opt,SEED,seed)
 
-.PHONY: help setup bench report test lint format
+.PHONY: help setup bench report test lint format lock
 
 help: ## list targets and variables
 	@echo "Targets:"
@@ -52,3 +52,11 @@ lint: setup ## ruff check and format check
 format: setup ## apply ruff format and safe fixes
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
+
+lock: setup ## re-pin servers/*/requirements.txt from their requirements.in (uv pip compile)
+	@for dir in servers/*/; do \
+	  [ -f "$$dir/requirements.in" ] || continue; \
+	  echo "pinning $$dir"; \
+	  (cd "$$dir" && $$(cat ../../.bench/uv-path) pip compile -q --universal --python-version 3.11 \
+	    --no-header requirements.in -o requirements.txt) || exit 1; \
+	done

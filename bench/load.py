@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.procs import ProcessTable
+from bench.sample import Sampler
 
 WRK_SCRIPT = Path(__file__).resolve().parent / "wrk_report.lua"
 # A response slower than this counts as a timeout error rather than a latency sample.
@@ -64,6 +65,7 @@ def run_wrk(
     out_path: Path,
     headers: tuple[str, ...] = (),
     watch: Callable[[], str | None] | None = None,
+    sampler: Sampler | None = None,
 ) -> str:
     """Run wrk once; return its output text (also left at out_path).
 
@@ -87,6 +89,9 @@ def run_wrk(
     out_path.unlink(missing_ok=True)
     proc = table.start("wrk", argv, out_path, env={"PATH": os.environ.get("PATH", "")})
     deadline = time.monotonic() + duration_s + OVERSTAY_S
+    if sampler is not None:
+        sampler.load_pid = proc.pid
+        sampler.start()
     try:
         while proc.exit_code() is None:
             if time.monotonic() > deadline:
@@ -97,6 +102,8 @@ def run_wrk(
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.popen.wait(timeout=WATCH_INTERVAL_S)
     finally:
+        if sampler is not None:
+            sampler.stop()
         table.stop(proc, grace_s=2)
     text = out_path.read_text(errors="replace")
     if proc.exit_code() != 0:

@@ -12,14 +12,16 @@ import json
 import os
 import re
 import tempfile
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 
 # Format history:
 # 1: first format (2026-11): status/reason, server/app/scenario/concurrency/trial, arch,
 #    load tool, knobs, requests/rps, latency_ms, errors (+by_status), db, verify, metadata.
-FORMAT_VERSION = 1
-KNOWN_VERSIONS = (1,)
+# 2: + resources {server_cpu_pct, server_rss_mb, load_cpu_pct} and sockets {time_wait_before,
+#    time_wait_max, time_wait_after, listen_queue_max, listen_overflows, listen_drops} (2026-11).
+FORMAT_VERSION = 2
+KNOWN_VERSIONS = (1, 2)
 STATUSES = ("ok", "failed", "unsupported")
 
 
@@ -58,6 +60,8 @@ class Record:
     verify: dict | None
     metadata: dict
     raw_files: list[str]
+    resources: dict | None = None
+    sockets: dict | None = None
 
     def to_dict(self) -> dict:
         """The JSON-ready form."""
@@ -74,12 +78,14 @@ class Record:
                 f"(this code reads {list(KNOWN_VERSIONS)})"
             )
         names = [f.name for f in fields(cls)]
-        missing = [name for name in names if name not in data]
+        # Keys added by later versions have defaults: older records load without them.
+        required = [f.name for f in fields(cls) if f.default is MISSING]
+        missing = [name for name in required if name not in data]
         if missing:
             raise RecordError(f"missing keys {missing}")
         if data["status"] not in STATUSES:
             raise RecordError(f"status {data['status']!r} is not one of {STATUSES}")
-        return cls(**{name: data[name] for name in names})
+        return cls(**{name: data[name] for name in names if name in data})
 
 
 def _safe(text: str) -> str:

@@ -26,6 +26,7 @@ from bench.load import LoadAborted, LoadError, run_wrk, wrk_version
 from bench.metadata import host_metadata, now_iso, python_version
 from bench.procs import Interrupted, ProcessTable, StartError, process_tree, signals_raise
 from bench.registry import ServerSpec, load_all, resolve_knobs
+from bench.sample import Sampler
 from bench.stack import Database, RunningServer, Stack, state_base
 from bench.venv import VenvError, ensure_venv, installed_packages, tool_version
 from bench.verify import VerifyError, verify_server, verify_static
@@ -106,6 +107,8 @@ def _record(
     db_delta: dict[str, int] | None = None,
     verification: dict | None = None,
     started: str | None = None,
+    resources: dict | None = None,
+    sockets: dict | None = None,
 ) -> Path:
     app = spec.app if spec else "wsgi"
     rec = record.Record(
@@ -146,6 +149,8 @@ def _record(
             "seed": ctx.options.seed,
         },
         raw_files=[],
+        resources=resources,
+        sockets=sockets,
     )
     if status == "failed":  # unsupported is a fact about the server, not a failed run
         ctx.failures += 1
@@ -233,12 +238,23 @@ def server_problem(server: RunningServer, pids: set[int]) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Measured:
+    """What one measured wrk run produced, before parsing."""
+
+    text: str
+    db_delta: dict[str, int] | None
+    started: str
+    resources: dict | None = None
+    sockets: dict | None = None
+
+
 def measure_run(
     ctx: Context, server: RunningServer, run: plan.RunSpec, primed: set[str]
-) -> tuple[str, dict[str, int] | None, str]:
+) -> Measured:
     """Primer (first run of a scenario), warmup, drain, then the measured wrk run.
 
-    Returns (wrk text, pgbouncer deltas, start time); raises LoadAborted when the watchdog
+    Returns the wrk text, pgbouncer deltas and samples; raises LoadAborted when the watchdog
     sees the server or the stack break, LoadError when wrk itself fails.
     """
     assert ctx.db is not None
@@ -275,6 +291,7 @@ def measure_run(
     wait_idle(server)
     before = ctx.db.pgbouncer_stats()
     started = now_iso()
+    sampler = Sampler(server.proc.pid, server.port)
     text = run_wrk(
         ctx.table,
         url,
@@ -283,12 +300,19 @@ def measure_run(
         threads,
         raw.with_suffix(".wrk.txt"),
         watch=watch,
+        sampler=sampler,
     )
     # The server may die in the last half second: check once more after wrk.
     reason = watch()
     if reason is not None:
         raise LoadAborted(reason)
-    return text, _db_delta(before, ctx.db.pgbouncer_stats()), started
+    return Measured(
+        text,
+        _db_delta(before, ctx.db.pgbouncer_stats()),
+        started,
+        sampler.resources(),
+        sampler.sockets(),
+    )
 
 
 def measure_block(
@@ -361,7 +385,7 @@ def measure_block(
                 f"{step} s"
             )
             try:
-                text, db_delta, started = measure_run(ctx, server, run, primed)
+                measured = measure_run(ctx, server, run, primed)
             except LoadAborted as exc:
                 # Everything from here on in this block is void; the stack may be too.
                 logs = {"server.log": _read(log_path)}
@@ -387,7 +411,7 @@ def measure_block(
                 )
                 raise
             except (LoadError, RuntimeError) as exc:
-                text, db_delta, started = "", None, now_iso()
+                measured = Measured("", None, now_iso())
                 load_error: str | None = str(exc)
             else:
                 load_error = None
@@ -395,7 +419,7 @@ def measure_block(
             result = None
             if load_error is None:
                 try:
-                    result = parse.parse_wrk(text)
+                    result = parse.parse_wrk(measured.text)
                 except parse.ParseError as exc:
                     load_error = f"unreadable wrk output: {exc}"
             if result is not None and result.requests == 0:
@@ -408,11 +432,13 @@ def measure_block(
                 reason=load_error,
                 knobs=knobs,
                 server_meta=server_meta,
-                raw={"wrk.txt": text},
+                raw={"wrk.txt": measured.text},
                 result=result,
-                db_delta=db_delta,
+                db_delta=measured.db_delta,
                 verification=verified,
-                started=started,
+                started=measured.started,
+                resources=measured.resources,
+                sockets=measured.sockets,
             )
             ctx.progress.done += 1
             if result is not None and result.latency_ms["p99"] is not None:

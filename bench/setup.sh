@@ -11,7 +11,7 @@ mkdir -p "$state"
 # Binaries the stack needs, and the Debian package that provides each.
 declare -A need=(
   [pgbouncer]=pgbouncer
-  [nginx]=nginx-light
+  [nginx]=nginx
   [wrk]=wrk
   [psql]=postgresql-client
   [curl]=curl

@@ -1,45 +1,40 @@
-"""Suite-wide guard: nothing the tests start may outlive the suite."""
+"""Suite-wide guard: nothing the tests start may outlive the suite.
 
+Every process the harness starts carries the session's PYWEBBENCH_OWNER token in its
+environment (bench.procs passes it on), so the guard finds the tests' own processes, and
+only those, even after the harness that started them has exited.
+"""
+
+import os
+import uuid
 from collections.abc import Iterator
 
 import psutil
 import pytest
 
-STACK_WORDS = (
-    "postgres",
-    "pgbouncer",
-    "nginx",
-    "gunicorn",
-    "granian",
-    "uwsgi",
-    "uvicorn",
-    "meinheld",
-    "hypercorn",
-    "wrk",
-    "app_common",
-    "locust",
-)
+from bench.procs import OWNER_ENV
+
+TOKEN = f"tests-{uuid.uuid4().hex}"
+os.environ[OWNER_ENV] = TOKEN
 
 
 def stack_processes() -> dict[int, str]:
-    """PID -> command line of every live (non-zombie) process of a stack component."""
+    """PID -> command line of every live process started on behalf of this test session."""
     found = {}
     for proc in psutil.process_iter(["pid", "cmdline", "status"]):
         try:
-            if proc.info["status"] == psutil.STATUS_ZOMBIE:
+            if proc.info["status"] == psutil.STATUS_ZOMBIE or proc.pid == os.getpid():
                 continue
-            line = " ".join(proc.info["cmdline"] or [])
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            if proc.environ().get(OWNER_ENV) == TOKEN:
+                found[proc.pid] = " ".join(proc.info["cmdline"] or [])
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
-        if any(word in line for word in STACK_WORDS) and "pytest" not in line:
-            found[proc.info["pid"]] = line
     return found
 
 
 @pytest.fixture(scope="session", autouse=True)
 def no_process_left_behind() -> Iterator[None]:
-    """Fail the session if a stack process started during it is still alive at the end."""
-    before = set(stack_processes())
+    """Fail the session if a process started during it is still alive at the end."""
     yield
-    left = {pid: line for pid, line in stack_processes().items() if pid not in before}
+    left = stack_processes()
     assert not left, f"processes left running by the tests: {left}"

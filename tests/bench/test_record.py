@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from bench.record import Record, RecordError, load_records, record_name, write_record
+from bench.record import (
+    FORMAT_VERSION,
+    Record,
+    RecordError,
+    load_records,
+    record_name,
+    write_record,
+)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "records"
 
@@ -43,7 +50,7 @@ def test_corrupt_foreign_and_future_files_are_skipped_with_a_line_each(tmp_path:
     """Only usable records load; every other JSON file gets one problem line naming it."""
     shutil.copytree(FIXTURES, tmp_path / "r")
     records, problems = load_records(tmp_path / "r")
-    assert len(records) == 9
+    assert len(records) == 12
     assert len(problems) == 3
     assert any("corrupt.json" in p and "unreadable" in p for p in problems)
     assert any("foreign.json" in p and "not a record" in p for p in problems)
@@ -52,9 +59,17 @@ def test_corrupt_foreign_and_future_files_are_skipped_with_a_line_each(tmp_path:
 
 def test_unknown_format_version_is_refused() -> None:
     """from_dict refuses a version this code does not know."""
-    data = _record().to_dict() | {"format_version": 2}
-    with pytest.raises(RecordError, match="format_version 2"):
+    data = _record().to_dict() | {"format_version": FORMAT_VERSION + 1}
+    with pytest.raises(RecordError, match=f"format_version {FORMAT_VERSION + 1}"):
         Record.from_dict(data)
+
+
+def test_version_1_records_load_without_the_keys_version_2_added() -> None:
+    """Records written before resources/sockets existed still load, with those as None."""
+    data = json.loads((FIXTURES / "machine-a" / "rec0.json").read_text())
+    assert data["format_version"] == 1 and "resources" not in data
+    rec = Record.from_dict(data)
+    assert rec.resources is None and rec.sockets is None
 
 
 def test_record_name_is_safe_and_specific() -> None:

@@ -31,6 +31,12 @@ def test_summary_content() -> None:
     assert "greenlet<0.5" in text and "unsupported" in text
     assert "corrupt.json" in text and "future.json" in text
     assert "graviton (arm64)" in text
+    # real version-2 records: resources and sockets columns, and the share of nginx-static
+    sync_row = next(
+        line for line in plaintext.splitlines() if "gunicorn-sync 27.0.1 | wsgi | 50" in line
+    )
+    assert "| 17,347 |" in sync_row  # TIME_WAIT piled up by a server that closes connections
+    assert "| 5% |" in sync_row  # 6,397 rps of nginx-static's 118,121 at c=50
 
 
 def test_write_summary_replaces_only_the_summary(tmp_path: Path) -> None:

@@ -10,6 +10,12 @@ from bench.procs import ProcessTable
 from bench.stack import Database, Stack
 
 
+def bench_command(results: Path, **options: object) -> list[str]:
+    """`python -m bench run` with options (underscores become dashes) and RESULTS."""
+    flags = [f"--{name.replace('_', '-')}={value}" for name, value in options.items()]
+    return [sys.executable, "-m", "bench", "run", *flags, f"--results={results}"]
+
+
 @pytest.fixture(scope="session")
 def table() -> Iterator[ProcessTable]:
     """The session's process table; everything in it is stopped at the end."""

@@ -2,13 +2,13 @@
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from bench.registry import ROOT
 from tests.conftest import stack_processes
+from tests.integration.conftest import bench_command
 
 pytestmark = pytest.mark.integration
 
@@ -19,19 +19,15 @@ def test_short_bench_writes_ok_records_and_summary(tmp_path: Path) -> None:
     results = tmp_path / "results"
     before = set(stack_processes())
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            "run",
-            "--server=granian",
-            "--scenario=plaintext,db",
-            "--concurrency=10",
-            "--duration=2",
-            "--warmup=0",
-            "--trials=1",
-            f"--results={results}",
-        ],
+        bench_command(
+            results,
+            server="granian",
+            scenario="plaintext,db",
+            concurrency=10,
+            duration=2,
+            warmup=0,
+            trials=1,
+        ),
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -52,6 +48,17 @@ def test_short_bench_writes_ok_records_and_summary(tmp_path: Path) -> None:
         assert rec["arch"] == rec["host_arch"] and rec["emulated"] is False
         assert rec["metadata"]["server_version"] == rec["metadata"]["packages"]["granian"]
         assert rec["metadata"]["cpu_count"] >= 1 and rec["metadata"]["hostname"]
+        assert rec["format_version"] == 2
+        res, sockets = rec["resources"], rec["sockets"]
+        assert res["server_cpu_pct"] > 1 and res["server_rss_mb"] > 10 and res["load_cpu_pct"] > 0
+        assert set(sockets) == {
+            "time_wait_before",
+            "time_wait_max",
+            "time_wait_after",
+            "listen_queue_max",
+            "listen_overflows",
+            "listen_drops",
+        }
         for raw in rec["raw_files"]:
             assert (results / raw).is_file()
     db_rec = next(r for r in records if r["scenario"] == "db")

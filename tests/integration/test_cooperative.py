@@ -5,6 +5,7 @@ worker into a queue. Measured as a ratio in the same run: N concurrent requests 
 that waits W ms, against one request to it, on a server with exactly one worker process.
 """
 
+import dataclasses
 import threading
 import time
 
@@ -80,7 +81,7 @@ def test_eventlet_without_wait_select_blocks_on_the_database(stack: Stack, db: D
     whole eventlet worker, so concurrent pg_sleep queries run one after another."""
     spec = registry.load_spec(registry.SERVERS_DIR / "gunicorn-eventlet" / "server.toml")
     env = {k: v for k, v in spec.env.items() if k != "PSYCOPG_WAIT_FUNC"}
-    trapped = registry.ServerSpec(**{**spec.__dict__, "env": env})
+    trapped = dataclasses.replace(spec, env=env)
     knobs = registry.resolve_knobs(trapped, 1, {"workers": 1})
     server = stack.start_server(trapped, knobs, ensure_venv(spec), db, "coop-trap.log")
     try:

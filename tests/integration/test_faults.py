@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 from bench.registry import ROOT
+from tests.integration.conftest import bench_command
 
 pytestmark = pytest.mark.integration
 EARLIER = ROOT / "tests" / "fixtures" / "records" / "machine-a" / "rec0.json"
@@ -46,19 +47,15 @@ def _run_with_fault(
     log = tmp_path / "stderr.txt"
     with open(log, "w") as err:
         harness = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "bench",
-                "run",
-                "--server=gunicorn-sync",
-                "--scenario=db",
-                "--concurrency=10",
-                "--duration=40",
-                "--warmup=0",
-                "--trials=1",
-                f"--results={results}",
-            ],
+            bench_command(
+                results,
+                server="gunicorn-sync",
+                scenario="db",
+                concurrency=10,
+                duration=40,
+                warmup=0,
+                trials=1,
+            ),
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -146,19 +143,15 @@ def test_harness_interrupted(tmp_path: Path, sig: signal.Signals) -> None:
 
 def _quick_run(results: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            "run",
-            "--server=nginx-static",
-            "--scenario=plaintext",
-            "--concurrency=2",
-            "--duration=1",
-            "--warmup=0",
-            "--trials=1",
-            f"--results={results}",
-        ],
+        bench_command(
+            results,
+            server="nginx-static",
+            scenario="plaintext",
+            concurrency=2,
+            duration=1,
+            warmup=0,
+            trials=1,
+        ),
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -1,5 +1,6 @@
 """Every declared server starts on the real stack, passes verification, and stops clean."""
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -51,25 +52,18 @@ def test_server_verifies_and_stops_clean(
     assert server.proc not in table.procs
 
 
+def _serve_broken(stack: Stack, db: Database, target: str):  # type: ignore[no-untyped-def]
+    """gunicorn-sync serving one of the deliberately wrong apps of tests/fixtures/broken_app."""
+    spec = registry.load_spec(registry.SERVERS_DIR / "gunicorn-sync" / "server.toml")
+    argv = tuple(f"tests.fixtures.broken_app:{target}" if a == "{app}" else a for a in spec.argv)
+    broken = dataclasses.replace(spec, argv=argv)
+    knobs = registry.resolve_knobs(broken, 1, {"workers": 1})
+    return stack.start_server(broken, knobs, ensure_venv(spec), db, f"broken-{target}.log")
+
+
 def test_verification_fails_on_a_wrong_body(stack: Stack, db: Database) -> None:
     """An app that leaves one fortune unescaped is refused, and the error names /fortunes."""
-    spec = registry.load_spec(registry.SERVERS_DIR / "gunicorn-sync" / "server.toml")
-    python = ensure_venv(spec)
-    broken = registry.ServerSpec(
-        **{
-            **spec.__dict__,
-            "argv": tuple(
-                "tests.fixtures.broken_app:app" if a == "{app}" else a for a in spec.argv
-            ),
-        }
-    )
-    server = stack.start_server(
-        broken,
-        {"workers": 1, "backlog": 64, "timeout": 30, "keepalive": 2},
-        python,
-        db,
-        "broken.log",
-    )
+    server = _serve_broken(stack, db, "app")
     try:
         with pytest.raises(verify.VerifyError, match="/fortunes") as exc:
             verify.verify_server(server.port, db)
@@ -80,23 +74,7 @@ def test_verification_fails_on_a_wrong_body(stack: Stack, db: Database) -> None:
 
 def test_verification_fails_when_the_db_is_not_queried(stack: Stack, db: Database) -> None:
     """An app that answers /db from a cache instead of the database fails the pgbouncer check."""
-    spec = registry.load_spec(registry.SERVERS_DIR / "gunicorn-sync" / "server.toml")
-    python = ensure_venv(spec)
-    cached = registry.ServerSpec(
-        **{
-            **spec.__dict__,
-            "argv": tuple(
-                "tests.fixtures.broken_app:cached" if a == "{app}" else a for a in spec.argv
-            ),
-        }
-    )
-    server = stack.start_server(
-        cached,
-        {"workers": 1, "backlog": 64, "timeout": 30, "keepalive": 2},
-        python,
-        db,
-        "cached.log",
-    )
+    server = _serve_broken(stack, db, "cached")
     try:
         with pytest.raises(verify.VerifyError, match="pgbouncer saw"):
             verify.verify_server(server.port, db)

@@ -1,0 +1,69 @@
+"""Process ownership: a stopped component leaves no process of its group behind."""
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from bench import ready
+from bench.procs import ProcessTable, StartError, process_tree
+
+
+def _alive(pids: set[int]) -> set[int]:
+    alive = set()
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.add(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def test_stop_ends_children_whose_leader_was_killed(tmp_path: Path) -> None:
+    """Like gunicorn workers after kill -9 of their master: the group is still ended."""
+    table = ProcessTable()
+    proc = table.start("family", ["bash", "-c", "sleep 300 & sleep 300 & wait"], tmp_path / "l")
+    ready.wait_until(lambda: len(process_tree(proc.pid)) == 3, "forked", proc, 10)
+    family = process_tree(proc.pid)
+    os.kill(proc.pid, signal.SIGKILL)
+    table.stop(proc, grace_s=2)
+    assert _alive(family) == set()
+    assert table.procs == []
+
+
+def test_stop_all_stops_everything_newest_first_and_runs_cleanups(tmp_path: Path) -> None:
+    """stop_all ends every component, then runs the registered cleanups."""
+    table = ProcessTable()
+    started = [table.start(f"p{i}", ["sleep", "300"], tmp_path / f"{i}.log") for i in range(3)]
+    cleaned: list[str] = []
+    table.on_stop(lambda: cleaned.append("done"))
+    table.stop_all(grace_s=2)
+    assert all(p.exit_code() is not None for p in started)
+    assert cleaned == ["done"] and table.procs == []
+
+
+def test_a_component_that_ignores_sigterm_is_killed_at_the_deadline(tmp_path: Path) -> None:
+    """Polite first, then SIGKILL: a stuck process cannot hold the run hostage."""
+    table = ProcessTable()
+    proc = table.start(
+        "stubborn", ["bash", "-c", "trap '' TERM; sleep 300 & wait"], tmp_path / "s.log"
+    )
+    ready.wait_until(lambda: len(process_tree(proc.pid)) == 2, "forked", proc, 10)
+    family = process_tree(proc.pid)
+    start = time.monotonic()
+    table.stop(proc, grace_s=0.5)
+    assert _alive(family) == set()
+    assert time.monotonic() - start < 10
+
+
+def test_a_component_that_exits_early_is_reported_with_its_log(tmp_path: Path) -> None:
+    """Readiness fails at once, with the exit code and the log tail, not after the timeout."""
+    table = ProcessTable()
+    proc = table.start("crasher", ["bash", "-c", "echo boom >&2; exit 3"], tmp_path / "c.log")
+    with pytest.raises(StartError, match=r"exited with code 3[\s\S]*boom"):
+        ready.wait_until(lambda: False, "ready", proc, timeout_s=30)
+    table.stop_all()
