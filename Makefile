@@ -9,7 +9,8 @@ opt = $(if $($(1)),--$(2)='$($(1))')
 BENCH_OPTS = $(call opt,SERVER,server) $(call opt,SCENARIO,scenario) \
   $(call opt,CONCURRENCY,concurrency) $(call opt,DURATION,duration) $(call opt,TRIALS,trials) \
   $(call opt,ARCH,arch) $(call opt,RESULTS,results) $(call opt,WORKERS,workers) \
-  $(call opt,THREADS,threads) $(call opt,CONNECTIONS,connections) $(call opt,WARMUP,warmup) \
+  $(call opt,THREADS,threads) $(call opt,CONNECTIONS,connections) $(call opt,BACKLOG,backlog) \
+  $(call opt,WARMUP,warmup) \
   $(call opt,LOAD_THREADS,load-threads) $(call opt,SEED,seed)
 
 .PHONY: help setup bench report test lint format lock
@@ -28,7 +29,7 @@ help: ## list targets and variables
 	@echo "  TRIALS       measured trials per server/scenario/conc.  (default: 3)"
 	@echo "  ARCH         amd64 or arm64                          (default: this host's)"
 	@echo "  RESULTS      directory for records and summary.md    (default: results)"
-	@echo "  WORKERS THREADS CONNECTIONS   override the server's knobs (default: from server.toml)"
+	@echo "  WORKERS THREADS CONNECTIONS BACKLOG  override a server's knob where it has it (default: server.toml)"
 	@echo "  LOAD_THREADS wrk threads                             (default: half the CPUs, at least 1)"
 	@echo "  SEED         seed for the random server order        (default: random)"
 	@echo "Servers: $$(ls servers | tr '\n' ' ')"

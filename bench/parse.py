@@ -92,6 +92,7 @@ def _from_text(text: str) -> WrkResult:
         requests=requests,
         duration_s=duration_s,
         rps=requests / duration_s if duration_s else 0.0,
+        # wrk's text rounds the volume to two decimals of KB/MB/GB: not a byte count.
         bytes=None,
         latency_ms={
             "p50": percentiles.get(50),

@@ -189,10 +189,6 @@ class ProcessTable:
         while self.cleanups:
             self.cleanups.pop()()
 
-    def pids(self) -> list[int]:
-        """PIDs of the group leaders still tracked."""
-        return [p.pid for p in self.procs]
-
 
 class Interrupted(BaseException):
     """SIGTERM or SIGHUP reached the harness (SIGINT raises KeyboardInterrupt)."""

@@ -22,13 +22,6 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
-    """True when something accepts connections on host:port."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex((host, port)) == 0
-
-
 def wait_until(
     probe: Callable[[], bool], what: str, proc: Proc | None, timeout_s: float = 30.0
 ) -> None:
@@ -73,8 +66,3 @@ def wait_http(
     wait_until(
         lambda: http_status(host, port, path) == 200, f"answering GET {path}", proc, timeout_s
     )
-
-
-def wait_port(proc: Proc, port: int, timeout_s: float = 30.0, host: str = "127.0.0.1") -> None:
-    """Wait until host:port accepts TCP connections."""
-    wait_until(lambda: port_in_use(port, host), f"listening on {host}:{port}", proc, timeout_s)

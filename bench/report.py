@@ -18,6 +18,9 @@ from pathlib import Path
 from bench.record import Record, load_records
 
 SPREAD_FLAG = 0.10  # a min-max spread over 10 % of the median is flagged
+# Below this share of connections with a request in flight (by Little's law), the latency
+# figures leave out the connections the server never served: flagged as optimistic.
+SERVED_MIN = 0.5
 CEILING = "nginx-static"  # the server whose throughput is the ceiling for the others
 
 
@@ -38,6 +41,17 @@ def _machine(rec: Record) -> str:
     return label + (", emulated)" if rec.emulated else ")")
 
 
+def server_version(meta: dict) -> str:
+    """The server package's version from a record's metadata, "?" when it was not recorded."""
+    # server_version is a shortcut run.py writes; packages[server_package] is the source, and
+    # the only one in records written by other tools or by hand.
+    version = meta.get("server_version")
+    if not version:
+        packages = meta.get("packages") or {}
+        version = packages.get(meta.get("server_package") or "")
+    return version or "?"
+
+
 def _rps_cell(values: list[float]) -> str:
     mid = statistics.median(values)
     if len(values) == 1:
@@ -55,6 +69,16 @@ def _socket_errors(rec: Record) -> int:
 def _section(rec: Record, section: str, key: str) -> float | None:
     values = getattr(rec, section) or {}
     return values.get(key)
+
+
+def served_share(rec: Record) -> float | None:
+    """Share of the connections that had a request in flight on average (Little's law:
+    mean latency × throughput = requests in flight). Near 1 when every connection is served;
+    low when connections wait unserved, whose requests wrk never times."""
+    mean = (rec.latency_ms or {}).get("mean")
+    if mean is None or not rec.rps or not rec.concurrency:
+        return None
+    return min(1.0, mean / 1000 * rec.rps / rec.concurrency)
 
 
 def _share(group: list[Record], ceiling_rps: float | None) -> str:
@@ -105,17 +129,22 @@ def scenario_section(scenario: str, records: list[Record]) -> list[str]:
         if key[0] == CEILING
     }
     rows = []
+    any_starved = False
     for key, group in groups.items():
         p99 = _median([r.latency_ms.get("p99") if r.latency_ms else None for r in group])
         first = group[0]
-        version = first.metadata.get("server_version") or "?"
+        queue = _median([_section(r, "sockets", "listen_queue_max") for r in group])
+        served = _median([served_share(r) for r in group])
+        starved = served is not None and served < SERVED_MIN
+        any_starved = any_starved or starved
+        version = server_version(first.metadata)
         cells = [
             f"{first.server} {version}",
             first.app,
             str(first.concurrency),
             _rps_cell([r.rps or 0.0 for r in group]),
             _num(_median([r.latency_ms.get("p50") if r.latency_ms else None for r in group]), 2),
-            _num(p99, 2),
+            _num(p99, 2) + (" †" if starved else ""),
             _num(_median([r.latency_ms.get("p999") if r.latency_ms else None for r in group]), 2),
             _num(sum(_socket_errors(r) for r in group)),
             _num(sum(int((r.errors or {}).get("non_2xx", 0)) for r in group)),
@@ -123,6 +152,8 @@ def scenario_section(scenario: str, records: list[Record]) -> list[str]:
             _num(_median([_section(r, "resources", "server_rss_mb") for r in group])),
             _num(_median([_section(r, "resources", "load_cpu_pct") for r in group])),
             _num(_median([_section(r, "sockets", "time_wait_max") for r in group])),
+            _num(queue),
+            f"{served:.0%}" if served is not None else "–",
             _num(sum(_section(r, "sockets", "listen_overflows") or 0 for r in group)),
             _share(group, ceiling.get((key[2], key[5]))),
             str(len(group)),
@@ -134,10 +165,21 @@ def scenario_section(scenario: str, records: list[Record]) -> list[str]:
         lines += [
             "| server | app | conc. | req/s median (min–max) | p50 ms | p99 ms | p99.9 ms "
             "| socket errors | non-2xx | server CPU % | server RSS MB | wrk CPU % "
-            "| TIME_WAIT max | listen overflows | of ceiling | trials | machine |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+            "| TIME_WAIT max | accept queue max | conns served | listen overflows | of ceiling "
+            "| trials | machine |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:"
+            "|---|",
             *(row for _, row in sorted(rows)),
         ]
+        if any_starved:
+            lines += [
+                "",
+                f"† Fewer than {SERVED_MIN:.0%} of the connections had a request being timed "
+                "(conns served = mean latency × req/s ÷ connections, Little's law): the others "
+                "waited unserved through the run, typically unaccepted in the accept queue while "
+                "the server kept serving the keep-alive connections it held. wrk only times "
+                "requests that complete, so theirs are missing and this latency is optimistic.",
+            ]
     else:
         lines.append("No successful runs.")
     bad = sorted(

@@ -4,7 +4,7 @@ import os
 from pathlib import Path
 
 from bench.record import load_records
-from bench.report import render_summary, write_summary
+from bench.report import render_summary, server_version, write_summary
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 GOLDEN = FIXTURES / "summary" / "summary.md"
@@ -37,6 +37,28 @@ def test_summary_content() -> None:
     )
     assert "| 17,347 |" in sync_row  # TIME_WAIT piled up by a server that closes connections
     assert "| 5% |" in sync_row  # 6,397 rps of nginx-static's 118,121 at c=50
+    # a deep accept queue (49), but it closes every connection, so every connection cycles
+    # through and its waits are timed: 99 % served, not flagged as optimistic
+    assert "| 49 | 99% |" in sync_row and "†" not in sync_row
+
+
+def test_starved_connections_flag_the_latency_as_optimistic() -> None:
+    """Little's law: 8 of 50 connections served (uWSGI's threads holding keep-alive
+    connections) flags p99 with a dagger and the footnote; all connections served does not."""
+    from dataclasses import replace
+
+    from bench.report import served_share
+
+    rec = load_records(FIXTURES / "records")[0][0]
+    starved = replace(
+        rec, concurrency=50, rps=19_354.0, latency_ms={**rec.latency_ms, "mean": 0.41, "p99": 1.7}
+    )
+    assert round(served_share(starved), 2) == 0.16
+    text = render_summary([starved], [])
+    assert "| 1.70 † |" in text and "Fewer than 50% of the connections" in text
+    served = replace(starved, latency_ms={**starved.latency_ms, "mean": 2.6})
+    assert round(served_share(served), 2) == 1.0
+    assert "†" not in render_summary([served], [])
 
 
 def test_write_summary_replaces_only_the_summary(tmp_path: Path) -> None:
@@ -44,3 +66,12 @@ def test_write_summary_replaces_only_the_summary(tmp_path: Path) -> None:
     path = write_summary(tmp_path)
     assert path.read_text().startswith("# Benchmark summary")
     assert [p.name for p in tmp_path.iterdir()] == ["summary.md"]
+
+
+def test_server_version_falls_back_to_the_package_list() -> None:
+    """Without server_version the version of packages[server_package] is shown, else "?"."""
+    packages = {"gunicorn": "27.0.1", "flask": "3.1.2"}
+    assert server_version({"packages": packages, "server_package": "gunicorn"}) == "27.0.1"
+    assert server_version({"server_version": "2.8.7", "packages": packages}) == "2.8.7"
+    assert server_version({"packages": packages, "server_package": None}) == "?"
+    assert server_version({}) == "?"
