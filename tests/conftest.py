@@ -32,6 +32,18 @@ def stack_processes() -> dict[int, str]:
     return found
 
 
+def alive(pids: set[int]) -> set[int]:
+    """The PIDs among `pids` that still run (zombies count as gone: nothing holds a port)."""
+    running = set()
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                running.add(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return running
+
+
 @pytest.fixture(scope="session", autouse=True)
 def no_process_left_behind() -> Iterator[None]:
     """Fail the session if a process started during it is still alive at the end."""

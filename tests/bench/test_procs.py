@@ -5,22 +5,11 @@ import signal
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from bench import ready
 from bench.procs import ProcessTable, StartError, process_tree
-
-
-def _alive(pids: set[int]) -> set[int]:
-    alive = set()
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                alive.add(pid)
-        except psutil.NoSuchProcess:
-            pass
-    return alive
+from tests.conftest import alive
 
 
 def test_stop_ends_children_whose_leader_was_killed(tmp_path: Path) -> None:
@@ -31,7 +20,7 @@ def test_stop_ends_children_whose_leader_was_killed(tmp_path: Path) -> None:
     family = process_tree(proc.pid)
     os.kill(proc.pid, signal.SIGKILL)
     table.stop(proc, grace_s=2)
-    assert _alive(family) == set()
+    assert alive(family) == set()
     assert table.procs == []
 
 
@@ -56,7 +45,7 @@ def test_a_component_that_ignores_sigterm_is_killed_at_the_deadline(tmp_path: Pa
     family = process_tree(proc.pid)
     start = time.monotonic()
     table.stop(proc, grace_s=0.5)
-    assert _alive(family) == set()
+    assert alive(family) == set()
     assert time.monotonic() - start < 10
 
 

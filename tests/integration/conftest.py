@@ -1,5 +1,6 @@
 """The real stack for integration tests: PostgreSQL + pgbouncer + upstream stub, once a session."""
 
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -7,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.procs import ProcessTable
+from bench.registry import ROOT
 from bench.stack import Database, Stack
 
 
@@ -14,6 +16,13 @@ def bench_command(results: Path, **options: object) -> list[str]:
     """`python -m bench run` with options (underscores become dashes) and RESULTS."""
     flags = [f"--{name.replace('_', '-')}={value}" for name, value in options.items()]
     return [sys.executable, "-m", "bench", "run", *flags, f"--results={results}"]
+
+
+def run_bench(results: Path, **options: object) -> subprocess.CompletedProcess:
+    """Run the harness to completion (bounded: 5 minutes) and capture its output."""
+    return subprocess.run(
+        bench_command(results, **options), cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.fixture(scope="session")

@@ -1,14 +1,12 @@
 """`python -m bench run` end to end: real stack, real load, records and summary on disk."""
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from bench.registry import ROOT
 from tests.conftest import stack_processes
-from tests.integration.conftest import bench_command
+from tests.integration.conftest import run_bench
 
 pytestmark = pytest.mark.integration
 
@@ -18,20 +16,14 @@ def test_short_bench_writes_ok_records_and_summary(tmp_path: Path) -> None:
     summary that names both scenarios, raw wrk output beside them, nothing left running."""
     results = tmp_path / "results"
     before = set(stack_processes())
-    proc = subprocess.run(
-        bench_command(
-            results,
-            server="granian",
-            scenario="plaintext,db",
-            concurrency=10,
-            duration=2,
-            warmup=0,
-            trials=1,
-        ),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    proc = run_bench(
+        results,
+        server="granian",
+        scenario="plaintext,db",
+        concurrency=10,
+        duration=2,
+        warmup=0,
+        trials=1,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "granian plaintext c=10" in proc.stderr  # the progress line

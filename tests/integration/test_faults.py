@@ -19,21 +19,11 @@ import psutil
 import pytest
 
 from bench.registry import ROOT
-from tests.integration.conftest import bench_command
+from tests.conftest import alive
+from tests.integration.conftest import bench_command, run_bench
 
 pytestmark = pytest.mark.integration
 EARLIER = ROOT / "tests" / "fixtures" / "records" / "machine-a" / "rec0.json"
-
-
-def _alive(pids: set[int]) -> list[int]:
-    alive = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                alive.append(pid)
-        except psutil.NoSuchProcess:
-            pass
-    return alive
 
 
 def _run_with_fault(
@@ -77,7 +67,7 @@ def _run_with_fault(
     finally:
         if harness.poll() is None:
             harness.kill()
-    assert _alive(pids) == [], f"left running: {_alive(pids)}"
+    assert alive(pids) == set(), f"left running: {alive(pids)}"
     records = [
         json.loads(p.read_text())
         for p in (results / "records").glob("*.json")
@@ -142,20 +132,14 @@ def test_harness_interrupted(tmp_path: Path, sig: signal.Signals) -> None:
 
 
 def _quick_run(results: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        bench_command(
-            results,
-            server="nginx-static",
-            scenario="plaintext",
-            concurrency=2,
-            duration=1,
-            warmup=0,
-            trials=1,
-        ),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    return run_bench(
+        results,
+        server="nginx-static",
+        scenario="plaintext",
+        concurrency=2,
+        duration=1,
+        warmup=0,
+        trials=1,
     )
 
 
