@@ -207,3 +207,15 @@ def signals_raise() -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def signals_ignored() -> Iterator[None]:
+    """Ignore SIGINT/SIGTERM/SIGHUP for the duration (the clean-up after an interrupt)."""
+    signums = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in signums}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

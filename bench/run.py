@@ -24,7 +24,14 @@ from bench import parse, plan, ready, record, report, sample
 from bench.arch import host_arch
 from bench.load import LoadAborted, LoadError, run_wrk, wrk_version
 from bench.metadata import host_metadata, now_iso, python_version
-from bench.procs import Interrupted, ProcessTable, StartError, process_tree, signals_raise
+from bench.procs import (
+    Interrupted,
+    ProcessTable,
+    StartError,
+    process_tree,
+    signals_ignored,
+    signals_raise,
+)
 from bench.registry import ServerSpec, load_all, resolve_knobs
 from bench.sample import Sampler
 from bench.stack import Database, RunningServer, Stack, state_base
@@ -476,7 +483,9 @@ def execute(options: plan.Options) -> int:
                 )
                 status = 130
             finally:
-                table.stop_all()
+                # A second Ctrl-C must not cut the clean-up short and leave servers behind.
+                with signals_ignored():
+                    table.stop_all()
     except LockedError as exc:
         print(f"bench: {exc}; wait for it to finish", file=sys.stderr)
         return 1
@@ -513,7 +522,13 @@ def _execute(ctx: Context, blocks: list[plan.Block], specs: dict[str, ServerSpec
         logs = {f"{n}.log": _read(ctx.run_dir / f"{n}.log") for n in ("postgres", "pgbouncer")}
         for block in blocks:
             _fail_runs(
-                ctx, block.runs, specs[block.server], f"stack did not start: {exc}", {}, {}, logs
+                ctx,
+                block.runs,
+                specs[block.server],
+                f"stack did not start: {str(exc).splitlines()[0]}",
+                {},
+                {},
+                logs,
             )
         return 1
     for number, block in enumerate(blocks):

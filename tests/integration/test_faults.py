@@ -178,3 +178,17 @@ def test_lock_of_a_killed_run_is_not_stale(tmp_path: Path) -> None:
     holder.wait()
     result = _quick_run(tmp_path / "results")
     assert result.returncode == 0, result.stderr[-1000:]
+
+
+def test_second_ctrl_c_does_not_cut_the_clean_up_short(tmp_path: Path) -> None:
+    """Ctrl-C pressed twice: the clean-up still stops everything and the run is recorded."""
+
+    def twice(harness: psutil.Process, _family: list[psutil.Process]) -> None:
+        os.kill(harness.pid, signal.SIGINT)
+        time.sleep(0.2)
+        if harness.is_running():
+            os.kill(harness.pid, signal.SIGINT)
+
+    code, records, _err, _results = _run_with_fault(tmp_path, twice)
+    assert code == 130
+    assert "interrupted by SIGINT" in records[0]["reason"]
