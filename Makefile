@@ -11,7 +11,10 @@ BENCH_OPTS = $(call opt,SERVER,server) $(call opt,SCENARIO,scenario) \
   $(call opt,ARCH,arch) $(call opt,RESULTS,results) $(call opt,WORKERS,workers) \
   $(call opt,THREADS,threads) $(call opt,CONNECTIONS,connections) $(call opt,BACKLOG,backlog) \
   $(call opt,WARMUP,warmup) \
-  $(call opt,LOAD_THREADS,load-threads) $(call opt,SEED,seed)
+  $(call opt,LOAD_THREADS,load-threads) $(call opt,SEED,seed) \
+  $(call opt,PROXY,proxy) $(call opt,KEEPALIVE,keepalive) \
+  $(call opt,UPSTREAM_KEEPALIVE,upstream-keepalive) $(call opt,PROXY_TIMEOUT,proxy-timeout) \
+  $(call opt,PIN,pin) $(call opt,LOAD,load) $(call opt,LOCUST_WORKERS,locust-workers)
 
 .PHONY: help setup bench report test lint format lock
 
@@ -32,6 +35,13 @@ help: ## list targets and variables
 	@echo "  WORKERS THREADS CONNECTIONS BACKLOG  override a server's knob where it has it (default: server.toml)"
 	@echo "  LOAD_THREADS wrk threads                             (default: half the CPUs, at least 1)"
 	@echo "  SEED         seed for the random server order        (default: random)"
+	@echo "  PROXY        none or nginx (nginx from proxy/ in front of the server) (default: none)"
+	@echo "  KEEPALIVE    on or off: client keep-alive, and nginx's upstream keep-alive (default: on)"
+	@echo "  UPSTREAM_KEEPALIVE  on or off: nginx -> server keep-alive alone (default: KEEPALIVE)"
+	@echo "  PROXY_TIMEOUT  nginx's connect/read timeout in seconds (default: 60, nginx's own)"
+	@echo "  PIN          1: load tool and server on separate CPUs   (default: 0)"
+	@echo "  LOAD         wrk or locust (locust runs SCENARIO=saas)  (default: wrk)"
+	@echo "  LOCUST_WORKERS  Locust worker processes (0: one local process) (default: 0)"
 	@echo "Servers: $$(ls servers | tr '\n' ' ')"
 
 setup: ## install what is missing: distro packages, uv, the harness venv
@@ -54,10 +64,10 @@ format: setup ## apply ruff format and safe fixes
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
 
-lock: setup ## re-pin servers/*/requirements.txt from their requirements.in (uv pip compile)
-	@for dir in servers/*/; do \
+lock: setup ## re-pin every requirements.txt (bench/, bench/locust/, servers/*/) from its .in
+	@for dir in bench/ bench/locust/ servers/*/; do \
 	  [ -f "$$dir/requirements.in" ] || continue; \
 	  echo "pinning $$dir"; \
-	  (cd "$$dir" && $$(cat ../../.bench/uv-path) pip compile -q --universal --python-version 3.11 \
+	  (cd "$$dir" && $$(cat $(CURDIR)/.bench/uv-path) pip compile -q --universal --python-version 3.11 \
 	    --no-header requirements.in -o requirements.txt) || exit 1; \
 	done

@@ -8,6 +8,7 @@ choices; nothing started, nothing written).
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import tempfile
@@ -39,7 +40,10 @@ LIMITS = {
     "backlog": (1, 65_535),
     "load_threads": (1, 64),
     "seed": (0, 2**31),
+    "locust_workers": (0, 64),
+    "proxy_timeout": (1, 600),
 }
+SWITCHES = {"on": True, "off": False, "1": True, "0": False}
 
 
 class UsageError(ValueError):
@@ -78,6 +82,22 @@ def validate_choices(name: str, raw: str, valid: list[str], allow_all: bool) -> 
     return tuple(dict.fromkeys(items))
 
 
+def validate_switch(name: str, raw: str) -> bool:
+    """on/off (or 1/0)."""
+    try:
+        return SWITCHES[raw.strip().lower()]
+    except KeyError:
+        raise UsageError(f"{name.upper()}={raw!r} is not a switch; valid: on, off") from None
+
+
+def validate_choice(name: str, raw: str, valid: tuple[str, ...]) -> str:
+    """Exactly one of `valid`."""
+    value = raw.strip().lower()
+    if value not in valid:
+        raise UsageError(f"unknown {name.upper()} {raw!r}; valid: {', '.join(valid)}")
+    return value
+
+
 def validate_results(raw: str) -> Path:
     """A results directory that exists or can be created, and is writable."""
     path = Path(raw)
@@ -106,11 +126,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m bench", description="Python web server benchmark")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="verify and measure servers")
-    for name in ("server", "scenario", "concurrency", "duration", "warmup", "trials", "results"):
+    for name in ("server", "concurrency", "duration", "warmup", "trials", "results"):
         run.add_argument(f"--{name}", default=DEFAULTS[name])
+    run.add_argument("--scenario", default=None)
     run.add_argument("--arch", default=None)
     for name in ("workers", "threads", "connections", "backlog", "load-threads", "seed"):
         run.add_argument(f"--{name}", default=None)
+    run.add_argument("--proxy", default="none")
+    run.add_argument("--keepalive", default="on")
+    run.add_argument("--upstream-keepalive", default=None)
+    run.add_argument("--proxy-timeout", default="60")
+    run.add_argument("--pin", default="0")
+    run.add_argument("--load", default="wrk")
+    run.add_argument("--locust-workers", default="0")
     report = sub.add_parser("report", help="rebuild summary.md from the records")
     report.add_argument("--results", default=DEFAULTS["results"])
     return parser
@@ -120,7 +148,33 @@ def options_from(args: argparse.Namespace) -> plan.Options:
     """Validate every run option; raise UsageError on the first bad one."""
     load_all()  # a broken declaration is bad input too: refuse before anything starts
     servers = validate_choices("server", args.server, server_ids(), allow_all=True)
-    scenarios = validate_choices("scenario", args.scenario, list(plan.SCENARIOS), allow_all=True)
+    load_tool = validate_choice("load", args.load, tuple(plan.LOAD_SCENARIOS))
+    # The default scenarios are wrk's; Locust's is the mix.
+    scenario_raw = args.scenario or ("saas" if load_tool == "locust" else DEFAULTS["scenario"])
+    scenarios = validate_choices("scenario", scenario_raw, list(plan.SCENARIOS), allow_all=True)
+    if scenario_raw.strip() == "all":
+        scenarios = plan.LOAD_SCENARIOS[load_tool]
+    wrong = [s for s in scenarios if s not in plan.LOAD_SCENARIOS[load_tool]]
+    if wrong:
+        raise UsageError(
+            f"SCENARIO={','.join(wrong)} cannot run with LOAD={load_tool}; valid with it: "
+            f"{', '.join(plan.LOAD_SCENARIOS[load_tool])}"
+        )
+    proxy = validate_choice("proxy", args.proxy, plan.PROXIES)
+    keepalive = validate_switch("keepalive", args.keepalive)
+    if args.upstream_keepalive is not None and proxy == "none":
+        raise UsageError("UPSTREAM_KEEPALIVE applies between nginx and the server: add PROXY=nginx")
+    upstream_keepalive = (
+        validate_switch("upstream_keepalive", args.upstream_keepalive)
+        if args.upstream_keepalive is not None
+        else keepalive
+    )
+    pin = validate_switch("pin", args.pin)
+    if pin and len(os.sched_getaffinity(0)) < 2:
+        raise UsageError("PIN=1 needs at least 2 usable CPUs; this process may use 1")
+    locust_workers = validate_int("locust_workers", args.locust_workers)
+    if locust_workers and load_tool != "locust":
+        raise UsageError("LOCUST_WORKERS needs LOAD=locust")
     concurrency = validate_int_list("concurrency", args.concurrency)
     duration = validate_int("duration", args.duration)
     warmup = validate_int("warmup", args.warmup)
@@ -155,6 +209,13 @@ def options_from(args: argparse.Namespace) -> plan.Options:
         overrides=overrides,
         load_threads=load_threads or default_load_threads(),
         seed=seed,
+        proxy=None if proxy == "none" else proxy,
+        keepalive=keepalive,
+        upstream_keepalive=None if proxy == "none" else upstream_keepalive,
+        proxy_timeout_s=validate_int("proxy_timeout", args.proxy_timeout),
+        pin=pin,
+        load_tool=load_tool,
+        load_workers=locust_workers,
     )
 
 

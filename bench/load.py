@@ -66,6 +66,7 @@ def run_wrk(
     headers: tuple[str, ...] = (),
     watch: Callable[[], str | None] | None = None,
     sampler: Sampler | None = None,
+    cpus: frozenset[int] | None = None,
 ) -> str:
     """Run wrk once; return its output text (also left at out_path).
 
@@ -87,7 +88,7 @@ def run_wrk(
         argv += ["-H", header]
     argv.append(url)
     out_path.unlink(missing_ok=True)
-    proc = table.start("wrk", argv, out_path, env={"PATH": os.environ.get("PATH", "")})
+    proc = table.start("wrk", argv, out_path, env={"PATH": os.environ.get("PATH", "")}, cpus=cpus)
     deadline = time.monotonic() + duration_s + OVERSTAY_S
     if sampler is not None:
         sampler.load_pid = proc.pid

@@ -118,3 +118,30 @@ def parse_wrk(text: str) -> WrkResult:
             except (ValueError, KeyError, TypeError) as exc:
                 raise ParseError(f"malformed WRK_JSON line: {exc}") from exc
     return _from_text(text)
+
+
+def parse_proxy_log(
+    text: str, since: float | None = None, until: float | None = None
+) -> dict[int, int]:
+    """Responses by status from nginx's access log lines (proxy/site.conf.template's `bench`
+    format: `$msec $status $upstream_status $request_time "$request"`). Only failed requests
+    are logged there, so this is {502: n, 504: m, ...}; malformed lines are ignored.
+
+    With since/until (Unix times), only requests that ended inside the window count: when the
+    load tool stops, nginx still answers the requests it was holding (a 504 a second later),
+    to clients that are gone and that the load tool never counted."""
+    counts: dict[int, int] = {}
+    for line in text.splitlines():
+        fields = line.split(maxsplit=2)
+        try:
+            ended = float(fields[0]) if fields else None
+        except ValueError:
+            continue
+        if ended is not None and (
+            (since is not None and ended < since) or (until is not None and ended > until)
+        ):
+            continue
+        if len(fields) >= 2 and fields[1].isdigit():
+            status = int(fields[1])
+            counts[status] = counts.get(status, 0) + 1
+    return dict(sorted(counts.items()))

@@ -22,7 +22,14 @@ SCENARIOS: dict[str, tuple[str, str]] = {
     "updates": ("/updates?n=20", "20 reads and a batched update per request"),
     "upstream": ("/upstream?ms=100", "a real HTTP call to a stub answering after 100 ms"),
     "compute": ("/compute?n=10000", "CPU-bound pure Python work"),
+    "saas": ("saas mix", "seed 000 SaaS users (bench/locust/saas.py): DB and ~3 s upstream"),
 }
+# Which load tool drives which scenario: wrk hits one URL; a mix of routes needs Locust.
+LOAD_SCENARIOS: dict[str, tuple[str, ...]] = {
+    "wrk": tuple(name for name in SCENARIOS if name != "saas"),
+    "locust": ("saas",),
+}
+PROXIES = ("none", "nginx")
 PRIMER_S = 1
 PRIMER_CONCURRENCY = 8
 
@@ -42,6 +49,13 @@ class Options:
     overrides: dict[str, int]
     load_threads: int
     seed: int
+    proxy: str | None = None  # "nginx", or None: the load tool talks to the server directly
+    keepalive: bool = True  # client keep-alive (off: wrk sends `Connection: close`)
+    upstream_keepalive: bool | None = None  # nginx -> server; None without a proxy
+    proxy_timeout_s: int = 60  # nginx's connect/read timeouts (its default is 60 s)
+    pin: bool = False  # load tool and server on separate CPUs
+    load_tool: str = "wrk"
+    load_workers: int = 0  # Locust worker processes (0: one local process)
 
 
 @dataclass(frozen=True)

@@ -90,10 +90,13 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def _child_setup(nofile: int | None) -> None:
+def _child_setup(nofile: int | None, cpus: frozenset[int] | None = None) -> None:
     # Runs in the child between fork and exec (after the uid switch): die with the harness,
     # and lift the open-files limit for pgbouncer/nginx/wrk with thousands of sockets.
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if cpus:
+        # PIN=1: the process and everything it forks stay on these CPUs.
+        os.sched_setaffinity(0, cpus)
     if nofile:
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         target = min(nofile, hard) if hard != resource.RLIM_INFINITY else nofile
@@ -123,6 +126,7 @@ class ProcessTable:
         user: str | None = None,
         nofile: int | None = 65536,
         stop_signal: int = signal.SIGTERM,
+        cpus: frozenset[int] | None = None,
     ) -> Proc:
         """Start argv in a new session (own process group), output to log_path."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -149,7 +153,7 @@ class ProcessTable:
                     env=env,
                     cwd=cwd,
                     start_new_session=True,
-                    preexec_fn=lambda: _child_setup(nofile),
+                    preexec_fn=lambda: _child_setup(nofile, cpus),
                     **kwargs,
                 )
             except OSError as exc:

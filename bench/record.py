@@ -20,8 +20,13 @@ from pathlib import Path
 #    load tool, knobs, requests/rps, latency_ms, errors (+by_status), db, verify, metadata.
 # 2: + resources {server_cpu_pct, server_rss_mb, load_cpu_pct} and sockets {time_wait_before,
 #    time_wait_max, time_wait_after, listen_queue_max, listen_overflows, listen_drops} (2026-11).
-FORMAT_VERSION = 2
-KNOWN_VERSIONS = (1, 2)
+# 3: + proxy ("nginx" or null), keepalive {client, upstream}, backlog (the listen backlog
+#    the kernel reports for the server's socket), load_workers, tasks (Locust, per task),
+#    errors.proxy_by_status (from nginx's log), resources.proxy_cpu_pct, db.server_conns_max
+#    and db.clients_waiting_max (pgbouncer SHOW POOLS), sockets.time_wait_client_max and
+#    time_wait_upstream_max, metadata.cpu_placement, metadata.emulator (2026-11).
+FORMAT_VERSION = 3
+KNOWN_VERSIONS = (1, 2, 3)
 STATUSES = ("ok", "failed", "unsupported")
 
 
@@ -62,6 +67,11 @@ class Record:
     raw_files: list[str]
     resources: dict | None = None
     sockets: dict | None = None
+    proxy: str | None = None
+    keepalive: dict | None = None
+    backlog: int | None = None
+    load_workers: int | None = None
+    tasks: dict | None = None
 
     def to_dict(self) -> dict:
         """The JSON-ready form."""
@@ -101,6 +111,8 @@ def record_name(rec: Record) -> str:
         host,
         rec.server,
         rec.scenario,
+        *([rec.proxy] if rec.proxy else []),
+        *(["close"] if rec.keepalive and rec.keepalive.get("client") is False else []),
         f"c{rec.concurrency}",
         f"t{rec.trial}",
         rec.run_id[:8],

@@ -15,6 +15,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+from bench.plots import write_plots
 from bench.record import Record, load_records
 
 SPREAD_FLAG = 0.10  # a min-max spread over 10 % of the median is flagged
@@ -107,40 +108,104 @@ def machines_table(records: list[Record]) -> list[str]:
     ]
 
 
-def scenario_section(scenario: str, records: list[Record]) -> list[str]:
-    """The table of one scenario: ok runs aggregated over trials, then the failed ones."""
-    path = records[0].path
-    lines = [f"## {scenario} (`{path}`)", ""]
+KNOB_CODES = {"workers": "w", "threads": "t", "connections": "c", "backlog": "b"}
+
+
+def knobs_label(knobs: dict) -> str:
+    """The knobs users vary, short: `w2 t4 b2048`."""
+    return " ".join(f"{code}{knobs[name]}" for name, code in KNOB_CODES.items() if name in knobs)
+
+
+def via_label(rec: Record) -> str:
+    """How the load reached the server: direct or through nginx, and keep-alive when off."""
+    keepalive = rec.keepalive or {}
+    via = rec.proxy or "direct"
+    if keepalive.get("client") is False:
+        via += ", keepalive off"
+    elif keepalive.get("upstream") is False:
+        via += ", upstream keepalive off"
+    return via
+
+
+def load_label(rec: Record) -> str:
+    """The load tool, with Locust's worker count."""
+    if rec.load_tool == "locust" and rec.load_workers:
+        return f"locust ×{rec.load_workers}"
+    return rec.load_tool
+
+
+def config_key(rec: Record) -> tuple:
+    """What makes two runs comparable as trials of one configuration (not concurrency)."""
+    keepalive = rec.keepalive or {}
+    return (
+        rec.server,
+        rec.app,
+        tuple(sorted((rec.knobs or {}).items())),
+        rec.proxy,
+        keepalive.get("client", True),
+        keepalive.get("upstream"),
+        rec.load_tool,
+        rec.load_workers,
+    )
+
+
+def _proxy_count(group: list[Record], status: int) -> str:
+    if not any(r.proxy for r in group):
+        return "–"
+    return _num(
+        sum(int(((r.errors or {}).get("proxy_by_status") or {}).get(str(status), 0)) for r in group)
+    )
+
+
+def _time_wait(group: list[Record]) -> str:
+    total = _median([_section(r, "sockets", "time_wait_max") for r in group])
+    upstream = _median([_section(r, "sockets", "time_wait_upstream_max") for r in group])
+    if upstream is None:
+        return _num(total)
+    client = _median([_section(r, "sockets", "time_wait_client_max") for r in group])
+    return f"{_num(total)} ({_num(client)} / {_num(upstream)})"
+
+
+def _groups(records: list[Record]) -> dict[tuple, list[Record]]:
     groups: dict[tuple, list[Record]] = defaultdict(list)
     for rec in records:
         if rec.status == "ok":
-            key = (
-                rec.server,
-                rec.app,
-                rec.concurrency,
-                rec.arch,
-                rec.emulated,
-                rec.metadata.get("hostname", "?"),
-            )
+            key = (*config_key(rec), rec.concurrency, rec.arch, rec.emulated, _host(rec))
             groups[key].append(rec)
+    return groups
+
+
+def _host(rec: Record) -> str:
+    return str(rec.metadata.get("hostname", "?"))
+
+
+def scenario_section(scenario: str, records: list[Record], plot: str | None = None) -> list[str]:
+    """The tables of one scenario: ok runs aggregated over trials, then the failed ones."""
+    path = records[0].path
+    lines = [f"## {scenario} (`{path}`)", ""]
+    if plot:
+        lines += [f"![{scenario}: req/s and p99 by concurrency]({plot})", ""]
+    groups = _groups(records)
     ceiling = {
-        (key[2], key[5]): statistics.median(r.rps or 0.0 for r in group)
-        for key, group in groups.items()
-        if key[0] == CEILING
+        (first.concurrency, _host(first)): statistics.median(r.rps or 0.0 for r in group)
+        for group in groups.values()
+        if (first := group[0]).server == CEILING and not first.proxy
     }
     rows = []
     any_starved = False
     for key, group in groups.items():
         p99 = _median([r.latency_ms.get("p99") if r.latency_ms else None for r in group])
         first = group[0]
-        queue = _median([_section(r, "sockets", "listen_queue_max") for r in group])
         served = _median([served_share(r) for r in group])
         starved = served is not None and served < SERVED_MIN
         any_starved = any_starved or starved
-        version = server_version(first.metadata)
-        cells = [
-            f"{first.server} {version}",
+        name = f"{first.server} {server_version(first.metadata)}"
+        knobs, via = knobs_label(first.knobs or {}), via_label(first)
+        speed = [
+            name,
             first.app,
+            knobs,
+            via,
             str(first.concurrency),
             _rps_cell([r.rps or 0.0 for r in group]),
             _num(_median([r.latency_ms.get("p50") if r.latency_ms else None for r in group]), 2),
@@ -148,28 +213,47 @@ def scenario_section(scenario: str, records: list[Record]) -> list[str]:
             _num(_median([r.latency_ms.get("p999") if r.latency_ms else None for r in group]), 2),
             _num(sum(_socket_errors(r) for r in group)),
             _num(sum(int((r.errors or {}).get("non_2xx", 0)) for r in group)),
-            _num(_median([_section(r, "resources", "server_cpu_pct") for r in group])),
-            _num(_median([_section(r, "resources", "server_rss_mb") for r in group])),
-            _num(_median([_section(r, "resources", "load_cpu_pct") for r in group])),
-            _num(_median([_section(r, "sockets", "time_wait_max") for r in group])),
-            _num(queue),
-            f"{served:.0%}" if served is not None else "–",
-            _num(sum(_section(r, "sockets", "listen_overflows") or 0 for r in group)),
-            _share(group, ceiling.get((key[2], key[5]))),
+            _proxy_count(group, 502),
+            _proxy_count(group, 504),
+            _share(group, ceiling.get((first.concurrency, _host(first)))),
             str(len(group)),
+            load_label(first),
             _machine(first),
         ]
-        sort_key = (p99 if p99 is not None else float("inf"), key[0], key[2], str(key))
-        rows.append((sort_key, "| " + " | ".join(cells) + " |"))
+        system = [
+            name,
+            knobs,
+            via,
+            str(first.concurrency),
+            _num(_median([_section(r, "resources", "server_cpu_pct") for r in group])),
+            _num(_median([_section(r, "resources", "proxy_cpu_pct") for r in group])),
+            _num(_median([_section(r, "resources", "server_rss_mb") for r in group])),
+            _num(_median([_section(r, "resources", "load_cpu_pct") for r in group])),
+            _time_wait(group),
+            _num(_median([_section(r, "sockets", "listen_queue_max") for r in group])),
+            f"{served:.0%}" if served is not None else "–",
+            _num(sum(_section(r, "sockets", "listen_overflows") or 0 for r in group)),
+            _num(_median([r.backlog for r in group])),
+            _num(_median([_section(r, "db", "server_conns_max") for r in group])),
+            _machine(first),
+        ]
+        # One machine's servers together, ranked by p99: rankings never mix machines.
+        sort_key = (_machine(first), p99 if p99 is not None else float("inf"), str(key))
+        rows.append((sort_key, "| " + " | ".join(speed) + " |", "| " + " | ".join(system) + " |"))
     if rows:
+        rows.sort()
         lines += [
-            "| server | app | conc. | req/s median (min–max) | p50 ms | p99 ms | p99.9 ms "
-            "| socket errors | non-2xx | server CPU % | server RSS MB | wrk CPU % "
-            "| TIME_WAIT max | accept queue max | conns served | listen overflows | of ceiling "
-            "| trials | machine |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:"
-            "|---|",
-            *(row for _, row in sorted(rows)),
+            "| server | app | knobs | via | conc. | req/s median (min–max) | p50 ms | p99 ms "
+            "| p99.9 ms | socket errors | non-2xx | 502 | 504 | of ceiling | trials | load "
+            "| machine |",
+            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
+            *(speed for _, speed, _ in rows),
+            "",
+            "| server | knobs | via | conc. | server CPU % | nginx CPU % | server RSS MB "
+            "| load CPU % | TIME_WAIT max (client / upstream) | accept queue max | conns served "
+            "| listen overflows | backlog | pgbouncer conns max | machine |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+            *(system for _, _, system in rows),
         ]
         if any_starved:
             lines += [
@@ -182,28 +266,117 @@ def scenario_section(scenario: str, records: list[Record]) -> list[str]:
             ]
     else:
         lines.append("No successful runs.")
+    lines += _failures(records)
+    return [*lines, ""]
+
+
+def _failures(records: list[Record]) -> list[str]:
     bad = sorted(
         (r for r in records if r.status != "ok"),
         key=lambda r: (r.server, r.concurrency, r.trial, r.status),
     )
-    if bad:
-        lines += [
-            "",
-            "Not measured:",
-            "",
-            "| server | conc. | trial | status | reason |",
-            "|---|---:|---:|---|---|",
-        ]
-        for rec in bad:
-            reason = (rec.reason or "").replace("|", "\\|").replace("\n", " ")[:300]
-            lines.append(
-                f"| {rec.server} | {rec.concurrency} | {rec.trial} | {rec.status} | {reason} |"
+    if not bad:
+        return []
+    lines = [
+        "",
+        "Not measured:",
+        "",
+        "| server | via | conc. | trial | status | reason |",
+        "|---|---|---:|---:|---|---|",
+    ]
+    for rec in bad:
+        reason = (rec.reason or "").replace("|", "\\|").replace("\n", " ")[:300]
+        lines.append(
+            f"| {rec.server} | {via_label(rec)} | {rec.concurrency} | {rec.trial} | {rec.status} "
+            f"| {reason} |"
+        )
+    return lines
+
+
+def _ratio(value: float | None, base: float | None) -> str:
+    if value is None or not base:
+        return "–"
+    return f"{value / base:.2f}×"
+
+
+def arch_section(records: list[Record]) -> list[str]:
+    """Native amd64 and arm64 side by side where both measured the same configuration;
+    emulated runs apart, as a functional check, never ranked nor in a ratio."""
+    native = [r for r in records if r.status == "ok" and not r.emulated]
+    by_arch: dict[tuple, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
+    for rec in native:
+        by_arch[(rec.scenario, *config_key(rec), rec.concurrency)][rec.arch].append(rec)
+    rows = []
+    for key, arches in by_arch.items():
+        if "amd64" not in arches or "arm64" not in arches:
+            continue
+        amd, arm = arches["amd64"], arches["arm64"]
+        amd_rps = _median([r.rps for r in amd])
+        arm_rps = _median([r.rps for r in arm])
+        amd_p99 = _median([(r.latency_ms or {}).get("p99") for r in amd])
+        arm_p99 = _median([(r.latency_ms or {}).get("p99") for r in arm])
+        first = amd[0]
+        rows.append(
+            (
+                (first.scenario, first.server, str(key)),
+                f"| {first.scenario} | {first.server} | {knobs_label(first.knobs or {})} "
+                f"| {via_label(first)} | {first.concurrency} | {_num(amd_rps)} | {_num(arm_rps)} "
+                f"| {_ratio(arm_rps, amd_rps)} | {_num(amd_p99, 2)} | {_num(arm_p99, 2)} "
+                f"| {_ratio(arm_p99, amd_p99)} "
+                f"| {', '.join(sorted({_host(r) for r in amd}))} "
+                f"| {', '.join(sorted({_host(r) for r in arm}))} |",
             )
-    return [*lines, ""]
+        )
+    emulated = [r for r in records if r.emulated]
+    if not rows and not emulated:
+        return []
+    lines = ["## Compare arches", ""]
+    if rows:
+        lines += [
+            "Native runs only, medians over trials; a ratio above 1.00× means arm64 is higher "
+            "(for p99: slower). Different machines differ in more than the arch (cores, clock, "
+            "memory, kernel): read the machines table.",
+            "",
+            "| scenario | server | knobs | via | conc. | amd64 req/s | arm64 req/s "
+            "| arm64/amd64 req/s | amd64 p99 ms | arm64 p99 ms | arm64/amd64 p99 "
+            "| amd64 machine | arm64 machine |",
+            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
+            *(row for _, row in sorted(rows)),
+            "",
+        ]
+    else:
+        lines += ["No configuration was measured natively on both amd64 and arm64 yet.", ""]
+    if emulated:
+        lines += [
+            "### Emulated runs (functional check)",
+            "",
+            "These ran the server under qemu user-mode emulation on a host of another arch: "
+            "they show that the server and app work on that arch, not how fast it is "
+            "(emulation costs 5–10× in throughput, the ranking of servers can flip, and memory "
+            "is qemu's). Not ranked, not in any ratio, not in the tables above.",
+            "",
+            "| scenario | server | arch | host arch | emulator | conc. | status | req/s | p99 ms "
+            "| machine |",
+            "|---|---|---|---|---|---:|---|---:|---:|---|",
+        ]
+        for rec in sorted(
+            emulated, key=lambda r: (r.scenario, r.server, r.concurrency, r.trial, r.run_id)
+        ):
+            emulator = rec.metadata.get("emulator") or {}
+            lines.append(
+                f"| {rec.scenario} | {rec.server} | {rec.arch} | {rec.host_arch} "
+                f"| {emulator.get('name', '?')} {emulator.get('version', '')} "
+                f"| {rec.concurrency} | {rec.status} | {_num(rec.rps)} "
+                f"| {_num((rec.latency_ms or {}).get('p99'), 2)} | {_host(rec)} |"
+            )
+        lines.append("")
+    return lines
 
 
-def render_summary(records: list[Record], problems: list[str]) -> str:
-    """The whole summary.md text."""
+def render_summary(
+    records: list[Record], problems: list[str], plots: dict[str, str] | None = None
+) -> str:
+    """The whole summary.md text (plots: scenario -> relative path of its PNG)."""
     hosts = {r.metadata.get("hostname", "?") for r in records}
     lines = [
         "# Benchmark summary",
@@ -213,8 +386,9 @@ def render_summary(records: list[Record], problems: list[str]) -> str:
         f"the min–max spread (⚠: spread over {SPREAD_FLAG:.0%} of the median); latencies are "
         "medians over trials, measured by wrk. CPU % is summed over the server's process tree "
         "(100 = one core); RSS is the peak of the tree's summed RSS; wrk CPU % shows whether "
-        "the load generator itself was saturated. TIME_WAIT counts sockets on the server's "
-        "port during the run (a server that closes every connection piles them up); listen "
+        "the load generator itself was saturated. TIME_WAIT counts the sockets that entered "
+        "TIME_WAIT during the run on the server's port and, behind nginx, the proxy's (client "
+        "side / upstream side): a server that closes every connection piles them up; listen "
         "overflows are the kernel's TcpExtListenOverflows over the run (system-wide). "
         "'of ceiling' is the share of nginx-static's rate at the same concurrency on the same "
         "machine. Compare servers within one machine.",
@@ -226,12 +400,41 @@ def render_summary(records: list[Record], problems: list[str]) -> str:
     ]
     by_scenario: dict[str, list[Record]] = defaultdict(list)
     for rec in records:
-        by_scenario[rec.scenario].append(rec)
+        if not rec.emulated:  # emulated runs are a functional check, kept apart
+            by_scenario[rec.scenario].append(rec)
     for scenario in sorted(by_scenario):
-        lines += scenario_section(scenario, by_scenario[scenario])
+        lines += scenario_section(scenario, by_scenario[scenario], (plots or {}).get(scenario))
+    lines += arch_section(records)
     if problems:
         lines += ["## Skipped files", "", *(f"- {p}" for p in problems), ""]
     return "\n".join(lines)
+
+
+def plot_series(records: list[Record]) -> dict[str, dict[str, list[tuple]]]:
+    """Per scenario, per configuration (and machine): (concurrency, median req/s, median p99)
+    for the plots. Emulated runs are left out, as in the tables."""
+    series: dict[str, dict[str, list[tuple]]] = defaultdict(lambda: defaultdict(list))
+    hosts = {_host(r) for r in records}
+    for group in _groups([r for r in records if not r.emulated]).values():
+        first = group[0]
+        label = " ".join(
+            part
+            for part in (
+                first.server,
+                knobs_label(first.knobs or {}),
+                "" if via_label(first) == "direct" else f"({via_label(first)})",
+                f"[{_host(first)}]" if len(hosts) > 1 else "",
+            )
+            if part
+        )
+        series[first.scenario][label].append(
+            (
+                first.concurrency,
+                _median([r.rps for r in group]),
+                _median([(r.latency_ms or {}).get("p99") for r in group]),
+            )
+        )
+    return {scenario: dict(lines) for scenario, lines in series.items()}
 
 
 def write_summary(results_dir: Path) -> Path:
@@ -241,8 +444,9 @@ def write_summary(results_dir: Path) -> Path:
         print(f"report: {problem}", file=sys.stderr)
     results_dir.mkdir(parents=True, exist_ok=True)
     path = results_dir / "summary.md"
+    plots = write_plots(results_dir, plot_series(records))
     fd, tmp = tempfile.mkstemp(dir=results_dir, prefix=".tmp-summary-", suffix=".md")
     with os.fdopen(fd, "w") as fh:
-        fh.write(render_summary(records, problems))
+        fh.write(render_summary(records, problems, plots))
     os.replace(tmp, path)
     return path

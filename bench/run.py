@@ -34,7 +34,7 @@ from bench.procs import (
 )
 from bench.registry import ServerSpec, load_all, resolve_knobs
 from bench.sample import Sampler
-from bench.stack import Database, RunningServer, Stack, state_base
+from bench.stack import Database, RunningProxy, RunningServer, Stack, state_base
 from bench.venv import VenvError, ensure_venv, installed_packages, tool_version
 from bench.verify import VerifyError, verify_server, verify_static
 
@@ -85,6 +85,33 @@ class Progress:
         )
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Which CPUs the server side and the load tool may use (PIN=1 separates them)."""
+
+    pinned: bool
+    server_cpus: frozenset[int]
+    load_cpus: frozenset[int]
+
+    def to_dict(self) -> dict[str, object]:
+        """The record's metadata.cpu_placement."""
+        return {
+            "pinned": self.pinned,
+            "server_cpus": sorted(self.server_cpus),
+            "load_cpus": sorted(self.load_cpus),
+        }
+
+
+def cpu_placement(pin: bool) -> Placement:
+    """All usable CPUs for everyone, or (PIN=1) the first half for the server and its proxy,
+    the rest for the load tool. PostgreSQL, pgbouncer and the stub are not pinned."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if not pin or len(cpus) < 2:
+        return Placement(False, frozenset(cpus), frozenset(cpus))
+    half = (len(cpus) + 1) // 2
+    return Placement(True, frozenset(cpus[:half]), frozenset(cpus[half:]))
+
+
 @dataclass
 class Context:
     """What every run of one harness invocation shares."""
@@ -95,6 +122,8 @@ class Context:
     host: dict[str, object]
     progress: Progress
     wrk_version: str | None
+    placement: Placement = field(default_factory=lambda: cpu_placement(False))
+    proxy_version: str | None = None
     failures: int = 0
     stack: Stack | None = None
     db: Database | None = None
@@ -116,8 +145,16 @@ def _record(
     started: str | None = None,
     resources: dict | None = None,
     sockets: dict | None = None,
+    backlog: int | None = None,
+    proxy_by_status: dict[int, int] | None = None,
 ) -> Path:
     app = spec.app if spec else "wsgi"
+    opts = ctx.options
+    errors = None
+    if result:
+        errors = {**result.errors, "by_status": {str(k): v for k, v in result.by_status.items()}}
+        if proxy_by_status is not None:
+            errors["proxy_by_status"] = {str(k): v for k, v in sorted(proxy_by_status.items())}
     rec = record.Record(
         format_version=record.FORMAT_VERSION,
         status=status,
@@ -141,11 +178,7 @@ def _record(
         requests=result.requests if result else None,
         rps=result.rps if result else None,
         latency_ms=dict(result.latency_ms) if result else None,
-        errors=(
-            {**result.errors, "by_status": {str(k): v for k, v in result.by_status.items()}}
-            if result
-            else None
-        ),
+        errors=errors,
         db=db_delta,
         verify=verification,
         metadata={
@@ -154,10 +187,16 @@ def _record(
             "started_at": started or now_iso(),
             "ended_at": now_iso(),
             "seed": ctx.options.seed,
+            "cpu_placement": ctx.placement.to_dict(),
+            **({"proxy_version": ctx.proxy_version} if opts.proxy else {}),
         },
         raw_files=[],
         resources=resources,
         sockets=sockets,
+        proxy=opts.proxy,
+        keepalive={"client": opts.keepalive, "upstream": opts.upstream_keepalive},
+        backlog=backlog,
+        load_workers=opts.load_workers if opts.load_tool == "locust" else None,
     )
     if status == "failed":  # unsupported is a fact about the server, not a failed run
         ctx.failures += 1
@@ -247,17 +286,38 @@ def server_problem(server: RunningServer, pids: set[int]) -> str | None:
 
 @dataclass(frozen=True)
 class Measured:
-    """What one measured wrk run produced, before parsing."""
+    """What one measured load run produced, before parsing."""
 
     text: str
     db_delta: dict[str, int] | None
     started: str
     resources: dict | None = None
     sockets: dict | None = None
+    proxy_by_status: dict[int, int] | None = None
+
+
+def _log_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _log_since(path: Path, offset: int) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def measure_run(
-    ctx: Context, server: RunningServer, run: plan.RunSpec, primed: set[str]
+    ctx: Context,
+    server: RunningServer,
+    proxy: RunningProxy | None,
+    run: plan.RunSpec,
+    primed: set[str],
 ) -> Measured:
     """Primer (first run of a scenario), warmup, drain, then the measured wrk run.
 
@@ -266,60 +326,77 @@ def measure_run(
     """
     assert ctx.db is not None
     opts = ctx.options
-    url = f"http://127.0.0.1:{server.port}{run.path}"
+    front = proxy.port if proxy else server.port
+    url = f"http://127.0.0.1:{front}{run.path}"
     raw = ctx.run_dir / f"{run.server}-{run.scenario}-c{run.concurrency}-t{run.trial}"
     pids = process_tree(server.proc.pid)
+    # KEEPALIVE=off: every request on a new connection, closed after the response.
+    headers = () if opts.keepalive else ("Connection: close",)
+    cpus = ctx.placement.load_cpus if ctx.placement.pinned else None
 
     def watch() -> str | None:
-        return stack_problem(ctx) or server_problem(server, pids)
+        problem = stack_problem(ctx) or server_problem(server, pids)
+        if problem is None and proxy is not None and proxy.proc.exit_code() is not None:
+            problem = f"nginx (proxy) exited with code {proxy.proc.exit_code()} during load"
+        return problem
 
-    threads = opts.load_threads
-    if run.scenario not in primed:
-        run_wrk(
+    def load(concurrency: int, seconds: float, out: Path, sampler: Sampler | None = None) -> str:
+        return run_wrk(
             ctx.table,
             url,
-            plan.PRIMER_CONCURRENCY,
-            plan.PRIMER_S,
-            threads,
-            raw.with_suffix(".primer.txt"),
+            concurrency,
+            seconds,
+            opts.load_threads,
+            out,
+            headers=headers,
             watch=watch,
+            sampler=sampler,
+            cpus=cpus,
         )
+
+    if run.scenario not in primed:
+        load(plan.PRIMER_CONCURRENCY, plan.PRIMER_S, raw.with_suffix(".primer.txt"))
         primed.add(run.scenario)
     if opts.warmup_s:
-        run_wrk(
-            ctx.table,
-            url,
-            run.concurrency,
-            opts.warmup_s,
-            threads,
-            raw.with_suffix(".warmup.txt"),
-            watch=watch,
-        )
+        load(run.concurrency, opts.warmup_s, raw.with_suffix(".warmup.txt"))
     wait_idle(server)
     before = ctx.db.pgbouncer_stats()
+    log_offset = _log_size(proxy.access_log) if proxy else 0
     started = now_iso()
-    sampler = Sampler(server.proc.pid, server.port)
-    text = run_wrk(
-        ctx.table,
-        url,
-        run.concurrency,
-        opts.duration_s,
-        threads,
-        raw.with_suffix(".wrk.txt"),
-        watch=watch,
-        sampler=sampler,
+    sampler = Sampler(
+        server.proc.pid,
+        server.port,
+        proxy_pid=proxy.proc.pid if proxy else None,
+        proxy_port=proxy.port if proxy else None,
+        pool_probe=ctx.db.pgbouncer_pools,
     )
+    window_start = time.time()
+    text = load(run.concurrency, opts.duration_s, raw.with_suffix(".wrk.txt"), sampler)
     # The server may die in the last half second: check once more after wrk.
     reason = watch()
     if reason is not None:
         raise LoadAborted(reason)
-    return Measured(
-        text,
-        _db_delta(before, ctx.db.pgbouncer_stats()),
-        started,
-        sampler.resources(),
-        sampler.sockets(),
-    )
+    proxy_by_status = None
+    if proxy is not None:
+        # Only what ended while wrk ran, by wrk's own clock: nginx goes on answering the
+        # requests it holds (504s seconds later) after wrk has left.
+        try:
+            window_end = window_start + parse.parse_wrk(text).duration_s
+        except parse.ParseError:
+            window_end = window_start + opts.duration_s
+        # nginx writes its log line when a request ends: give the last ones a moment.
+        time.sleep(0.2)
+        proxy_by_status = parse.parse_proxy_log(
+            _log_since(proxy.access_log, log_offset), window_start, window_end
+        )
+    pools = sampler.pools()
+    db = _db_delta(before, ctx.db.pgbouncer_stats())
+    if pools:
+        db |= {
+            "server_conns_max": pools.get("sv_active", 0),
+            "clients_waiting_max": pools.get("cl_waiting", 0),
+        }
+    return Measured(text, db, started, sampler.resources(), sampler.sockets(), proxy_by_status)
 
 
 def measure_block(
@@ -328,7 +405,9 @@ def measure_block(
     """Start one server, verify it, and measure every run of the block against it."""
     assert ctx.stack is not None and ctx.db is not None
     opts = ctx.options
-    knobs = resolve_knobs(spec, len(os.sched_getaffinity(0)), opts.overrides)
+    server_cpus = ctx.placement.server_cpus if ctx.placement.pinned else None
+    # "cpus" in a declaration means the CPUs this server may use (its half under PIN=1).
+    knobs = resolve_knobs(spec, len(ctx.placement.server_cpus), opts.overrides)
     server_meta: dict[str, object] = {
         "packages": packages,
         "server_package": spec.package or spec.id,
@@ -358,7 +437,9 @@ def measure_block(
     log_path = ctx.run_dir / log_name
     ctx.progress.say(f"{block.server} trial {block.trial}: starting {knobs}")
     try:
-        server: RunningServer = ctx.stack.start_server(spec, knobs, python, ctx.db, log_name)
+        server: RunningServer = ctx.stack.start_server(
+            spec, knobs, python, ctx.db, log_name, cpus=server_cpus
+        )
     except StartError as exc:
         reason = f"server did not start: {str(exc).splitlines()[0]}"
         _fail_runs(
@@ -366,6 +447,7 @@ def measure_block(
         )
         return
     server_meta["argv"] = server.argv
+    proxy: RunningProxy | None = None
     try:
         try:
             if spec.app == "static":
@@ -384,6 +466,23 @@ def measure_block(
             )
             return
         verified = {"checked": verification.checked, "warnings": verification.warnings}
+        backlog = sample.listen_backlog(server.port)
+        if opts.proxy == "nginx":
+            try:
+                proxy = ctx.stack.start_proxy(
+                    server, bool(opts.upstream_keepalive), opts.proxy_timeout_s, server_cpus
+                )
+            except StartError as exc:
+                _fail_runs(
+                    ctx,
+                    block.runs,
+                    spec,
+                    f"nginx (proxy) did not start: {str(exc).splitlines()[0]}",
+                    knobs,
+                    server_meta,
+                    {"server.log": _read(log_path)},
+                )
+                return
         primed: set[str] = set()
         for index, run in enumerate(block.runs):
             step = plan.run_seconds(opts, run.scenario in primed)
@@ -392,7 +491,7 @@ def measure_block(
                 f"{step} s"
             )
             try:
-                measured = measure_run(ctx, server, run, primed)
+                measured = measure_run(ctx, server, proxy, run, primed)
             except LoadAborted as exc:
                 # Everything from here on in this block is void; the stack may be too.
                 logs = {"server.log": _read(log_path)}
@@ -446,6 +545,8 @@ def measure_block(
                 started=measured.started,
                 resources=measured.resources,
                 sockets=measured.sockets,
+                backlog=backlog,
+                proxy_by_status=measured.proxy_by_status,
             )
             ctx.progress.done += 1
             if result is not None and result.latency_ms["p99"] is not None:
@@ -456,6 +557,8 @@ def measure_block(
                     flush=True,
                 )
     finally:
+        if proxy is not None:
+            ctx.table.stop(proxy.proc)
         ctx.stack.stop_server(server)
 
 
@@ -473,7 +576,16 @@ def execute(options: plan.Options) -> int:
     try:
         with run_lock(base), signals_raise():
             table = ProcessTable()
-            ctx = Context(options, table, run_dir, host_metadata(), progress, wrk_version())
+            ctx = Context(
+                options,
+                table,
+                run_dir,
+                host_metadata(),
+                progress,
+                wrk_version(),
+                placement=cpu_placement(options.pin),
+                proxy_version=tool_version(["nginx", "-v"]) if options.proxy else None,
+            )
             print(f"bench: run directory {run_dir}, seed {options.seed}", file=sys.stderr)
             try:
                 status = _execute(ctx, blocks, specs)

@@ -7,8 +7,11 @@ dicts for the record. Parsers take /proc text so they are tested over captured f
 
 from __future__ import annotations
 
+import re
+import subprocess
 import threading
 import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,8 +50,116 @@ def listen_queue(port: int) -> int | None:
     return total
 
 
-def parse_time_wait(text: str, port: int) -> int:
-    """TIME_WAIT sockets whose local or remote port is `port` (either side closed first)."""
+# How long a socket stays in TIME_WAIT on Linux (TCP_TIMEWAIT_LEN): not tunable.
+TIME_WAIT_S = 60
+_TIMER = re.compile(r"timer:\(timewait,([^,)]+)")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|sec|min)")
+
+
+def _timer_s(text: str) -> float | None:
+    match = _TIMER.search(text)
+    if match is None:
+        return None
+    units = {"ms": 0.001, "sec": 1.0, "min": 60.0}
+    return sum(float(n) * units[u] for n, u in _DURATION.findall(match.group(1)))
+
+
+def _port(address: str) -> int:
+    return int(address.rsplit(":", 1)[1])
+
+
+@dataclass(frozen=True)
+class TimeWait:
+    """TIME_WAIT sockets by side, from one `ss` listing."""
+
+    total: int
+    by_port: dict[int, int]
+    # Those that entered TIME_WAIT recently (see parse_ss_time_wait), in all and per port.
+    recent: int
+    recent_by_port: dict[int, int]
+
+
+def parse_ss_time_wait(text: str, ports: Collection[int], recent_s: float | None) -> TimeWait:
+    """Count `ss -Htn -o state time-wait` lines touching `ports` (local or peer side): in all,
+    per port, and those that entered TIME_WAIT within the last `recent_s` seconds (their
+    timer shows more than 60 - recent_s s left; ss rounds to whole seconds, so 1 s of slack)."""
+    wanted = set(ports)
+    total = recent = 0
+    by_port = dict.fromkeys(sorted(wanted), 0)
+    recent_by_port = dict.fromkeys(sorted(wanted), 0)
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 4:
+            continue
+        try:
+            local, peer = _port(fields[2]), _port(fields[3])
+        except (ValueError, IndexError):
+            continue
+        touched = {local, peer} & wanted
+        if not touched:
+            continue
+        total += 1
+        for port in touched:
+            by_port[port] += 1
+        if recent_s is not None:
+            left = _timer_s(line)
+            if left is not None and left >= TIME_WAIT_S - recent_s - 1:
+                recent += 1
+                for port in touched:
+                    recent_by_port[port] += 1
+    return TimeWait(total, by_port, recent, recent_by_port)
+
+
+def ss_time_wait(ports: Collection[int], recent_s: float | None = None) -> TimeWait:
+    """TIME_WAIT sockets on ports now; the kernel filters them (fast with 40k sockets)."""
+    selector = " or ".join(f"sport = :{p} or dport = :{p}" for p in sorted(set(ports)))
+    try:
+        result = subprocess.run(
+            ["ss", "-Htn", "-o", "state", "time-wait", f"( {selector} )"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return TimeWait(0, {}, 0, {})
+    return parse_ss_time_wait(result.stdout, ports, recent_s)
+
+
+def parse_ss_listen(text: str) -> tuple[int, int] | None:
+    """(accept queue now, backlog) from `ss -Hltn` lines: for a LISTEN socket Recv-Q is the
+    queue and Send-Q the backlog. With several sockets on the port (SO_REUSEPORT workers,
+    IPv4 + IPv6) the queues add up and the backlog is each one's (the largest)."""
+    found = None
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[0] == "LISTEN":
+            queue, backlog = found or (0, 0)
+            found = (queue + int(fields[1]), max(backlog, int(fields[2])))
+    return found
+
+
+def ss_listen(port: int) -> tuple[int, int] | None:
+    """(accept queue, backlog) of whatever listens on port, asked from the kernel; None when
+    nothing listens."""
+    try:
+        result = subprocess.run(
+            ["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return parse_ss_listen(result.stdout) if result.returncode == 0 else None
+
+
+def listen_backlog(port: int) -> int | None:
+    """The effective listen backlog on port: what the server asked, capped by somaxconn."""
+    found = ss_listen(port)
+    return found[1] if found else None
+
+
+def parse_time_wait(text: str, port: int | Collection[int]) -> int:
+    """TIME_WAIT sockets whose local or remote port is `port` (either side closed first);
+    with several ports, each socket is counted once."""
+    ports = {port} if isinstance(port, int) else set(port)
     count = 0
     for line in text.splitlines()[1:]:
         fields = line.split()
@@ -56,12 +167,12 @@ def parse_time_wait(text: str, port: int) -> int:
             continue
         local = int(fields[1].rsplit(":", 1)[1], 16)
         remote = int(fields[2].rsplit(":", 1)[1], 16)
-        if port in (local, remote):
+        if local in ports or remote in ports:
             count += 1
     return count
 
 
-def time_wait(port: int) -> int:
+def time_wait(port: int | Collection[int]) -> int:
     """TIME_WAIT sockets on port now, IPv4 and IPv6."""
     total = 0
     for name in ("/proc/net/tcp", "/proc/net/tcp6"):
@@ -101,6 +212,22 @@ def _cpu_seconds(proc: psutil.Process) -> float:
     return times.user + times.system
 
 
+def _tree_cpu_seconds(pid: int) -> float | None:
+    # A load tool or proxy may be several processes (Locust workers, nginx workers).
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return None
+    total = 0.0
+    for proc in procs:
+        try:
+            total += _cpu_seconds(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return total
+
+
 @dataclass
 class Sampler:
     """Samples in a background thread from start() to stop(); a dict per record section."""
@@ -109,6 +236,12 @@ class Sampler:
     port: int
     load_pid: int | None = None
     interval_s: float = INTERVAL_S
+    # With a proxy in front: its process and port (client <-> proxy sockets are on it).
+    proxy_pid: int | None = None
+    proxy_port: int | None = None
+    # pgbouncer's pool of the app's database: {"sv_active": n, "cl_waiting": n, ...}.
+    pool_probe: Callable[[], dict[str, int]] | None = None
+    pool_interval_s: float = 1.0
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _cpu_first: dict[int, float] = field(default_factory=dict)
@@ -117,7 +250,14 @@ class Sampler:
     _load_last: float | None = None
     _rss_max: int = 0
     _time_wait_max: int = 0
+    _time_wait_client_max: int = 0
+    _time_wait_upstream_max: int = 0
     _time_wait_before: int = 0
+    _time_wait_last: TimeWait | None = None
+    _proxy_first: float | None = None
+    _proxy_last: float | None = None
+    _pool_max: dict[str, int] = field(default_factory=dict)
+    _pool_next: float = 0.0
     _queue_max: int = 0
     _counters_first: dict[str, int] = field(default_factory=dict)
     _started: float = 0.0
@@ -142,16 +282,47 @@ class Sampler:
             self._cpu_last[proc.pid] = seconds
         self._rss_max = max(self._rss_max, rss)
         if self.load_pid is not None:
-            try:
-                seconds = _cpu_seconds(psutil.Process(self.load_pid))
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                seconds = None
+            seconds = _tree_cpu_seconds(self.load_pid)
             if seconds is not None:
                 if self._load_first is None:
                     self._load_first = seconds
                 self._load_last = seconds
-        self._time_wait_max = max(self._time_wait_max, time_wait(self.port))
-        self._queue_max = max(self._queue_max, listen_queue(self.port) or 0)
+        if self.proxy_pid is not None:
+            seconds = _tree_cpu_seconds(self.proxy_pid)
+            if seconds is not None:
+                if self._proxy_first is None:
+                    self._proxy_first = seconds
+                self._proxy_last = seconds
+        self._sample_sockets()
+        queue = ss_listen(self.port)
+        self._queue_max = max(self._queue_max, queue[0] if queue else 0)
+        if self.pool_probe is not None and time.monotonic() >= self._pool_next:
+            # psql is a process start per sample: once a second is plenty for a pool.
+            self._pool_next = time.monotonic() + self.pool_interval_s
+            try:
+                pools = self.pool_probe()
+            except (OSError, RuntimeError, ValueError):
+                pools = {}
+            for key, value in pools.items():
+                self._pool_max[key] = max(self._pool_max.get(key, 0), value)
+
+    def _sample_sockets(self) -> None:
+        # Only sockets that entered TIME_WAIT during this run count: those of the primer,
+        # the warmup and earlier runs linger for 60 s and are not this run's.
+        front = self.proxy_port if self.proxy_port is not None else self.port
+        found = ss_time_wait(self._ports(), time.monotonic() - self._started)
+        self._time_wait_max = max(self._time_wait_max, found.recent)
+        self._time_wait_client_max = max(
+            self._time_wait_client_max, found.recent_by_port.get(front, 0)
+        )
+        if self.proxy_port is not None:
+            self._time_wait_upstream_max = max(
+                self._time_wait_upstream_max, found.recent_by_port.get(self.port, 0)
+            )
+        self._time_wait_last = found
+
+    def _ports(self) -> set[int]:
+        return {self.port} | ({self.proxy_port} if self.proxy_port is not None else set())
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -161,8 +332,8 @@ class Sampler:
         """Take the first sample and start sampling in the background."""
         self._counters_first = listen_counters()
         # Sockets the primer and warmup left in TIME_WAIT (they linger 60 s) are not this run's.
-        self._time_wait_before = time_wait(self.port)
         self._started = time.monotonic()
+        self._time_wait_before = ss_time_wait(self._ports()).total
         self._tick()
         self._thread = threading.Thread(target=self._loop, name="sampler", daemon=True)
         self._thread.start()
@@ -184,19 +355,33 @@ class Sampler:
             if self._load_first is not None and self._load_last is not None
             else None
         )
+        proxy_cpu = (
+            (self._proxy_last - self._proxy_first) / elapsed * 100
+            if self._proxy_first is not None and self._proxy_last is not None
+            else None
+        )
         return {
             "server_cpu_pct": round(server_cpu / elapsed * 100, 1),
             "server_rss_mb": round(self._rss_max / 2**20, 1),
             "load_cpu_pct": round(load_cpu, 1) if load_cpu is not None else None,
+            "proxy_cpu_pct": round(proxy_cpu, 1) if proxy_cpu is not None else None,
         }
 
-    def sockets(self) -> dict[str, int]:
+    def pools(self) -> dict[str, int]:
+        """Peaks of pgbouncer's pool counters during the run (empty without a probe)."""
+        return dict(self._pool_max)
+
+    def sockets(self) -> dict[str, int | None]:
         """TIME_WAIT before/peak/after, accept-queue peak, listen overflow/drop deltas."""
         after = listen_counters()
         return {
             "time_wait_before": self._time_wait_before,
             "time_wait_max": self._time_wait_max,
-            "time_wait_after": time_wait(self.port),
+            "time_wait_after": self._time_wait_last.recent if self._time_wait_last else 0,
+            "time_wait_client_max": self._time_wait_client_max,
+            "time_wait_upstream_max": (
+                self._time_wait_upstream_max if self.proxy_port is not None else None
+            ),
             "listen_queue_max": self._queue_max,
             "listen_overflows": after.get("listen_overflows", 0)
             - self._counters_first.get("listen_overflows", 0),

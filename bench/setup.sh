@@ -15,6 +15,7 @@ declare -A need=(
   [wrk]=wrk
   [psql]=postgresql-client
   [curl]=curl
+  [ss]=iproute2
 )
 missing=()
 for bin in "${!need[@]}"; do

@@ -13,6 +13,7 @@ import fcntl
 import hashlib
 import os
 import pwd
+import re
 import secrets
 import shutil
 import signal
@@ -26,6 +27,9 @@ from bench.procs import Proc, ProcessTable, StartError, listeners, process_tree
 from bench.registry import APPS, ROOT, ServerSpec, render_argv, render_config, render_env
 
 DB_DIR = ROOT / "db"
+PROXY_DIR = ROOT / "proxy"
+# One nginx worker in front: on 2 cores it already competes with the server it fronts.
+PROXY_WORKERS = 1
 PGBOUNCER_POOL_SIZE = 20
 DB_NAME = "bench"
 DB_USER = "bench"
@@ -129,6 +133,21 @@ class Database:
                 return {k: int(v) for k, v in zip(header[1:], cells[1:], strict=False) if v}
         return {}
 
+    def pgbouncer_pools(self) -> dict[str, int]:
+        """pgbouncer's SHOW POOLS counters for the bench database: server connections active
+        (sv_active), clients waiting for one (cl_waiting), ..."""
+        lines = self.psql("SHOW POOLS", via_pgbouncer=True, dbname="pgbouncer").splitlines()
+        header = lines[0].split("|")
+        totals: dict[str, int] = {}
+        for line in lines[1:]:
+            cells = dict(zip(header, line.split("|"), strict=False))
+            if cells.get("database") != DB_NAME:
+                continue
+            for key in ("cl_active", "cl_waiting", "sv_active", "sv_idle", "sv_used"):
+                if cells.get(key, "").isdigit():
+                    totals[key] = totals.get(key, 0) + int(cells[key])
+        return totals
+
     def world(self) -> dict[int, int]:
         """The current `world` table, id -> randomnumber (for verifying /db answers)."""
         out = self.psql("SELECT id, randomnumber FROM world")
@@ -149,6 +168,27 @@ class RunningServer:
     proc: Proc
     argv: list[str]
     knobs: dict[str, int]
+
+
+@dataclass(frozen=True)
+class RunningProxy:
+    """nginx in front of the server under test."""
+
+    port: int
+    proc: Proc
+    access_log: Path
+    upstream_keepalive: bool
+    timeout_s: int
+
+
+def render_template(template: str, fill: dict[str, object]) -> str:
+    """${NAME} replaced for known names only, as nginx's image does with envsubst: nginx's
+    own $variables pass through untouched."""
+    return re.sub(
+        r"\$\{(\w+)\}",
+        lambda m: str(fill[m.group(1)]) if m.group(1) in fill else m.group(0),
+        template,
+    )
 
 
 class Stack:
@@ -351,6 +391,7 @@ class Stack:
         python: Path,
         db: Database,
         log_name: str,
+        cpus: frozenset[int] | None = None,
     ) -> RunningServer:
         """Start one server variant from its declaration and wait until it answers."""
         port = ready.free_port()
@@ -390,6 +431,7 @@ class Stack:
             env=env,
             cwd=ROOT,
             stop_signal=getattr(signal, spec.stop_signal),
+            cpus=cpus,
         )
         try:
             ready.wait_http(proc, port, spec.ready_path, timeout_s=60)
@@ -405,6 +447,50 @@ class Stack:
             self.table.stop(proc)
             raise
         return RunningServer(spec, port, proc, argv, knobs)
+
+    # -- the reverse proxy -------------------------------------------------------------------
+    def start_proxy(
+        self,
+        server: RunningServer,
+        upstream_keepalive: bool,
+        timeout_s: int = 60,
+        cpus: frozenset[int] | None = None,
+    ) -> RunningProxy:
+        """nginx (config from proxy/) in front of a running server, answering through it."""
+        port = ready.free_port()
+        name = f"nginx-proxy-{server.port}"
+        (self.run_dir / "nginx-proxy-tmp").mkdir(exist_ok=True)
+        access_log = self.run_dir / f"{name}-access.log"
+        site = self.run_dir / f"{name}-site.conf"
+        main = self.run_dir / f"{name}.conf"
+        fill: dict[str, object] = {
+            "LISTEN": f"127.0.0.1:{port}",
+            "APP_SERVER": f"127.0.0.1:{server.port}",
+            "UPSTREAM_CONNECTION": "" if upstream_keepalive else "close",
+            "PROXY_CONNECT_TIMEOUT": f"{timeout_s}s",
+            "PROXY_READ_TIMEOUT": f"{timeout_s}s",
+            "ACCESS_LOG": access_log,
+            "RUN_DIR": self.run_dir,
+            "SITE_CONF": site,
+            "PROXY_WORKERS": PROXY_WORKERS,
+        }
+        site.write_text(render_template((PROXY_DIR / "site.conf.template").read_text(), fill))
+        main.write_text(render_template((PROXY_DIR / "nginx.conf").read_text(), fill))
+        binary = shutil.which("nginx") or "/usr/sbin/nginx"
+        proc = self.table.start(
+            "nginx-proxy",
+            [binary, "-c", str(main), "-e", "stderr"],
+            self.run_dir / f"{name}.log",
+            env={"PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8"},
+            stop_signal=signal.SIGQUIT,  # graceful: finish the requests in flight
+            cpus=cpus,
+        )
+        try:
+            ready.wait_http(proc, port, server.spec.ready_path, timeout_s=30)
+        except StartError:
+            self.table.stop(proc)
+            raise
+        return RunningProxy(port, proc, access_log, upstream_keepalive, timeout_s)
 
     def stop_server(self, server: RunningServer) -> int | None:
         """Stop the server's whole process group; its exit code (None if it had to be killed)."""

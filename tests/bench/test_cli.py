@@ -21,6 +21,16 @@ BAD = [
     (["--workers=abc"], "not a whole number"),
     (["--arch=sparc"], "valid: aarch64, amd64, arm64, x86_64"),
     (["--results=/proc/nope"], "not a writable directory"),
+    (["--proxy=haproxy"], "valid: none, nginx"),
+    (["--keepalive=maybe"], "valid: on, off"),
+    (["--upstream-keepalive=off"], "add PROXY=nginx"),
+    (["--proxy=nginx", "--proxy-timeout=0"], "out of range 1..600"),
+    (["--pin=2"], "valid: on, off"),
+    (["--load=ab"], "valid: wrk, locust"),
+    (["--load=locust", "--scenario=plaintext"], "valid with it: saas"),
+    (["--scenario=saas"], "cannot run with LOAD=wrk"),
+    (["--locust-workers=2"], "needs LOAD=locust"),
+    (["--load=locust", "--locust-workers=65"], "out of range 0..64"),
 ]
 
 
@@ -57,3 +67,18 @@ def test_python_m_bench_without_a_command_exits_2() -> None:
     """No subcommand is bad input too."""
     result = subprocess.run([sys.executable, "-m", "bench"], cwd=ROOT, capture_output=True)
     assert result.returncode == 2
+
+
+def test_proxy_and_keepalive_options() -> None:
+    """KEEPALIVE sets the upstream side too unless UPSTREAM_KEEPALIVE says otherwise; without
+    a proxy there is no upstream side; LOAD=locust defaults to the SaaS mix."""
+    parse = cli.build_parser().parse_args
+    opts = cli.options_from(parse(["run", "--proxy=nginx", "--keepalive=off"]))
+    assert (opts.proxy, opts.keepalive, opts.upstream_keepalive) == ("nginx", False, False)
+    opts = cli.options_from(parse(["run", "--proxy=nginx", "--upstream-keepalive=off"]))
+    assert (opts.keepalive, opts.upstream_keepalive) == (True, False)
+    opts = cli.options_from(parse(["run", "--keepalive=off"]))
+    assert (opts.proxy, opts.keepalive, opts.upstream_keepalive) == (None, False, None)
+    opts = cli.options_from(parse(["run", "--load=locust", "--locust-workers=2"]))
+    assert (opts.scenarios, opts.load_tool, opts.load_workers) == (("saas",), "locust", 2)
+    assert "saas" not in cli.options_from(parse(["run", "--scenario=all"])).scenarios

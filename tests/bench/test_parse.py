@@ -65,3 +65,15 @@ def test_not_wrk_output_is_refused() -> None:
         parse_wrk("unable to connect to 127.0.0.1:1 Connection refused\n")
     with pytest.raises(ParseError):
         parse_wrk('WRK_JSON {"requests": \n')
+
+
+def test_nginx_log_counts_failures_inside_the_load_window() -> None:
+    """A real overflow behind nginx (gunicorn-sync, 1 worker, backlog 4, c=200, 2 s proxy
+    timeouts): 387 504s logged, but 192 of them a second after wrk stopped, for clients that
+    had gone; inside wrk's window the count (195) equals wrk's own."""
+    from bench.parse import parse_proxy_log
+
+    text = (WRK.parent / "nginx" / "overflow-access.log").read_text()
+    assert parse_proxy_log(text) == {499: 15, 504: 387}
+    assert parse_proxy_log(text, 1795405500.5, 1795405505.9)[504] == 195
+    assert parse_proxy_log("garbage\n\n1.0 abc\n") == {}

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from bench import sample
 from bench.sample import parse_listen_queue, parse_netstat, parse_time_wait
 
 PROC = Path(__file__).resolve().parent.parent / "fixtures" / "proc"
@@ -30,3 +31,23 @@ def test_netstat_counters_are_read_by_name() -> None:
     assert isinstance(stats["TcpExt.ListenDrops"], int)
     assert stats["TcpExt.ListenDrops"] >= stats["TcpExt.ListenOverflows"]
     assert "IpExt.InOctets" in stats
+
+
+def test_ss_listen_gives_queue_and_backlog() -> None:
+    """`ss -Hltn` on gunicorn-sync (1 worker, /upstream, c=50): 50 waiting, backlog 2048."""
+    text = (PROC / "ss_listen.txt").read_text()
+    assert sample.parse_ss_listen(text) == (50, 2048)
+    assert sample.parse_ss_listen("") is None
+
+
+def test_ss_time_wait_counts_only_recent_sockets_when_asked() -> None:
+    """30 TIME_WAIT lines on port 45417: 23 with 10-12 s left on their 60 s timers, 7 about
+    to expire (ss prints `8.344ms`). All count in total; as "recent" only those whose start
+    (60 s minus what is left) falls in the window."""
+    text = (PROC / "ss_time_wait.txt").read_text()
+    found = sample.parse_ss_time_wait(text, {45417}, recent_s=None)
+    assert (found.total, found.by_port, found.recent) == (30, {45417: 30}, 0)
+    assert sample.parse_ss_time_wait(text, {45417}, recent_s=52).recent == 23
+    assert sample.parse_ss_time_wait(text, {45417}, recent_s=60).recent == 30
+    assert sample.parse_ss_time_wait(text, {45417}, recent_s=5).recent == 0
+    assert sample.parse_ss_time_wait(text, {1}, recent_s=52).total == 0

@@ -40,22 +40,30 @@ def test_short_bench_writes_ok_records_and_summary(tmp_path: Path) -> None:
         assert rec["arch"] == rec["host_arch"] and rec["emulated"] is False
         assert rec["metadata"]["server_version"] == rec["metadata"]["packages"]["granian"]
         assert rec["metadata"]["cpu_count"] >= 1 and rec["metadata"]["hostname"]
-        assert rec["format_version"] == 2
+        assert rec["format_version"] == 3
+        assert rec["proxy"] is None and rec["keepalive"] == {"client": True, "upstream": None}
+        assert rec["backlog"] == rec["knobs"]["backlog"]  # asked from the kernel
+        assert rec["metadata"]["cpu_placement"]["pinned"] is False
         res, sockets = rec["resources"], rec["sockets"]
         assert res["server_cpu_pct"] > 1 and res["server_rss_mb"] > 10 and res["load_cpu_pct"] > 0
         assert set(sockets) == {
             "time_wait_before",
             "time_wait_max",
             "time_wait_after",
+            "time_wait_client_max",
+            "time_wait_upstream_max",
             "listen_queue_max",
             "listen_overflows",
             "listen_drops",
         }
+        assert sockets["time_wait_upstream_max"] is None  # no proxy, no upstream side
         for raw in rec["raw_files"]:
             assert (results / raw).is_file()
     db_rec = next(r for r in records if r["scenario"] == "db")
     # every /db request is one query through pgbouncer: the DB really answered the load
     assert db_rec["db"]["queries"] >= db_rec["requests"]
+    # pgbouncer's server connections were in use during the run (sampled from SHOW POOLS)
+    assert db_rec["db"]["server_conns_max"] >= 1
     summary = (results / "summary.md").read_text()
     assert "plaintext" in summary and "granian" in summary and "/db" in summary
     assert set(stack_processes()) - before == set()

@@ -1,0 +1,72 @@
+"""Plots: per scenario, req/s and p99 latency against concurrency, one line per configuration.
+
+Input: series already aggregated by bench.report (scenario -> line label -> points of
+(concurrency, median req/s, median p99 ms)). Output: RESULTS/plots/<scenario>.png, and the
+relative paths for summary.md to link. matplotlib draws off-screen (Agg): no display needed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+Point = tuple[int, float | None, float | None]
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", name).strip("-") or "x"
+
+
+def plot_scenario(scenario: str, lines: dict[str, list[Point]], path: Path) -> None:
+    """Two panels side by side (req/s, p99 ms) against concurrency, written to path as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (rps_ax, p99_ax) = plt.subplots(1, 2, figsize=(13, 5.5))
+    for label, points in sorted(lines.items()):
+        points = sorted(points)
+        conc = [c for c, _, _ in points]
+        rps_ax.plot(conc, [r for _, r, _ in points], marker="o", label=label)
+        p99_ax.plot(conc, [p for _, _, p in points], marker="o", label=label)
+    rps_ax.set(title=f"{scenario}: requests/s (median of trials)", xlabel="concurrency")
+    p99_ax.set(title=f"{scenario}: p99 latency, ms (median)", xlabel="concurrency")
+    # Tail latencies span orders of magnitude between servers: a log axis keeps all legible.
+    p99_ax.set_yscale("log")
+    ticks = sorted({c for points in lines.values() for c, _, _ in points})
+    for ax in (rps_ax, p99_ax):
+        ax.grid(True, alpha=0.3)
+        if len(ticks) > 1:
+            # Concurrency levels grow geometrically (5, 10, 30, 50, 100).
+            ax.set_xscale("log")
+            ax.set_xticks(ticks, [str(t) for t in ticks])
+            ax.minorticks_off()
+    handles, labels = rps_ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize="small", frameon=False)
+    rows = (len(labels) + 2) // 3
+    fig.tight_layout(rect=(0, min(0.45, 0.05 * rows + 0.02), 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".png")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=90)
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_plots(results_dir: Path, series: dict[str, dict[str, list[Point]]]) -> dict[str, str]:
+    """A PNG per scenario that has data; scenario -> path relative to results_dir."""
+    written = {}
+    for scenario, lines in sorted(series.items()):
+        if not any(lines.values()):
+            continue
+        path = results_dir / "plots" / f"{_safe(scenario)}.png"
+        plot_scenario(scenario, lines, path)
+        written[scenario] = str(path.relative_to(results_dir))
+    return written
