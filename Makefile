@@ -16,7 +16,7 @@ BENCH_OPTS = $(call opt,SERVER,server) $(call opt,SCENARIO,scenario) \
   $(call opt,UPSTREAM_KEEPALIVE,upstream-keepalive) $(call opt,PROXY_TIMEOUT,proxy-timeout) \
   $(call opt,PIN,pin) $(call opt,LOAD,load) $(call opt,LOCUST_WORKERS,locust-workers)
 
-.PHONY: help setup bench report test lint format lock
+.PHONY: help setup bench study report test lint format lock
 
 help: ## list targets and variables
 	@echo "Targets:"
@@ -42,6 +42,7 @@ help: ## list targets and variables
 	@echo "  PIN          1: load tool and server on separate CPUs   (default: 0)"
 	@echo "  LOAD         wrk or locust (locust runs SCENARIO=saas)  (default: wrk)"
 	@echo "  LOCUST_WORKERS  Locust worker processes (0: one local process) (default: 0)"
+	@echo "  NAME         make study: $$(ls bench/studies | sed 's/.toml//' | tr '\n' ' ')all"
 	@echo "Servers: $$(ls servers | tr '\n' ' ')"
 
 setup: ## install what is missing: distro packages, uv, the harness venv
@@ -49,6 +50,10 @@ setup: ## install what is missing: distro packages, uv, the harness venv
 
 bench: setup ## start the stack, verify, measure, write records and summary.md
 	$(PY) -m bench run $(BENCH_OPTS)
+
+study: setup ## re-run a source document's experiment (NAME=<study>|all; DURATION, RESULTS apply)
+	$(PY) -m bench study $(call opt,NAME,name) $(call opt,DURATION,duration) \
+	  $(call opt,RESULTS,results) $(call opt,SEED,seed)
 
 report: setup ## rebuild summary.md from the records in RESULTS
 	$(PY) -m bench report $(call opt,RESULTS,results)

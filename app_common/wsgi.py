@@ -1,19 +1,23 @@
 """The WSGI variant of the app (Flask): the routes every WSGI server serves.
 
-Configured by the environment only (APP_DATABASE_URL, APP_UPSTREAM_URL, APP_POOL_SIZE). The
+Configured by the environment only (APP_DATABASE_URL, APP_UPSTREAM_URL, APP_POOL_SIZE,
+APP_DB_CONNECT=per-request for a connection per request instead of the pool). The
 DB pool and the HTTP pool are per process and created lazily after fork, since servers fork
 their workers after importing the app.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import random
 import threading
 import time
+from collections.abc import Iterator
 
+import psycopg
 import urllib3
 from flask import Flask, Response, request
 from psycopg_pool import ConnectionPool
@@ -60,6 +64,20 @@ def db_pool() -> ConnectionPool:
     )
 
 
+@contextlib.contextmanager
+def db_connection() -> Iterator[psycopg.Connection]:
+    """A connection for one request: from this process's pool, or (APP_DB_CONNECT=per-request,
+    the pool-less app of source 004) a new one, closed after the request."""
+    if os.environ.get("APP_DB_CONNECT") == "per-request":
+        with psycopg.connect(
+            common.database_url(), prepare_threshold=None, autocommit=True
+        ) as conn:
+            yield conn
+    else:
+        with db_pool().connection() as conn:
+            yield conn
+
+
 def http_pool() -> urllib3.PoolManager:
     """This process's keep-alive HTTP pool for the upstream API."""
     return _per_process(  # type: ignore[return-value]
@@ -101,7 +119,7 @@ def json_route() -> Response:
 @app.get("/db")
 def db() -> Response:
     """One random world row."""
-    with db_pool().connection() as conn, conn.cursor() as cur:
+    with db_connection() as conn, conn.cursor() as cur:
         return _json(_random_rows(cur, 1)[0])
 
 
@@ -109,14 +127,14 @@ def db() -> Response:
 def queries() -> Response:
     """n random world rows, one query each (n clamped to 1..500)."""
     count = common.clamp_queries(request.args.get("n"))
-    with db_pool().connection() as conn, conn.cursor() as cur:
+    with db_connection() as conn, conn.cursor() as cur:
         return _json(_random_rows(cur, count))
 
 
 @app.get("/fortunes")
 def fortunes() -> Response:
     """All fortunes plus one, sorted and HTML-escaped."""
-    with db_pool().connection() as conn, conn.cursor() as cur:
+    with db_connection() as conn, conn.cursor() as cur:
         cur.execute(common.SELECT_FORTUNES)
         rows = cur.fetchall()
     return Response(common.render_fortunes(rows), mimetype="text/html")
@@ -126,7 +144,7 @@ def fortunes() -> Response:
 def updates() -> Response:
     """n random rows given new random numbers, written in one batch, in id order."""
     count = common.clamp_queries(request.args.get("n"))
-    with db_pool().connection() as conn, conn.transaction(), conn.cursor() as cur:
+    with db_connection() as conn, conn.transaction(), conn.cursor() as cur:
         rows = sorted(_random_rows(cur, count), key=lambda row: row["id"])
         for row in rows:
             row["randomNumber"] = random.randint(1, 10_000)
@@ -157,7 +175,7 @@ def sleep() -> Response:
 def dbwait() -> Response:
     """A query that waits ms inside PostgreSQL (pg_sleep)."""
     ms = common.clamp_ms(request.args.get("ms"))
-    with db_pool().connection() as conn:
+    with db_connection() as conn:
         conn.execute(common.DB_WAIT, (ms / 1000,))
     return _json({"waited_ms": ms})
 

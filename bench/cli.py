@@ -12,6 +12,7 @@ import os
 import random
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from bench import plan
@@ -141,7 +142,29 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--locust-workers", default="0")
     report = sub.add_parser("report", help="rebuild summary.md from the records")
     report.add_argument("--results", default=DEFAULTS["results"])
+    study = sub.add_parser("study", help="re-run a source document's experiment")
+    study.add_argument("--name", default=None)
+    study.add_argument("--duration", default=None)
+    study.add_argument("--results", default=DEFAULTS["results"])
+    study.add_argument("--seed", default=None)
     return parser
+
+
+def study_names_from(raw: str | None) -> list[str]:
+    """NAME: one study, a comma list, or all."""
+    from bench.study import study_names
+
+    valid = study_names()
+    if not raw:
+        raise UsageError(f"NAME is required; valid: {', '.join(valid)}, all")
+    return list(validate_choices("name", raw, valid, allow_all=True))
+
+
+def _sections(results: Path) -> Callable[[list], list[str]]:
+    """The studies' summary sections, for report.write_summary."""
+    from bench import study
+
+    return lambda records: study.summary_sections(records, results)
 
 
 def options_from(args: argparse.Namespace) -> plan.Options:
@@ -227,13 +250,28 @@ def main(argv: list[str] | None = None) -> int:
             from bench import report
 
             results = validate_results(args.results)
-            path = report.write_summary(results)
+            path = report.write_summary(results, _sections(results))
             print(f"wrote {path}")
             return 0
+        if args.command == "study":
+            from bench import study
+
+            names = study_names_from(args.name)
+            duration = validate_int("duration", args.duration) if args.duration else None
+            base = options_from(
+                build_parser().parse_args(
+                    ["run", f"--results={args.results}"]
+                    + ([f"--seed={args.seed}"] if args.seed else [])
+                )
+            )
+            arms = study.study_options(names, base, duration)
+            from bench import run
+
+            return run.execute(arms, _sections(base.results))
         options = options_from(args)
     except (UsageError, DeclarationError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
     from bench import run
 
-    return run.execute(options)
+    return run.execute(options, _sections(options.results))

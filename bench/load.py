@@ -67,6 +67,7 @@ def run_wrk(
     watch: Callable[[], str | None] | None = None,
     sampler: Sampler | None = None,
     cpus: frozenset[int] | None = None,
+    timeout_s: int = WRK_TIMEOUT_S,
 ) -> str:
     """Run wrk once; return its output text (also left at out_path).
 
@@ -79,7 +80,7 @@ def run_wrk(
         f"-t{threads}",
         f"-c{concurrency}",
         f"-d{max(1, round(duration_s))}s",
-        f"--timeout={WRK_TIMEOUT_S}s",
+        f"--timeout={timeout_s}s",
         "--latency",
         "-s",
         str(WRK_SCRIPT),
@@ -89,7 +90,7 @@ def run_wrk(
     argv.append(url)
     out_path.unlink(missing_ok=True)
     proc = table.start("wrk", argv, out_path, env={"PATH": os.environ.get("PATH", "")}, cpus=cpus)
-    deadline = time.monotonic() + duration_s + OVERSTAY_S
+    deadline = time.monotonic() + duration_s + max(OVERSTAY_S, timeout_s + 5)
     if sampler is not None:
         sampler.load_pid = proc.pid
         sampler.start()

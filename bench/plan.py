@@ -9,7 +9,7 @@ over time does not favour whichever server always runs first.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # scenario -> (path wrk requests, what it exercises)
@@ -56,6 +56,11 @@ class Options:
     pin: bool = False  # load tool and server on separate CPUs
     load_tool: str = "wrk"
     load_workers: int = 0  # Locust worker processes (0: one local process)
+    # Set by studies (bench/study.py), not by make variables:
+    paths: dict[str, str] = field(default_factory=dict)  # scenario -> another URL path
+    app_env: dict[str, str] = field(default_factory=dict)  # extra environment of the app
+    load_timeout_s: int = 10  # a response slower than this counts as a timeout error
+    meta: dict[str, object] = field(default_factory=dict)  # into every record's metadata
 
 
 @dataclass(frozen=True)
@@ -66,11 +71,12 @@ class RunSpec:
     scenario: str
     concurrency: int
     trial: int
+    path_override: str | None = None
 
     @property
     def path(self) -> str:
-        """The URL path wrk requests."""
-        return SCENARIOS[self.scenario][0]
+        """The URL path the load tool requests."""
+        return self.path_override or SCENARIOS[self.scenario][0]
 
 
 @dataclass(frozen=True)
@@ -91,7 +97,7 @@ def make_plan(options: Options) -> list[Block]:
         rng.shuffle(order)
         for server in order:
             runs = tuple(
-                RunSpec(server, scenario, conc, trial)
+                RunSpec(server, scenario, conc, trial, options.paths.get(scenario))
                 for scenario in options.scenarios
                 for conc in options.concurrency
             )

@@ -70,3 +70,41 @@ def write_plots(results_dir: Path, series: dict[str, dict[str, list[Point]]]) ->
         plot_scenario(scenario, lines, path)
         written[scenario] = str(path.relative_to(results_dir))
     return written
+
+
+def plot_study(title: str, metric: str, series: dict[str, list[tuple]], path: Path) -> None:
+    """A study's figure: the metric by concurrency per arm, or one bar per arm when each arm
+    ran at a single concurrency."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 5))
+    single = all(len(points) == 1 for points in series.values())
+    if single:
+        labels = sorted(series)
+        values = [series[label][0][1] or 0.0 for label in labels]
+        ax.barh(labels, values)
+        ax.set_xlabel(metric)
+        ax.invert_yaxis()
+    else:
+        for label, points in sorted(series.items()):
+            points = sorted(points)
+            ax.plot([c for c, _ in points], [v for _, v in points], marker="o", label=label)
+        ax.set_xlabel("concurrency")
+        ax.set_ylabel(metric)
+        ax.legend(fontsize="small")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".png")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=90)
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        if os.path.exists(tmp):
+            os.unlink(tmp)

@@ -13,6 +13,7 @@ import statistics
 import sys
 import tempfile
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.plots import write_plots
@@ -302,7 +303,9 @@ def _ratio(value: float | None, base: float | None) -> str:
 def arch_section(records: list[Record]) -> list[str]:
     """Native amd64 and arm64 side by side where both measured the same configuration;
     emulated runs apart, as a functional check, never ranked nor in a ratio."""
-    native = [r for r in records if r.status == "ok" and not r.emulated]
+    native = [
+        r for r in records if r.status == "ok" and not r.emulated and "study" not in r.metadata
+    ]
     by_arch: dict[tuple, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
     for rec in native:
         by_arch[(rec.scenario, *config_key(rec), rec.concurrency)][rec.arch].append(rec)
@@ -374,9 +377,13 @@ def arch_section(records: list[Record]) -> list[str]:
 
 
 def render_summary(
-    records: list[Record], problems: list[str], plots: dict[str, str] | None = None
+    records: list[Record],
+    problems: list[str],
+    plots: dict[str, str] | None = None,
+    extra: list[str] | None = None,
 ) -> str:
-    """The whole summary.md text (plots: scenario -> relative path of its PNG)."""
+    """The whole summary.md text (plots: scenario -> relative path of its PNG; extra: more
+    sections, before the skipped files)."""
     hosts = {r.metadata.get("hostname", "?") for r in records}
     lines = [
         "# Benchmark summary",
@@ -400,11 +407,13 @@ def render_summary(
     ]
     by_scenario: dict[str, list[Record]] = defaultdict(list)
     for rec in records:
-        if not rec.emulated:  # emulated runs are a functional check, kept apart
+        # Emulated runs are a functional check, and study runs have their own sections.
+        if not rec.emulated and "study" not in rec.metadata:
             by_scenario[rec.scenario].append(rec)
     for scenario in sorted(by_scenario):
         lines += scenario_section(scenario, by_scenario[scenario], (plots or {}).get(scenario))
     lines += arch_section(records)
+    lines += extra or []
     if problems:
         lines += ["## Skipped files", "", *(f"- {p}" for p in problems), ""]
     return "\n".join(lines)
@@ -415,7 +424,8 @@ def plot_series(records: list[Record]) -> dict[str, dict[str, list[tuple]]]:
     for the plots. Emulated runs are left out, as in the tables."""
     series: dict[str, dict[str, list[tuple]]] = defaultdict(lambda: defaultdict(list))
     hosts = {_host(r) for r in records}
-    for group in _groups([r for r in records if not r.emulated]).values():
+    main = [r for r in records if not r.emulated and "study" not in r.metadata]
+    for group in _groups(main).values():
         first = group[0]
         label = " ".join(
             part
@@ -437,8 +447,11 @@ def plot_series(records: list[Record]) -> dict[str, dict[str, list[tuple]]]:
     return {scenario: dict(lines) for scenario, lines in series.items()}
 
 
-def write_summary(results_dir: Path) -> Path:
-    """Rebuild results_dir/summary.md from the records on disk (replaced atomically)."""
+def write_summary(
+    results_dir: Path, sections: Callable[[list[Record]], list[str]] | None = None
+) -> Path:
+    """Rebuild results_dir/summary.md from the records on disk (replaced atomically);
+    `sections` renders more sections from the records (the studies')."""
     records, problems = load_records(results_dir)
     for problem in problems:
         print(f"report: {problem}", file=sys.stderr)
@@ -447,6 +460,7 @@ def write_summary(results_dir: Path) -> Path:
     plots = write_plots(results_dir, plot_series(records))
     fd, tmp = tempfile.mkstemp(dir=results_dir, prefix=".tmp-summary-", suffix=".md")
     with os.fdopen(fd, "w") as fh:
-        fh.write(render_summary(records, problems, plots))
+        extra = sections(records) if sections is not None else []
+        fh.write(render_summary(records, problems, plots, extra))
     os.replace(tmp, path)
     return path

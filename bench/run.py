@@ -13,7 +13,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -188,6 +188,7 @@ def _record(
             "ended_at": now_iso(),
             "seed": ctx.options.seed,
             "cpu_placement": ctx.placement.to_dict(),
+            **opts.meta,
             **({"proxy_version": ctx.proxy_version} if opts.proxy else {}),
         },
         raw_files=[],
@@ -352,6 +353,7 @@ def measure_run(
             watch=watch,
             sampler=sampler,
             cpus=cpus,
+            timeout_s=opts.load_timeout_s,
         )
 
     if run.scenario not in primed:
@@ -369,6 +371,7 @@ def measure_run(
         proxy_pid=proxy.proc.pid if proxy else None,
         proxy_port=proxy.port if proxy else None,
         pool_probe=ctx.db.pgbouncer_pools,
+        db_port=ctx.db.pgbouncer_port,
     )
     window_start = time.time()
     text = load(run.concurrency, opts.duration_s, raw.with_suffix(".wrk.txt"), sampler)
@@ -438,7 +441,7 @@ def measure_block(
     ctx.progress.say(f"{block.server} trial {block.trial}: starting {knobs}")
     try:
         server: RunningServer = ctx.stack.start_server(
-            spec, knobs, python, ctx.db, log_name, cpus=server_cpus
+            spec, knobs, python, ctx.db, log_name, cpus=server_cpus, extra_env=opts.app_env
         )
     except StartError as exc:
         reason = f"server did not start: {str(exc).splitlines()[0]}"
@@ -562,33 +565,45 @@ def measure_block(
         ctx.stack.stop_server(server)
 
 
-def execute(options: plan.Options) -> int:
-    """Run the whole plan; write records and summary.md; return the exit status."""
-    blocks = plan.make_plan(options)
+def execute(
+    options: plan.Options | Sequence[plan.Options],
+    sections: Callable[[list[record.Record]], list[str]] | None = None,
+) -> int:
+    """Run the whole plan; write records and summary.md; return the exit status.
+
+    Several Options (a study's arms) share one stack and one run directory; `sections` adds
+    sections to the summary (the studies')."""
+    arms = [options] if isinstance(options, plan.Options) else list(options)
+    plans = [(opts, plan.make_plan(opts)) for opts in arms]
+    first = arms[0]
     specs = load_all()
     base = state_base()
     run_name = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid()}"
     run_dir = base / "runs" / run_name
     run_dir.mkdir(parents=True, exist_ok=True)
-    total_runs = sum(len(b.runs) for b in blocks)
-    progress = Progress(total_runs, plan.estimate_seconds(options, blocks))
+    total_runs = sum(len(b.runs) for _, blocks in plans for b in blocks)
+    progress = Progress(
+        total_runs, sum(plan.estimate_seconds(opts, blocks) for opts, blocks in plans)
+    )
     status = 0
     try:
         with run_lock(base), signals_raise():
             table = ProcessTable()
             ctx = Context(
-                options,
+                first,
                 table,
                 run_dir,
                 host_metadata(),
                 progress,
                 wrk_version(),
-                placement=cpu_placement(options.pin),
-                proxy_version=tool_version(["nginx", "-v"]) if options.proxy else None,
+                placement=cpu_placement(first.pin),
+                proxy_version=(
+                    tool_version(["nginx", "-v"]) if any(o.proxy for o in arms) else None
+                ),
             )
-            print(f"bench: run directory {run_dir}, seed {options.seed}", file=sys.stderr)
+            print(f"bench: run directory {run_dir}, seed {first.seed}", file=sys.stderr)
             try:
-                status = _execute(ctx, blocks, specs)
+                status = _execute(ctx, plans, specs)
             except (KeyboardInterrupt, Interrupted) as exc:
                 print(
                     f"bench: interrupted ({exc or 'SIGINT'}): stopping everything", file=sys.stderr
@@ -601,17 +616,21 @@ def execute(options: plan.Options) -> int:
     except LockedError as exc:
         print(f"bench: {exc}; wait for it to finish", file=sys.stderr)
         return 1
-    summary = report.write_summary(options.results)
+    summary = report.write_summary(first.results, sections)
     print(f"bench: wrote {summary}", file=sys.stderr)
     return status
 
 
-def _execute(ctx: Context, blocks: list[plan.Block], specs: dict[str, ServerSpec]) -> int:
+def _execute(
+    ctx: Context,
+    plans: list[tuple[plan.Options, list[plan.Block]]],
+    specs: dict[str, ServerSpec],
+) -> int:
     stack_reason = ""
     pythons: dict[str, Path] = {}
     packages: dict[str, dict[str, str]] = {}
     venv_errors: dict[str, str] = {}
-    for server in ctx.options.servers:
+    for server in dict.fromkeys(s for opts, _ in plans for s in opts.servers):
         spec = specs[server]
         if spec.requirements is None:
             # Not a Python server (nginx-static): no venv; its version comes from the tool.
@@ -632,18 +651,23 @@ def _execute(ctx: Context, blocks: list[plan.Block], specs: dict[str, ServerSpec
         ctx.stack.start_upstream(sys.executable)
     except StartError as exc:
         logs = {f"{n}.log": _read(ctx.run_dir / f"{n}.log") for n in ("postgres", "pgbouncer")}
-        for block in blocks:
-            _fail_runs(
-                ctx,
-                block.runs,
-                specs[block.server],
-                f"stack did not start: {str(exc).splitlines()[0]}",
-                {},
-                {},
-                logs,
-            )
+        for opts, blocks in plans:
+            ctx.options = opts
+            for block in blocks:
+                _fail_runs(
+                    ctx,
+                    block.runs,
+                    specs[block.server],
+                    f"stack did not start: {str(exc).splitlines()[0]}",
+                    {},
+                    {},
+                    logs,
+                )
         return 1
-    for number, block in enumerate(blocks):
+    arm_blocks = [(opts, block) for opts, blocks in plans for block in blocks]
+    for number, (opts, block) in enumerate(arm_blocks):
+        ctx.options = opts
+        blocks = arm_blocks  # for the count of what remains
         spec = specs[block.server]
         if ctx.db is None:
             # The stack died earlier: every remaining run is recorded, none measured.

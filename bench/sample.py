@@ -241,6 +241,8 @@ class Sampler:
     proxy_port: int | None = None
     # pgbouncer's pool of the app's database: {"sv_active": n, "cl_waiting": n, ...}.
     pool_probe: Callable[[], dict[str, int]] | None = None
+    # pgbouncer's port: an app that connects per request leaves TIME_WAIT there (source 004).
+    db_port: int | None = None
     pool_interval_s: float = 1.0
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -252,8 +254,9 @@ class Sampler:
     _time_wait_max: int = 0
     _time_wait_client_max: int = 0
     _time_wait_upstream_max: int = 0
+    _time_wait_db_max: int = 0
     _time_wait_before: int = 0
-    _time_wait_last: TimeWait | None = None
+    _time_wait_now: int = 0
     _proxy_first: float | None = None
     _proxy_last: float | None = None
     _pool_max: dict[str, int] = field(default_factory=dict)
@@ -310,8 +313,16 @@ class Sampler:
         # Only sockets that entered TIME_WAIT during this run count: those of the primer,
         # the warmup and earlier runs linger for 60 s and are not this run's.
         front = self.proxy_port if self.proxy_port is not None else self.port
-        found = ss_time_wait(self._ports(), time.monotonic() - self._started)
-        self._time_wait_max = max(self._time_wait_max, found.recent)
+        ports = self._ports() | ({self.db_port} if self.db_port is not None else set())
+        found = ss_time_wait(ports, time.monotonic() - self._started)
+        if self.db_port is not None:
+            self._time_wait_db_max = max(
+                self._time_wait_db_max, found.recent_by_port.get(self.db_port, 0)
+            )
+        # Client <-> nginx sockets touch nginx's port, nginx <-> server ones the server's.
+        on_stack = sum(found.recent_by_port.get(p, 0) for p in self._ports())
+        self._time_wait_max = max(self._time_wait_max, on_stack)
+        self._time_wait_now = on_stack
         self._time_wait_client_max = max(
             self._time_wait_client_max, found.recent_by_port.get(front, 0)
         )
@@ -319,7 +330,6 @@ class Sampler:
             self._time_wait_upstream_max = max(
                 self._time_wait_upstream_max, found.recent_by_port.get(self.port, 0)
             )
-        self._time_wait_last = found
 
     def _ports(self) -> set[int]:
         return {self.port} | ({self.proxy_port} if self.proxy_port is not None else set())
@@ -377,11 +387,12 @@ class Sampler:
         return {
             "time_wait_before": self._time_wait_before,
             "time_wait_max": self._time_wait_max,
-            "time_wait_after": self._time_wait_last.recent if self._time_wait_last else 0,
+            "time_wait_after": self._time_wait_now,
             "time_wait_client_max": self._time_wait_client_max,
             "time_wait_upstream_max": (
                 self._time_wait_upstream_max if self.proxy_port is not None else None
             ),
+            "time_wait_db_max": self._time_wait_db_max if self.db_port is not None else None,
             "listen_queue_max": self._queue_max,
             "listen_overflows": after.get("listen_overflows", 0)
             - self._counters_first.get("listen_overflows", 0),

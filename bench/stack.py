@@ -392,6 +392,7 @@ class Stack:
         db: Database,
         log_name: str,
         cpus: frozenset[int] | None = None,
+        extra_env: dict[str, str] | None = None,
     ) -> RunningServer:
         """Start one server variant from its declaration and wait until it answers."""
         port = ready.free_port()
@@ -423,6 +424,7 @@ class Stack:
             "APP_DATABASE_URL": db.app_url,
             "APP_UPSTREAM_URL": f"http://127.0.0.1:{self.upstream_port}",
             **render_env(spec, fill),
+            **(extra_env or {}),
         }
         proc = self.table.start(
             spec.id,

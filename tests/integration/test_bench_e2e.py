@@ -52,6 +52,7 @@ def test_short_bench_writes_ok_records_and_summary(tmp_path: Path) -> None:
             "time_wait_after",
             "time_wait_client_max",
             "time_wait_upstream_max",
+            "time_wait_db_max",
             "listen_queue_max",
             "listen_overflows",
             "listen_drops",
