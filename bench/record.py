@@ -23,8 +23,10 @@ from pathlib import Path
 # 3: + proxy ("nginx" or null), keepalive {client, upstream}, backlog (the listen backlog
 #    the kernel reports for the server's socket), load_workers, tasks (Locust, per task),
 #    errors.proxy_by_status (from nginx's log), resources.proxy_cpu_pct, db.server_conns_max
-#    and db.clients_waiting_max (pgbouncer SHOW POOLS), sockets.time_wait_client_max and
-#    time_wait_upstream_max, metadata.cpu_placement, metadata.emulator (2026-11).
+#    (open), db.server_conns_active_max and db.clients_waiting_max (pgbouncer SHOW POOLS,
+#    sampled once a second), sockets.time_wait_client_max, time_wait_upstream_max and
+#    time_wait_db_max; time_wait_* now count only sockets that entered TIME_WAIT during the
+#    run; metadata.cpu_placement, metadata.study*, metadata.emulator (2026-11).
 FORMAT_VERSION = 3
 KNOWN_VERSIONS = (1, 2, 3)
 STATUSES = ("ok", "failed", "unsupported")

@@ -396,7 +396,8 @@ def measure_run(
     db = _db_delta(before, ctx.db.pgbouncer_stats())
     if pools:
         db |= {
-            "server_conns_max": pools.get("sv_active", 0),
+            "server_conns_max": pools.get("sv_open", 0),
+            "server_conns_active_max": pools.get("sv_active", 0),
             "clients_waiting_max": pools.get("cl_waiting", 0),
         }
     return Measured(text, db, started, sampler.resources(), sampler.sockets(), proxy_by_status)

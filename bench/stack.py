@@ -146,6 +146,8 @@ class Database:
             for key in ("cl_active", "cl_waiting", "sv_active", "sv_idle", "sv_used"):
                 if cells.get(key, "").isdigit():
                     totals[key] = totals.get(key, 0) + int(cells[key])
+        # Server connections open to PostgreSQL, whatever their state at this instant.
+        totals["sv_open"] = sum(totals.get(k, 0) for k in ("sv_active", "sv_idle", "sv_used"))
         return totals
 
     def world(self) -> dict[int, int]:
