@@ -14,7 +14,8 @@ BENCH_OPTS = $(call opt,SERVER,server) $(call opt,SCENARIO,scenario) \
   $(call opt,LOAD_THREADS,load-threads) $(call opt,SEED,seed) \
   $(call opt,PROXY,proxy) $(call opt,KEEPALIVE,keepalive) \
   $(call opt,UPSTREAM_KEEPALIVE,upstream-keepalive) $(call opt,PROXY_TIMEOUT,proxy-timeout) \
-  $(call opt,PIN,pin) $(call opt,LOAD,load) $(call opt,LOCUST_WORKERS,locust-workers)
+  $(call opt,PIN,pin) $(call opt,LOAD,load) $(call opt,LOCUST_WORKERS,locust-workers) \
+  $(call opt,TARGET,target)
 
 .PHONY: help setup bench study report test lint format lock
 
@@ -42,6 +43,7 @@ help: ## list targets and variables
 	@echo "  PIN          1: load tool and server on separate CPUs   (default: 0)"
 	@echo "  LOAD         wrk or locust (locust runs SCENARIO=saas)  (default: wrk)"
 	@echo "  LOCUST_WORKERS  Locust worker processes (0: one local process) (default: 0)"
+	@echo "  TARGET       http://host:port of a server running elsewhere: only the load runs here"
 	@echo "  NAME         make study: $$(ls bench/studies | sed 's/.toml//' | tr '\n' ' ')all"
 	@echo "Servers: $$(ls servers | tr '\n' ' ')"
 

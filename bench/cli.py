@@ -12,6 +12,7 @@ import os
 import random
 import sys
 import tempfile
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
@@ -99,6 +100,23 @@ def validate_choice(name: str, raw: str, valid: tuple[str, ...]) -> str:
     return value
 
 
+def validate_target(raw: str) -> str:
+    """http://host:port (no path): a server running elsewhere."""
+    parsed = urllib.parse.urlsplit(raw.strip())
+    try:
+        port = parsed.port
+    except ValueError:
+        port = None
+    if (
+        parsed.scheme != "http"
+        or not parsed.hostname
+        or port is None
+        or parsed.path not in ("", "/")
+    ):
+        raise UsageError(f"TARGET={raw!r} is not http://host:port (e.g. http://10.0.0.5:8000)")
+    return f"http://{parsed.hostname}:{port}"
+
+
 def validate_results(raw: str) -> Path:
     """A results directory that exists or can be created, and is writable."""
     path = Path(raw)
@@ -140,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--pin", default="0")
     run.add_argument("--load", default="wrk")
     run.add_argument("--locust-workers", default="0")
+    run.add_argument("--target", default=None)
     report = sub.add_parser("report", help="rebuild summary.md from the records")
     report.add_argument("--results", default=DEFAULTS["results"])
     study = sub.add_parser("study", help="re-run a source document's experiment")
@@ -195,6 +214,10 @@ def options_from(args: argparse.Namespace) -> plan.Options:
     pin = validate_switch("pin", args.pin)
     if pin and len(os.sched_getaffinity(0)) < 2:
         raise UsageError("PIN=1 needs at least 2 usable CPUs; this process may use 1")
+    if args.target and proxy != "none":
+        raise UsageError(
+            "TARGET drives a server elsewhere: put nginx in front there; valid: PROXY=none"
+        )
     locust_workers = validate_int("locust_workers", args.locust_workers)
     if locust_workers and load_tool != "locust":
         raise UsageError("LOCUST_WORKERS needs LOAD=locust")
@@ -239,6 +262,7 @@ def options_from(args: argparse.Namespace) -> plan.Options:
         pin=pin,
         load_tool=load_tool,
         load_workers=locust_workers,
+        target=validate_target(args.target) if args.target else None,
     )
 
 

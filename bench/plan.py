@@ -56,6 +56,7 @@ class Options:
     pin: bool = False  # load tool and server on separate CPUs
     load_tool: str = "wrk"
     load_workers: int = 0  # Locust worker processes (0: one local process)
+    target: str | None = None  # http://host:port of a server running elsewhere (TARGET=)
     # Set by studies (bench/study.py), not by make variables:
     paths: dict[str, str] = field(default_factory=dict)  # scenario -> another URL path
     app_env: dict[str, str] = field(default_factory=dict)  # extra environment of the app

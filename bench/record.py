@@ -26,7 +26,8 @@ from pathlib import Path
 #    (open), db.server_conns_active_max and db.clients_waiting_max (pgbouncer SHOW POOLS,
 #    sampled once a second), sockets.time_wait_client_max, time_wait_upstream_max and
 #    time_wait_db_max; time_wait_* now count only sockets that entered TIME_WAIT during the
-#    run; metadata.cpu_placement, metadata.study*, metadata.emulator (2026-11).
+#    run; target (TARGET=: a server elsewhere, no server-side samples); metadata.cpu_placement,
+#    metadata.study*, metadata.emulator (2026-11).
 FORMAT_VERSION = 3
 KNOWN_VERSIONS = (1, 2, 3)
 STATUSES = ("ok", "failed", "unsupported")
@@ -74,6 +75,7 @@ class Record:
     backlog: int | None = None
     load_workers: int | None = None
     tasks: dict | None = None
+    target: str | None = None
 
     def to_dict(self) -> dict:
         """The JSON-ready form."""

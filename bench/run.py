@@ -198,6 +198,7 @@ def _record(
         keepalive={"client": opts.keepalive, "upstream": opts.upstream_keepalive},
         backlog=backlog,
         load_workers=opts.load_workers if opts.load_tool == "locust" else None,
+        target=opts.target,
     )
     if status == "failed":  # unsupported is a fact about the server, not a failed run
         ctx.failures += 1
@@ -622,11 +623,100 @@ def execute(
     return status
 
 
+def measure_target(ctx: Context, block: plan.Block, spec: ServerSpec) -> None:
+    """TARGET=: verify the remote server, then load it; nothing else is started here, and
+    the server-side samples (CPU, memory, accept queue) are absent from the records."""
+    opts = ctx.options
+    assert opts.target is not None
+    host, port = opts.target.removeprefix("http://").rsplit(":", 1)
+    knobs: dict[str, int] = {}
+    meta: dict[str, object] = {"server_package": spec.package or spec.id}
+    try:
+        if spec.app == "static":
+            verification = verify_static(int(port), host)
+        else:
+            verification = verify_server(int(port), None, host)
+    except (VerifyError, OSError) as exc:
+        _fail_runs(ctx, block.runs, spec, f"verification failed: {exc}", knobs, meta, {})
+        return
+    verified = {"checked": verification.checked, "warnings": verification.warnings}
+    headers = () if opts.keepalive else ("Connection: close",)
+    primed: set[str] = set()
+    for run in block.runs:
+        url = f"{opts.target}{run.path}"
+        raw = ctx.run_dir / f"target-{run.scenario}-c{run.concurrency}-t{run.trial}"
+        ctx.progress.say(f"{opts.target} {run.scenario} c={run.concurrency} trial {run.trial}")
+        started = now_iso()
+        text, result, error = "", None, None
+        try:
+            if run.scenario not in primed:
+                run_wrk(
+                    ctx.table,
+                    url,
+                    plan.PRIMER_CONCURRENCY,
+                    plan.PRIMER_S,
+                    opts.load_threads,
+                    raw.with_suffix(".primer.txt"),
+                    headers=headers,
+                )
+                primed.add(run.scenario)
+            if opts.warmup_s:
+                run_wrk(
+                    ctx.table,
+                    url,
+                    run.concurrency,
+                    opts.warmup_s,
+                    opts.load_threads,
+                    raw.with_suffix(".warmup.txt"),
+                    headers=headers,
+                )
+            sampler = Sampler(None, None)
+            text = run_wrk(
+                ctx.table,
+                url,
+                run.concurrency,
+                opts.duration_s,
+                opts.load_threads,
+                raw.with_suffix(".wrk.txt"),
+                headers=headers,
+                sampler=sampler,
+                timeout_s=opts.load_timeout_s,
+            )
+            result = parse.parse_wrk(text)
+        except (LoadError, parse.ParseError) as exc:
+            error = str(exc)
+            sampler = None
+        if result is not None and result.requests == 0:
+            error = "no request completed"
+        _record(
+            ctx,
+            run,
+            spec,
+            status="ok" if error is None else "failed",
+            reason=error,
+            knobs=knobs,
+            server_meta=meta,
+            raw={"wrk.txt": text},
+            result=result,
+            verification=verified,
+            started=started,
+            resources=sampler.resources() if sampler else None,
+            sockets=None,
+        )
+        ctx.progress.done += 1
+
+
 def _execute(
     ctx: Context,
     plans: list[tuple[plan.Options, list[plan.Block]]],
     specs: dict[str, ServerSpec],
 ) -> int:
+    if ctx.options.target is not None:
+        for opts, blocks in plans:
+            ctx.options = opts
+            for block in blocks:
+                measure_target(ctx, block, specs[block.server])
+        return 1 if ctx.failures else 0
     stack_reason = ""
     pythons: dict[str, Path] = {}
     packages: dict[str, dict[str, str]] = {}

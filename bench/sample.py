@@ -232,8 +232,8 @@ def _tree_cpu_seconds(pid: int) -> float | None:
 class Sampler:
     """Samples in a background thread from start() to stop(); a dict per record section."""
 
-    server_pid: int
-    port: int
+    server_pid: int | None  # None: the server runs elsewhere (TARGET=), only the load is ours
+    port: int | None
     load_pid: int | None = None
     interval_s: float = INTERVAL_S
     # With a proxy in front: its process and port (client <-> proxy sockets are on it).
@@ -267,6 +267,8 @@ class Sampler:
     _elapsed: float = 0.0
 
     def _tree(self) -> list[psutil.Process]:
+        if self.server_pid is None:
+            return []
         try:
             root = psutil.Process(self.server_pid)
             return [root, *root.children(recursive=True)]
@@ -296,6 +298,8 @@ class Sampler:
                 if self._proxy_first is None:
                     self._proxy_first = seconds
                 self._proxy_last = seconds
+        if self.port is None:
+            return
         self._sample_sockets()
         queue = ss_listen(self.port)
         self._queue_max = max(self._queue_max, queue[0] if queue else 0)
@@ -332,7 +336,8 @@ class Sampler:
             )
 
     def _ports(self) -> set[int]:
-        return {self.port} | ({self.proxy_port} if self.proxy_port is not None else set())
+        ports = {self.port} if self.port is not None else set()
+        return ports | ({self.proxy_port} if self.proxy_port is not None else set())
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -343,7 +348,7 @@ class Sampler:
         self._counters_first = listen_counters()
         # Sockets the primer and warmup left in TIME_WAIT (they linger 60 s) are not this run's.
         self._started = time.monotonic()
-        self._time_wait_before = ss_time_wait(self._ports()).total
+        self._time_wait_before = ss_time_wait(self._ports()).total if self.port else 0
         self._tick()
         self._thread = threading.Thread(target=self._loop, name="sampler", daemon=True)
         self._thread.start()
@@ -370,9 +375,10 @@ class Sampler:
             if self._proxy_first is not None and self._proxy_last is not None
             else None
         )
+        remote = self.server_pid is None
         return {
-            "server_cpu_pct": round(server_cpu / elapsed * 100, 1),
-            "server_rss_mb": round(self._rss_max / 2**20, 1),
+            "server_cpu_pct": None if remote else round(server_cpu / elapsed * 100, 1),
+            "server_rss_mb": None if remote else round(self._rss_max / 2**20, 1),
             "load_cpu_pct": round(load_cpu, 1) if load_cpu is not None else None,
             "proxy_cpu_pct": round(proxy_cpu, 1) if proxy_cpu is not None else None,
         }

@@ -31,6 +31,9 @@ BAD = [
     (["--scenario=saas"], "cannot run with LOAD=wrk"),
     (["--locust-workers=2"], "needs LOAD=locust"),
     (["--load=locust", "--locust-workers=65"], "out of range 0..64"),
+    (["--target=ftp://10.0.0.5:21"], "is not http://host:port"),
+    (["--target=http://10.0.0.5"], "is not http://host:port"),
+    (["--target=http://127.0.0.1:8000", "--proxy=nginx"], "valid: PROXY=none"),
 ]
 
 
