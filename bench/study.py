@@ -133,8 +133,8 @@ def load_study(name: str) -> Study:
         if unknown:
             raise StudyError(f"{path}: arm {arm.id} has unknown keys {sorted(unknown)}")
     for check in data["check"]:
-        if check.get("kind") not in ("ratio", "less"):
-            raise StudyError(f"{path}: check kind must be ratio or less")
+        if check.get("kind") not in ("ratio", "less", "at_most"):
+            raise StudyError(f"{path}: check kind must be ratio, less or at_most")
         for side in ("a", "b"):
             if check[side]["arm"] not in ids:
                 raise StudyError(f"{path}: check names unknown arm {check[side]['arm']!r}")
@@ -310,8 +310,9 @@ def judge(study: Study, records: list[Record]) -> tuple[str, list[str]]:
             results.append("not reproduced")
             lines.append(f"- {what}: not measured (a run failed or had no samples)")
             continue
-        if check["kind"] == "less":
-            held = a < b
+        if check["kind"] in ("less", "at_most"):
+            # less: a < b; at_most: a <= b × factor (e.g. "no faster, within 10 %")
+            held = a < b if check["kind"] == "less" else a <= b * float(check.get("factor", 1))
             results.append("reproduced" if held else "not reproduced")
             lines.append(
                 f"- {what}: {_fmt(a)} vs {_fmt(b)} — {'holds' if held else 'does not hold'}"
