@@ -218,6 +218,8 @@ def options_from(args: argparse.Namespace) -> plan.Options:
         raise UsageError(
             "TARGET drives a server elsewhere: put nginx in front there; valid: PROXY=none"
         )
+    if args.target and load_tool != "wrk":
+        raise UsageError("TARGET is driven by wrk only for now; valid with TARGET: LOAD=wrk")
     locust_workers = validate_int("locust_workers", args.locust_workers)
     if locust_workers and load_tool != "locust":
         raise UsageError("LOCUST_WORKERS needs LOAD=locust")

@@ -111,3 +111,148 @@ def run_wrk(
     if proc.exit_code() != 0:
         raise LoadError(f"wrk exited with {proc.exit_code()}: {text.strip()[-300:]}")
     return text
+
+
+# -- Locust ------------------------------------------------------------------------------------
+
+LOCUST_DIR = Path(__file__).resolve().parent / "locust"
+LOCUSTFILES = {"saas": LOCUST_DIR / "saas.py"}
+# How long Locust's master waits for its workers to connect before it gives up.
+WORKERS_WAIT_S = 30
+
+
+def locust_version(python: Path) -> str | None:
+    """Locust's version in its venv, e.g. `2.47.0`."""
+    result = subprocess.run(
+        [str(python), "-m", "locust", "--version"], capture_output=True, text=True, timeout=60
+    )
+    words = (result.stdout + result.stderr).split()
+    return words[1] if len(words) > 1 and words[0] == "locust" else None
+
+
+def run_locust(
+    table: ProcessTable,
+    python: Path,
+    host_url: str,
+    scenario: str,
+    users: int,
+    duration_s: float,
+    workers: int,
+    out_dir: Path,
+    watch: Callable[[], str | None] | None = None,
+    sampler: Sampler | None = None,
+    cpus: frozenset[int] | None = None,
+) -> Path:
+    """Run Locust headless for duration_s with `users` users (all started within a second),
+    as one process or (workers > 0) a master and `workers` worker processes on this machine;
+    return the directory holding `locust_stats.csv` and `status.json`.
+
+    Like run_wrk: every process in its own group, `watch` polled, the run bounded."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    status_file = out_dir / "status.json"
+    status_file.unlink(missing_ok=True)
+    base = [str(python), "-m", "locust", "-f", str(LOCUSTFILES[scenario])]
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(out_dir),
+        "LOCUST_STATUS_FILE": str(status_file),
+        "PYTHONUNBUFFERED": "1",
+    }
+    run_args = [
+        "--headless",
+        "--host",
+        host_url,
+        "-u",
+        str(users),
+        # every user at once, as wrk opens every connection at once
+        "-r",
+        str(users),
+        "-t",
+        f"{max(1, round(duration_s))}s",
+        # users finish the request in flight (the 3 s call) before Locust stops
+        "--stop-timeout",
+        "10",
+        "--csv",
+        str(out_dir / "locust"),
+        "--only-summary",
+        "--exit-code-on-error",
+        "0",
+        "--loglevel",
+        "WARNING",
+    ]
+    procs = []
+    try:
+        if workers:
+            from bench.ready import free_port
+
+            port = free_port()
+            master = table.start(
+                "locust-master",
+                [
+                    *base,
+                    *run_args,
+                    "--master",
+                    "--master-bind-host",
+                    "127.0.0.1",
+                    "--master-bind-port",
+                    str(port),
+                    "--expect-workers",
+                    str(workers),
+                    "--expect-workers-max-wait",
+                    str(WORKERS_WAIT_S),
+                ],
+                out_dir / "master.log",
+                env=env,
+                cpus=cpus,
+            )
+            procs.append(master)
+            for number in range(workers):
+                procs.append(
+                    table.start(
+                        f"locust-worker-{number}",
+                        [
+                            *base,
+                            "--worker",
+                            "--master-host",
+                            "127.0.0.1",
+                            "--master-port",
+                            str(port),
+                            "--loglevel",
+                            "WARNING",
+                        ],
+                        out_dir / f"worker-{number}.log",
+                        env=env,
+                        cpus=cpus,
+                    )
+                )
+        else:
+            master = table.start(
+                "locust", [*base, *run_args], out_dir / "locust.log", env=env, cpus=cpus
+            )
+            procs.append(master)
+        if sampler is not None:
+            sampler.load_pid = master.pid
+            sampler.extra_load_pids = [p.pid for p in procs[1:]]
+            sampler.start()
+        deadline = time.monotonic() + duration_s + WORKERS_WAIT_S + 10 + OVERSTAY_S
+        try:
+            while master.exit_code() is None:
+                if time.monotonic() > deadline:
+                    raise LoadError("Locust did not finish in time")
+                reason = watch() if watch is not None else None
+                if reason is not None:
+                    raise LoadAborted(reason)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    master.popen.wait(timeout=WATCH_INTERVAL_S)
+        finally:
+            if sampler is not None:
+                sampler.stop()
+    finally:
+        for proc in reversed(procs):
+            table.stop(proc, grace_s=5)
+    if master.exit_code() != 0:
+        tail = master.log_tail(5)
+        raise LoadError(f"Locust exited with {master.exit_code()}: {tail}")
+    if not (out_dir / "locust_stats.csv").exists():
+        raise LoadError(f"Locust wrote no statistics: {master.log_tail(5)}")
+    return out_dir

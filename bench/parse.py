@@ -6,6 +6,8 @@ Output: WrkResult, or ParseError when the text is not wrk's.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 from dataclasses import dataclass, field
@@ -145,3 +147,78 @@ def parse_proxy_log(
             status = int(fields[1])
             counts[status] = counts.get(status, 0) + 1
     return dict(sorted(counts.items()))
+
+
+_LOCUST_PERCENTILES = {"p50": "50%", "p90": "90%", "p99": "99%", "p999": "99.9%", "max": "100%"}
+
+
+def _locust_rows(stats_csv: str) -> list[dict[str, str]]:
+    try:
+        rows = list(csv.DictReader(io.StringIO(stats_csv)))
+    except csv.Error as exc:
+        raise ParseError(f"locust_stats.csv: {exc}") from exc
+    if not rows or "Request Count" not in rows[0] or "Name" not in rows[0]:
+        raise ParseError("not Locust's stats CSV (no Name / Request Count columns)")
+    return rows
+
+
+def _ms(value: str | None) -> float | None:
+    try:
+        return float(value) if value not in (None, "", "N/A") else None
+    except ValueError:
+        return None
+
+
+def parse_locust(stats_csv: str, status_json: str | None, duration_s: float) -> WrkResult:
+    """Locust's `locust_stats.csv` (its Aggregated row) and our status counts -> the same
+    numbers as a wrk run. Locust keeps response times in buckets (exact below 100 ms, then
+    rounded to 2 significant digits), so its percentiles are that coarse. `requests` counts
+    every response, failed ones included, as wrk does; responses that never came (status 0)
+    are connection errors."""
+    rows = _locust_rows(stats_csv)
+    total = next((r for r in rows if r["Name"] == "Aggregated"), None)
+    if total is None:
+        raise ParseError("locust_stats.csv has no Aggregated row")
+    by_status: dict[int, int] = {}
+    if status_json:
+        try:
+            by_status = {int(k): int(v) for k, v in json.loads(status_json).items()}
+        except (ValueError, AttributeError) as exc:
+            raise ParseError(f"status counts: {exc}") from exc
+    requests = int(total["Request Count"])
+    no_response = by_status.pop(0, 0)
+    latency = {key: _ms(total.get(column)) for key, column in _LOCUST_PERCENTILES.items()}
+    latency["mean"] = _ms(total.get("Average Response Time"))
+    if requests == 0:
+        latency = dict.fromkeys(latency)
+    return WrkResult(
+        requests=requests - no_response,
+        duration_s=duration_s,
+        rps=(requests - no_response) / duration_s if duration_s else 0.0,
+        bytes=None,
+        latency_ms=latency,
+        errors={
+            "connect": no_response,
+            "read": 0,
+            "write": 0,
+            "timeout": 0,
+            "non_2xx": sum(v for k, v in by_status.items() if not 200 <= k < 300),
+        },
+        by_status=dict(sorted(by_status.items())),
+    )
+
+
+def parse_locust_tasks(stats_csv: str) -> dict[str, dict[str, float | int | None]]:
+    """Per task (Locust's request name): requests, failures, p50/p99/mean ms, req/s."""
+    return {
+        row["Name"]: {
+            "requests": int(row["Request Count"]),
+            "failures": int(row["Failure Count"]),
+            "p50_ms": _ms(row.get("50%")),
+            "p99_ms": _ms(row.get("99%")),
+            "mean_ms": _ms(row.get("Average Response Time")),
+            "rps": _ms(row.get("Requests/s")),
+        }
+        for row in _locust_rows(stats_csv)
+        if row["Name"] != "Aggregated"
+    }

@@ -22,7 +22,15 @@ import psutil
 
 from bench import parse, plan, ready, record, report, sample
 from bench.arch import host_arch
-from bench.load import LoadAborted, LoadError, run_wrk, wrk_version
+from bench.load import (
+    LOCUST_DIR,
+    LoadAborted,
+    LoadError,
+    locust_version,
+    run_locust,
+    run_wrk,
+    wrk_version,
+)
 from bench.metadata import host_metadata, now_iso, python_version
 from bench.procs import (
     Interrupted,
@@ -35,7 +43,7 @@ from bench.procs import (
 from bench.registry import ServerSpec, load_all, resolve_knobs
 from bench.sample import Sampler
 from bench.stack import Database, RunningProxy, RunningServer, Stack, state_base
-from bench.venv import VenvError, ensure_venv, installed_packages, tool_version
+from bench.venv import VenvError, ensure_venv, installed_packages, make_venv, tool_version
 from bench.verify import VerifyError, verify_server, verify_static
 
 FRAMEWORKS = {"wsgi": "flask", "asgi": "quart", "static": None}
@@ -123,6 +131,8 @@ class Context:
     progress: Progress
     wrk_version: str | None
     placement: Placement = field(default_factory=lambda: cpu_placement(False))
+    locust_python: Path | None = None
+    locust_version: str | None = None
     proxy_version: str | None = None
     failures: int = 0
     stack: Stack | None = None
@@ -147,6 +157,7 @@ def _record(
     sockets: dict | None = None,
     backlog: int | None = None,
     proxy_by_status: dict[int, int] | None = None,
+    tasks: dict | None = None,
 ) -> Path:
     app = spec.app if spec else "wsgi"
     opts = ctx.options
@@ -171,9 +182,9 @@ def _record(
         arch=ctx.options.arch,
         host_arch=host_arch(),
         emulated=ctx.options.arch != host_arch(),
-        load_tool="wrk",
-        load_tool_version=ctx.wrk_version,
-        load_threads=min(ctx.options.load_threads, run.concurrency),
+        load_tool=opts.load_tool,
+        load_tool_version=ctx.locust_version if opts.load_tool == "locust" else ctx.wrk_version,
+        load_threads=(min(opts.load_threads, run.concurrency) if opts.load_tool == "wrk" else None),
         knobs=knobs,
         requests=result.requests if result else None,
         rps=result.rps if result else None,
@@ -199,6 +210,7 @@ def _record(
         backlog=backlog,
         load_workers=opts.load_workers if opts.load_tool == "locust" else None,
         target=opts.target,
+        tasks=tasks,
     )
     if status == "failed":  # unsupported is a fact about the server, not a failed run
         ctx.failures += 1
@@ -296,6 +308,8 @@ class Measured:
     resources: dict | None = None
     sockets: dict | None = None
     proxy_by_status: dict[int, int] | None = None
+    result: parse.WrkResult | None = None  # already parsed (Locust's CSV, not wrk's text)
+    tasks: dict | None = None
 
 
 def _log_size(path: Path) -> int:
@@ -357,10 +371,11 @@ def measure_run(
             timeout_s=opts.load_timeout_s,
         )
 
-    if run.scenario not in primed:
+    # Locust's users start cold, as the paper's did: no primer, no warmup.
+    if run.scenario not in primed and opts.load_tool == "wrk":
         load(plan.PRIMER_CONCURRENCY, plan.PRIMER_S, raw.with_suffix(".primer.txt"))
         primed.add(run.scenario)
-    if opts.warmup_s:
+    if opts.warmup_s and opts.load_tool == "wrk":
         load(run.concurrency, opts.warmup_s, raw.with_suffix(".warmup.txt"))
     wait_idle(server)
     before = ctx.db.pgbouncer_stats()
@@ -375,7 +390,32 @@ def measure_run(
         db_port=ctx.db.pgbouncer_port,
     )
     window_start = time.time()
-    text = load(run.concurrency, opts.duration_s, raw.with_suffix(".wrk.txt"), sampler)
+    result = tasks = None
+    if opts.load_tool == "locust":
+        assert ctx.locust_python is not None
+        out = run_locust(
+            ctx.table,
+            ctx.locust_python,
+            f"http://127.0.0.1:{front}",
+            run.scenario,
+            run.concurrency,
+            opts.duration_s,
+            opts.load_workers,
+            raw.parent / f"{raw.name}-locust",
+            watch=watch,
+            sampler=sampler,
+            cpus=cpus,
+        )
+        text = (out / "locust_stats.csv").read_text()
+        status_file = out / "status.json"
+        status = status_file.read_text() if status_file.exists() else None
+        try:
+            result = parse.parse_locust(text, status, opts.duration_s)
+            tasks = parse.parse_locust_tasks(text)
+        except parse.ParseError as exc:
+            raise LoadError(f"unreadable Locust statistics: {exc}") from exc
+    else:
+        text = load(run.concurrency, opts.duration_s, raw.with_suffix(".wrk.txt"), sampler)
     # The server may die in the last half second: check once more after wrk.
     reason = watch()
     if reason is not None:
@@ -385,7 +425,7 @@ def measure_run(
         # Only what ended while wrk ran, by wrk's own clock: nginx goes on answering the
         # requests it holds (504s seconds later) after wrk has left.
         try:
-            window_end = window_start + parse.parse_wrk(text).duration_s
+            window_end = window_start + (result or parse.parse_wrk(text)).duration_s
         except parse.ParseError:
             window_end = window_start + opts.duration_s
         # nginx writes its log line when a request ends: give the last ones a moment.
@@ -401,7 +441,9 @@ def measure_run(
             "server_conns_active_max": pools.get("sv_active", 0),
             "clients_waiting_max": pools.get("cl_waiting", 0),
         }
-    return Measured(text, db, started, sampler.resources(), sampler.sockets(), proxy_by_status)
+    return Measured(
+        text, db, started, sampler.resources(), sampler.sockets(), proxy_by_status, result, tasks
+    )
 
 
 def measure_block(
@@ -527,8 +569,8 @@ def measure_block(
             else:
                 load_error = None
             ctx.progress.remaining_s -= step
-            result = None
-            if load_error is None:
+            result = measured.result
+            if load_error is None and result is None:
                 try:
                     result = parse.parse_wrk(measured.text)
                 except parse.ParseError as exc:
@@ -543,8 +585,11 @@ def measure_block(
                 reason=load_error,
                 knobs=knobs,
                 server_meta=server_meta,
-                raw={"wrk.txt": measured.text},
+                raw={
+                    "locust_stats.csv" if opts.load_tool == "locust" else "wrk.txt": measured.text
+                },
                 result=result,
+                tasks=measured.tasks,
                 db_delta=measured.db_delta,
                 verification=verified,
                 started=measured.started,
@@ -735,6 +780,16 @@ def _execute(
             packages[server] = installed_packages(pythons[server])
         except VenvError as exc:
             venv_errors[server] = str(exc)
+    if any(opts.load_tool == "locust" for opts, _ in plans):
+        ctx.progress.say("Locust: preparing its venv")
+        try:
+            ctx.locust_python = make_venv(
+                "_locust", LOCUST_DIR / "requirements.txt", log=ctx.run_dir / "venv.log"
+            )
+            ctx.locust_version = locust_version(ctx.locust_python)
+        except VenvError as exc:
+            for server in list(pythons):
+                venv_errors[server] = f"Locust's venv: {exc}"
     ctx.stack = Stack(ctx.table, ctx.run_dir)
     try:
         ctx.progress.say("starting PostgreSQL, pgbouncer and the upstream stub")

@@ -236,6 +236,8 @@ class Sampler:
     port: int | None
     load_pid: int | None = None
     interval_s: float = INTERVAL_S
+    # Load processes that are not children of load_pid (Locust's workers).
+    extra_load_pids: list[int] = field(default_factory=list)
     # With a proxy in front: its process and port (client <-> proxy sockets are on it).
     proxy_pid: int | None = None
     proxy_port: int | None = None
@@ -289,6 +291,7 @@ class Sampler:
         if self.load_pid is not None:
             seconds = _tree_cpu_seconds(self.load_pid)
             if seconds is not None:
+                seconds += sum(_tree_cpu_seconds(pid) or 0.0 for pid in self.extra_load_pids)
                 if self._load_first is None:
                     self._load_first = seconds
                 self._load_last = seconds

@@ -37,9 +37,9 @@ def uv_path() -> str:
     return found
 
 
-def _stamp(spec: ServerSpec) -> str:
-    digest = hashlib.sha256(spec.requirements.read_bytes() if spec.requirements else b"")
-    digest.update(" ".join(spec.install_flags).encode())
+def _stamp(requirements: Path, flags: tuple[str, ...]) -> str:
+    digest = hashlib.sha256(requirements.read_bytes())
+    digest.update(" ".join(flags).encode())
     return digest.hexdigest()
 
 
@@ -47,9 +47,16 @@ def ensure_venv(spec: ServerSpec, log: Path | None = None) -> Path:
     """The python of the server's venv, (re)created from its pinned requirements if stale."""
     if spec.requirements is None:
         raise VenvError(f"{spec.id}: no requirements.txt")
-    venv = VENVS / spec.id
+    return make_venv(spec.id, spec.requirements, tuple(spec.install_flags), log)
+
+
+def make_venv(
+    name: str, requirements: Path, flags: tuple[str, ...] = (), log: Path | None = None
+) -> Path:
+    """The python of .bench/venvs/<name>, (re)created with uv when the requirements changed."""
+    venv = VENVS / name
     stamp_file = venv / ".requirements.sha256"
-    want = _stamp(spec)
+    want = _stamp(requirements, flags)
     python = venv / "bin" / "python"
     if stamp_file.exists() and stamp_file.read_text().strip() == want and python.exists():
         return python
@@ -58,27 +65,19 @@ def ensure_venv(spec: ServerSpec, log: Path | None = None) -> Path:
     shutil.rmtree(venv, ignore_errors=True)
     steps = [
         [uv, "venv", "-q", "--python", "python3", str(venv)],
-        [
-            uv,
-            "pip",
-            "install",
-            "-q",
-            "--python",
-            str(python),
-            *spec.install_flags,
-            "-r",
-            str(spec.requirements),
-        ],
+        [uv, "pip", "install", "-q", "--python", str(python), *flags, "-r", str(requirements)],
     ]
     for argv in steps:
-        result = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=spec.folder)
+        result = subprocess.run(
+            argv, capture_output=True, text=True, env=env, cwd=requirements.parent
+        )
         if log is not None:
             with open(log, "a") as fh:
                 fh.write(f"$ {' '.join(argv)}\n{result.stdout}{result.stderr}")
         if result.returncode != 0:
             shutil.rmtree(venv, ignore_errors=True)
             last = (result.stderr or result.stdout).strip().splitlines()[-3:]
-            raise VenvError(f"{spec.id}: installing requirements failed: {' / '.join(last)}")
+            raise VenvError(f"{name}: installing requirements failed: {' / '.join(last)}")
     stamp_file.write_text(want + "\n")
     return python
 
