@@ -60,7 +60,8 @@ study: setup ## re-run a source document's experiment (NAME=<study>|all; DURATIO
 report: setup ## rebuild summary.md from the records in RESULTS
 	$(PY) -m bench report $(call opt,RESULTS,results)
 
-test: setup ## run the test suite (unit + integration on the real stack)
+test: ## run the test suite (unit + integration on the real stack, the emulated arm64 path too)
+	@PYWEBBENCH_QEMU=1 bash bench/setup.sh
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: setup ## ruff check and format check

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import plan
-from bench.arch import ArchError, host_arch, normalize_arch
+from bench.arch import ArchError, check_emulation_supported, host_arch, normalize_arch
 from bench.load import default_load_threads
 from bench.registry import DeclarationError, load_all, server_ids
 
@@ -229,13 +229,9 @@ def options_from(args: argparse.Namespace) -> plan.Options:
     trials = validate_int("trials", args.trials)
     try:
         arch = normalize_arch(args.arch) if args.arch else host_arch()
+        check_emulation_supported(arch)
     except ArchError as exc:
         raise UsageError(str(exc)) from None
-    if arch != host_arch():
-        raise UsageError(
-            f"ARCH={arch} on this {host_arch()} host needs emulation, which is not built yet; "
-            f"valid here: {host_arch()}"
-        )
     overrides = {
         name: validate_int(name, getattr(args, name))
         for name in ("workers", "threads", "connections", "backlog")

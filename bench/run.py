@@ -21,7 +21,16 @@ from pathlib import Path
 import psutil
 
 from bench import parse, plan, ready, record, report, sample
-from bench.arch import host_arch
+from bench.arch import (
+    EmulationError,
+    Emulator,
+    ensure_emulator,
+    ensure_site,
+    host_arch,
+    is_emulated,
+    needs_emulation,
+    site_packages,
+)
 from bench.load import (
     LOCUST_DIR,
     LoadAborted,
@@ -43,7 +52,14 @@ from bench.procs import (
 from bench.registry import ServerSpec, load_all, resolve_knobs
 from bench.sample import Sampler
 from bench.stack import Database, RunningProxy, RunningServer, Stack, state_base
-from bench.venv import VenvError, ensure_venv, installed_packages, make_venv, tool_version
+from bench.venv import (
+    VenvError,
+    ensure_venv,
+    installed_packages,
+    make_venv,
+    tool_version,
+    uv_path,
+)
 from bench.verify import VerifyError, verify_server, verify_static
 
 FRAMEWORKS = {"wsgi": "flask", "asgi": "quart", "static": None}
@@ -131,6 +147,7 @@ class Context:
     progress: Progress
     wrk_version: str | None
     placement: Placement = field(default_factory=lambda: cpu_placement(False))
+    emulator: Emulator | None = None  # ARCH=arm64 on an amd64 host
     locust_python: Path | None = None
     locust_version: str | None = None
     proxy_version: str | None = None
@@ -161,6 +178,9 @@ def _record(
 ) -> Path:
     app = spec.app if spec else "wsgi"
     opts = ctx.options
+    if resources and ctx.emulator is not None:
+        # Under qemu the tree's memory is the emulator's, not the server's: kept apart.
+        resources = {**resources, "server_rss_mb": None, "qemu_rss_mb": resources["server_rss_mb"]}
     errors = None
     if result:
         errors = {**result.errors, "by_status": {str(k): v for k, v in result.by_status.items()}}
@@ -201,6 +221,7 @@ def _record(
             "cpu_placement": ctx.placement.to_dict(),
             **opts.meta,
             **({"proxy_version": ctx.proxy_version} if opts.proxy else {}),
+            **({"emulator": ctx.emulator.metadata()} if ctx.emulator else {}),
         },
         raw_files=[],
         resources=resources,
@@ -447,7 +468,12 @@ def measure_run(
 
 
 def measure_block(
-    ctx: Context, block: plan.Block, spec: ServerSpec, python: Path, packages: dict[str, str]
+    ctx: Context,
+    block: plan.Block,
+    spec: ServerSpec,
+    python: Path,
+    packages: dict[str, str],
+    server_env: dict[str, str] | None = None,
 ) -> None:
     """Start one server, verify it, and measure every run of the block against it."""
     assert ctx.stack is not None and ctx.db is not None
@@ -459,7 +485,13 @@ def measure_block(
         "packages": packages,
         "server_package": spec.package or spec.id,
         "server_version": packages.get(spec.package or spec.id),
-        "python_version": python_version(python) if spec.requirements else None,
+        "python_version": (
+            ctx.emulator.python_version
+            if ctx.emulator
+            else python_version(python)
+            if spec.requirements
+            else None
+        ),
     }
     if spec.scenarios is not None:
         unsupported = tuple(r for r in block.runs if r.scenario not in spec.scenarios)
@@ -485,7 +517,13 @@ def measure_block(
     ctx.progress.say(f"{block.server} trial {block.trial}: starting {knobs}")
     try:
         server: RunningServer = ctx.stack.start_server(
-            spec, knobs, python, ctx.db, log_name, cpus=server_cpus, extra_env=opts.app_env
+            spec,
+            knobs,
+            python,
+            ctx.db,
+            log_name,
+            cpus=server_cpus,
+            extra_env={**(server_env or {}), **opts.app_env},
         )
     except StartError as exc:
         reason = f"server did not start: {str(exc).splitlines()[0]}"
@@ -495,6 +533,10 @@ def measure_block(
         return
     server_meta["argv"] = server.argv
     proxy: RunningProxy | None = None
+    if ctx.emulator is not None and not is_emulated(server.proc.pid):
+        ctx.stack.stop_server(server)
+        _fail_runs(ctx, block.runs, spec, "not running under qemu", knobs, server_meta, {})
+        return
     try:
         try:
             if spec.app == "static":
@@ -766,8 +808,41 @@ def _execute(
     pythons: dict[str, Path] = {}
     packages: dict[str, dict[str, str]] = {}
     venv_errors: dict[str, str] = {}
-    for server in dict.fromkeys(s for opts, _ in plans for s in opts.servers):
+    unsupported: dict[str, str] = {}
+    server_env: dict[str, dict[str, str]] = {}
+    servers = list(dict.fromkeys(s for opts, _ in plans for s in opts.servers))
+    if needs_emulation(ctx.options.arch):
+        ctx.progress.say(f"preparing the {ctx.options.arch} interpreter under qemu")
+        try:
+            ctx.emulator = ensure_emulator(ctx.run_dir / "emulation.log")
+        except EmulationError as exc:
+            for server in servers:
+                venv_errors[server] = f"emulation: {exc}"
+    for server in servers:
         spec = specs[server]
+        if server in venv_errors:
+            continue
+        if ctx.emulator is not None:
+            if spec.requirements is None:
+                unsupported[server] = f"{server} is not a Python server: nothing to emulate"
+                continue
+            ctx.progress.say(f"{server}: preparing its {ctx.options.arch} wheels")
+            try:
+                site = ensure_site(
+                    ctx.emulator,
+                    spec.id,
+                    spec.requirements,
+                    tuple(spec.install_flags),
+                    uv_path(),
+                    ctx.run_dir / "emulation.log",
+                )
+            except EmulationError as exc:
+                venv_errors[server] = str(exc)
+                continue
+            pythons[server] = ctx.emulator.python
+            packages[server] = site_packages(site)
+            server_env[server] = ctx.emulator.env(site)
+            continue
         if spec.requirements is None:
             # Not a Python server (nginx-static): no venv; its version comes from the tool.
             pythons[server] = Path(sys.executable)
@@ -819,19 +894,37 @@ def _execute(
             # The stack died earlier: every remaining run is recorded, none measured.
             _fail_runs(ctx, block.runs, spec, stack_reason, {}, {}, {})
             continue
+        if block.server in unsupported:
+            for run in block.runs:
+                _record(
+                    ctx,
+                    run,
+                    spec,
+                    status="unsupported",
+                    reason=unsupported[block.server],
+                    knobs={},
+                    server_meta={},
+                    raw={},
+                )
+                ctx.progress.done += 1
+            continue
         if block.server in venv_errors:
-            _fail_runs(
-                ctx,
-                block.runs,
-                spec,
-                venv_errors[block.server],
-                {},
-                {},
-                {"venv.log": _read(ctx.run_dir / "venv.log")},
-            )
+            logs = {
+                name: _read(ctx.run_dir / name)
+                for name in ("venv.log", "emulation.log")
+                if (ctx.run_dir / name).exists()
+            }
+            _fail_runs(ctx, block.runs, spec, venv_errors[block.server], {}, {}, logs)
             continue
         try:
-            measure_block(ctx, block, spec, pythons[block.server], packages[block.server])
+            measure_block(
+                ctx,
+                block,
+                spec,
+                pythons[block.server],
+                packages[block.server],
+                server_env.get(block.server),
+            )
         except StackDied as exc:
             stack_reason = f"not measured: {exc}"
             print(

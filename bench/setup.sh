@@ -27,6 +27,15 @@ python3 -c 'import os, sysconfig; raise SystemExit(not os.path.exists(os.path.jo
   || missing+=(python3-dev)
 # initdb/postgres live under /usr/lib/postgresql/<major>/bin, not on PATH.
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
+# ARCH=arm64 on an amd64 host runs the server under qemu user-mode emulation (bench/arch.py);
+# `make test` checks that path too (PYWEBBENCH_QEMU=1).
+arch_wanted=${ARCH:-}
+if [ "$(uname -m)" = x86_64 ] && { [ "$arch_wanted" = arm64 ] || [ "$arch_wanted" = aarch64 ] \
+    || [ "${PYWEBBENCH_QEMU:-0}" = 1 ]; }; then
+  [ -x /usr/bin/qemu-aarch64-static ] || missing+=(qemu-user-static)
+  command -v update-binfmts >/dev/null 2>&1 || missing+=(binfmt-support)
+  command -v dpkg-deb >/dev/null 2>&1 || missing+=(dpkg)
+fi
 # uv is bootstrapped from a venv when absent: that needs ensurepip (python3-venv on Debian).
 if ! command -v uv >/dev/null 2>&1 && [ ! -x "$state/tools/bin/uv" ]; then
   python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)

@@ -85,3 +85,17 @@ def test_proxy_and_keepalive_options() -> None:
     opts = cli.options_from(parse(["run", "--load=locust", "--locust-workers=2"]))
     assert (opts.scenarios, opts.load_tool, opts.load_workers) == (("saas",), "locust", 2)
     assert "saas" not in cli.options_from(parse(["run", "--scenario=all"])).scenarios
+
+
+def test_arch_values_and_emulation() -> None:
+    """x86_64/aarch64 are normalised; arm64 on an amd64 host is emulated; amd64 on an arm64
+    host is refused (not built), naming what is valid."""
+    from bench import arch
+
+    assert arch.normalize_arch("x86_64") == "amd64" and arch.normalize_arch("AArch64") == "arm64"
+    if arch.host_arch() == "amd64":
+        arch.check_emulation_supported("arm64")  # no error: emulated
+        assert arch.needs_emulation("arm64") and not arch.needs_emulation("amd64")
+    else:
+        with pytest.raises(arch.ArchError, match="valid here: arm64"):
+            arch.check_emulation_supported("amd64")

@@ -50,7 +50,7 @@ def test_corrupt_foreign_and_future_files_are_skipped_with_a_line_each(tmp_path:
     """Only usable records load; every other JSON file gets one problem line naming it."""
     shutil.copytree(FIXTURES, tmp_path / "r")
     records, problems = load_records(tmp_path / "r")
-    assert len(records) == 14
+    assert len(records) == 15
     assert len(problems) == 3
     assert any("corrupt.json" in p and "unreadable" in p for p in problems)
     assert any("foreign.json" in p and "not a record" in p for p in problems)
