@@ -17,7 +17,7 @@ BENCH_OPTS = $(call opt,SERVER,server) $(call opt,SCENARIO,scenario) \
   $(call opt,PIN,pin) $(call opt,LOAD,load) $(call opt,LOCUST_WORKERS,locust-workers) \
   $(call opt,TARGET,target)
 
-.PHONY: help setup bench study report test lint format lock
+.PHONY: help setup bench study report test lint format lock compose-up compose-bench compose-down
 
 help: ## list targets and variables
 	@echo "Targets:"
@@ -61,7 +61,7 @@ report: setup ## rebuild summary.md from the records in RESULTS
 	$(PY) -m bench report $(call opt,RESULTS,results)
 
 test: ## run the test suite (unit + integration on the real stack, the emulated arm64 path too)
-	@PYWEBBENCH_QEMU=1 bash bench/setup.sh
+	@PYWEBBENCH_TEST=1 bash bench/setup.sh
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: setup ## ruff check and format check
@@ -79,3 +79,21 @@ lock: setup ## re-pin every requirements.txt (bench/, bench/locust/, servers/*/)
 	  (cd "$$dir" && $$(cat $(CURDIR)/.bench/uv-path) pip compile -q --universal --python-version 3.11 \
 	    --no-header requirements.in -o requirements.txt) || exit 1; \
 	done
+
+# -- the container path (compose/): needs a Docker engine; native runs need none ----------------
+COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
+COMPOSE_RUN = $(COMPOSE) -p pywebbench -f compose/compose.yaml
+COMPOSE_PASSWORD = .bench/compose-db-password
+
+compose-up: setup ## build and start the stack in containers (SERVER, WORKERS, THREADS, CONNECTIONS)
+	@test -s $(COMPOSE_PASSWORD) || $(PY) -c "import secrets; print(secrets.token_urlsafe(18))" > $(COMPOSE_PASSWORD)
+	DB_PASSWORD=$$(cat $(COMPOSE_PASSWORD)) SERVER=$(or $(SERVER),granian) $(COMPOSE_RUN) up -d --build
+	@echo "waiting for nginx on 127.0.0.1:$(or $(NGINX_PORT),8080)"; for i in $$(seq 1 120); do \
+	  curl -fsS http://127.0.0.1:$(or $(NGINX_PORT),8080)/health >/dev/null 2>&1 && exit 0; sleep 1; done; \
+	  echo "the stack did not come up: $(COMPOSE_RUN) logs" >&2; exit 1
+
+compose-bench: compose-up ## measure the containers through their nginx with wrk (records: metadata.runtime compose)
+	$(PY) -m bench run $(BENCH_OPTS) --target=http://127.0.0.1:$(or $(NGINX_PORT),8080) --runtime=compose
+
+compose-down: ## stop and remove the containers
+	DB_PASSWORD=unused $(COMPOSE_RUN) --profile load down

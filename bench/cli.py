@@ -159,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--load", default="wrk")
     run.add_argument("--locust-workers", default="0")
     run.add_argument("--target", default=None)
+    run.add_argument("--runtime", default=None)
     report = sub.add_parser("report", help="rebuild summary.md from the records")
     report.add_argument("--results", default=DEFAULTS["results"])
     study = sub.add_parser("study", help="re-run a source document's experiment")
@@ -261,6 +262,7 @@ def options_from(args: argparse.Namespace) -> plan.Options:
         load_tool=load_tool,
         load_workers=locust_workers,
         target=validate_target(args.target) if args.target else None,
+        runtime=validate_choice("runtime", args.runtime or "native", plan.RUNTIMES),
     )
 
 

@@ -30,6 +30,8 @@ LOAD_SCENARIOS: dict[str, tuple[str, ...]] = {
     "locust": ("saas",),
 }
 PROXIES = ("none", "nginx")
+# native: the harness started the server here; compose: in containers (make compose-bench)
+RUNTIMES = ("native", "compose")
 PRIMER_S = 1
 PRIMER_CONCURRENCY = 8
 
@@ -57,6 +59,7 @@ class Options:
     load_tool: str = "wrk"
     load_workers: int = 0  # Locust worker processes (0: one local process)
     target: str | None = None  # http://host:port of a server running elsewhere (TARGET=)
+    runtime: str = "native"
     # Set by studies (bench/study.py), not by make variables:
     paths: dict[str, str] = field(default_factory=dict)  # scenario -> another URL path
     app_env: dict[str, str] = field(default_factory=dict)  # extra environment of the app

@@ -219,6 +219,7 @@ def _record(
             "ended_at": now_iso(),
             "seed": ctx.options.seed,
             "cpu_placement": ctx.placement.to_dict(),
+            "runtime": opts.runtime,
             **opts.meta,
             **({"proxy_version": ctx.proxy_version} if opts.proxy else {}),
             **({"emulator": ctx.emulator.metadata()} if ctx.emulator else {}),

@@ -28,10 +28,14 @@ python3 -c 'import os, sysconfig; raise SystemExit(not os.path.exists(os.path.jo
 # initdb/postgres live under /usr/lib/postgresql/<major>/bin, not on PATH.
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 # ARCH=arm64 on an amd64 host runs the server under qemu user-mode emulation (bench/arch.py);
-# `make test` checks that path too (PYWEBBENCH_QEMU=1).
+# `make test` checks that path too, and validates compose/ with docker-compose
+# (PYWEBBENCH_TEST=1).
 arch_wanted=${ARCH:-}
+if [ "${PYWEBBENCH_TEST:-0}" = 1 ]; then
+  command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
+fi
 if [ "$(uname -m)" = x86_64 ] && { [ "$arch_wanted" = arm64 ] || [ "$arch_wanted" = aarch64 ] \
-    || [ "${PYWEBBENCH_QEMU:-0}" = 1 ]; }; then
+    || [ "${PYWEBBENCH_TEST:-0}" = 1 ]; }; then
   [ -x /usr/bin/qemu-aarch64-static ] || missing+=(qemu-user-static)
   command -v update-binfmts >/dev/null 2>&1 || missing+=(binfmt-support)
   command -v dpkg-deb >/dev/null 2>&1 || missing+=(dpkg)
