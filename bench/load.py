@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.procs import ProcessTable
+from bench.procs import Proc, ProcessTable
 from bench.sample import Sampler
 
 WRK_SCRIPT = Path(__file__).resolve().parent / "wrk_report.lua"
@@ -49,6 +49,20 @@ def wrk_version() -> str | None:
     result = subprocess.run([wrk_binary(), "-v"], capture_output=True, text=True)
     words = (result.stdout + result.stderr).split()
     return words[1] if len(words) > 1 else None
+
+
+def wait_watching(proc: Proc, limit_s: float, watch: Callable[[], str | None] | None) -> None:
+    """Wait for the load tool to end by itself, polling `watch` every 0.5 s: LoadAborted with
+    its reason when the stack breaks, LoadError past limit_s (the caller stops the process)."""
+    deadline = time.monotonic() + limit_s
+    while proc.exit_code() is None:
+        if time.monotonic() > deadline:
+            raise LoadError(f"{proc.name} did not finish within {limit_s:.0f} s")
+        reason = watch() if watch is not None else None
+        if reason is not None:
+            raise LoadAborted(reason)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.popen.wait(timeout=WATCH_INTERVAL_S)
 
 
 def default_load_threads() -> int:
@@ -90,19 +104,12 @@ def run_wrk(
     argv.append(url)
     out_path.unlink(missing_ok=True)
     proc = table.start("wrk", argv, out_path, env={"PATH": os.environ.get("PATH", "")}, cpus=cpus)
-    deadline = time.monotonic() + duration_s + max(OVERSTAY_S, timeout_s + 5)
+    limit_s = duration_s + max(OVERSTAY_S, timeout_s + 5)
     if sampler is not None:
         sampler.load_pid = proc.pid
         sampler.start()
     try:
-        while proc.exit_code() is None:
-            if time.monotonic() > deadline:
-                raise LoadError(f"wrk did not finish within {duration_s + OVERSTAY_S:.0f} s")
-            reason = watch() if watch is not None else None
-            if reason is not None:
-                raise LoadAborted(reason)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.popen.wait(timeout=WATCH_INTERVAL_S)
+        wait_watching(proc, limit_s, watch)
     finally:
         if sampler is not None:
             sampler.stop()
@@ -234,16 +241,8 @@ def run_locust(
             sampler.load_pid = master.pid
             sampler.extra_load_pids = [p.pid for p in procs[1:]]
             sampler.start()
-        deadline = time.monotonic() + duration_s + WORKERS_WAIT_S + 10 + OVERSTAY_S
         try:
-            while master.exit_code() is None:
-                if time.monotonic() > deadline:
-                    raise LoadError("Locust did not finish in time")
-                reason = watch() if watch is not None else None
-                if reason is not None:
-                    raise LoadAborted(reason)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    master.popen.wait(timeout=WATCH_INTERVAL_S)
+            wait_watching(master, duration_s + WORKERS_WAIT_S + 10 + OVERSTAY_S, watch)
         finally:
             if sampler is not None:
                 sampler.stop()

@@ -19,6 +19,22 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "-", name).strip("-") or "x"
 
 
+def _save(fig: object, path: Path) -> None:
+    """Write the figure as PNG through a temp file (a reader never sees half a file)."""
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".png")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=90)  # type: ignore[attr-defined]
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)  # type: ignore[arg-type]
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 def plot_scenario(scenario: str, lines: dict[str, list[Point]], path: Path) -> None:
     """Two panels side by side (req/s, p99 ms) against concurrency, written to path as PNG."""
     import matplotlib
@@ -48,16 +64,7 @@ def plot_scenario(scenario: str, lines: dict[str, list[Point]], path: Path) -> N
     fig.legend(handles, labels, loc="lower center", ncol=3, fontsize="small", frameon=False)
     rows = (len(labels) + 2) // 3
     fig.tight_layout(rect=(0, min(0.45, 0.05 * rows + 0.02), 1, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".png")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=90)
-        os.replace(tmp, path)
-    finally:
-        plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    _save(fig, path)
 
 
 def write_plots(results_dir: Path, series: dict[str, dict[str, list[Point]]]) -> dict[str, str]:
@@ -98,13 +105,4 @@ def plot_study(title: str, metric: str, series: dict[str, list[tuple]], path: Pa
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".png")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=90)
-        os.replace(tmp, path)
-    finally:
-        plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    _save(fig, path)

@@ -215,11 +215,11 @@ def render_argv(spec: ServerSpec, fill: dict[str, object]) -> list[str]:
     return [arg.format(**fill) for arg in spec.argv]
 
 
-def render_config(template: str, fill: dict[str, object]) -> str:
-    """A native config file with {name} replaced for known names only: nginx's own braces
-    and $variables pass through untouched."""
+def render_config(template: str, fill: dict[str, object], pattern: str = r"\{(\w+)\}") -> str:
+    """A native config file with {name} (or what `pattern` matches) replaced for known names
+    only: nginx's own braces and $variables pass through untouched."""
     return re.sub(
-        r"\{(\w+)\}",
+        pattern,
         lambda m: str(fill[m.group(1)]) if m.group(1) in fill else m.group(0),
         template,
     )

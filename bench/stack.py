@@ -13,7 +13,6 @@ import fcntl
 import hashlib
 import os
 import pwd
-import re
 import secrets
 import shutil
 import signal
@@ -186,11 +185,7 @@ class RunningProxy:
 def render_template(template: str, fill: dict[str, object]) -> str:
     """${NAME} replaced for known names only, as nginx's image does with envsubst: nginx's
     own $variables pass through untouched."""
-    return re.sub(
-        r"\$\{(\w+)\}",
-        lambda m: str(fill[m.group(1)]) if m.group(1) in fill else m.group(0),
-        template,
-    )
+    return render_config(template, fill, r"\$\{(\w+)\}")
 
 
 class Stack:
