@@ -28,6 +28,7 @@ def _save(fig: object, path: Path) -> None:
     os.close(fd)
     try:
         fig.savefig(tmp, dpi=90)  # type: ignore[attr-defined]
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a results file is for reading
         os.replace(tmp, path)
     finally:
         plt.close(fig)  # type: ignore[arg-type]

@@ -171,7 +171,14 @@ def _groups(records: list[Record]) -> dict[tuple, list[Record]]:
     groups: dict[tuple, list[Record]] = defaultdict(list)
     for rec in records:
         if rec.status == "ok":
-            key = (*config_key(rec), rec.concurrency, rec.arch, rec.emulated, _host(rec))
+            key = (
+                rec.scenario,
+                *config_key(rec),
+                rec.concurrency,
+                rec.arch,
+                rec.emulated,
+                _host(rec),
+            )
             groups[key].append(rec)
     return groups
 

@@ -1,6 +1,7 @@
 """summary.md is rendered from the records alone, deterministically (golden file)."""
 
 import os
+import shutil
 from pathlib import Path
 
 from bench.record import load_records
@@ -115,3 +116,18 @@ def test_compare_arches_ratio_and_emulated_apart() -> None:
     assert "### Emulated runs (functional check)" in text
     before_arches = text.split("## Compare arches")[0]
     assert "1,234" not in before_arches
+
+
+def test_plots_get_one_series_per_scenario(tmp_path: Path) -> None:
+    """Each scenario has its own plot data (records of other scenarios never join its lines),
+    and write_summary links a PNG per scenario."""
+    from bench.report import plot_series
+
+    records, _ = load_records(FIXTURES / "records")
+    series = plot_series(records)
+    assert set(series) == {"db", "plaintext"}
+    assert all(conc == 10 for conc, _, _ in series["db"]["granian w2 t4 b1024 [vm]"])
+    shutil.copytree(FIXTURES / "records" / "machine-a", tmp_path / "records", dirs_exist_ok=True)
+    text = write_summary(tmp_path).read_text()
+    assert "![db: req/s and p99 by concurrency](plots/db.png)" in text
+    assert (tmp_path / "plots" / "db.png").stat().st_size > 1000
