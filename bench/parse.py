@@ -149,10 +149,15 @@ def parse_proxy_log(
     return dict(sorted(counts.items()))
 
 
-_LOCUST_PERCENTILES = {"p50": "50%", "p90": "90%", "p99": "99%", "p999": "99.9%", "max": "100%"}
+# Locust's CSV percentiles are integers in ms and coarse: it keeps response times in buckets
+# (locust.stats.bucket_response_time): to the ms below 100 ms, to 10 ms below 1 s, to 100 ms
+# below 10 s, to 1 s above; the CSV prints each percentile as its bucket. So a 3,004 ms call
+# is "3000", and with few samples a high percentile is the slowest bucket itself. Average and
+# Max Response Time are exact floats: max comes from the latter, not from the "100%" bucket.
+_PERCENTILES = {"p50": "50%", "p90": "90%", "p99": "99%", "p999": "99.9%"}
 
 
-def _locust_rows(stats_csv: str) -> list[dict[str, str]]:
+def _rows(stats_csv: str) -> list[dict[str, str]]:
     try:
         rows = list(csv.DictReader(io.StringIO(stats_csv)))
     except csv.Error as exc:
@@ -162,39 +167,54 @@ def _locust_rows(stats_csv: str) -> list[dict[str, str]]:
     return rows
 
 
-def _ms(value: str | None) -> float | None:
+def _number(value: str | None) -> float | None:
     try:
         return float(value) if value not in (None, "", "N/A") else None
     except ValueError:
         return None
 
 
+def _count(row: dict[str, str], column: str) -> int:
+    try:
+        return int(row[column])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ParseError(f"locust_stats.csv: bad {column!r} in row {row.get('Name')!r}") from exc
+
+
 def parse_locust(stats_csv: str, status_json: str | None, duration_s: float) -> WrkResult:
-    """Locust's `locust_stats.csv` (its Aggregated row) and our status counts -> the same
-    numbers as a wrk run. Locust keeps response times in buckets (exact below 100 ms, then
-    rounded to 2 significant digits), so its percentiles are that coarse. `requests` counts
-    every response, failed ones included, as wrk does; responses that never came (status 0)
-    are connection errors."""
-    rows = _locust_rows(stats_csv)
-    total = next((r for r in rows if r["Name"] == "Aggregated"), None)
+    """Locust's Aggregated row and our status counts -> the WrkResult a wrk run gives.
+
+    Mapping (documented in the record): requests = Locust's Request Count (failed ones
+    included) minus status 0, i.e. every HTTP response, as wrk counts them; rps = requests /
+    duration_s (the -t window; each user's last request may end in the stop timeout);
+    errors.connect = status 0, every request that got no response (Locust does not tell a
+    refused connection from a reset or a timeout, so read/write/timeout stay 0);
+    errors.non_2xx = responses outside 2xx; by_status = the counts, status 0 left out.
+    A 200 whose body check failed is a Locust failure but no wrk error: see the task figures.
+    Latency is Locust's over all its requests: when some got no response, their time to fail
+    is in it (the CSV cannot separate them); when none got a response, latency is None.
+    """
+    rows = _rows(stats_csv)
+    total = next((row for row in rows if row["Name"] == "Aggregated"), None)
     if total is None:
         raise ParseError("locust_stats.csv has no Aggregated row")
     by_status: dict[int, int] = {}
     if status_json:
         try:
             by_status = {int(k): int(v) for k, v in json.loads(status_json).items()}
-        except (ValueError, AttributeError) as exc:
-            raise ParseError(f"status counts: {exc}") from exc
-    requests = int(total["Request Count"])
+        except (ValueError, AttributeError, TypeError) as exc:
+            raise ParseError(f"status.json: {exc}") from exc
     no_response = by_status.pop(0, 0)
-    latency = {key: _ms(total.get(column)) for key, column in _LOCUST_PERCENTILES.items()}
-    latency["mean"] = _ms(total.get("Average Response Time"))
+    requests = max(0, _count(total, "Request Count") - no_response)
+    latency = {key: _number(total.get(column)) for key, column in _PERCENTILES.items()}
+    latency["max"] = _number(total.get("Max Response Time"))
+    latency["mean"] = _number(total.get("Average Response Time"))
     if requests == 0:
-        latency = dict.fromkeys(latency)
+        latency = dict.fromkeys(latency)  # no samples, never "0 ms"
     return WrkResult(
-        requests=requests - no_response,
+        requests=requests,
         duration_s=duration_s,
-        rps=(requests - no_response) / duration_s if duration_s else 0.0,
+        rps=requests / duration_s if duration_s else 0.0,
         bytes=None,
         latency_ms=latency,
         errors={
@@ -212,13 +232,13 @@ def parse_locust_tasks(stats_csv: str) -> dict[str, dict[str, float | int | None
     """Per task (Locust's request name): requests, failures, p50/p99/mean ms, req/s."""
     return {
         row["Name"]: {
-            "requests": int(row["Request Count"]),
-            "failures": int(row["Failure Count"]),
-            "p50_ms": _ms(row.get("50%")),
-            "p99_ms": _ms(row.get("99%")),
-            "mean_ms": _ms(row.get("Average Response Time")),
-            "rps": _ms(row.get("Requests/s")),
+            "requests": _count(row, "Request Count"),
+            "failures": _count(row, "Failure Count"),
+            "p50_ms": _number(row.get("50%")),
+            "p99_ms": _number(row.get("99%")),
+            "mean_ms": _number(row.get("Average Response Time")),
+            "rps": _number(row.get("Requests/s")),
         }
-        for row in _locust_rows(stats_csv)
+        for row in _rows(stats_csv)
         if row["Name"] != "Aggregated"
     }
