@@ -9,12 +9,15 @@ each prepared once (stamp files) and re-used.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import platform
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,7 +72,12 @@ class Emulator:
     def env(self, site: Path) -> dict[str, str]:
         """What a server process needs: the arm64 libraries and its wheels."""
         # QEMU_LD_PREFIX rather than `qemu -L`: child processes (workers) inherit it.
-        return {"QEMU_LD_PREFIX": str(self.root), "PYTHONPATH": f"{site}:{ROOT}"}
+        # PYTHONNOUSERSITE: like a venv, ignore packages in the user's ~/.local.
+        return {
+            "QEMU_LD_PREFIX": str(self.root),
+            "PYTHONPATH": f"{site}:{ROOT}",
+            "PYTHONNOUSERSITE": "1",
+        }
 
     def metadata(self) -> dict[str, object]:
         """The record's metadata.emulator."""
@@ -147,9 +155,24 @@ def _apt_options(state: Path) -> list[str]:
     ]  # fmt: skip
 
 
+@contextlib.contextmanager
+def _prepare_lock() -> Iterator[None]:
+    # A harness run and the test suite may prepare at the same moment: one at a time.
+    ARM_STATE.mkdir(parents=True, exist_ok=True)
+    with open(ARM_STATE / ".lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)  # released by the kernel if the holder dies
+        yield
+
+
 def ensure_emulator(log: Path) -> Emulator:
     """The arm64 interpreter under .bench/arm64/root, prepared once (a stamp written last:
     an interrupted preparation starts over) and re-used."""
+    with _prepare_lock():
+        return _ensure_emulator(log)
+
+
+def _ensure_emulator(log: Path) -> Emulator:
+    """ensure_emulator without the lock."""
     qemu, qemu_version = ensure_qemu(log)
     root = ARM_STATE / "root"
     python = root / "usr" / "bin" / "python3.11"
@@ -203,6 +226,13 @@ def ensure_site(
 ) -> Path:
     """aarch64 wheels of the same pins as the native venv, in .bench/arm64/sites/<name>,
     re-made when the requirements change; the installed versions are checked against them."""
+    with _prepare_lock():
+        return _ensure_site(emulator, name, requirements, flags, uv, log)
+
+
+def _ensure_site(
+    emulator: Emulator, name: str, requirements: Path, flags: tuple[str, ...], uv: str, log: Path
+) -> Path:
     site = ARM_STATE / "sites" / name
     stamp = site / ".requirements.sha256"
     digest = hashlib.sha256(requirements.read_bytes())
