@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import platform
 import re
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.registry import ROOT
+from bench.venv import requirements_stamp
 
 STATE = ROOT / ".bench"
 
@@ -235,9 +235,7 @@ def _ensure_site(
 ) -> Path:
     site = ARM_STATE / "sites" / name
     stamp = site / ".requirements.sha256"
-    digest = hashlib.sha256(requirements.read_bytes())
-    digest.update(" ".join(flags).encode())
-    want = digest.hexdigest()
+    want = requirements_stamp(requirements, flags)
     if stamp.exists() and stamp.read_text().strip() == want:
         return site
     shutil.rmtree(site, ignore_errors=True)

@@ -37,7 +37,8 @@ def uv_path() -> str:
     return found
 
 
-def _stamp(requirements: Path, flags: tuple[str, ...]) -> str:
+def requirements_stamp(requirements: Path, flags: tuple[str, ...]) -> str:
+    """What an environment was built from: the pinned file and the install flags, hashed."""
     digest = hashlib.sha256(requirements.read_bytes())
     digest.update(" ".join(flags).encode())
     return digest.hexdigest()
@@ -56,7 +57,7 @@ def make_venv(
     """The python of .bench/venvs/<name>, (re)created with uv when the requirements changed."""
     venv = VENVS / name
     stamp_file = venv / ".requirements.sha256"
-    want = _stamp(requirements, flags)
+    want = requirements_stamp(requirements, flags)
     python = venv / "bin" / "python"
     if stamp_file.exists() and stamp_file.read_text().strip() == want and python.exists():
         return python
