@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.registry import ROOT
+from bench.state import STATE
 from bench.venv import requirements_stamp
-
-STATE = ROOT / ".bench"
 
 ALIASES = {"amd64": "amd64", "x86_64": "amd64", "arm64": "arm64", "aarch64": "arm64"}
 

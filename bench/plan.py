@@ -12,23 +12,12 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# scenario -> (path wrk requests, what it exercises)
-SCENARIOS: dict[str, tuple[str, str]] = {
-    "plaintext": ("/plaintext", "fixed text body: the server's own overhead"),
-    "json": ("/json", "JSON serialisation per request"),
-    "db": ("/db", "one random row through pgbouncer"),
-    "queries": ("/queries?n=20", "20 single-row queries per request"),
-    "fortunes": ("/fortunes", "query, sort and HTML template render"),
-    "updates": ("/updates?n=20", "20 reads and a batched update per request"),
-    "upstream": ("/upstream?ms=100", "a real HTTP call to a stub answering after 100 ms"),
-    "compute": ("/compute?n=10000", "CPU-bound pure Python work"),
-    "saas": ("saas mix", "seed 000 SaaS users (bench/locust/saas.py): DB and ~3 s upstream"),
-}
-# Which load tool drives which scenario: wrk hits one URL; a mix of routes needs Locust.
-LOAD_SCENARIOS: dict[str, tuple[str, ...]] = {
-    "wrk": tuple(name for name in SCENARIOS if name != "saas"),
-    "locust": ("saas",),
-}
+from bench import scenario
+from bench.load import TOOL_NAMES
+
+# Scenarios are declared in bench.scenario; which load tool drives which is theirs to say.
+SCENARIOS = scenario.SCENARIOS
+LOAD_SCENARIOS: dict[str, tuple[str, ...]] = {t: scenario.scenarios_for(t) for t in TOOL_NAMES}
 PROXIES = ("none", "nginx")
 # native: the harness started the server here; compose: in containers (make compose-bench)
 RUNTIMES = ("native", "compose")
@@ -80,7 +69,7 @@ class RunSpec:
     @property
     def path(self) -> str:
         """The URL path the load tool requests."""
-        return self.path_override or SCENARIOS[self.scenario][0]
+        return self.path_override or SCENARIOS[self.scenario].path
 
 
 @dataclass(frozen=True)

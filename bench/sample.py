@@ -12,7 +12,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import psutil
@@ -228,6 +228,39 @@ def _tree_cpu_seconds(pid: int) -> float | None:
     return total
 
 
+@dataclass(frozen=True)
+class Resources:
+    """CPU % (100 = one core) and peak memory over the measured window; None: not measured."""
+
+    server_cpu_pct: float | None
+    server_rss_mb: float | None
+    load_cpu_pct: float | None
+    proxy_cpu_pct: float | None
+
+    def to_dict(self) -> dict[str, float | None]:
+        """The record's resources."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Sockets:
+    """TIME_WAIT counts (this run's sockets only), accept-queue peak and kernel counters."""
+
+    time_wait_before: int
+    time_wait_max: int
+    time_wait_after: int
+    time_wait_client_max: int
+    time_wait_upstream_max: int | None  # None without a proxy
+    time_wait_db_max: int | None  # None without a database port
+    listen_queue_max: int
+    listen_overflows: int
+    listen_drops: int
+
+    def to_dict(self) -> dict[str, int | None]:
+        """The record's sockets."""
+        return asdict(self)
+
+
 @dataclass
 class Sampler:
     """Samples in a background thread from start() to stop(); a dict per record section."""
@@ -364,7 +397,7 @@ class Sampler:
         if self._thread is not None:
             self._thread.join()
 
-    def resources(self) -> dict[str, float | None]:
+    def resources(self) -> Resources:
         """CPU % (100 = one core) of the server tree and of the load tool, peak RSS of the tree."""
         elapsed = self._elapsed or 1e-9
         server_cpu = sum(self._cpu_last[p] - self._cpu_first[p] for p in self._cpu_last)
@@ -379,32 +412,31 @@ class Sampler:
             else None
         )
         remote = self.server_pid is None
-        return {
-            "server_cpu_pct": None if remote else round(server_cpu / elapsed * 100, 1),
-            "server_rss_mb": None if remote else round(self._rss_max / 2**20, 1),
-            "load_cpu_pct": round(load_cpu, 1) if load_cpu is not None else None,
-            "proxy_cpu_pct": round(proxy_cpu, 1) if proxy_cpu is not None else None,
-        }
+        return Resources(
+            server_cpu_pct=None if remote else round(server_cpu / elapsed * 100, 1),
+            server_rss_mb=None if remote else round(self._rss_max / 2**20, 1),
+            load_cpu_pct=round(load_cpu, 1) if load_cpu is not None else None,
+            proxy_cpu_pct=round(proxy_cpu, 1) if proxy_cpu is not None else None,
+        )
 
     def pools(self) -> dict[str, int]:
         """Peaks of pgbouncer's pool counters during the run (empty without a probe)."""
         return dict(self._pool_max)
 
-    def sockets(self) -> dict[str, int | None]:
+    def sockets(self) -> Sockets:
         """TIME_WAIT before/peak/after, accept-queue peak, listen overflow/drop deltas."""
         after = listen_counters()
-        return {
-            "time_wait_before": self._time_wait_before,
-            "time_wait_max": self._time_wait_max,
-            "time_wait_after": self._time_wait_now,
-            "time_wait_client_max": self._time_wait_client_max,
-            "time_wait_upstream_max": (
+        return Sockets(
+            time_wait_before=self._time_wait_before,
+            time_wait_max=self._time_wait_max,
+            time_wait_after=self._time_wait_now,
+            time_wait_client_max=self._time_wait_client_max,
+            time_wait_upstream_max=(
                 self._time_wait_upstream_max if self.proxy_port is not None else None
             ),
-            "time_wait_db_max": self._time_wait_db_max if self.db_port is not None else None,
-            "listen_queue_max": self._queue_max,
-            "listen_overflows": after.get("listen_overflows", 0)
+            time_wait_db_max=self._time_wait_db_max if self.db_port is not None else None,
+            listen_queue_max=self._queue_max,
+            listen_overflows=after.get("listen_overflows", 0)
             - self._counters_first.get("listen_overflows", 0),
-            "listen_drops": after.get("listen_drops", 0)
-            - self._counters_first.get("listen_drops", 0),
-        }
+            listen_drops=after.get("listen_drops", 0) - self._counters_first.get("listen_drops", 0),
+        )

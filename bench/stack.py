@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import pwd
 import secrets
@@ -24,6 +23,7 @@ from pathlib import Path
 from bench import ready, seed
 from bench.procs import Proc, ProcessTable, StartError, listeners, process_tree
 from bench.registry import APPS, ROOT, ServerSpec, render_argv, render_config, render_env
+from bench.state import service_user, state_base
 
 DB_DIR = ROOT / "db"
 PROXY_DIR = ROOT / "proxy"
@@ -33,28 +33,6 @@ PGBOUNCER_POOL_SIZE = 20
 DB_NAME = "bench"
 DB_USER = "bench"
 SUPERUSER = "postgres"
-
-
-def service_user() -> str | None:
-    """The OS user for PostgreSQL and pgbouncer: `postgres` when we are root, else ourselves."""
-    return "postgres" if os.geteuid() == 0 else None
-
-
-def _reachable_by_others(path: Path) -> bool:
-    return all(os.stat(p).st_mode & 0o001 for p in [path, *path.parents] if p.exists())
-
-
-def state_base() -> Path:
-    """Where runtime state (cluster, run dirs) lives: .bench/, or /var/tmp when the checkout
-    is under a directory the postgres user cannot enter (e.g. /root)."""
-    base = ROOT / ".bench"
-    base.mkdir(exist_ok=True)
-    if service_user() is None or _reachable_by_others(base):
-        return base
-    digest = hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]
-    alt = Path("/var/tmp") / f"pywebbench-{digest}"
-    alt.mkdir(mode=0o711, exist_ok=True)
-    return alt
 
 
 def _pg_bindir() -> Path:

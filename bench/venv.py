@@ -14,9 +14,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from bench.registry import ROOT, ServerSpec
+from bench.registry import ServerSpec
+from bench.state import STATE
 
-STATE = ROOT / ".bench"
 VENVS = STATE / "venvs"
 
 

@@ -11,17 +11,10 @@ from __future__ import annotations
 import http.client
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from bench import seed
+from bench.scenario import SCENARIOS, Facts
 from bench.stack import Database
-
-FORTUNE_EXTRA = (0, "Additional fortune added at request time.")
-# TechEmpower's query-count cases: (raw n, expected row count).
-QUERY_CASES = [("", 1), ("foo", 1), ("0", 1), ("-1", 1), ("20", 20), ("501", 500)]
-UPSTREAM_MS = 50
-COMPUTE_N = 1000
 
 
 class VerifyError(AssertionError):
@@ -67,27 +60,6 @@ def fetch(port: int, path: str, host: str = "127.0.0.1", timeout_s: float = 10.0
         conn.close()
 
 
-def escape_html(text: str) -> str:
-    """HTML escaping as Jinja2/MarkupSafe does it (the app's template engine)."""
-    return (
-        text.replace("&", "&amp;")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
-        .replace('"', "&#34;")
-        .replace("'", "&#39;")
-    )
-
-
-def expected_fortunes_html() -> bytes:
-    """The exact /fortunes page for the seeded fortune table."""
-    rows = sorted([*seed.fortunes(), FORTUNE_EXTRA], key=lambda r: r[1])
-    cells = "".join(f"<tr><td>{i}</td><td>{escape_html(m)}</td></tr>" for i, m in rows)
-    return (
-        "<!DOCTYPE html><html><head><title>Fortunes</title></head><body><table>"
-        f"<tr><th>id</th><th>message</th></tr>{cells}</table></body></html>"
-    ).encode()
-
-
 def check_headers(resp: Response, content_type: str, path: str, result: Verification) -> list[str]:
     """Content-Type and framing are required; Server and Date are noted when missing."""
     problems = []
@@ -107,30 +79,6 @@ def check_headers(resp: Response, content_type: str, path: str, result: Verifica
     return problems
 
 
-def _check_row(row: object, world: dict[int, int] | None, where: str) -> list[str]:
-    if not (isinstance(row, dict) and set(row) == {"id", "randomNumber"}):
-        return [f"{where}: row {row!r} is not {{id, randomNumber}}"]
-    ident, number = row["id"], row["randomNumber"]
-    if not (isinstance(ident, int) and 1 <= ident <= seed.WORLD_ROWS):
-        return [f"{where}: id {ident!r} out of 1..{seed.WORLD_ROWS}"]
-    if not (isinstance(number, int) and 1 <= number <= 10_000):
-        return [f"{where}: randomNumber {number!r} out of 1..10000"]
-    if world is not None and world[ident] != number:
-        return [f"{where}: id {ident} has randomNumber {world[ident]} in the DB, got {number}"]
-    return []
-
-
-def _rows(resp: Response, count: int, world: dict[int, int] | None, where: str) -> list[str]:
-    try:
-        rows = resp.json()
-    except ValueError:
-        return [f"{where}: body is not JSON: {resp.body[:80]!r}"]
-    if not isinstance(rows, list) or len(rows) != count:
-        size = len(rows) if isinstance(rows, list) else type(rows).__name__
-        return [f"{where}: expected a list of {count} rows, got {size}"]
-    return [p for row in rows for p in _check_row(row, world, where)]
-
-
 def verify_static(port: int, host: str = "127.0.0.1") -> Verification:
     """A server that is not the app (nginx-static) only has to get /plaintext right."""
     result = Verification()
@@ -145,13 +93,13 @@ def verify_static(port: int, host: str = "127.0.0.1") -> Verification:
 
 
 def verify_server(port: int, db: Database | None, host: str = "127.0.0.1") -> Verification:
-    """Check every route of the app on host:port; raise VerifyError listing all failures.
+    """Check every scenario's routes on host:port; raise VerifyError listing all failures.
 
     Without a Database (TARGET=: the server and its database run elsewhere) rows are
     checked for shape and range only, and that is said in the warnings."""
     result = Verification()
     problems: list[str] = []
-    world = db.world() if db is not None else None
+    facts = Facts(db.world(), db.world) if db is not None else Facts(None, None)
     stats_before = db.pgbouncer_stats() if db is not None else {}
     if db is None:
         result.warnings.append(
@@ -159,95 +107,21 @@ def verify_server(port: int, db: Database | None, host: str = "127.0.0.1") -> Ve
             "the rows, and pgbouncer's query count not checked"
         )
     expected_selects = 0
-
-    def check(path: str, content_type: str, body_check: Callable[[Response], list[str]]) -> None:
+    for check in (c for scenario in SCENARIOS.values() for c in scenario.checks):
+        expected_selects += check.selects
         try:
-            resp = fetch(port, path, host)
+            resp = fetch(port, check.path, host)
         except OSError as exc:
-            problems.append(f"{path}: request failed: {exc}")
-            return
+            problems.append(f"{check.path}: request failed: {exc}")
+            continue
         if resp.status != 200:
-            problems.append(f"{path}: status {resp.status}, expected 200: {resp.body[:120]!r}")
-            return
-        problems.extend(check_headers(resp, content_type, path, result))
-        problems.extend(body_check(resp))
-        result.checked.append(path)
-
-    check(
-        "/plaintext",
-        "text/plain",
-        lambda r: [] if r.body == b"Hello, World!" else [f"/plaintext: body {r.body[:80]!r}"],
-    )
-
-    def json_body(r: Response) -> list[str]:
-        try:
-            ok = r.json() == {"message": "Hello, World!"}
-        except ValueError:
-            ok = False
-        return [] if ok else [f"/json: body {r.body[:80]!r}"]
-
-    check("/json", "application/json", json_body)
-
-    def one_row(r: Response) -> list[str]:
-        try:
-            return _check_row(r.json(), world, "/db")
-        except ValueError:
-            return [f"/db: body is not JSON: {r.body[:80]!r}"]
-
-    check("/db", "application/json", one_row)
-    expected_selects += 1
-    for raw, count in QUERY_CASES:
-        check(
-            f"/queries?n={raw}",
-            "application/json",
-            lambda r, c=count, q=raw: _rows(r, c, world, f"/queries?n={q}"),
-        )
-        expected_selects += count
-
-    def fortunes_body(r: Response) -> list[str]:
-        want = expected_fortunes_html()
-        return [] if r.body == want else [f"/fortunes: body differs from {want[:60]!r}..."]
-
-    check("/fortunes", "text/html", fortunes_body)
-    expected_selects += 1
-
-    def updates_body(r: Response) -> list[str]:
-        found = _rows(r, 5, None, "/updates")
-        if found or db is None:
-            return found
-        now = db.world()
-        return [
-            f"/updates: id {row['id']} is {now[row['id']]} in the DB, answer said "
-            f"{row['randomNumber']}"
-            for row in r.json()
-            if now[row["id"]] != row["randomNumber"]
-        ]
-
-    check("/updates?n=5", "application/json", updates_body)
-    expected_selects += 5
-
-    def upstream_body(r: Response) -> list[str]:
-        try:
-            data = r.json()
-        except ValueError:
-            return [f"/upstream: body is not JSON: {r.body[:80]!r}"]
-        if not isinstance(data, dict) or data.get("upstream_ms") != UPSTREAM_MS:
-            return [f"/upstream: body {data!r}"]
-        if r.elapsed_s < UPSTREAM_MS / 1000:
-            return [f"/upstream: answered in {r.elapsed_s * 1000:.0f} ms < {UPSTREAM_MS} ms"]
-        return []
-
-    check(f"/upstream?ms={UPSTREAM_MS}", "application/json", upstream_body)
-
-    def compute_body(r: Response) -> list[str]:
-        try:
-            data = r.json()
-        except ValueError:
-            return [f"/compute: body is not JSON: {r.body[:80]!r}"]
-        ok = isinstance(data, dict) and data.get("n") == COMPUTE_N
-        return [] if ok and isinstance(data.get("result"), int) else [f"/compute: {data!r}"]
-
-    check(f"/compute?n={COMPUTE_N}", "application/json", compute_body)
+            problems.append(
+                f"{check.path}: status {resp.status}, expected 200: {resp.body[:120]!r}"
+            )
+            continue
+        problems.extend(check_headers(resp, check.content_type, check.path, result))
+        problems.extend(check.body(resp, facts))
+        result.checked.append(check.path)
 
     try:
         missing = fetch(port, "/no-such-route", host)

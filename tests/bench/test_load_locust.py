@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 import bench.parse
-from bench.parse import parse_locust, parse_locust_tasks
+from bench.load import Errors
+from bench.load.locust import parse_locust, parse_locust_tasks
 
 LOCUST = Path(__file__).resolve().parent.parent / "fixtures" / "locust"
 TASKS = ["history (DB)", "login (DB)", "plan generation (AI API, 3 s)", "voice (speech API, 1 s)"]
@@ -25,18 +26,18 @@ def test_local_run_reads_the_aggregated_row() -> None:
     all 200; Locust's percentiles are its buckets (100% says 3000), mean and max are exact."""
     result = parse_locust(*_capture("local"), 5)
     assert (result.requests, result.rps, result.duration_s) == (40, 8.0, 5)
-    assert result.latency_ms["p50"] == 1000 and result.latency_ms["p90"] == 3000
-    assert result.latency_ms["p99"] == 3000 and result.latency_ms["p999"] == 3000
-    assert 3014 < result.latency_ms["max"] < 3015 and 1017 < result.latency_ms["mean"] < 1018
-    assert result.errors == {"connect": 0, "read": 0, "write": 0, "timeout": 0, "non_2xx": 0}
-    assert result.by_status == {200: 40} and result.bytes is None
+    assert result.latency.p50 == 1000 and result.latency.p90 == 3000
+    assert result.latency.p99 == 3000 and result.latency.p999 == 3000
+    assert 3014 < result.latency.max < 3015 and 1017 < result.latency.mean < 1018
+    assert result.errors == Errors(by_status=result.errors.by_status)
+    assert result.errors.by_status == {200: 40} and result.bytes is None
 
 
 def test_distributed_run_sums_the_workers() -> None:
     """Master + 2 workers (5 users each): the status counts both workers sent add up to the
     master's request count."""
     result = parse_locust(*_capture("distributed"), 5)
-    assert result.requests == 40 and result.by_status == {200: 40}
+    assert result.requests == 40 and result.errors.by_status == {200: 40}
 
 
 def test_tasks_are_reported_one_by_one() -> None:
@@ -55,22 +56,22 @@ def test_refused_connections_are_connect_errors_not_requests() -> None:
     stats, status = _capture("refused")
     result = parse_locust(stats, status, 2)
     assert (result.requests, result.rps) == (0, 0.0)
-    assert result.errors["connect"] == 16 and result.by_status == {}
-    assert set(result.latency_ms.values()) == {None}
+    assert result.errors.connect == 16 and result.errors.by_status == {}
+    assert set(result.latency.to_dict().values()) == {None}
     assert all(t["failures"] == t["requests"] == 4 for t in parse_locust_tasks(stats).values())
 
 
 def test_non_2xx_and_no_response_are_split() -> None:
     """Status 0 is a connect error and no response; 502 is a response outside 2xx."""
     result = parse_locust(_capture("local")[0], '{"200": 34, "0": 4, "502": 2}', 5)
-    assert result.requests == 36 and result.errors["connect"] == 4
-    assert result.errors["non_2xx"] == 2 and result.by_status == {200: 34, 502: 2}
+    assert result.requests == 36 and result.errors.connect == 4
+    assert result.errors.non_2xx == 2 and result.errors.by_status == {200: 34, 502: 2}
 
 
 def test_without_status_counts_the_csv_alone_is_used() -> None:
     """No status.json (a run that died before quitting): requests from the CSV, no by_status."""
     result = parse_locust(_capture("local")[0], None, 5)
-    assert result.requests == 40 and result.by_status == {}
+    assert result.requests == 40 and result.errors.by_status == {}
 
 
 @pytest.mark.parametrize(

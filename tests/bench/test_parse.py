@@ -4,7 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.parse import ParseError, parse_wrk, to_ms
+from bench.load import Errors
+from bench.load.wrk import parse_wrk
+from bench.parse import ParseError, to_ms
 
 WRK = Path(__file__).resolve().parent.parent / "fixtures" / "wrk"
 
@@ -14,34 +16,34 @@ def test_normal_run_reads_the_json_line() -> None:
     result = parse_wrk((WRK / "ok.txt").read_text())
     assert result.requests == 409_800
     assert result.rps == pytest.approx(409_800 / 3.100743)
-    assert result.latency_ms["p50"] == pytest.approx(0.071)
-    assert result.latency_ms["p999"] == pytest.approx(1.904)
-    assert result.latency_ms["max"] == pytest.approx(2.970)
-    assert result.errors == {"connect": 0, "read": 0, "write": 0, "timeout": 0, "non_2xx": 0}
-    assert result.by_status == {200: 409_800}
+    assert result.latency.p50 == pytest.approx(0.071)
+    assert result.latency.p999 == pytest.approx(1.904)
+    assert result.latency.max == pytest.approx(2.970)
+    assert result.errors == Errors(by_status=result.errors.by_status)
+    assert result.errors.by_status == {200: 409_800}
 
 
 def test_non_2xx_responses_are_counted_by_status() -> None:
     """nginx answering 502: every response is non-2xx and counted under 502."""
     result = parse_wrk((WRK / "non2xx.txt").read_text())
-    assert result.errors["non_2xx"] == result.requests == 280_039
-    assert result.by_status == {502: 280_039}
+    assert result.errors.non_2xx == result.requests == 280_039
+    assert result.errors.by_status == {502: 280_039}
 
 
 def test_timeouts_leave_no_latency_samples() -> None:
     """All requests slower than --timeout: 40 timeouts, and latency None, never 0 ms."""
     result = parse_wrk((WRK / "timeouts.txt").read_text())
-    assert result.errors["timeout"] == 40
-    assert all(value is None for value in result.latency_ms.values())
+    assert result.errors.timeout == 40
+    assert all(value is None for value in result.latency.to_dict().values())
 
 
 def test_text_only_report_is_parsed_without_p999() -> None:
     """Without the Lua script's line, wrk's text still gives rps and p50/p90/p99."""
     result = parse_wrk((WRK / "text_only.txt").read_text())
     assert result.requests == 444_120
-    assert result.latency_ms["p99"] == pytest.approx(0.238)
-    assert result.latency_ms["p999"] is None
-    assert result.errors["timeout"] == 0
+    assert result.latency.p99 == pytest.approx(0.238)
+    assert result.latency.p999 is None
+    assert result.errors.timeout == 0
 
 
 def test_socket_errors_line_in_text() -> None:
@@ -49,7 +51,7 @@ def test_socket_errors_line_in_text() -> None:
     text = (WRK / "timeouts.txt").read_text().split("WRK_JSON")[0]
     text += "  Non-2xx or 3xx responses: 7\n"
     result = parse_wrk(text)
-    assert result.errors["timeout"] == 40 and result.errors["non_2xx"] == 7
+    assert result.errors.timeout == 40 and result.errors.non_2xx == 7
 
 
 def test_units() -> None:

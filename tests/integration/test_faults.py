@@ -145,7 +145,7 @@ def _quick_run(results: Path) -> subprocess.CompletedProcess:
 
 def _hold_lock() -> subprocess.Popen:
     """Another process holding the harness lock, as a concurrent run would."""
-    from bench.stack import state_base
+    from bench.state import state_base
 
     code = (
         "import fcntl, sys, time; fh = open(sys.argv[1], 'a+'); "

@@ -9,8 +9,8 @@ import psutil
 import pytest
 
 from bench import registry
-from bench.load import LOCUST_DIR, LoadAborted, run_locust
-from bench.parse import parse_locust, parse_locust_tasks
+from bench.load import Errors, LoadAborted
+from bench.load.locust import LOCUST_DIR, parse_locust, parse_locust_tasks, run_locust
 from bench.procs import ProcessTable
 from bench.sample import Sampler
 from bench.stack import Database, RunningServer, Stack
@@ -90,13 +90,13 @@ def test_run_locust_measures_the_saas_mix(
     # in 5 s, each user's request in flight at -t finishing within the stop timeout.
     assert 20 <= result.requests <= 10 * 8
     # The final statistics (rewritten at quitting) and the status counts are the same requests.
-    assert result.by_status == {200: result.requests}
-    assert result.errors == {"connect": 0, "read": 0, "write": 0, "timeout": 0, "non_2xx": 0}
+    assert result.errors.by_status == {200: result.requests}
+    assert result.errors == Errors(by_status=result.errors.by_status)
     assert sum(t["requests"] for t in tasks.values()) == result.requests
     assert 3000 <= tasks["plan generation (AI API, 3 s)"]["p50_ms"] < 3500
     assert 1000 <= tasks["voice (speech API, 1 s)"]["p50_ms"] < 1500
-    assert result.latency_ms["max"] >= 3000
-    assert sampler.resources()["load_cpu_pct"] > 0
+    assert result.latency.max >= 3000
+    assert sampler.resources().load_cpu_pct > 0
     # Distributed, each worker runs 5 of the 10 users: had one worker's status counts not
     # reached the master, by_status would hold about half the requests, not all of them.
     assert len(sampler.extra_load_pids) == workers

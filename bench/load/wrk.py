@@ -1,0 +1,231 @@
+"""wrk: closed-loop load at a fixed number of connections against one URL.
+
+Input: a LoadRequest. Output: a LoadResult parsed from wrk's text and the JSON line our Lua
+script (bench/load/wrk_report.lua) adds; the text is kept beside the record (`wrk.txt`) and
+parse_wrk re-reads it offline. wrk's percentiles include its own post-hoc estimate of the
+samples a stalled server kept it from sending (`stats_correct` in its stats.c).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bench.load import (
+    DEFAULT_TIMEOUT_S,
+    OVERSTAY_S,
+    Errors,
+    Latency,
+    LoadError,
+    LoadRequest,
+    LoadResult,
+    Watch,
+    wait_watching,
+)
+from bench.parse import ParseError, to_ms
+
+if TYPE_CHECKING:
+    from bench.procs import ProcessTable
+    from bench.sample import Sampler
+
+WRK_SCRIPT = Path(__file__).resolve().parent / "wrk_report.lua"
+RAW_NAME = "wrk.txt"
+_SIZE = r"([\d.]+)(us|ms|s|m)"
+
+
+def wrk_binary() -> str:
+    """Path of wrk."""
+    found = shutil.which("wrk")
+    if found is None:
+        raise LoadError("wrk not found: run `make setup`")
+    return found
+
+
+def wrk_version() -> str | None:
+    """wrk's version string, e.g. `debian/4.1.0-3+b2`."""
+    result = subprocess.run([wrk_binary(), "-v"], capture_output=True, text=True)
+    words = (result.stdout + result.stderr).split()
+    return words[1] if len(words) > 1 else None
+
+
+def _latency(lat: dict) -> Latency:
+    # When no response arrived in time wrk's histogram is empty: min is INT64_MIN and every
+    # percentile 0. That is "no samples", never "0 ms".
+    if lat["min"] < 0 or lat["max"] <= 0:
+        return Latency()
+    return Latency(
+        p50=lat["p50"] / 1000,
+        p90=lat["p90"] / 1000,
+        p99=lat["p99"] / 1000,
+        p999=lat["p999"] / 1000,
+        max=lat["max"] / 1000,
+        mean=round(lat["mean"] / 1000, 6),
+    )
+
+
+def _from_json(data: dict, text: str) -> LoadResult:
+    duration_s = data["duration_us"] / 1e6
+    errors = data["errors"]
+    return LoadResult(
+        requests=int(data["requests"]),
+        duration_s=duration_s,
+        rps=data["requests"] / duration_s if duration_s else 0.0,
+        bytes=int(data["bytes"]),
+        latency=_latency(data["latency_us"]),
+        errors=Errors(
+            connect=int(errors["connect"]),
+            read=int(errors["read"]),
+            write=int(errors["write"]),
+            timeout=int(errors["timeout"]),
+            non_2xx=int(errors["status"]),
+            by_status={int(k): int(v) for k, v in sorted(data.get("by_status", {}).items())},
+        ),
+        raw={RAW_NAME: text},
+    )
+
+
+def _from_text(text: str) -> LoadResult:
+    total = re.search(r"(\d+) requests in " + _SIZE, text)
+    if total is None:
+        raise ParseError("no 'N requests in T' line: not wrk output")
+    requests = int(total.group(1))
+    duration_s = to_ms(total.group(2), total.group(3)) / 1000
+    percentiles = {
+        int(p): to_ms(v, u)
+        for p, v, u in re.findall(r"^\s+(50|90|99)%\s+" + _SIZE, text, flags=re.MULTILINE)
+    }
+    latency = re.search(r"Latency\s+" + _SIZE + r"\s+" + _SIZE + r"\s+" + _SIZE, text)
+    sockets = re.search(
+        r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text
+    )
+    non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    connect, read, write, timeout = (int(g) for g in sockets.groups()) if sockets else (0,) * 4
+    return LoadResult(
+        requests=requests,
+        duration_s=duration_s,
+        rps=requests / duration_s if duration_s else 0.0,
+        # wrk's text rounds the volume to two decimals of KB/MB/GB: not a byte count.
+        bytes=None,
+        latency=Latency(
+            p50=percentiles.get(50),
+            p90=percentiles.get(90),
+            p99=percentiles.get(99),
+            p999=None,  # wrk's text report stops at p99
+            max=to_ms(latency.group(5), latency.group(6)) if latency else None,
+            mean=to_ms(latency.group(1), latency.group(2)) if latency else None,
+        ),
+        errors=Errors(
+            connect=connect,
+            read=read,
+            write=write,
+            timeout=timeout,
+            non_2xx=int(non_2xx.group(1)) if non_2xx else 0,
+        ),
+        raw={RAW_NAME: text},
+    )
+
+
+def parse_wrk(text: str) -> LoadResult:
+    """Numbers of one wrk run: from the WRK_JSON line when present, else from wrk's text."""
+    for line in reversed(text.splitlines()):
+        if line.startswith("WRK_JSON "):
+            try:
+                return _from_json(json.loads(line[len("WRK_JSON ") :]), text)
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ParseError(f"malformed WRK_JSON line: {exc}") from exc
+    return _from_text(text)
+
+
+def wrk_argv(request: LoadRequest, threads: int) -> list[str]:
+    """wrk's command line for one run."""
+    argv = [
+        wrk_binary(),
+        f"-t{max(1, min(threads, request.concurrency))}",
+        f"-c{request.concurrency}",
+        f"-d{max(1, round(request.duration_s))}s",
+        f"--timeout={request.timeout_s}s",
+        "--latency",
+        "-s",
+        str(WRK_SCRIPT),
+    ]
+    if not request.keepalive:
+        # every request on a new connection, closed after the response
+        argv += ["-H", "Connection: close"]
+    return [*argv, request.url]
+
+
+@dataclass
+class Wrk:
+    """wrk with `threads` threads (never more than connections)."""
+
+    threads: int = 1
+    name: str = "wrk"
+    # wrk hits one URL; the mix of routes is Locust's.
+    scenarios: tuple[str, ...] = (
+        "plaintext",
+        "json",
+        "db",
+        "queries",
+        "fortunes",
+        "updates",
+        "upstream",
+        "compute",
+    )
+    primes: bool = True
+    _version: str | None = None
+
+    def prepare(self, log: Path) -> None:
+        """wrk comes from the distro (bench/setup.sh): only its version is read."""
+        self._version = wrk_version()
+
+    def version(self) -> str | None:
+        """wrk's version."""
+        return self._version
+
+    def settings(self, concurrency: int) -> dict[str, int | None]:
+        """Threads as wrk runs them (no more than connections); no workers."""
+        return {"load_threads": min(self.threads, concurrency), "load_workers": None}
+
+    def run(
+        self,
+        table: ProcessTable,
+        request: LoadRequest,
+        watch: Watch | None = None,
+        sampler: Sampler | None = None,
+    ) -> LoadResult:
+        """Run wrk once; its text is left at <out>.wrk.txt and parsed."""
+        out_path = request.out.with_name(request.out.name + ".wrk.txt")
+        out_path.unlink(missing_ok=True)
+        proc = table.start(
+            "wrk",
+            wrk_argv(request, self.threads),
+            out_path,
+            env={"PATH": os.environ.get("PATH", "")},
+            cpus=request.cpus,
+        )
+        limit_s = request.duration_s + max(OVERSTAY_S, request.timeout_s + 5)
+        if sampler is not None:
+            sampler.load_pid = proc.pid
+            sampler.start()
+        try:
+            wait_watching(proc, limit_s, watch)
+        finally:
+            if sampler is not None:
+                sampler.stop()
+            table.stop(proc, grace_s=2)
+        text = out_path.read_text(errors="replace")
+        if proc.exit_code() != 0:
+            raise LoadError(f"wrk exited with {proc.exit_code()}: {text.strip()[-300:]}")
+        try:
+            return parse_wrk(text)
+        except ParseError as exc:
+            raise LoadError(f"unreadable wrk output: {exc}", {RAW_NAME: text}) from exc
+
+
+__all__ = ["DEFAULT_TIMEOUT_S", "Wrk", "parse_wrk", "wrk_argv", "wrk_version"]

@@ -1,0 +1,161 @@
+"""One measured point: primer, warmup, drain, the measured window with its samplers and
+watchdog, then the database and proxy deltas.
+
+Input: a load tool, a Served (the server as the load sees it: a local process with its
+stack, or a remote TARGET= with no local process: the same steps either way) and one
+RunSpec. Output: a Measurement (typed: the load result, samples, database and proxy
+figures), or LoadAborted (the watchdog saw the server or the stack break) / LoadError (the
+load tool failed).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from bench import plan
+from bench.load import LoadAborted, LoadRequest, LoadResult, LoadTool
+from bench.metadata import now_iso
+from bench.procs import ProcessTable
+from bench.sample import Resources, Sampler, Sockets
+
+
+@dataclass(frozen=True)
+class DbStats:
+    """pgbouncer's view of the measured window: query and transaction deltas, pool peaks."""
+
+    queries: int
+    transactions: int
+    server_conns_max: int | None = None
+    server_conns_active_max: int | None = None
+    clients_waiting_max: int | None = None
+
+    def to_dict(self) -> dict[str, int]:
+        """The record's db (pool peaks only when sampled)."""
+        data = {"queries": self.queries, "transactions": self.transactions}
+        if self.server_conns_max is not None:
+            data |= {
+                "server_conns_max": self.server_conns_max,
+                "server_conns_active_max": self.server_conns_active_max or 0,
+                "clients_waiting_max": self.clients_waiting_max or 0,
+            }
+        return data
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What one measured run produced."""
+
+    result: LoadResult
+    started: str
+    db: DbStats | None = None
+    resources: Resources | None = None
+    sockets: Sockets | None = None
+    proxy_by_status: dict[int, int] | None = None
+
+
+class Served(Protocol):
+    """The server under load, as the measurement sees it (bench.site has the real ones)."""
+
+    base_url: str
+    name: str  # for raw file names: the server id, or "target"
+
+    def watch(self) -> str | None:
+        """Why the measurement is void (a process died), or None."""
+
+    def wait_idle(self) -> None:
+        """Wait until requests left over from the warmup are served."""
+
+    def sampler(self) -> Sampler:
+        """A sampler of the server side (CPU, memory, sockets, pools) for the window."""
+
+    def db_stats(self) -> dict[str, int] | None:
+        """pgbouncer's SHOW STATS counters now; None when the database is not ours."""
+
+    def proxy_mark(self) -> int:
+        """Where the proxy's log ends now (0 without a proxy)."""
+
+    def proxy_statuses(self, mark: int, since: float, until: float) -> dict[int, int] | None:
+        """Failed responses by status the proxy logged in [since, until]; None: no proxy."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every measured point of one harness arm shares."""
+
+    table: ProcessTable
+    run_dir: Path
+    duration_s: int
+    warmup_s: int
+    keepalive: bool
+    timeout_s: int
+    load_cpus: frozenset[int] | None
+
+
+def _db_delta(before: dict[str, int], after: dict[str, int], pools: dict[str, int]) -> DbStats:
+    return DbStats(
+        queries=after.get("total_query_count", 0) - before.get("total_query_count", 0),
+        transactions=after.get("total_xact_count", 0) - before.get("total_xact_count", 0),
+        server_conns_max=pools.get("sv_open", 0) if pools else None,
+        server_conns_active_max=pools.get("sv_active", 0) if pools else None,
+        clients_waiting_max=pools.get("cl_waiting", 0) if pools else None,
+    )
+
+
+def measure_point(
+    settings: Settings, tool: LoadTool, served: Served, run: plan.RunSpec, primed: set[str]
+) -> Measurement:
+    """Primer (first run of a scenario), warmup, drain, then the measured run."""
+    stem = settings.run_dir / f"{served.name}-{run.scenario}-c{run.concurrency}-t{run.trial}"
+
+    def request(concurrency: int, seconds: float, phase: str) -> LoadRequest:
+        return LoadRequest(
+            base_url=served.base_url,
+            path=run.path,
+            scenario=run.scenario,
+            concurrency=concurrency,
+            duration_s=seconds,
+            out=stem.with_name(f"{stem.name}.{phase}"),
+            keepalive=settings.keepalive,
+            timeout_s=settings.timeout_s,
+            cpus=settings.load_cpus,
+        )
+
+    if tool.primes and run.scenario not in primed:
+        tool.run(settings.table, request(plan.PRIMER_CONCURRENCY, plan.PRIMER_S, "primer"))
+        primed.add(run.scenario)
+    if tool.primes and settings.warmup_s:
+        tool.run(settings.table, request(run.concurrency, settings.warmup_s, "warmup"))
+    served.wait_idle()
+    before = served.db_stats()
+    mark = served.proxy_mark()
+    started = now_iso()
+    sampler = served.sampler()
+    window_start = time.time()
+    result = tool.run(
+        settings.table,
+        request(run.concurrency, settings.duration_s, "measure"),
+        watch=served.watch,
+        sampler=sampler,
+    )
+    # The server may die in the last half second: check once more after the load.
+    reason = served.watch()
+    if reason is not None:
+        raise LoadAborted(reason)
+    # Only what ended while the load ran, by the tool's own clock: a proxy goes on answering
+    # the requests it holds (504s seconds later) after the tool has left.
+    proxy = served.proxy_statuses(mark, window_start, window_start + result.duration_s)
+    after = served.db_stats()
+    db = None
+    if before is not None and after is not None:
+        db = _db_delta(before, after, sampler.pools())
+    return Measurement(
+        result=result,
+        started=started,
+        db=db,
+        resources=sampler.resources(),
+        sockets=sampler.sockets() if sampler.port is not None else None,
+        proxy_by_status=proxy,
+    )

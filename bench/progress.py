@@ -1,0 +1,29 @@
+"""Progress: a line per stage on stderr, with the load time left.
+
+Input: the plan's run count and load seconds. Output: lines on stderr; nothing else.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Progress:
+    """A line per stage on stderr: what runs now and roughly how long is left."""
+
+    total_runs: int
+    remaining_s: int
+    done: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def say(self, text: str) -> None:
+        """Print one progress line."""
+        mins, secs = divmod(max(0, self.remaining_s), 60)
+        print(
+            f"[{self.done:>3}/{self.total_runs}] {text} (~{mins}m{secs:02d}s of load left)",
+            file=sys.stderr,
+            flush=True,
+        )

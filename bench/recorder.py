@@ -1,0 +1,176 @@
+"""The one place where a measurement or a failure becomes a Record on disk.
+
+Input: the run-level facts (host, placement, load tool, emulator), per block the facts about
+the server (ServerFacts), per run a Measurement or a reason. Output: records written through
+bench.record (atomic, never overwritten), a progress line per run, and the count of failed
+runs (the exit status's source).
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench import plan, record
+from bench.arch import Emulator, host_arch
+from bench.load import LoadTool
+from bench.measure import Measurement
+from bench.metadata import now_iso
+from bench.placement import Placement
+from bench.progress import Progress
+
+FRAMEWORKS = {"wsgi": "flask", "asgi": "quart", "static": None}
+
+
+@dataclass
+class ServerFacts:
+    """What every record of one server start says about the server."""
+
+    app: str = "wsgi"
+    knobs: dict[str, int] = field(default_factory=dict)
+    meta: dict[str, object] = field(default_factory=dict)
+    verification: dict | None = None
+    backlog: int | None = None
+
+
+@dataclass
+class Recorder:
+    """Writes the records of one harness invocation."""
+
+    host: dict[str, object]
+    placement: Placement
+    tool: LoadTool
+    progress: Progress
+    proxy_version: str | None = None
+    emulator: Emulator | None = None
+    failures: int = 0
+    written: list[Path] = field(default_factory=list)
+
+    def _write(
+        self,
+        opts: plan.Options,
+        run: plan.RunSpec,
+        facts: ServerFacts,
+        status: str,
+        reason: str | None,
+        raw: dict[str, str],
+        measured: Measurement | None = None,
+    ) -> Path:
+        result = measured.result if measured else None
+        resources = measured.resources.to_dict() if measured and measured.resources else None
+        if resources and self.emulator is not None:
+            # Under qemu the tree's memory is the emulator's, not the server's: kept apart.
+            resources |= {"server_rss_mb": None, "qemu_rss_mb": resources["server_rss_mb"]}
+        errors = None
+        if result is not None:
+            errors = result.errors.to_dict()
+            if measured and measured.proxy_by_status is not None:
+                errors["proxy_by_status"] = {
+                    str(k): v for k, v in sorted(measured.proxy_by_status.items())
+                }
+        settings = self.tool.settings(run.concurrency)
+        rec = record.Record(
+            format_version=record.FORMAT_VERSION,
+            status=status,
+            reason=reason,
+            run_id=uuid.uuid4().hex,
+            server=run.server,
+            app=facts.app,
+            app_framework=FRAMEWORKS.get(facts.app),
+            scenario=run.scenario,
+            path=run.path,
+            concurrency=run.concurrency,
+            trial=run.trial,
+            duration_s=float(opts.duration_s),
+            arch=opts.arch,
+            host_arch=host_arch(),
+            emulated=opts.arch != host_arch(),
+            load_tool=self.tool.name,
+            load_tool_version=self.tool.version(),
+            load_threads=settings["load_threads"],
+            knobs=facts.knobs,
+            requests=result.requests if result else None,
+            rps=result.rps if result else None,
+            latency_ms=result.latency.to_dict() if result else None,
+            errors=errors,
+            db=measured.db.to_dict() if measured and measured.db else None,
+            verify=facts.verification,
+            metadata={
+                **self.host,
+                **facts.meta,
+                "started_at": measured.started if measured else now_iso(),
+                "ended_at": now_iso(),
+                "seed": opts.seed,
+                "cpu_placement": self.placement.to_dict(),
+                "runtime": opts.runtime,
+                **opts.meta,
+                **({"proxy_version": self.proxy_version} if opts.proxy else {}),
+                **({"emulator": self.emulator.metadata()} if self.emulator else {}),
+            },
+            raw_files=[],
+            resources=resources,
+            sockets=measured.sockets.to_dict() if measured and measured.sockets else None,
+            proxy=opts.proxy,
+            keepalive={"client": opts.keepalive, "upstream": opts.upstream_keepalive},
+            backlog=facts.backlog,
+            load_workers=settings["load_workers"],
+            target=opts.target,
+            tasks=result.tasks if result else None,
+        )
+        if status == "failed":  # unsupported is a fact about the server, not a failed run
+            self.failures += 1
+        path = record.write_record(opts.results, rec, raw)
+        self.written.append(path)
+        self.progress.done += 1
+        return path
+
+    def measured(
+        self,
+        opts: plan.Options,
+        run: plan.RunSpec,
+        facts: ServerFacts,
+        measured: Measurement,
+    ) -> Path:
+        """A measured run: ok, or failed when no request completed."""
+        result = measured.result
+        reason = "no request completed" if result.requests == 0 else None
+        status = "ok" if reason is None else "failed"
+        path = self._write(opts, run, facts, status, reason, result.raw, measured)
+        if result.latency.p99 is not None:
+            print(
+                f"        {result.rps:>10,.0f} rps  p50 {result.latency.p50:.2f} ms  "
+                f"p99 {result.latency.p99:.2f} ms  -> {path.name}",
+                file=sys.stderr,
+                flush=True,
+            )
+        return path
+
+    def failed(
+        self,
+        opts: plan.Options,
+        runs: tuple[plan.RunSpec, ...],
+        facts: ServerFacts,
+        reason: str,
+        logs: dict[str, str],
+        *,
+        quiet: bool = False,
+    ) -> None:
+        """A failed record for each run that could not be measured, with the logs that say
+        why."""
+        for run in runs:
+            self._write(opts, run, facts, "failed", reason, logs)
+        if runs and not quiet:
+            print(f"  FAILED {runs[0].server}: {reason}", file=sys.stderr, flush=True)
+
+    def unsupported(
+        self,
+        opts: plan.Options,
+        runs: tuple[plan.RunSpec, ...],
+        facts: ServerFacts,
+        reason: str,
+    ) -> None:
+        """An unsupported record for each run: a fact about the server, not a failure."""
+        for run in runs:
+            self._write(opts, run, facts, "unsupported", reason, {})
