@@ -48,6 +48,22 @@ class Recorder:
     failures: int = 0
     written: list[Path] = field(default_factory=list)
 
+    def _metadata(
+        self, opts: plan.Options, facts: ServerFacts, measured: Measurement | None
+    ) -> dict[str, object]:
+        return {
+            **self.host,
+            **facts.meta,
+            "started_at": measured.started if measured else now_iso(),
+            "ended_at": now_iso(),
+            "seed": opts.seed,
+            "cpu_placement": self.placement.to_dict(),
+            "runtime": opts.runtime,
+            **opts.meta,
+            **({"proxy_version": self.proxy_version} if opts.proxy else {}),
+            **({"emulator": self.emulator.metadata()} if self.emulator else {}),
+        }
+
     def _write(
         self,
         opts: plan.Options,
@@ -71,6 +87,7 @@ class Recorder:
                     str(k): v for k, v in sorted(measured.proxy_by_status.items())
                 }
         settings = self.tool.settings(run.concurrency)
+        sockets = measured.sockets.to_dict() if measured and measured.sockets else None
         rec = record.Record(
             format_version=record.FORMAT_VERSION,
             status=status,
@@ -97,21 +114,10 @@ class Recorder:
             errors=errors,
             db=measured.db.to_dict() if measured and measured.db else None,
             verify=facts.verification,
-            metadata={
-                **self.host,
-                **facts.meta,
-                "started_at": measured.started if measured else now_iso(),
-                "ended_at": now_iso(),
-                "seed": opts.seed,
-                "cpu_placement": self.placement.to_dict(),
-                "runtime": opts.runtime,
-                **opts.meta,
-                **({"proxy_version": self.proxy_version} if opts.proxy else {}),
-                **({"emulator": self.emulator.metadata()} if self.emulator else {}),
-            },
+            metadata=self._metadata(opts, facts, measured),
             raw_files=[],
             resources=resources,
-            sockets=measured.sockets.to_dict() if measured and measured.sockets else None,
+            sockets=sockets,
             proxy=opts.proxy,
             keepalive={"client": opts.keepalive, "upstream": opts.upstream_keepalive},
             backlog=facts.backlog,

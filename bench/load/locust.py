@@ -30,7 +30,7 @@ from bench.load import (
 from bench.parse import ParseError
 
 if TYPE_CHECKING:
-    from bench.procs import ProcessTable
+    from bench.procs import Proc, ProcessTable
     from bench.sample import Sampler
 
 RAW_NAME = "locust_stats.csv"
@@ -144,35 +144,9 @@ def locust_version(python: Path) -> str | None:
     return words[1] if len(words) > 1 and words[0] == "locust" else None
 
 
-def run_locust(
-    table: ProcessTable,
-    python: Path,
-    host_url: str,
-    scenario: str,
-    users: int,
-    duration_s: float,
-    workers: int,
-    out_dir: Path,
-    watch: Watch | None = None,
-    sampler: Sampler | None = None,
-    cpus: frozenset[int] | None = None,
-) -> Path:
-    """Run Locust headless for duration_s with `users` users (all started within a second),
-    as one process or (workers > 0) a master and `workers` worker processes on this machine;
-    return the directory holding `locust_stats.csv` and `status.json`.
-
-    Like run_wrk: every process in its own group, `watch` polled, the run bounded."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    status_file = out_dir / "status.json"
-    status_file.unlink(missing_ok=True)
-    base = [str(python), "-m", "locust", "-f", str(LOCUSTFILES[scenario])]
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(out_dir),
-        "LOCUST_STATUS_FILE": str(status_file),
-        "PYTHONUNBUFFERED": "1",
-    }
-    run_args = [
+def locust_run_args(host_url: str, users: int, duration_s: float, out_dir: Path) -> list[str]:
+    """Locust's options for one headless run."""
+    return [
         "--headless",
         "--host",
         host_url,
@@ -194,51 +168,78 @@ def run_locust(
         "--loglevel",
         "WARNING",
     ]
-    procs = []
-    try:
-        if workers:
-            from bench.ready import free_port
 
-            port = free_port()
-            master = table.start(
-                "locust-master",
-                [
-                    *base,
-                    *run_args,
-                    "--master",
-                    "--master-bind-host",
-                    "127.0.0.1",
-                    "--master-bind-port",
-                    str(port),
-                    "--expect-workers",
-                    str(workers),
-                    "--expect-workers-max-wait",
-                    str(WORKERS_WAIT_S),
-                ],
-                out_dir / "master.log",
+
+def _start_distributed(
+    table: ProcessTable,
+    base: list[str],
+    run_args: list[str],
+    workers: int,
+    out_dir: Path,
+    env: dict[str, str],
+    cpus: frozenset[int] | None,
+    procs: list[Proc],
+) -> Proc:
+    from bench.ready import free_port
+
+    port = free_port()
+    master_args = ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port)]
+    wait_args = ["--expect-workers", str(workers), "--expect-workers-max-wait", str(WORKERS_WAIT_S)]
+    master = table.start(
+        "locust-master",
+        [*base, *run_args, *master_args, *wait_args],
+        out_dir / "master.log",
+        env=env,
+        cpus=cpus,
+    )
+    procs.append(master)
+    worker_args = ["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]
+    for number in range(workers):
+        procs.append(
+            table.start(
+                f"locust-worker-{number}",
+                [*base, *worker_args, "--loglevel", "WARNING"],
+                out_dir / f"worker-{number}.log",
                 env=env,
                 cpus=cpus,
             )
-            procs.append(master)
-            for number in range(workers):
-                procs.append(
-                    table.start(
-                        f"locust-worker-{number}",
-                        [
-                            *base,
-                            "--worker",
-                            "--master-host",
-                            "127.0.0.1",
-                            "--master-port",
-                            str(port),
-                            "--loglevel",
-                            "WARNING",
-                        ],
-                        out_dir / f"worker-{number}.log",
-                        env=env,
-                        cpus=cpus,
-                    )
-                )
+        )
+    return master
+
+
+def run_locust(
+    table: ProcessTable,
+    python: Path,
+    host_url: str,
+    scenario: str,
+    users: int,
+    duration_s: float,
+    workers: int,
+    out_dir: Path,
+    watch: Watch | None = None,
+    sampler: Sampler | None = None,
+    cpus: frozenset[int] | None = None,
+) -> Path:
+    """Run Locust headless for duration_s with `users` users (all started within a second),
+    as one process or (workers > 0) a master and `workers` worker processes on this machine;
+    return the directory holding `locust_stats.csv` and `status.json`.
+
+    Like wrk: every process in its own group, `watch` polled, the run bounded."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    status_file = out_dir / "status.json"
+    status_file.unlink(missing_ok=True)
+    base = [str(python), "-m", "locust", "-f", str(LOCUSTFILES[scenario])]
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(out_dir),
+        "LOCUST_STATUS_FILE": str(status_file),
+        "PYTHONUNBUFFERED": "1",
+    }
+    run_args = locust_run_args(host_url, users, duration_s, out_dir)
+    procs: list[Proc] = []
+    try:
+        if workers:
+            master = _start_distributed(table, base, run_args, workers, out_dir, env, cpus, procs)
         else:
             master = table.start(
                 "locust", [*base, *run_args], out_dir / "locust.log", env=env, cpus=cpus
