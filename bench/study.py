@@ -21,6 +21,7 @@ from pathlib import Path
 
 from bench import plan
 from bench.record import Record
+from bench.table import markdown_table
 
 STUDIES_DIR = Path(__file__).resolve().parent / "studies"
 SEEDS_URL = "../shared/seeds"
@@ -444,18 +445,16 @@ def study_section(study: Study, records: list[Record], plot: str | None) -> list
         if metric in with_published:
             header.append(f"{METRICS[metric]} (published)")
         header.append(f"{METRICS[metric]} (ours)")
-    lines += [
-        "| " + " | ".join(header) + " |",
-        "|---|---|---:|" + "---:|" * (len(header) - 3),
-    ]
     paths = {r.scenario: r.path for r in records}
+    rows = []
     for arm, scenario, conc in cells:
         row = [labels.get(arm, arm), f"`{paths.get(scenario, scenario)}`", str(conc)]
         for metric in study.metrics:
             if metric in with_published:
                 row.append(_published_cell(study, arm, scenario, conc, metric))
             row.append(_fmt(values[metric].get((arm, scenario, conc))))
-        lines.append("| " + " | ".join(row) + " |")
+        rows.append(row)
+    lines += markdown_table(header, rows, "llr" + "r" * (len(header) - 3))
     failed = [r for r in records if r.status != "ok"]
     if failed:
         lines += [
