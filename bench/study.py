@@ -19,7 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench import plan
+from bench import defaults, plan
 from bench.record import Record
 from bench.table import markdown_table
 
@@ -161,29 +161,31 @@ def arm_options(
     """The harness options of one arm: the study's [run] table, the arm's overrides, and
     what the user set (DURATION, RESULTS) on top."""
     settings = {**study.run, **arm.settings}
-    scenarios = tuple(settings.get("scenarios", [settings.get("scenario", "upstream")]))
+    scenarios = tuple(
+        settings.get("scenarios", [settings.get("scenario", defaults.STUDY_SCENARIO)])
+    )
     paths = dict(settings.get("paths", {}))
     if "path" in settings:
         paths[scenarios[0]] = str(settings["path"])
-    proxy = settings.get("proxy", "none")
-    keepalive = bool(settings.get("keepalive", True))
+    proxy = settings.get("proxy", defaults.PROXY)
+    keepalive = bool(settings.get("keepalive", defaults.KEEPALIVE))
     upstream = settings.get("upstream_keepalive", keepalive)
     return replace(
         base,
         servers=(arm.server,),
         scenarios=scenarios,
-        concurrency=tuple(settings.get("concurrency", [10])),
+        concurrency=tuple(settings.get("concurrency", defaults.STUDY_CONCURRENCY)),
         duration_s=duration if duration is not None else int(settings["duration"]),
-        warmup_s=int(settings.get("warmup", 0)),
-        trials=int(settings.get("trials", 1)),
+        warmup_s=int(settings.get("warmup", defaults.STUDY_WARMUP_S)),
+        trials=int(settings.get("trials", defaults.STUDY_TRIALS)),
         overrides=resolve_knob_expressions(arm.knobs, len(os.sched_getaffinity(0))),
         proxy=None if proxy == "none" else str(proxy),
         keepalive=keepalive,
         upstream_keepalive=None if proxy == "none" else bool(upstream),
-        proxy_timeout_s=int(settings.get("proxy_timeout", 60)),
+        proxy_timeout_s=int(settings.get("proxy_timeout", defaults.PROXY_TIMEOUT_S)),
         paths=paths,
         app_env={k: str(v) for k, v in dict(settings.get("app_env", {})).items()},
-        load_timeout_s=int(settings.get("load_timeout", 10)),
+        load_timeout_s=int(settings.get("load_timeout", defaults.LOAD_TIMEOUT_S)),
         meta={"study": study.name, "study_arm": arm.id, "study_run": run_id},
     )
 
