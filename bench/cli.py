@@ -20,6 +20,7 @@ from bench import defaults, plan
 from bench.arch import ArchError, check_emulation_supported, host_arch, normalize_arch
 from bench.load import default_load_threads
 from bench.registry import DeclarationError, load_all, server_ids
+from bench.study import StudyError
 
 # name -> (lowest, highest) accepted
 LIMITS = {
@@ -263,6 +264,12 @@ def options_from(args: argparse.Namespace) -> plan.Options:
     )
 
 
+def _os_problem(exc: OSError) -> str:
+    """An OSError in one line: what and where, without the errno."""
+    where = exc.filename2 or exc.filename  # a rename fails on its target
+    return f"{where}: {exc.strerror}" if where and exc.strerror else str(exc)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `python -m bench`."""
     try:
@@ -271,7 +278,10 @@ def main(argv: list[str] | None = None) -> int:
             from bench import report
 
             results = validate_results(args.results)
-            path = report.write_summary(results, _sections(results))
+            try:
+                path = report.write_summary(results, _sections(results))
+            except OSError as exc:
+                raise UsageError(f"RESULTS={args.results!r}: {_os_problem(exc)}") from None
             print(f"wrote {path}")
             return 0
         if args.command == "study":
@@ -290,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return run.execute(arms, _sections(base.results))
         options = options_from(args)
-    except (UsageError, DeclarationError) as exc:
+    except (UsageError, DeclarationError, StudyError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
     from bench import run

@@ -533,8 +533,12 @@ def write_summary(
     path = results_dir / "summary.md"
     plots = write_plots(results_dir, plot_series(records))
     fd, tmp = tempfile.mkstemp(dir=results_dir, prefix=".tmp-summary-", suffix=".md")
-    with os.fdopen(fd, "w") as fh:
-        extra = sections(records) if sections is not None else []
-        fh.write(render_summary(records, problems, plots, extra))
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            extra = sections(records) if sections is not None else []
+            fh.write(render_summary(records, problems, plots, extra))
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)  # no half-written summary left behind (e.g. summary.md is a directory)
+        raise
     return path
