@@ -19,7 +19,7 @@ from pathlib import Path
 from bench import defaults, plan
 from bench.arch import ArchError, check_emulation_supported, host_arch, normalize_arch
 from bench.load import default_load_threads
-from bench.registry import DeclarationError, load_all, server_ids
+from bench.registry import OVERRIDABLE, DeclarationError, load_all, server_ids
 from bench.study import StudyError
 
 # name -> (lowest, highest) accepted
@@ -145,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--results", default=defaults.RESULTS)
     run.add_argument("--scenario", default=None)  # depends on LOAD
     run.add_argument("--arch", default=None)
-    for name in ("workers", "threads", "connections", "backlog", "load-threads", "seed"):
+    for name in (*OVERRIDABLE, "load-threads", "seed"):
         run.add_argument(f"--{name}", default=None)
     run.add_argument("--proxy", default=defaults.PROXY)
     run.add_argument("--keepalive", default="on" if defaults.KEEPALIVE else "off")
@@ -233,7 +233,7 @@ def options_from(args: argparse.Namespace) -> plan.Options:
         raise UsageError(str(exc)) from None
     overrides = {
         name: validate_int(name, getattr(args, name))
-        for name in ("workers", "threads", "connections", "backlog")
+        for name in OVERRIDABLE
         if getattr(args, name) is not None
     }
     load_threads = (

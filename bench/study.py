@@ -26,7 +26,6 @@ from bench.table import markdown_table
 
 STUDIES_DIR = Path(__file__).resolve().parent / "studies"
 SEEDS_URL = "../shared/seeds"
-VERDICTS = ("reproduced", "partly reproduced", "not reproduced")
 METRICS = {
     "rps": "req/s",
     "mean_s": "mean response s",
