@@ -1,5 +1,6 @@
 # Every target is a verb; every variable below is a contract users and scripts rely on.
-# Defaults live in bench/cli.py so `python -m bench` and make agree; unset variables are not passed.
+# Defaults live in bench/defaults.py so `python -m bench` and make agree; unset variables are not
+# passed. `make help` states them (tests/bench/test_defaults.py holds it to them).
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
 PY := .bench/venv/bin/python

@@ -16,20 +16,12 @@ import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import plan
+from bench import defaults, plan
 from bench.arch import ArchError, check_emulation_supported, host_arch, normalize_arch
 from bench.load import default_load_threads
-from bench.registry import DeclarationError, load_all, server_ids
+from bench.registry import OVERRIDABLE, DeclarationError, load_all, server_ids
+from bench.study import StudyError
 
-DEFAULTS = {
-    "server": "granian",
-    "scenario": "plaintext,json,db",
-    "concurrency": "5,10,30,50,100",
-    "duration": "10",
-    "warmup": "2",
-    "trials": "3",
-    "results": "results",
-}
 # name -> (lowest, highest) accepted
 LIMITS = {
     "concurrency": (1, 10_000),
@@ -145,27 +137,31 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m bench", description="Python web server benchmark")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="verify and measure servers")
-    for name in ("server", "concurrency", "duration", "warmup", "trials", "results"):
-        run.add_argument(f"--{name}", default=DEFAULTS[name])
-    run.add_argument("--scenario", default=None)
+    run.add_argument("--server", default=defaults.SERVER)
+    run.add_argument("--concurrency", default=",".join(map(str, defaults.CONCURRENCY)))
+    run.add_argument("--duration", default=str(defaults.DURATION_S))
+    run.add_argument("--warmup", default=str(defaults.WARMUP_S))
+    run.add_argument("--trials", default=str(defaults.TRIALS))
+    run.add_argument("--results", default=defaults.RESULTS)
+    run.add_argument("--scenario", default=None)  # depends on LOAD
     run.add_argument("--arch", default=None)
-    for name in ("workers", "threads", "connections", "backlog", "load-threads", "seed"):
+    for name in (*OVERRIDABLE, "load-threads", "seed"):
         run.add_argument(f"--{name}", default=None)
-    run.add_argument("--proxy", default="none")
-    run.add_argument("--keepalive", default="on")
+    run.add_argument("--proxy", default=defaults.PROXY)
+    run.add_argument("--keepalive", default="on" if defaults.KEEPALIVE else "off")
     run.add_argument("--upstream-keepalive", default=None)
-    run.add_argument("--proxy-timeout", default="60")
-    run.add_argument("--pin", default="0")
-    run.add_argument("--load", default="wrk")
-    run.add_argument("--locust-workers", default="0")
+    run.add_argument("--proxy-timeout", default=str(defaults.PROXY_TIMEOUT_S))
+    run.add_argument("--pin", default="1" if defaults.PIN else "0")
+    run.add_argument("--load", default=defaults.LOAD_TOOL)
+    run.add_argument("--locust-workers", default=str(defaults.LOCUST_WORKERS))
     run.add_argument("--target", default=None)
-    run.add_argument("--runtime", default=None)
+    run.add_argument("--runtime", default=defaults.RUNTIME)
     report = sub.add_parser("report", help="rebuild summary.md from the records")
-    report.add_argument("--results", default=DEFAULTS["results"])
+    report.add_argument("--results", default=defaults.RESULTS)
     study = sub.add_parser("study", help="re-run a source document's experiment")
     study.add_argument("--name", default=None)
     study.add_argument("--duration", default=None)
-    study.add_argument("--results", default=DEFAULTS["results"])
+    study.add_argument("--results", default=defaults.RESULTS)
     study.add_argument("--seed", default=None)
     return parser
 
@@ -193,7 +189,9 @@ def options_from(args: argparse.Namespace) -> plan.Options:
     servers = validate_choices("server", args.server, server_ids(), allow_all=True)
     load_tool = validate_choice("load", args.load, tuple(plan.LOAD_SCENARIOS))
     # The default scenarios are wrk's; Locust's is the mix.
-    scenario_raw = args.scenario or ("saas" if load_tool == "locust" else DEFAULTS["scenario"])
+    scenario_raw = args.scenario or (
+        defaults.LOCUST_SCENARIO if load_tool == "locust" else ",".join(defaults.SCENARIOS)
+    )
     scenarios = validate_choices("scenario", scenario_raw, list(plan.SCENARIOS), allow_all=True)
     if scenario_raw.strip() == "all":
         scenarios = plan.LOAD_SCENARIOS[load_tool]
@@ -235,7 +233,7 @@ def options_from(args: argparse.Namespace) -> plan.Options:
         raise UsageError(str(exc)) from None
     overrides = {
         name: validate_int(name, getattr(args, name))
-        for name in ("workers", "threads", "connections", "backlog")
+        for name in OVERRIDABLE
         if getattr(args, name) is not None
     }
     load_threads = (
@@ -262,8 +260,14 @@ def options_from(args: argparse.Namespace) -> plan.Options:
         load_tool=load_tool,
         load_workers=locust_workers,
         target=validate_target(args.target) if args.target else None,
-        runtime=validate_choice("runtime", args.runtime or "native", plan.RUNTIMES),
+        runtime=validate_choice("runtime", args.runtime, plan.RUNTIMES),
     )
+
+
+def _os_problem(exc: OSError) -> str:
+    """An OSError in one line: what and where, without the errno."""
+    where = exc.filename2 or exc.filename  # a rename fails on its target
+    return f"{where}: {exc.strerror}" if where and exc.strerror else str(exc)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -274,7 +278,10 @@ def main(argv: list[str] | None = None) -> int:
             from bench import report
 
             results = validate_results(args.results)
-            path = report.write_summary(results, _sections(results))
+            try:
+                path = report.write_summary(results, _sections(results))
+            except OSError as exc:
+                raise UsageError(f"RESULTS={args.results!r}: {_os_problem(exc)}") from None
             print(f"wrote {path}")
             return 0
         if args.command == "study":
@@ -293,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return run.execute(arms, _sections(base.results))
         options = options_from(args)
-    except (UsageError, DeclarationError) as exc:
+    except (UsageError, DeclarationError, StudyError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
     from bench import run

@@ -20,20 +20,23 @@ APPS = {"wsgi": "app_common.wsgi:app", "asgi": "app_common.asgi:app", "static": 
 BUILTIN_PLACEHOLDERS = {"python", "port", "app", "run_dir", "root", "venv", "config"}
 # Knobs a user may override from make (WORKERS=, THREADS=, CONNECTIONS=, BACKLOG=).
 OVERRIDABLE = ("workers", "threads", "connections", "backlog")
-TOP_KEYS = {
-    "description",
-    "app",
-    "package",
-    "argv",
-    "env",
-    "knobs",
-    "ready_path",
-    "stop_signal",
-    "config",
-    "scenarios",
-    "version_argv",
-    "install_flags",
+# Top-level keys of server.toml -> the TOML type each must have.
+TOP_TYPES: dict[str, type] = {
+    "description": str,
+    "app": str,
+    "package": str,
+    "argv": list,
+    "env": dict,
+    "knobs": dict,
+    "ready_path": str,
+    "stop_signal": str,
+    "config": str,
+    "scenarios": list,
+    "version_argv": list,
+    "install_flags": list,
 }
+TOP_KEYS = set(TOP_TYPES)
+_TYPE_NAMES = {str: "a string", list: "a list", dict: "a table"}
 KNOB_KEYS = {"default", "server_default", "why"}
 ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
@@ -121,6 +124,9 @@ def validate_spec(path: Path, data: dict) -> ServerSpec:
     for key in ("description", "app", "argv"):
         if key not in data:
             raise DeclarationError(f"{path}: missing required key {key!r}")
+    for key, kind in TOP_TYPES.items():
+        if key in data and not isinstance(data[key], kind):
+            raise DeclarationError(f"{path}: {key} must be {_TYPE_NAMES[kind]}")
     if data["app"] not in APPS:
         raise DeclarationError(f"{path}: app must be one of {sorted(APPS)}, got {data['app']!r}")
     argv = data["argv"]
@@ -153,6 +159,8 @@ def validate_spec(path: Path, data: dict) -> ServerSpec:
     ):
         raise DeclarationError(f"{path}: scenarios must be a non-empty list of names")
     version_argv = data.get("version_argv")
+    if version_argv is not None and not all(isinstance(a, str) for a in version_argv):
+        raise DeclarationError(f"{path}: version_argv must be a list of strings")
     install_flags = data.get("install_flags", [])
     if install_flags not in ([], ["--no-deps"]):
         raise DeclarationError(f"{path}: install_flags may only be ['--no-deps']")
@@ -183,19 +191,24 @@ def load_spec(path: Path) -> ServerSpec:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise DeclarationError(f"{path}: not valid TOML: {exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DeclarationError(f"{path}: cannot be read: {exc}") from exc
     spec = validate_spec(path, data)
     if spec.app != "static" and spec.requirements is None:
         raise DeclarationError(f"{path.parent}: needs a pinned requirements.txt")
     return spec
 
 
-def server_ids(servers_dir: Path = SERVERS_DIR) -> list[str]:
+# servers_dir None: SERVERS_DIR as it is at call time (a test may point it at a temporary copy).
+def server_ids(servers_dir: Path | None = None) -> list[str]:
     """Every declared server id, sorted."""
+    servers_dir = servers_dir or SERVERS_DIR
     return sorted(p.parent.name for p in servers_dir.glob("*/server.toml"))
 
 
-def load_all(servers_dir: Path = SERVERS_DIR) -> dict[str, ServerSpec]:
+def load_all(servers_dir: Path | None = None) -> dict[str, ServerSpec]:
     """Every declaration, validated."""
+    servers_dir = servers_dir or SERVERS_DIR
     return {sid: load_spec(servers_dir / sid / "server.toml") for sid in server_ids(servers_dir)}
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from bench.plots import write_plots
 from bench.record import Record, load_records
+from bench.table import markdown_table
 
 SPREAD_FLAG = 0.10  # a min-max spread over 10 % of the median is flagged
 # Below this share of connections with a request in flight (by Little's law), the latency
@@ -97,16 +98,20 @@ def machines_table(records: list[Record]) -> list[str]:
     for rec in records:
         meta = rec.metadata
         key = (meta.get("hostname", "?"), rec.arch, rec.emulated)
-        rows[key] = (
-            f"| {meta.get('hostname', '?')} | {rec.arch} | {'yes' if rec.emulated else 'no'} "
-            f"| {meta.get('cpu_model', '?')} | {meta.get('cpu_count', '?')} "
-            f"| {meta.get('kernel', '?')} | {meta.get('python_version', '?')} |"
-        )
-    return [
-        "| host | arch | emulated | CPU | CPUs | kernel | Python |",
-        "|---|---|---|---|---:|---|---|",
-        *(rows[k] for k in sorted(rows, key=str)),
-    ]
+        rows[key] = [
+            str(meta.get("hostname", "?")),
+            rec.arch,
+            "yes" if rec.emulated else "no",
+            str(meta.get("cpu_model", "?")),
+            str(meta.get("cpu_count", "?")),
+            str(meta.get("kernel", "?")),
+            str(meta.get("python_version", "?")),
+        ]
+    return markdown_table(
+        ["host", "arch", "emulated", "CPU", "CPUs", "kernel", "Python"],
+        [rows[k] for k in sorted(rows, key=str)],
+        "llllrll",
+    )
 
 
 KNOB_CODES = {"workers": "w", "threads": "t", "connections": "c", "backlog": "b"}
@@ -187,6 +192,44 @@ def _host(rec: Record) -> str:
     return str(rec.metadata.get("hostname", "?"))
 
 
+SPEED_HEADER = [
+    "server",
+    "app",
+    "knobs",
+    "via",
+    "conc.",
+    "req/s median (min–max)",
+    "p50 ms",
+    "p99 ms",
+    "p99.9 ms",
+    "socket errors",
+    "non-2xx",
+    "502",
+    "504",
+    "of ceiling",
+    "trials",
+    "load",
+    "machine",
+]
+SYSTEM_HEADER = [
+    "server",
+    "knobs",
+    "via",
+    "conc.",
+    "server CPU %",
+    "nginx CPU %",
+    "server RSS MB",
+    "load CPU %",
+    "TIME_WAIT max (client / upstream)",
+    "accept queue max",
+    "conns served",
+    "listen overflows",
+    "backlog",
+    "pgbouncer conns max",
+    "machine",
+]
+
+
 def scenario_section(scenario: str, records: list[Record], plot: str | None = None) -> list[str]:
     """The tables of one scenario: ok runs aggregated over trials, then the failed ones."""
     path = records[0].path
@@ -247,22 +290,12 @@ def scenario_section(scenario: str, records: list[Record], plot: str | None = No
         ]
         # One machine's servers together, ranked by p99: rankings never mix machines.
         sort_key = (_machine(first), p99 if p99 is not None else float("inf"), str(key))
-        rows.append((sort_key, "| " + " | ".join(speed) + " |", "| " + " | ".join(system) + " |"))
+        rows.append((sort_key, speed, system))
     if rows:
-        rows.sort()
-        lines += [
-            "| server | app | knobs | via | conc. | req/s median (min–max) | p50 ms | p99 ms "
-            "| p99.9 ms | socket errors | non-2xx | 502 | 504 | of ceiling | trials | load "
-            "| machine |",
-            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
-            *(speed for _, speed, _ in rows),
-            "",
-            "| server | knobs | via | conc. | server CPU % | nginx CPU % | server RSS MB "
-            "| load CPU % | TIME_WAIT max (client / upstream) | accept queue max | conns served "
-            "| listen overflows | backlog | pgbouncer conns max | machine |",
-            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
-            *(system for _, _, system in rows),
-        ]
+        rows.sort(key=lambda row: row[0])  # sort_key is unique: it ends with the group's key
+        lines += markdown_table(SPEED_HEADER, [speed for _, speed, _ in rows], "llllrrrrrrrrrrrll")
+        lines.append("")
+        lines += markdown_table(SYSTEM_HEADER, [system for _, _, system in rows], "lllrrrrrrrrrrrl")
         if any_starved:
             lines += [
                 "",
@@ -285,20 +318,23 @@ def _failures(records: list[Record]) -> list[str]:
     )
     if not bad:
         return []
-    lines = [
+    rows = [
+        [
+            rec.server,
+            via_label(rec),
+            str(rec.concurrency),
+            str(rec.trial),
+            rec.status,
+            (rec.reason or "").replace("|", "\\|").replace("\n", " ")[:300],
+        ]
+        for rec in bad
+    ]
+    return [
         "",
         "Not measured:",
         "",
-        "| server | via | conc. | trial | status | reason |",
-        "|---|---|---:|---:|---|---|",
+        *markdown_table(["server", "via", "conc.", "trial", "status", "reason"], rows, "llrrll"),
     ]
-    for rec in bad:
-        reason = (rec.reason or "").replace("|", "\\|").replace("\n", " ")[:300]
-        lines.append(
-            f"| {rec.server} | {via_label(rec)} | {rec.concurrency} | {rec.trial} | {rec.status} "
-            f"| {reason} |"
-        )
-    return lines
 
 
 def _ratio(value: float | None, base: float | None) -> str:
@@ -329,12 +365,21 @@ def arch_section(records: list[Record]) -> list[str]:
         rows.append(
             (
                 (first.scenario, first.server, str(key)),
-                f"| {first.scenario} | {first.server} | {knobs_label(first.knobs or {})} "
-                f"| {via_label(first)} | {first.concurrency} | {_num(amd_rps)} | {_num(arm_rps)} "
-                f"| {_ratio(arm_rps, amd_rps)} | {_num(amd_p99, 2)} | {_num(arm_p99, 2)} "
-                f"| {_ratio(arm_p99, amd_p99)} "
-                f"| {', '.join(sorted({_host(r) for r in amd}))} "
-                f"| {', '.join(sorted({_host(r) for r in arm}))} |",
+                [
+                    first.scenario,
+                    first.server,
+                    knobs_label(first.knobs or {}),
+                    via_label(first),
+                    str(first.concurrency),
+                    _num(amd_rps),
+                    _num(arm_rps),
+                    _ratio(arm_rps, amd_rps),
+                    _num(amd_p99, 2),
+                    _num(arm_p99, 2),
+                    _ratio(arm_p99, amd_p99),
+                    ", ".join(sorted({_host(r) for r in amd})),
+                    ", ".join(sorted({_host(r) for r in arm})),
+                ],
             )
         )
     emulated = [r for r in records if r.emulated]
@@ -347,11 +392,25 @@ def arch_section(records: list[Record]) -> list[str]:
             "(for p99: slower). Different machines differ in more than the arch (cores, clock, "
             "memory, kernel): read the machines table.",
             "",
-            "| scenario | server | knobs | via | conc. | amd64 req/s | arm64 req/s "
-            "| arm64/amd64 req/s | amd64 p99 ms | arm64 p99 ms | arm64/amd64 p99 "
-            "| amd64 machine | arm64 machine |",
-            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
-            *(row for _, row in sorted(rows)),
+            *markdown_table(
+                [
+                    "scenario",
+                    "server",
+                    "knobs",
+                    "via",
+                    "conc.",
+                    "amd64 req/s",
+                    "arm64 req/s",
+                    "arm64/amd64 req/s",
+                    "amd64 p99 ms",
+                    "arm64 p99 ms",
+                    "arm64/amd64 p99",
+                    "amd64 machine",
+                    "arm64 machine",
+                ],
+                [row for _, row in sorted(rows, key=lambda row: row[0])],  # unique sort keys
+                "llllrrrrrrrll",
+            ),
             "",
         ]
     else:
@@ -365,21 +424,29 @@ def arch_section(records: list[Record]) -> list[str]:
             "(emulation costs 5–10× in throughput, the ranking of servers can flip, and memory "
             "is qemu's). Not ranked, not in any ratio, not in the tables above.",
             "",
-            "| scenario | server | arch | host arch | emulator | conc. | status | req/s | p99 ms "
-            "| machine |",
-            "|---|---|---|---|---|---:|---|---:|---:|---|",
         ]
+        rows_emulated = []
         for rec in sorted(
             emulated, key=lambda r: (r.scenario, r.server, r.concurrency, r.trial, r.run_id)
         ):
             emulator = rec.metadata.get("emulator") or {}
-            lines.append(
-                f"| {rec.scenario} | {rec.server} | {rec.arch} | {rec.host_arch} "
-                f"| {emulator.get('name', '?')} {emulator.get('version', '')} "
-                f"| {rec.concurrency} | {rec.status} | {_num(rec.rps)} "
-                f"| {_num((rec.latency_ms or {}).get('p99'), 2)} | {_host(rec)} |"
+            rows_emulated.append(
+                [
+                    rec.scenario,
+                    rec.server,
+                    rec.arch,
+                    rec.host_arch,
+                    f"{emulator.get('name', '?')} {emulator.get('version', '')}",
+                    str(rec.concurrency),
+                    rec.status,
+                    _num(rec.rps),
+                    _num((rec.latency_ms or {}).get("p99"), 2),
+                    _host(rec),
+                ]
             )
-        lines.append("")
+        header = ["scenario", "server", "arch", "host arch", "emulator", "conc.", "status"]
+        header += ["req/s", "p99 ms", "machine"]
+        lines += [*markdown_table(header, rows_emulated, "lllllrlrrl"), ""]
     return lines
 
 
@@ -466,8 +533,12 @@ def write_summary(
     path = results_dir / "summary.md"
     plots = write_plots(results_dir, plot_series(records))
     fd, tmp = tempfile.mkstemp(dir=results_dir, prefix=".tmp-summary-", suffix=".md")
-    with os.fdopen(fd, "w") as fh:
-        extra = sections(records) if sections is not None else []
-        fh.write(render_summary(records, problems, plots, extra))
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            extra = sections(records) if sections is not None else []
+            fh.write(render_summary(records, problems, plots, extra))
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)  # no half-written summary left behind (e.g. summary.md is a directory)
+        raise
     return path

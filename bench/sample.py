@@ -18,7 +18,6 @@ from pathlib import Path
 import psutil
 
 TCP_LISTEN = "0A"
-TCP_TIME_WAIT = "06"
 INTERVAL_S = 0.5
 
 
@@ -154,33 +153,6 @@ def listen_backlog(port: int) -> int | None:
     """The effective listen backlog on port: what the server asked, capped by somaxconn."""
     found = ss_listen(port)
     return found[1] if found else None
-
-
-def parse_time_wait(text: str, port: int | Collection[int]) -> int:
-    """TIME_WAIT sockets whose local or remote port is `port` (either side closed first);
-    with several ports, each socket is counted once."""
-    ports = {port} if isinstance(port, int) else set(port)
-    count = 0
-    for line in text.splitlines()[1:]:
-        fields = line.split()
-        if len(fields) < 4 or fields[3] != TCP_TIME_WAIT:
-            continue
-        local = int(fields[1].rsplit(":", 1)[1], 16)
-        remote = int(fields[2].rsplit(":", 1)[1], 16)
-        if local in ports or remote in ports:
-            count += 1
-    return count
-
-
-def time_wait(port: int | Collection[int]) -> int:
-    """TIME_WAIT sockets on port now, IPv4 and IPv6."""
-    total = 0
-    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            total += parse_time_wait(Path(name).read_text(), port)
-        except OSError:
-            continue
-    return total
 
 
 def parse_netstat(text: str) -> dict[str, int]:

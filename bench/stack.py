@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import ready, seed
+from bench import defaults, ready, seed
 from bench.procs import Proc, ProcessTable, StartError, listeners, process_tree
 from bench.registry import APPS, ROOT, ServerSpec, render_argv, render_config, render_env
 from bench.state import service_user, state_base
@@ -430,7 +430,7 @@ class Stack:
         self,
         server: RunningServer,
         upstream_keepalive: bool,
-        timeout_s: int = 60,
+        timeout_s: int = defaults.PROXY_TIMEOUT_S,
         cpus: frozenset[int] | None = None,
     ) -> RunningProxy:
         """nginx (config from proxy/) in front of a running server, answering through it."""

@@ -19,12 +19,13 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench import plan
+from bench import defaults, plan
 from bench.record import Record
+from bench.registry import server_ids
+from bench.table import markdown_table
 
 STUDIES_DIR = Path(__file__).resolve().parent / "studies"
 SEEDS_URL = "../shared/seeds"
-VERDICTS = ("reproduced", "partly reproduced", "not reproduced")
 METRICS = {
     "rps": "req/s",
     "mean_s": "mean response s",
@@ -42,24 +43,41 @@ METRICS = {
 }
 
 
-# What an arm may set besides id, label, server, knobs (overrides of the [run] table).
-ARM_SETTINGS = {
-    "group",
-    "proxy",
-    "keepalive",
-    "upstream_keepalive",
-    "proxy_timeout",
-    "app_env",
-    "path",
-    "paths",
-    "scenario",
-    "scenarios",
-    "concurrency",
-    "duration",
-    "warmup",
-    "trials",
-    "load_timeout",
+# What [run] or an arm may set besides id, label, server, knobs -> the TOML type it must have.
+SETTING_TYPES: dict[str, type] = {
+    "group": str,
+    "proxy": str,
+    "keepalive": bool,
+    "upstream_keepalive": bool,
+    "proxy_timeout": int,
+    "app_env": dict,
+    "path": str,
+    "paths": dict,
+    "scenario": str,
+    "scenarios": list,
+    "concurrency": list,
+    "duration": int,
+    "warmup": int,
+    "trials": int,
+    "load_timeout": int,
 }
+ARM_SETTINGS = set(SETTING_TYPES)
+# Top-level keys -> (their TOML type, required).
+TOP_TYPES: dict[str, tuple[type, bool]] = {
+    "title": (str, True),
+    "source": (str, True),
+    "claim": (str, True),
+    "differs": (str, True),
+    "run": (dict, True),
+    "arm": (list, True),
+    "check": (list, True),
+    "published": (list, False),
+    "metrics": (list, False),
+    "plot_metric": (str, False),
+    "best_by": (str, False),
+}
+_TYPE_NAMES = {str: "a string", dict: "a table", list: "a list", int: "a whole number"}
+_TYPE_NAMES[bool] = "true or false"
 
 
 class StudyError(ValueError):
@@ -100,44 +118,101 @@ def study_names() -> list[str]:
     return sorted(p.stem for p in STUDIES_DIR.glob("*.toml"))
 
 
+def _type_name(kind: type) -> str:
+    return _TYPE_NAMES.get(kind, kind.__name__)
+
+
+def _check_settings(path: Path, where: str, settings: dict) -> None:
+    """[run] or an arm's overrides: known keys with the right types."""
+    unknown = set(settings) - ARM_SETTINGS
+    if unknown:
+        raise StudyError(f"{path}: {where} has unknown keys {sorted(unknown)}")
+    for key, value in settings.items():
+        kind = SETTING_TYPES[key]
+        # bool is an int in Python; a TOML true is not a number of seconds
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise StudyError(f"{path}: {where}: {key} must be {_type_name(kind)}")
+    if not all(isinstance(c, int) and c > 0 for c in settings.get("concurrency", [1])):
+        raise StudyError(f"{path}: {where}: concurrency must be a list of positive numbers")
+
+
+def _arm(path: Path, raw: object) -> Arm:
+    if not (isinstance(raw, dict) and isinstance(raw.get("id"), str)):
+        raise StudyError(f"{path}: every [[arm]] needs an id = '...'")
+    if not isinstance(raw.get("server"), str):
+        raise StudyError(f"{path}: arm {raw['id']} needs a server = '<server id>'")
+    if not isinstance(raw.get("knobs", {}), dict):
+        raise StudyError(f"{path}: arm {raw['id']}: knobs must be a table")
+    settings = {k: v for k, v in raw.items() if k not in ("id", "label", "server", "knobs")}
+    _check_settings(path, f"arm {raw['id']}", settings)
+    try:
+        resolve_knob_expressions(raw.get("knobs", {}), 1)  # evaluated again per machine
+    except StudyError as exc:
+        raise StudyError(f"{path}: arm {raw['id']}: {exc}") from None
+    return Arm(
+        id=raw["id"],
+        label=str(raw.get("label", raw["id"])),
+        server=raw["server"],
+        knobs=dict(raw.get("knobs", {})),
+        settings=settings,
+    )
+
+
 def load_study(name: str) -> Study:
-    """Read and validate bench/studies/<name>.toml."""
+    """Read and validate bench/studies/<name>.toml; StudyError names the file and the key."""
     path = STUDIES_DIR / f"{name}.toml"
     try:
         data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise StudyError(f"{path}: {exc}") from exc
-    for key in ("title", "source", "claim", "differs", "run", "arm", "check"):
+    for key, (kind, required) in TOP_TYPES.items():
         if key not in data:
-            raise StudyError(f"{path}: missing `{key}`")
-    arms = tuple(
-        Arm(
-            id=arm["id"],
-            label=arm.get("label", arm["id"]),
-            server=arm["server"],
-            knobs=dict(arm.get("knobs", {})),
-            settings={k: v for k, v in arm.items() if k not in ("id", "label", "server", "knobs")},
-        )
-        for arm in data["arm"]
-    )
+            if required:
+                raise StudyError(f"{path}: missing `{key}`")
+        elif not isinstance(data[key], kind):
+            raise StudyError(f"{path}: `{key}` must be {_type_name(kind)}")
+    _check_settings(path, "[run]", data["run"])
+    arms = tuple(_arm(path, raw) for raw in data["arm"])
+    if not arms:
+        raise StudyError(f"{path}: no [[arm]]")
     ids = [a.id for a in arms]
     if len(set(ids)) != len(ids):
         raise StudyError(f"{path}: arm ids must be unique")
+    for arm in arms:
+        settings = {**data["run"], **arm.settings}
+        if "duration" not in settings:
+            raise StudyError(f"{path}: arm {arm.id} has no duration (in [run] or the arm)")
+        # A scenario of the harness, or a name the study gives a path (paths = { sleep = ... }).
+        scenarios = settings.get("scenarios", [settings.get("scenario", defaults.STUDY_SCENARIO)])
+        named = set(plan.SCENARIOS) | set(settings.get("paths", {}))
+        named |= {scenarios[0]} if scenarios and "path" in settings else set()
+        unknown = [s for s in scenarios if s not in named]
+        if unknown or not scenarios:
+            raise StudyError(
+                f"{path}: arm {arm.id}: unknown scenario {unknown or scenarios!r}; valid: "
+                f"{', '.join(plan.SCENARIOS)} or a name in paths"
+            )
     ids += [str(a.settings["group"]) for a in arms if "group" in a.settings]
+    checks = data["check"]
+    if not checks or not all(isinstance(c, dict) for c in checks):
+        raise StudyError(f"{path}: `check` must be one or more [[check]] tables")
     metrics = tuple(data.get("metrics", ["rps", "p99_ms"]))
-    for metric in (*metrics, *(c["metric"] for c in data["check"])):
+    for metric in (*metrics, *(c.get("metric") for c in checks)):
         if metric not in METRICS:
             raise StudyError(f"{path}: unknown metric {metric!r}; valid: {', '.join(METRICS)}")
-    for arm in arms:
-        unknown = set(arm.settings) - ARM_SETTINGS
-        if unknown:
-            raise StudyError(f"{path}: arm {arm.id} has unknown keys {sorted(unknown)}")
-    for check in data["check"]:
+    for check in checks:
         if check.get("kind") not in ("ratio", "less", "at_most"):
             raise StudyError(f"{path}: check kind must be ratio, less or at_most")
+        if check["kind"] == "ratio" and not isinstance(check.get("published"), (int, float)):
+            raise StudyError(f"{path}: a ratio check needs published = <the source's ratio>")
         for side in ("a", "b"):
-            if check[side]["arm"] not in ids:
-                raise StudyError(f"{path}: check names unknown arm {check[side]['arm']!r}")
+            arm = check.get(side, {}).get("arm") if isinstance(check.get(side), dict) else None
+            if arm not in ids:
+                raise StudyError(
+                    f"{path}: check {side} = {{ arm = ... }} names unknown arm {arm!r}"
+                )
+    if not all(isinstance(fig, dict) for fig in data.get("published", [])):
+        raise StudyError(f"{path}: `published` must be a list of {{ arm, metric, value }} tables")
     return Study(
         name=name,
         title=data["title"],
@@ -148,7 +223,7 @@ def load_study(name: str) -> Study:
         arms=arms,
         published=tuple(data.get("published", [])),
         metrics=metrics,
-        checks=tuple(data["check"]),
+        checks=tuple(checks),
         plot_metric=data.get("plot_metric", metrics[0]),
         best_by=data.get("best_by"),
     )
@@ -160,29 +235,31 @@ def arm_options(
     """The harness options of one arm: the study's [run] table, the arm's overrides, and
     what the user set (DURATION, RESULTS) on top."""
     settings = {**study.run, **arm.settings}
-    scenarios = tuple(settings.get("scenarios", [settings.get("scenario", "upstream")]))
+    scenarios = tuple(
+        settings.get("scenarios", [settings.get("scenario", defaults.STUDY_SCENARIO)])
+    )
     paths = dict(settings.get("paths", {}))
     if "path" in settings:
         paths[scenarios[0]] = str(settings["path"])
-    proxy = settings.get("proxy", "none")
-    keepalive = bool(settings.get("keepalive", True))
+    proxy = settings.get("proxy", defaults.PROXY)
+    keepalive = bool(settings.get("keepalive", defaults.KEEPALIVE))
     upstream = settings.get("upstream_keepalive", keepalive)
     return replace(
         base,
         servers=(arm.server,),
         scenarios=scenarios,
-        concurrency=tuple(settings.get("concurrency", [10])),
+        concurrency=tuple(settings.get("concurrency", defaults.STUDY_CONCURRENCY)),
         duration_s=duration if duration is not None else int(settings["duration"]),
-        warmup_s=int(settings.get("warmup", 0)),
-        trials=int(settings.get("trials", 1)),
+        warmup_s=int(settings.get("warmup", defaults.STUDY_WARMUP_S)),
+        trials=int(settings.get("trials", defaults.STUDY_TRIALS)),
         overrides=resolve_knob_expressions(arm.knobs, len(os.sched_getaffinity(0))),
         proxy=None if proxy == "none" else str(proxy),
         keepalive=keepalive,
         upstream_keepalive=None if proxy == "none" else bool(upstream),
-        proxy_timeout_s=int(settings.get("proxy_timeout", 60)),
+        proxy_timeout_s=int(settings.get("proxy_timeout", defaults.PROXY_TIMEOUT_S)),
         paths=paths,
         app_env={k: str(v) for k, v in dict(settings.get("app_env", {})).items()},
-        load_timeout_s=int(settings.get("load_timeout", 10)),
+        load_timeout_s=int(settings.get("load_timeout", defaults.LOAD_TIMEOUT_S)),
         meta={"study": study.name, "study_arm": arm.id, "study_run": run_id},
     )
 
@@ -211,13 +288,18 @@ def resolve_knob_expressions(knobs: dict[str, object], cpus: int) -> dict[str, i
 def study_options(
     names: list[str], base: plan.Options, duration: int | None = None
 ) -> list[plan.Options]:
-    """Options for every arm of every named study, in order."""
+    """Options for every arm of every named study, in order (StudyError: a file is unusable)."""
     run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    return [
-        arm_options(study, arm, base, run_id, duration)
-        for study in (load_study(n) for n in names)
-        for arm in study.arms
-    ]
+    studies = [load_study(n) for n in names]
+    known = server_ids()
+    for study in studies:
+        for arm in study.arms:
+            if arm.server not in known:
+                raise StudyError(
+                    f"{STUDIES_DIR / study.name}.toml: arm {arm.id} names unknown server "
+                    f"{arm.server!r}; valid: {', '.join(known)}"
+                )
+    return [arm_options(s, arm, base, run_id, duration) for s in studies for arm in s.arms]
 
 
 # -- judging and reporting --------------------------------------------------------------------
@@ -444,18 +526,16 @@ def study_section(study: Study, records: list[Record], plot: str | None) -> list
         if metric in with_published:
             header.append(f"{METRICS[metric]} (published)")
         header.append(f"{METRICS[metric]} (ours)")
-    lines += [
-        "| " + " | ".join(header) + " |",
-        "|---|---|---:|" + "---:|" * (len(header) - 3),
-    ]
     paths = {r.scenario: r.path for r in records}
+    rows = []
     for arm, scenario, conc in cells:
         row = [labels.get(arm, arm), f"`{paths.get(scenario, scenario)}`", str(conc)]
         for metric in study.metrics:
             if metric in with_published:
                 row.append(_published_cell(study, arm, scenario, conc, metric))
             row.append(_fmt(values[metric].get((arm, scenario, conc))))
-        lines.append("| " + " | ".join(row) + " |")
+        rows.append(row)
+    lines += markdown_table(header, rows, "llr" + "r" * (len(header) - 3))
     failed = [r for r in records if r.status != "ok"]
     if failed:
         lines += [

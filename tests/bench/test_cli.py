@@ -1,5 +1,7 @@
 """Bad input gets one line naming the valid choices and exit status 2, and writes nothing."""
 
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -99,3 +101,123 @@ def test_arch_values_and_emulation() -> None:
     else:
         with pytest.raises(arch.ArchError, match="valid here: arm64"):
             arch.check_emulation_supported("amd64")
+
+
+# -- every error a user can cause: one line naming it, exit 2, nothing written -----------------
+
+
+def _one_line(capsys: pytest.CaptureFixture[str], *needles: str) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith("bench: ") and err.count("\n") == 1, err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+STUDY = (ROOT / "bench" / "studies" / "keepalive-timewait.toml").read_text()
+BAD_STUDIES = [
+    (STUDY.replace("source =", "# source ="), "missing `source`"),
+    ("title = 'unterminated\n", "broken.toml"),
+    (STUDY.replace('id = "dev-per-request"', 'name = "dev-per-request"'), "needs an id"),
+    (STUDY.replace("duration = 10", "duration = 'ten'"), "duration must be a whole number"),
+    (STUDY.replace("duration = 10", ""), "has no duration"),
+    (STUDY.replace('server = "gunicorn-sync"', 'server = "nope"', 1), "unknown server 'nope'"),
+    (STUDY.replace('a = { arm = "sync4-pool"', 'a = { arm = "typo"', 1), "unknown arm 'typo'"),
+    (STUDY.replace("[[arm]]", '[[arm]]\nknobs = { workers = "import os" }', 1), "knob workers"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), BAD_STUDIES)
+def test_a_bad_study_file_is_one_line_and_exit_2(
+    text: str,
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`make study NAME=<a malformed file>`: the file and what is wrong in one line, no
+    traceback, nothing run."""
+    from bench import study
+
+    assert STUDY.count("[[arm]]") >= 1 and text != STUDY
+    monkeypatch.setattr(study, "STUDIES_DIR", tmp_path / "studies")
+    (tmp_path / "studies").mkdir()
+    (tmp_path / "studies" / "broken.toml").write_text(text)
+    results = tmp_path / "results"
+    assert cli.main(["study", "--name=broken", f"--results={results}"]) == 2
+    _one_line(capsys, "broken.toml", message)
+    assert not results.exists()
+
+
+GRANIAN = (ROOT / "servers" / "granian" / "server.toml").read_text()
+BAD_DECLARATIONS = [
+    ("argv = [", "not valid TOML"),
+    ("description = 'x'\napp = 'wsgi'\n", "missing required key 'argv'"),
+    (GRANIAN.split("[knobs.workers]")[0].replace("[env]", "knobs = 3\n[env]"), "knobs must be"),
+    (GRANIAN.replace('app = "wsgi"', "app = ['wsgi']"), "app must be a string"),
+    (re.sub(r'why = "one process per CPU[^\n]*\n', "", GRANIAN), "[knobs.workers] default"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), BAD_DECLARATIONS)
+@pytest.mark.parametrize("command", ["run", "study"])
+def test_a_bad_server_declaration_is_one_line_and_exit_2(
+    text: str,
+    message: str,
+    command: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A malformed servers/<id>/server.toml (here in a copy of the folder) refuses every run,
+    naming the file and the field."""
+    from bench import registry
+
+    servers = tmp_path / "servers"
+    shutil.copytree(registry.SERVERS_DIR / "granian", servers / "granian")
+    assert text != GRANIAN
+    (servers / "granian" / "server.toml").write_text(text)
+    monkeypatch.setattr(registry, "SERVERS_DIR", servers)
+    results = tmp_path / "results"
+    argv = ["run", "--server=granian"] if command == "run" else ["study", "--name=accept-queue"]
+    assert cli.main([*argv, f"--results={results}"]) == 2
+    _one_line(capsys, "granian/server.toml", message)
+    assert not results.exists()
+
+
+@pytest.mark.parametrize("command", [["run"], ["report"], ["study", "--name=accept-queue"]])
+@pytest.mark.parametrize("where", ["file", "below-a-file"])
+def test_results_that_is_not_a_directory_is_one_line_and_exit_2(
+    command: list[str], where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """RESULTS naming a file (or a path through one): every command refuses it in one line.
+    (Tests run as root, which reads any directory: a file stands for the unreadable case.)"""
+    afile = tmp_path / "afile"
+    afile.write_text("not a directory")
+    results = afile if where == "file" else afile / "results"
+    assert cli.main([*command, f"--results={results}"]) == 2
+    _one_line(capsys, f"RESULTS={str(results)!r}", "not a writable directory")
+    assert afile.read_text() == "not a directory"
+
+
+def test_a_summary_that_cannot_be_written_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`make report` where summary.md is a directory: one line naming it, no temp file left."""
+    (tmp_path / "summary.md").mkdir()
+    assert cli.main(["report", f"--results={tmp_path}"]) == 2
+    _one_line(capsys, "summary.md")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.md"]
+
+
+def test_python_m_bench_study_with_a_bad_file_prints_no_traceback(tmp_path: Path) -> None:
+    """As a user runs it, in a process of its own: status 2 and one line on stderr."""
+    (tmp_path / "broken.toml").write_text(STUDY.replace("source =", "# source ="))
+    code = (
+        "import sys, pathlib; from bench import cli, study; "
+        f"study.STUDIES_DIR = pathlib.Path({str(tmp_path)!r}); "
+        f"sys.exit(cli.main(['study', '--name=broken', '--results={tmp_path / 'r'}']))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "missing `source`" in result.stderr

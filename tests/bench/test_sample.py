@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from bench import sample
-from bench.sample import parse_listen_queue, parse_netstat, parse_time_wait
+from bench.sample import parse_listen_queue, parse_netstat
 
 PROC = Path(__file__).resolve().parent.parent / "fixtures" / "proc"
 
@@ -14,14 +14,6 @@ def test_listen_queue_depth_from_proc_net_tcp() -> None:
     port = int((PROC / "net_tcp_queue5.port").read_text())
     assert parse_listen_queue(text, port) == 5
     assert parse_listen_queue(text, 1) is None
-
-
-def test_time_wait_counts_sockets_on_the_port() -> None:
-    """Three connections closed by the server first leave three TIME_WAIT sockets on its port."""
-    text = (PROC / "net_tcp_timewait3.txt").read_text()
-    port = int((PROC / "net_tcp_timewait3.port").read_text())
-    assert parse_time_wait(text, port) == 3
-    assert parse_time_wait(text, 1) == 0
 
 
 def test_netstat_counters_are_read_by_name() -> None:

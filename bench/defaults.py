@@ -1,0 +1,42 @@
+"""Defaults: the one definition of every default the CLI, the plan, the studies and the stack share.
+
+Input: nothing (a leaf module: constants only, no imports from bench). Output: the value each
+make variable takes when it is not set, and each key a study file may leave out. The Makefile's
+`make help` and the README state them too; tests/bench/test_defaults.py holds `make help` to these.
+"""
+
+from __future__ import annotations
+
+# -- make bench (python -m bench run) --------------------------------------------------------
+SERVER = "granian"  # one server keeps a first `make bench` to minutes
+# The server's own overhead, serialisation, one database round trip: TechEmpower's basics.
+SCENARIOS = ("plaintext", "json", "db")
+# The source paper's user counts (study sync-vs-gevent): below, at and past a sync worker pool.
+CONCURRENCY = (5, 10, 30, 50, 100)
+DURATION_S = 10  # enough requests for a stable p99 at these rates; a 5-point sweep stays short
+WARMUP_S = 2  # connection pools and lazy imports fill before the measured window
+TRIALS = 3  # the fewest that give a median and a min-max spread
+RESULTS = "results"  # relative to where make runs: the checkout
+PROXY = "none"  # the server alone; nginx in front is a choice (PROXY=nginx)
+KEEPALIVE = True  # what wrk, browsers and HTTP/1.1 clients do unless told otherwise
+PROXY_TIMEOUT_S = 60  # nginx's own default for proxy_connect_timeout and proxy_read_timeout
+PIN = False  # pinning needs 2+ CPUs and halves what the server may use; opt in with PIN=1
+LOAD_TOOL = "wrk"  # one URL at a time, the lowest client overhead
+LOCUST_SCENARIO = "saas"  # LOAD=locust without SCENARIO: the one scenario Locust drives
+LOCUST_WORKERS = 0  # one local Locust process; workers only when it saturates a core
+RUNTIME = "native"  # the harness starts the server here; `compose` is set by make compose-bench
+
+# -- every run (studies may change the load timeout) -----------------------------------------
+# wrk's --timeout: a response slower than this counts as a timeout error, not a latency sample.
+# wrk's own 2 s would turn a queueing server's slow answers into errors.
+LOAD_TIMEOUT_S = 10
+# The first run of a scenario on a fresh server: a short load that wakes lazy code paths so the
+# warmup of the first concurrency is not the only one that pays for them.
+PRIMER_S = 1
+PRIMER_CONCURRENCY = 8  # more than one worker's worth, fewer than overload the slowest server
+
+# -- study files: what [run] or an arm may leave out -----------------------------------------
+STUDY_SCENARIO = "upstream"  # the source documents are about slow I/O behind the server
+STUDY_CONCURRENCY = (10,)
+STUDY_WARMUP_S = 0  # the source experiments measured from a cold start
+STUDY_TRIALS = 1  # a verdict compares ratios measured within one run

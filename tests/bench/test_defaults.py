@@ -1,0 +1,76 @@
+"""Every shared default has one definition (bench/defaults.py) that the rest agrees with."""
+
+import dataclasses
+import subprocess
+from pathlib import Path
+
+from bench import cli, defaults, load, plan
+from bench.registry import ROOT
+
+
+def test_make_bench_without_variables_gets_the_defaults() -> None:
+    """`python -m bench run` with nothing set: the options carry bench/defaults.py's values."""
+    opts = cli.options_from(cli.build_parser().parse_args(["run"]))
+    assert opts.servers == (defaults.SERVER,)
+    assert opts.scenarios == defaults.SCENARIOS
+    assert opts.concurrency == defaults.CONCURRENCY
+    assert (opts.duration_s, opts.warmup_s, opts.trials) == (
+        defaults.DURATION_S,
+        defaults.WARMUP_S,
+        defaults.TRIALS,
+    )
+    assert opts.results == Path(defaults.RESULTS).absolute()
+    assert (opts.proxy, opts.keepalive, opts.proxy_timeout_s, opts.pin) == (
+        None,
+        defaults.KEEPALIVE,
+        defaults.PROXY_TIMEOUT_S,
+        defaults.PIN,
+    )
+    assert (opts.load_tool, opts.load_workers, opts.runtime) == (
+        defaults.LOAD_TOOL,
+        defaults.LOCUST_WORKERS,
+        defaults.RUNTIME,
+    )
+    locust = cli.options_from(cli.build_parser().parse_args(["run", "--load=locust"]))
+    assert locust.scenarios == (defaults.LOCUST_SCENARIO,)
+
+
+def test_the_plan_and_the_load_tool_agree_with_the_defaults() -> None:
+    """Until plan.py and load.py read bench/defaults.py, their copies must not drift."""
+    fields = {f.name: f.default for f in dataclasses.fields(plan.Options)}
+    assert fields["proxy_timeout_s"] == defaults.PROXY_TIMEOUT_S
+    assert fields["load_timeout_s"] == defaults.LOAD_TIMEOUT_S
+    assert fields["keepalive"] == defaults.KEEPALIVE and fields["pin"] == defaults.PIN
+    assert fields["load_tool"] == defaults.LOAD_TOOL
+    assert fields["load_workers"] == defaults.LOCUST_WORKERS
+    assert fields["runtime"] == defaults.RUNTIME
+    assert (plan.PRIMER_S, plan.PRIMER_CONCURRENCY) == (
+        defaults.PRIMER_S,
+        defaults.PRIMER_CONCURRENCY,
+    )
+    assert load.WRK_TIMEOUT_S == defaults.LOAD_TIMEOUT_S
+
+
+def test_make_help_states_the_defaults() -> None:
+    """What `make help` tells users is what they get."""
+    text = subprocess.run(
+        ["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    stated = {
+        "SERVER": defaults.SERVER,
+        "CONCURRENCY": ",".join(map(str, defaults.CONCURRENCY)),
+        "DURATION": defaults.DURATION_S,
+        "WARMUP": defaults.WARMUP_S,
+        "TRIALS": defaults.TRIALS,
+        "RESULTS": defaults.RESULTS,
+        "PROXY": defaults.PROXY,
+        "KEEPALIVE": "on" if defaults.KEEPALIVE else "off",
+        "PROXY_TIMEOUT": defaults.PROXY_TIMEOUT_S,
+        "PIN": int(defaults.PIN),
+        "LOAD": defaults.LOAD_TOOL,
+        "LOCUST_WORKERS": defaults.LOCUST_WORKERS,
+    }
+    lines = {line.split()[0]: line for line in text.splitlines() if line.startswith("  ")}
+    for name, value in stated.items():
+        assert f"(default: {value}" in lines[name], lines[name]
+    assert f"(default: {','.join(defaults.SCENARIOS)})" in text
