@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from bench import plan
+from bench import defaults, plan
 from bench.load import LoadAborted, LoadRequest, LoadResult, LoadTool
 from bench.metadata import now_iso
 from bench.procs import ProcessTable
@@ -124,7 +124,7 @@ def measure_point(
         )
 
     if tool.primes and run.scenario not in primed:
-        tool.run(settings.table, request(plan.PRIMER_CONCURRENCY, plan.PRIMER_S, "primer"))
+        tool.run(settings.table, request(defaults.PRIMER_CONCURRENCY, defaults.PRIMER_S, "primer"))
         primed.add(run.scenario)
     if tool.primes and settings.warmup_s:
         tool.run(settings.table, request(run.concurrency, settings.warmup_s, "warmup"))

@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import scenario
+from bench import defaults, scenario
 from bench.load import TOOL_NAMES
 
 # Scenarios are declared in bench.scenario; which load tool drives which is theirs to say.
@@ -21,8 +21,6 @@ LOAD_SCENARIOS: dict[str, tuple[str, ...]] = {t: scenario.scenarios_for(t) for t
 PROXIES = ("none", "nginx")
 # native: the harness started the server here; compose: in containers (make compose-bench)
 RUNTIMES = ("native", "compose")
-PRIMER_S = 1
-PRIMER_CONCURRENCY = 8
 
 
 @dataclass(frozen=True)
@@ -41,18 +39,22 @@ class Options:
     load_threads: int
     seed: int
     proxy: str | None = None  # "nginx", or None: the load tool talks to the server directly
-    keepalive: bool = True  # client keep-alive (off: wrk sends `Connection: close`)
+    keepalive: bool = defaults.KEEPALIVE  # client keep-alive (off: wrk sends `Connection: close`)
     upstream_keepalive: bool | None = None  # nginx -> server; None without a proxy
-    proxy_timeout_s: int = 60  # nginx's connect/read timeouts (its default is 60 s)
-    pin: bool = False  # load tool and server on separate CPUs
-    load_tool: str = "wrk"
-    load_workers: int = 0  # Locust worker processes (0: one local process)
+    proxy_timeout_s: int = (
+        defaults.PROXY_TIMEOUT_S
+    )  # nginx's connect/read timeouts (its default is 60 s)
+    pin: bool = defaults.PIN  # load tool and server on separate CPUs
+    load_tool: str = defaults.LOAD_TOOL
+    load_workers: int = defaults.LOCUST_WORKERS  # Locust worker processes (0: one local process)
     target: str | None = None  # http://host:port of a server running elsewhere (TARGET=)
-    runtime: str = "native"
+    runtime: str = defaults.RUNTIME
     # Set by studies (bench/study.py), not by make variables:
     paths: dict[str, str] = field(default_factory=dict)  # scenario -> another URL path
     app_env: dict[str, str] = field(default_factory=dict)  # extra environment of the app
-    load_timeout_s: int = 10  # a response slower than this counts as a timeout error
+    load_timeout_s: int = (
+        defaults.LOAD_TIMEOUT_S
+    )  # a response slower than this counts as a timeout error
     meta: dict[str, object] = field(default_factory=dict)  # into every record's metadata
 
 
@@ -100,12 +102,12 @@ def make_plan(options: Options) -> list[Block]:
 
 def run_seconds(options: Options, scenario_primed: bool) -> int:
     """Load time of one run: primer (first run of a scenario), warmup, measurement."""
-    return (0 if scenario_primed else PRIMER_S) + options.warmup_s + options.duration_s
+    return (0 if scenario_primed else defaults.PRIMER_S) + options.warmup_s + options.duration_s
 
 
 def estimate_seconds(options: Options, blocks: list[Block]) -> int:
     """Load time of the whole plan, for the progress line (start-up and verify not counted)."""
-    per_block = len(options.scenarios) * PRIMER_S + sum(
+    per_block = len(options.scenarios) * defaults.PRIMER_S + sum(
         options.warmup_s + options.duration_s for _ in blocks[0].runs
     )
     return per_block * len(blocks) if blocks else 0

@@ -19,14 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from bench import defaults
+
 if TYPE_CHECKING:
     from bench.procs import Proc, ProcessTable
     from bench.sample import Sampler
 
 OVERSTAY_S = 30
 WATCH_INTERVAL_S = 0.5
-# A response slower than this counts as a timeout error rather than a latency sample.
-DEFAULT_TIMEOUT_S = 10
+DEFAULT_TIMEOUT_S = defaults.LOAD_TIMEOUT_S
 
 
 class LoadError(RuntimeError):

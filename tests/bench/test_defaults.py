@@ -1,10 +1,9 @@
 """Every shared default has one definition (bench/defaults.py) that the rest agrees with."""
 
-import dataclasses
 import subprocess
 from pathlib import Path
 
-from bench import cli, defaults, load, plan
+from bench import cli, defaults
 from bench.registry import ROOT
 
 
@@ -33,22 +32,6 @@ def test_make_bench_without_variables_gets_the_defaults() -> None:
     )
     locust = cli.options_from(cli.build_parser().parse_args(["run", "--load=locust"]))
     assert locust.scenarios == (defaults.LOCUST_SCENARIO,)
-
-
-def test_the_plan_and_the_load_tool_agree_with_the_defaults() -> None:
-    """Until plan.py and load.py read bench/defaults.py, their copies must not drift."""
-    fields = {f.name: f.default for f in dataclasses.fields(plan.Options)}
-    assert fields["proxy_timeout_s"] == defaults.PROXY_TIMEOUT_S
-    assert fields["load_timeout_s"] == defaults.LOAD_TIMEOUT_S
-    assert fields["keepalive"] == defaults.KEEPALIVE and fields["pin"] == defaults.PIN
-    assert fields["load_tool"] == defaults.LOAD_TOOL
-    assert fields["load_workers"] == defaults.LOCUST_WORKERS
-    assert fields["runtime"] == defaults.RUNTIME
-    assert (plan.PRIMER_S, plan.PRIMER_CONCURRENCY) == (
-        defaults.PRIMER_S,
-        defaults.PRIMER_CONCURRENCY,
-    )
-    assert load.WRK_TIMEOUT_S == defaults.LOAD_TIMEOUT_S
 
 
 def test_make_help_states_the_defaults() -> None:
