@@ -144,9 +144,13 @@ def measure_point(
     reason = served.watch()
     if reason is not None:
         raise LoadAborted(reason)
-    # Only what ended while the load ran, by the tool's own clock: a proxy goes on answering
-    # the requests it holds (504s seconds later) after the tool has left.
-    proxy = served.proxy_statuses(mark, window_start, window_start + result.duration_s)
+    # Only requests that started and ended while the tool counted, by its own clock when it
+    # gives one (wrk: before its first request .. its last counted response): a proxy goes
+    # on answering the requests it holds (504s seconds later) after the tool has left, and
+    # the tool starts tens of ms after window_start on a busy machine. Otherwise:
+    # window_start + the tool's duration.
+    window = result.window or (window_start, window_start + result.duration_s)
+    proxy = served.proxy_statuses(mark, *window)
     after = served.db_stats()
     db = None
     if before is not None and after is not None:

@@ -6,6 +6,8 @@ or ParseError. Each load tool's own output is parsed in its module under bench/l
 
 from __future__ import annotations
 
+import math
+
 _UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
 
 
@@ -18,6 +20,14 @@ def to_ms(value: str, unit: str) -> float:
     return round(float(value) * _UNITS_MS[unit], 6)
 
 
+def _log_ms(value: str) -> int:
+    """nginx's `$msec` or `$request_time` (`1795437158.651`, `2.001`) in whole milliseconds."""
+    whole, _, frac = value.partition(".")
+    if not whole.isdigit() or not (frac.isdigit() or frac == "") or len(frac) > 3:
+        raise ValueError(value)
+    return int(whole) * 1000 + int(frac.ljust(3, "0"))
+
+
 def parse_proxy_log(
     text: str, since: float | None = None, until: float | None = None
 ) -> dict[int, int]:
@@ -25,21 +35,30 @@ def parse_proxy_log(
     format: `$msec $status $upstream_status $request_time "$request"`). Only failed requests
     are logged there, so this is {502: n, 504: m, ...}; malformed lines are ignored.
 
-    With since/until (Unix times), only requests that ended inside the window count: when the
-    load tool stops, nginx still answers the requests it was holding (a 504 a second later),
-    to clients that are gone and that the load tool never counted."""
+    With since/until (Unix seconds), only the requests that STARTED at or after `since` and
+    ENDED at or before `until` count. `$msec` is when nginx wrote the line (the request's
+    end), `$msec - $request_time` when it began; both come from nginx's cached clock, to the
+    ms, never later than the real instant. So with the load tool's own window (wrk_report.lua:
+    before its first request .. its last counted response), every response it counted is
+    inside, requests left over from an earlier load (primer, warmup) are not, nor are those
+    nginx answers after the load tool stopped reading (504s seconds later, 499s when its
+    connections close)."""
+    since_ms = None if since is None else math.floor(since * 1000)
+    until_ms = None if until is None else math.floor(until * 1000)
     counts: dict[int, int] = {}
     for line in text.splitlines():
-        fields = line.split(maxsplit=2)
-        try:
-            ended = float(fields[0]) if fields else None
-        except ValueError:
+        fields = line.split(maxsplit=4)
+        if len(fields) < 2 or not fields[1].isdigit():
             continue
-        if ended is not None and (
-            (since is not None and ended < since) or (until is not None and ended > until)
+        try:
+            ended = _log_ms(fields[0])
+            started = ended - _log_ms(fields[3]) if since_ms is not None else ended
+        except (IndexError, ValueError):
+            continue
+        if (since_ms is not None and started < since_ms) or (
+            until_ms is not None and ended > until_ms
         ):
             continue
-        if len(fields) >= 2 and fields[1].isdigit():
-            status = int(fields[1])
-            counts[status] = counts.get(status, 0) + 1
+        status = int(fields[1])
+        counts[status] = counts.get(status, 0) + 1
     return dict(sorted(counts.items()))

@@ -101,6 +101,9 @@ class LoadResult:
     raw: dict[str, str]  # raw-file suffix -> text, kept beside the record
     bytes: int | None = None
     tasks: dict | None = None  # per task of a mix (Locust), else None
+    # (start, end) in Unix seconds by the tool's own clock: from before its first request to
+    # its last counted response; None when the tool does not say (then the harness's clock).
+    window: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)

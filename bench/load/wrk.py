@@ -87,6 +87,11 @@ def _from_json(data: dict, text: str) -> LoadResult:
             by_status={int(k): int(v) for k, v in sorted(data.get("by_status", {}).items())},
         ),
         raw={RAW_NAME: text},
+        window=(
+            (data["window_us"]["start"] / 1e6, data["window_us"]["end"] / 1e6)
+            if "window_us" in data
+            else None
+        ),
     )
 
 

@@ -79,3 +79,48 @@ def test_nginx_log_counts_failures_inside_the_load_window() -> None:
     assert parse_proxy_log(text) == {499: 15, 504: 387}
     assert parse_proxy_log(text, 1795405500.5, 1795405505.9)[504] == 195
     assert parse_proxy_log("garbage\n\n1.0 abc\n") == {}
+
+
+def test_nginx_log_inside_wrks_own_window_matches_what_wrk_counted() -> None:
+    """The same overflow on a busy machine (2 CPU hogs), wrk's report with its window (its
+    clock: before the first request .. its last counted response). 504s come in bursts, 2 s
+    and 3 s after each request starts, so one burst lands where wrk stops: here 51 of them
+    5.044 s after wrk's start, which wrk counted, and 96 at 5.052 s, after its last response
+    (5.047 s). Requests that started and ended inside wrk's window are exactly the 242 504s
+    wrk saw; the primer's leftovers and the 499s of wrk's exit are outside. A window of wrk's
+    duration from any other start (the harness's clock before wrk's start-up) is off by a burst."""
+    from bench.parse import parse_proxy_log
+
+    log = (WRK.parent / "nginx" / "backlog-access.log").read_text()
+    wrk = parse_wrk((WRK.parent / "nginx" / "backlog.wrk.txt").read_text())
+    assert wrk.window == (1795437569.034029, 1795437574.081051)
+    assert wrk.errors.by_status == {200: 46, 504: 242}
+    assert parse_proxy_log(log) == {499: 110, 504: 339}
+    assert parse_proxy_log(log, *wrk.window) == {504: 242}
+    start = wrk.window[0]
+    assert parse_proxy_log(log, start, start + wrk.duration_s) == {504: 338}
+    assert parse_proxy_log(log, start - 0.05, start - 0.05 + wrk.duration_s) == {504: 191}
+
+
+def test_nginx_log_times_are_read_to_the_millisecond() -> None:
+    """A request counts when it started at or after `since` and ended at or before `until`,
+    both compared in nginx's whole milliseconds; a line without a readable time is skipped."""
+    from bench.parse import parse_proxy_log
+
+    log = (
+        '100.000 504 504 2.000 "GET / HTTP/1.1"\n'  # started 98.000
+        '100.500 502 502 0.499 "GET / HTTP/1.1"\n'  # started 100.001
+        '101.000 504 504 3 "GET / HTTP/1.1"\n'  # started 98.000
+        "101.0001 504 504 1.000 x\n"  # more than ms: not nginx's $msec
+        '101.002 499 - 0.001 "GET / HTTP/1.1"\n'
+    )
+    assert parse_proxy_log(log) == {499: 1, 502: 1, 504: 2}
+    assert parse_proxy_log(log, 98.0, 101.0) == {502: 1, 504: 2}
+    assert parse_proxy_log(log, 98.0009, 100.9999) == {502: 1, 504: 1}
+    assert parse_proxy_log(log, 100.0025, 101.0029) == {499: 1}
+    assert parse_proxy_log(log, 100.0005) == {499: 1, 502: 1}
+
+
+def test_wrk_without_a_window_reports_none() -> None:
+    """Older raw files (and a wrk without LuaJIT's ffi) have no window_us: None, not a guess."""
+    assert parse_wrk((WRK / "ok.txt").read_text()).window is None

@@ -51,7 +51,13 @@ def test_keepalive_off_piles_up_time_wait_and_on_does_not(tmp_path: Path) -> Non
 def test_small_backlog_overflows_behind_nginx(tmp_path: Path) -> None:
     """One sync worker with a backlog of 4, 200 connections on a 100 ms route through nginx
     with 2 s proxy timeouts: the kernel counts accept-queue overflows and nginx answers 5xx
-    (504 on its connect/read timeouts, 502 on resets), counted from nginx's log."""
+    (504 on its connect/read timeouts, 502 on resets), counted from nginx's log.
+
+    The 504s come in bursts (most requests start together and fail after 2 s, or 3 s with
+    the kernel's SYN retry), and one burst often lands within milliseconds of wrk's stop: wrk
+    counts all, part or none of it (190 to 390 504s from run to run). nginx's count follows,
+    because it is taken inside wrk's own window; with 3 s timeouts the bursts can miss the
+    load entirely (0 504s seen), so 2 s stays."""
     results = tmp_path / "results"
     proc = run_bench(
         results,
@@ -73,8 +79,11 @@ def test_small_backlog_overflows_behind_nginx(tmp_path: Path) -> None:
     failed = sum(rec["errors"]["proxy_by_status"].get(s, 0) for s in ("502", "504"))
     assert rec["sockets"]["listen_overflows"] > 0 or failed > 0
     assert failed > 0
-    # inside the load window nginx's count and wrk's agree on what the client saw
+    # Inside wrk's own window (its clock: before its first request .. its last counted
+    # response) nginx's log has a line for every response wrk counted, so never fewer; more
+    # only by what nginx sent while wrk made its last pass and never read (none unless a
+    # burst straddles that pass: 0 in 18 runs here, idle and under CPU load).
     for status in ("502", "504"):
         nginx_count = rec["errors"]["proxy_by_status"].get(status, 0)
         wrk_count = rec["errors"]["by_status"].get(status, 0)
-        assert abs(nginx_count - wrk_count) <= max(5, wrk_count // 10)
+        assert wrk_count <= nginx_count <= wrk_count + 2, (status, nginx_count, wrk_count)
