@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bench import defaults, plan
 from bench.arch import ArchError, check_emulation_supported, host_arch, normalize_arch
-from bench.load import default_load_threads
+from bench.load import default_load_threads, tools
 from bench.registry import OVERRIDABLE, DeclarationError, load_all, server_ids
 from bench.study import StudyError
 
@@ -183,24 +183,32 @@ def _sections(results: Path) -> Callable[[list], list[str]]:
     return lambda records: study.summary_sections(records, results)
 
 
-def options_from(args: argparse.Namespace) -> plan.Options:
-    """Validate every run option; raise UsageError on the first bad one."""
-    load_all()  # a broken declaration is bad input too: refuse before anything starts
-    servers = validate_choices("server", args.server, server_ids(), allow_all=True)
+def validate_load(args: argparse.Namespace) -> dict[str, object]:
+    """LOAD, SCENARIO and the load tool's own variables, checked against what the tool takes."""
     load_tool = validate_choice("load", args.load, tuple(plan.LOAD_SCENARIOS))
-    # The default scenarios are wrk's; Locust's is the mix.
-    scenario_raw = args.scenario or (
-        defaults.LOCUST_SCENARIO if load_tool == "locust" else ",".join(defaults.SCENARIOS)
-    )
+    drivable = plan.LOAD_SCENARIOS[load_tool]
+    # The default scenarios, or (a tool that drives none of them: Locust) all of the tool's.
+    default = [s for s in defaults.SCENARIOS if s in drivable] or list(drivable)
+    scenario_raw = args.scenario or ",".join(default)
     scenarios = validate_choices("scenario", scenario_raw, list(plan.SCENARIOS), allow_all=True)
     if scenario_raw.strip() == "all":
-        scenarios = plan.LOAD_SCENARIOS[load_tool]
-    wrong = [s for s in scenarios if s not in plan.LOAD_SCENARIOS[load_tool]]
+        scenarios = drivable
+    wrong = [s for s in scenarios if s not in drivable]
     if wrong:
         raise UsageError(
             f"SCENARIO={','.join(wrong)} cannot run with LOAD={load_tool}; valid with it: "
-            f"{', '.join(plan.LOAD_SCENARIOS[load_tool])}"
+            f"{', '.join(drivable)}"
         )
+    tool = tools()[load_tool]
+    locust_workers = validate_int("locust_workers", args.locust_workers)
+    if locust_workers and "LOCUST_WORKERS" not in tool.variables:
+        takers = [name for name, t in tools().items() if "LOCUST_WORKERS" in t.variables]
+        raise UsageError(f"LOCUST_WORKERS needs LOAD={' or '.join(takers)}")
+    return {"load_tool": load_tool, "scenarios": scenarios, "load_workers": locust_workers}
+
+
+def validate_proxy(args: argparse.Namespace) -> dict[str, object]:
+    """PROXY, KEEPALIVE, UPSTREAM_KEEPALIVE, PROXY_TIMEOUT and TARGET, checked together."""
     proxy = validate_choice("proxy", args.proxy, plan.PROXIES)
     keepalive = validate_switch("keepalive", args.keepalive)
     if args.upstream_keepalive is not None and proxy == "none":
@@ -210,18 +218,28 @@ def options_from(args: argparse.Namespace) -> plan.Options:
         if args.upstream_keepalive is not None
         else keepalive
     )
-    pin = validate_switch("pin", args.pin)
-    if pin and len(os.sched_getaffinity(0)) < 2:
-        raise UsageError("PIN=1 needs at least 2 usable CPUs; this process may use 1")
     if args.target and proxy != "none":
         raise UsageError(
             "TARGET drives a server elsewhere: put nginx in front there; valid: PROXY=none"
         )
-    if args.target and load_tool != "wrk":
-        raise UsageError("TARGET is driven by wrk only for now; valid with TARGET: LOAD=wrk")
-    locust_workers = validate_int("locust_workers", args.locust_workers)
-    if locust_workers and load_tool != "locust":
-        raise UsageError("LOCUST_WORKERS needs LOAD=locust")
+    return {
+        "proxy": None if proxy == "none" else proxy,
+        "keepalive": keepalive,
+        "upstream_keepalive": None if proxy == "none" else upstream_keepalive,
+        "proxy_timeout_s": validate_int("proxy_timeout", args.proxy_timeout),
+        "target": validate_target(args.target) if args.target else None,
+    }
+
+
+def options_from(args: argparse.Namespace) -> plan.Options:
+    """Validate every run option; raise UsageError on the first bad one."""
+    load_all()  # a broken declaration is bad input too: refuse before anything starts
+    servers = validate_choices("server", args.server, server_ids(), allow_all=True)
+    load = validate_load(args)
+    proxy = validate_proxy(args)
+    pin = validate_switch("pin", args.pin)
+    if pin and len(os.sched_getaffinity(0)) < 2:
+        raise UsageError("PIN=1 needs at least 2 usable CPUs; this process may use 1")
     concurrency = validate_int_list("concurrency", args.concurrency)
     duration = validate_int("duration", args.duration)
     warmup = validate_int("warmup", args.warmup)
@@ -242,7 +260,6 @@ def options_from(args: argparse.Namespace) -> plan.Options:
     seed = validate_int("seed", args.seed) if args.seed is not None else random.randrange(2**31)
     return plan.Options(
         servers=servers,
-        scenarios=scenarios,
         concurrency=concurrency,
         duration_s=duration,
         warmup_s=warmup,
@@ -252,15 +269,10 @@ def options_from(args: argparse.Namespace) -> plan.Options:
         overrides=overrides,
         load_threads=load_threads or default_load_threads(),
         seed=seed,
-        proxy=None if proxy == "none" else proxy,
-        keepalive=keepalive,
-        upstream_keepalive=None if proxy == "none" else upstream_keepalive,
-        proxy_timeout_s=validate_int("proxy_timeout", args.proxy_timeout),
         pin=pin,
-        load_tool=load_tool,
-        load_workers=locust_workers,
-        target=validate_target(args.target) if args.target else None,
         runtime=validate_choice("runtime", args.runtime, plan.RUNTIMES),
+        **load,  # type: ignore[arg-type]
+        **proxy,  # type: ignore[arg-type]
     )
 
 

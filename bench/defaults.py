@@ -22,7 +22,6 @@ KEEPALIVE = True  # what wrk, browsers and HTTP/1.1 clients do unless told other
 PROXY_TIMEOUT_S = 60  # nginx's own default for proxy_connect_timeout and proxy_read_timeout
 PIN = False  # pinning needs 2+ CPUs and halves what the server may use; opt in with PIN=1
 LOAD_TOOL = "wrk"  # one URL at a time, the lowest client overhead
-LOCUST_SCENARIO = "saas"  # LOAD=locust without SCENARIO: the one scenario Locust drives
 LOCUST_WORKERS = 0  # one local Locust process; workers only when it saturates a core
 RUNTIME = "native"  # the harness starts the server here; `compose` is set by make compose-bench
 

@@ -134,9 +134,9 @@ def via_label(rec: Record) -> str:
 
 
 def load_label(rec: Record) -> str:
-    """The load tool, with Locust's worker count."""
-    if rec.load_tool == "locust" and rec.load_workers:
-        return f"locust ×{rec.load_workers}"
+    """The load tool, with its worker processes (Locust's) when it had some."""
+    if rec.load_workers:
+        return f"{rec.load_tool} ×{rec.load_workers}"
     return rec.load_tool
 
 

@@ -134,8 +134,8 @@ class LoadTool(Protocol):
     in the tests."""
 
     name: str
-    scenarios: tuple[str, ...]  # the scenarios this tool can drive
     primes: bool  # whether a primer and a warmup precede each measurement
+    variables: tuple[str, ...]  # the make variables of its own it reads (LOCUST_WORKERS, ...)
 
     def prepare(self, log: Path) -> None:
         """Make the tool ready to run (a venv, a build); LoadError if it cannot be."""

@@ -271,9 +271,9 @@ class Locust:
 
     workers: int = 0
     name: str = "locust"
-    scenarios: tuple[str, ...] = tuple(LOCUSTFILES)
     # Locust's users start cold, as the paper's did: no primer, no warmup.
     primes: bool = False
+    variables: tuple[str, ...] = ("LOCUST_WORKERS",)  # the make variables it reads
     python: Path | None = None
     _version: str | None = None
 

@@ -171,18 +171,8 @@ class Wrk:
 
     threads: int = 1
     name: str = "wrk"
-    # wrk hits one URL; the mix of routes is Locust's.
-    scenarios: tuple[str, ...] = (
-        "plaintext",
-        "json",
-        "db",
-        "queries",
-        "fortunes",
-        "updates",
-        "upstream",
-        "compute",
-    )
     primes: bool = True
+    variables: tuple[str, ...] = ("LOAD_THREADS",)  # the make variables it reads
     _version: str | None = None
 
     def prepare(self, log: Path) -> None:

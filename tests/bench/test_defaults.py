@@ -31,7 +31,8 @@ def test_make_bench_without_variables_gets_the_defaults() -> None:
         defaults.RUNTIME,
     )
     locust = cli.options_from(cli.build_parser().parse_args(["run", "--load=locust"]))
-    assert locust.scenarios == (defaults.LOCUST_SCENARIO,)
+    # no default scenario is Locust's: it runs every scenario it can drive, the mix
+    assert locust.scenarios == ("saas",)
 
 
 def test_make_help_states_the_defaults() -> None:
