@@ -64,6 +64,31 @@ class Recorder:
             **({"emulator": self.emulator.metadata()} if self.emulator else {}),
         }
 
+    def _measured_fields(self, measured: Measurement | None) -> dict[str, object]:
+        """The record's keys that come from the measurement (all None without one)."""
+        if measured is None:
+            return dict.fromkeys(("requests", "rps", "latency_ms", "errors", "db", "tasks"))
+        result = measured.result
+        resources = measured.resources.to_dict() if measured.resources else None
+        if resources and self.emulator is not None:
+            # Under qemu the tree's memory is the emulator's, not the server's: kept apart.
+            resources |= {"server_rss_mb": None, "qemu_rss_mb": resources["server_rss_mb"]}
+        errors = result.errors.to_dict()
+        if measured.proxy_by_status is not None:
+            errors["proxy_by_status"] = {
+                str(k): v for k, v in sorted(measured.proxy_by_status.items())
+            }
+        return {
+            "requests": result.requests,
+            "rps": result.rps,
+            "latency_ms": result.latency.to_dict(),
+            "errors": errors,
+            "db": measured.db.to_dict() if measured.db else None,
+            "resources": resources,
+            "sockets": measured.sockets.to_dict() if measured.sockets else None,
+            "tasks": result.tasks,
+        }
+
     def _write(
         self,
         opts: plan.Options,
@@ -74,20 +99,7 @@ class Recorder:
         raw: dict[str, str],
         measured: Measurement | None = None,
     ) -> Path:
-        result = measured.result if measured else None
-        resources = measured.resources.to_dict() if measured and measured.resources else None
-        if resources and self.emulator is not None:
-            # Under qemu the tree's memory is the emulator's, not the server's: kept apart.
-            resources |= {"server_rss_mb": None, "qemu_rss_mb": resources["server_rss_mb"]}
-        errors = None
-        if result is not None:
-            errors = result.errors.to_dict()
-            if measured and measured.proxy_by_status is not None:
-                errors["proxy_by_status"] = {
-                    str(k): v for k, v in sorted(measured.proxy_by_status.items())
-                }
         settings = self.tool.settings(run.concurrency)
-        sockets = measured.sockets.to_dict() if measured and measured.sockets else None
         rec = record.Record(
             format_version=record.FORMAT_VERSION,
             status=status,
@@ -107,23 +119,16 @@ class Recorder:
             load_tool=self.tool.name,
             load_tool_version=self.tool.version(),
             load_threads=settings["load_threads"],
+            load_workers=settings["load_workers"],
             knobs=facts.knobs,
-            requests=result.requests if result else None,
-            rps=result.rps if result else None,
-            latency_ms=result.latency.to_dict() if result else None,
-            errors=errors,
-            db=measured.db.to_dict() if measured and measured.db else None,
             verify=facts.verification,
             metadata=self._metadata(opts, facts, measured),
             raw_files=[],
-            resources=resources,
-            sockets=sockets,
             proxy=opts.proxy,
             keepalive={"client": opts.keepalive, "upstream": opts.upstream_keepalive},
             backlog=facts.backlog,
-            load_workers=settings["load_workers"],
             target=opts.target,
-            tasks=result.tasks if result else None,
+            **self._measured_fields(measured),  # type: ignore[arg-type]
         )
         if status == "failed":  # unsupported is a fact about the server, not a failed run
             self.failures += 1
