@@ -16,7 +16,7 @@ BENCH_OPTS = $(call opt,SERVER,server) $(call opt,SCENARIO,scenario) \
   $(call opt,PROXY,proxy) $(call opt,KEEPALIVE,keepalive) \
   $(call opt,UPSTREAM_KEEPALIVE,upstream-keepalive) $(call opt,PROXY_TIMEOUT,proxy-timeout) \
   $(call opt,PIN,pin) $(call opt,LOAD,load) $(call opt,LOCUST_WORKERS,locust-workers) \
-  $(call opt,TARGET,target)
+  $(call opt,TARGET,target) $(call opt,RATE,rate)
 
 .PHONY: help setup bench study report test lint format lock compose-up compose-bench compose-down
 
@@ -29,6 +29,7 @@ help: ## list targets and variables
 	@echo "  SCENARIO     comma list of: plaintext json db queries fortunes updates upstream compute"
 	@echo "                                                        (default: plaintext,json,db)"
 	@echo "  CONCURRENCY  comma list of open connections           (default: 5,10,30,50,100)"
+	@echo "               with LOAD=oha: the connection pool the rate is sent from (default: per rate)"
 	@echo "  DURATION     seconds per measured run                 (default: 10)"
 	@echo "  WARMUP       seconds of warmup before each measurement (default: 2)"
 	@echo "  TRIALS       measured trials per server/scenario/conc.  (default: 3)"
@@ -42,7 +43,8 @@ help: ## list targets and variables
 	@echo "  UPSTREAM_KEEPALIVE  on or off: nginx -> server keep-alive alone (default: KEEPALIVE)"
 	@echo "  PROXY_TIMEOUT  nginx's connect/read timeout in seconds (default: 60, nginx's own)"
 	@echo "  PIN          1: load tool and server on separate CPUs   (default: 0)"
-	@echo "  LOAD         wrk or locust (locust runs SCENARIO=saas)  (default: wrk)"
+	@echo "  LOAD         wrk, locust (runs SCENARIO=saas) or oha (open loop: RATE=) (default: wrk)"
+	@echo "  RATE         LOAD=oha: comma list of offered requests/s, sent whatever the server does"
 	@echo "  LOCUST_WORKERS  Locust worker processes (0: one local process) (default: 0)"
 	@echo "  TARGET       http://host:port of a server running elsewhere: only the load runs here"
 	@echo "  NAME         make study: $$(ls bench/studies | sed 's/.toml//' | tr '\n' ' ')all"

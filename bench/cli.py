@@ -36,6 +36,7 @@ LIMITS = {
     "seed": (0, 2**31),
     "locust_workers": (0, 64),
     "proxy_timeout": (1, 600),
+    "rate": (1, 1_000_000),
 }
 SWITCHES = {"on": True, "off": False, "1": True, "0": False}
 
@@ -138,7 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="verify and measure servers")
     run.add_argument("--server", default=defaults.SERVER)
-    run.add_argument("--concurrency", default=",".join(map(str, defaults.CONCURRENCY)))
+    run.add_argument("--concurrency", default=None)  # depends on LOAD (open-loop: the pool)
+    run.add_argument("--rate", default=None)
     run.add_argument("--duration", default=str(defaults.DURATION_S))
     run.add_argument("--warmup", default=str(defaults.WARMUP_S))
     run.add_argument("--trials", default=str(defaults.TRIALS))
@@ -204,7 +206,25 @@ def validate_load(args: argparse.Namespace) -> dict[str, object]:
     if locust_workers and "LOCUST_WORKERS" not in tool.variables:
         takers = [name for name, t in tools().items() if "LOCUST_WORKERS" in t.variables]
         raise UsageError(f"LOCUST_WORKERS needs LOAD={' or '.join(takers)}")
-    return {"load_tool": load_tool, "scenarios": scenarios, "load_workers": locust_workers}
+    open_loop = [name for name, t in tools().items() if t.open_loop]
+    if tool.open_loop and not args.rate:
+        raise UsageError(
+            f"LOAD={load_tool} sends a fixed arrival rate: give RATE=, a comma list of "
+            "requests/s (e.g. RATE=500,1000)"
+        )
+    if args.rate and not tool.open_loop:
+        raise UsageError(f"RATE needs an open-loop load tool: LOAD={' or '.join(open_loop)}")
+    rates = validate_int_list("rate", args.rate) if args.rate else ()
+    # An open-loop tool's CONCURRENCY is its connection pool: by default sized per rate.
+    default_concurrency = "" if tool.open_loop else ",".join(map(str, defaults.CONCURRENCY))
+    raw = args.concurrency if args.concurrency is not None else default_concurrency
+    return {
+        "load_tool": load_tool,
+        "scenarios": scenarios,
+        "load_workers": locust_workers,
+        "rates": rates,
+        "concurrency": validate_int_list("concurrency", raw) if raw else (),
+    }
 
 
 def validate_proxy(args: argparse.Namespace) -> dict[str, object]:
@@ -240,7 +260,6 @@ def options_from(args: argparse.Namespace) -> plan.Options:
     pin = validate_switch("pin", args.pin)
     if pin and len(os.sched_getaffinity(0)) < 2:
         raise UsageError("PIN=1 needs at least 2 usable CPUs; this process may use 1")
-    concurrency = validate_int_list("concurrency", args.concurrency)
     duration = validate_int("duration", args.duration)
     warmup = validate_int("warmup", args.warmup)
     trials = validate_int("trials", args.trials)
@@ -260,7 +279,6 @@ def options_from(args: argparse.Namespace) -> plan.Options:
     seed = validate_int("seed", args.seed) if args.seed is not None else random.randrange(2**31)
     return plan.Options(
         servers=servers,
-        concurrency=concurrency,
         duration_s=duration,
         warmup_s=warmup,
         trials=trials,

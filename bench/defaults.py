@@ -34,6 +34,15 @@ LOAD_TIMEOUT_S = 10
 PRIMER_S = 1
 PRIMER_CONCURRENCY = 8  # more than one worker's worth, fewer than overload the slowest server
 
+# -- open-loop load (LOAD=oha) ----------------------------------------------------------------
+# CONCURRENCY unset: the connection pool an arrival rate is sent from holds the requests in
+# flight if each took 50 ms (Little's law): ample for a server within a latency objective of
+# tens of ms; past that arrivals queue in the tool, and that wait counts in the latency
+# (latency is measured from each request's intended send time).
+OPEN_LOOP_POOL_S = 0.05
+OPEN_LOOP_POOL_MIN = 10  # a low rate still gets some parallelism
+OPEN_LOOP_POOL_MAX = 1000  # file descriptors and the server's accept queue stay reasonable
+
 # -- study files: what [run] or an arm may leave out -----------------------------------------
 STUDY_SCENARIO = "upstream"  # the source documents are about slow I/O behind the server
 STUDY_CONCURRENCY = (10,)

@@ -121,6 +121,7 @@ def measure_point(
             keepalive=settings.keepalive,
             timeout_s=settings.timeout_s,
             cpus=settings.load_cpus,
+            rate=run.rate,
         )
 
     if tool.primes and run.scenario not in primed:

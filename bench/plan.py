@@ -8,6 +8,7 @@ over time does not favour whichever server always runs first.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,9 +53,11 @@ class Options:
     # Set by studies (bench/study.py), not by make variables:
     paths: dict[str, str] = field(default_factory=dict)  # scenario -> another URL path
     app_env: dict[str, str] = field(default_factory=dict)  # extra environment of the app
-    load_timeout_s: int = (
-        defaults.LOAD_TIMEOUT_S
-    )  # a response slower than this counts as a timeout error
+    # a response slower than this counts as a timeout error
+    load_timeout_s: int = defaults.LOAD_TIMEOUT_S
+    # RATE=: offered requests/s of an open-loop tool (oha); empty for closed-loop tools. With
+    # rates, an empty `concurrency` means: each rate's connection pool by pool_for().
+    rates: tuple[int, ...] = ()
     meta: dict[str, object] = field(default_factory=dict)  # into every record's metadata
 
 
@@ -67,6 +70,7 @@ class RunSpec:
     concurrency: int
     trial: int
     path_override: str | None = None
+    rate: int | None = None  # offered requests/s (open-loop); None: closed-loop
 
     @property
     def path(self) -> str:
@@ -83,6 +87,22 @@ class Block:
     runs: tuple[RunSpec, ...]
 
 
+def pool_for(rate: int) -> int:
+    """An open-loop tool's connection pool at a rate: the requests in flight if each took
+    defaults.OPEN_LOOP_POOL_S (Little's law), within the pool's bounds."""
+    wanted = math.ceil(rate * defaults.OPEN_LOOP_POOL_S)
+    return max(defaults.OPEN_LOOP_POOL_MIN, min(defaults.OPEN_LOOP_POOL_MAX, wanted))
+
+
+def points(options: Options) -> list[tuple[int, int | None]]:
+    """(connections, rate) of each measured point of a scenario, in order."""
+    if not options.rates:
+        return [(conc, None) for conc in options.concurrency]
+    return [
+        (conc, rate) for rate in options.rates for conc in options.concurrency or (pool_for(rate),)
+    ]
+
+
 def make_plan(options: Options) -> list[Block]:
     """Blocks in execution order: trials in turn, servers shuffled within each trial."""
     rng = random.Random(options.seed)
@@ -92,9 +112,9 @@ def make_plan(options: Options) -> list[Block]:
         rng.shuffle(order)
         for server in order:
             runs = tuple(
-                RunSpec(server, scenario, conc, trial, options.paths.get(scenario))
+                RunSpec(server, scenario, conc, trial, options.paths.get(scenario), rate)
                 for scenario in options.scenarios
-                for conc in options.concurrency
+                for conc, rate in points(options)
             )
             blocks.append(Block(trial, server, runs))
     return blocks

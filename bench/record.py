@@ -28,8 +28,13 @@ from pathlib import Path
 #    time_wait_db_max; time_wait_* now count only sockets that entered TIME_WAIT during the
 #    run; target (TARGET=: a server elsewhere, no server-side samples); metadata.cpu_placement,
 #    metadata.study*, metadata.emulator (2026-11).
-FORMAT_VERSION = 3
-KNOWN_VERSIONS = (1, 2, 3)
+# 4: + offered_rps (the arrival rate an open-loop tool was asked for; null for closed-loop
+#    tools) and achieved_rps (successful responses per second; null for closed-loop tools);
+#    latency_ms of open-loop runs is measured from each request's intended send time, and
+#    errors may carry `other` and `aborted` (requests cut off by the tool's deadline) and
+#    `by_message` (the tool's own error texts); raw files may be gzip-compressed (2026-11).
+FORMAT_VERSION = 4
+KNOWN_VERSIONS = (1, 2, 3, 4)
 STATUSES = ("ok", "failed", "unsupported")
 
 
@@ -76,6 +81,8 @@ class Record:
     load_workers: int | None = None
     tasks: dict | None = None
     target: str | None = None
+    offered_rps: float | None = None
+    achieved_rps: float | None = None
 
     def to_dict(self) -> dict:
         """The JSON-ready form."""
@@ -117,6 +124,7 @@ def record_name(rec: Record) -> str:
         rec.scenario,
         *([rec.proxy] if rec.proxy else []),
         *(["close"] if rec.keepalive and rec.keepalive.get("client") is False else []),
+        *([f"q{rec.offered_rps:g}"] if rec.offered_rps is not None else []),
         f"c{rec.concurrency}",
         f"t{rec.trial}",
         rec.run_id[:8],
@@ -141,7 +149,7 @@ def _write_new(path: Path, data: bytes) -> None:
             os.unlink(tmp)
 
 
-def write_record(results_dir: Path, rec: Record, raw: dict[str, str]) -> Path:
+def write_record(results_dir: Path, rec: Record, raw: dict[str, str | bytes]) -> Path:
     """Write the raw outputs, then the record that lists them; FileExistsError if it exists."""
     stem = record_name(rec)
     path = results_dir / "records" / f"{stem}.json"
@@ -152,7 +160,7 @@ def write_record(results_dir: Path, rec: Record, raw: dict[str, str]) -> Path:
         if not text:
             continue
         raw_path = results_dir / "raw" / f"{stem}.{suffix}"
-        _write_new(raw_path, text.encode())
+        _write_new(raw_path, text.encode() if isinstance(text, str) else text)
         raw_files.append(str(raw_path.relative_to(results_dir)))
     data = {**rec.to_dict(), "raw_files": raw_files}
     _write_new(path, (json.dumps(data, sort_keys=True, indent=2) + "\n").encode())

@@ -67,7 +67,9 @@ class Recorder:
     def _measured_fields(self, measured: Measurement | None) -> dict[str, object]:
         """The record's keys that come from the measurement (all None without one)."""
         if measured is None:
-            return dict.fromkeys(("requests", "rps", "latency_ms", "errors", "db", "tasks"))
+            return dict.fromkeys(
+                ("requests", "rps", "latency_ms", "errors", "db", "tasks", "achieved_rps")
+            )
         result = measured.result
         resources = measured.resources.to_dict() if measured.resources else None
         if resources and self.emulator is not None:
@@ -87,6 +89,7 @@ class Recorder:
             "resources": resources,
             "sockets": measured.sockets.to_dict() if measured.sockets else None,
             "tasks": result.tasks,
+            "achieved_rps": result.achieved_rps,
         }
 
     def _write(
@@ -96,7 +99,7 @@ class Recorder:
         facts: ServerFacts,
         status: str,
         reason: str | None,
-        raw: dict[str, str],
+        raw: dict[str, str | bytes],
         measured: Measurement | None = None,
     ) -> Path:
         settings = self.tool.settings(run.concurrency)
@@ -128,6 +131,7 @@ class Recorder:
             keepalive={"client": opts.keepalive, "upstream": opts.upstream_keepalive},
             backlog=facts.backlog,
             target=opts.target,
+            offered_rps=float(run.rate) if run.rate is not None else None,
             **self._measured_fields(measured),  # type: ignore[arg-type]
         )
         if status == "failed":  # unsupported is a fact about the server, not a failed run
@@ -164,7 +168,7 @@ class Recorder:
         runs: tuple[plan.RunSpec, ...],
         facts: ServerFacts,
         reason: str,
-        logs: dict[str, str],
+        logs: dict[str, str | bytes],
         *,
         quiet: bool = False,
     ) -> None:

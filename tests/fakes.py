@@ -38,6 +38,7 @@ class FakeTool:
     )
     name: str = "fake"
     primes: bool = True
+    open_loop: bool = False
     variables: tuple[str, ...] = ()
     calls: list[LoadRequest] = field(default_factory=list)
     measured: list[LoadRequest] = field(default_factory=list)

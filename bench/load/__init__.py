@@ -98,12 +98,14 @@ class LoadResult:
     rps: float
     latency: Latency
     errors: Errors
-    raw: dict[str, str]  # raw-file suffix -> text, kept beside the record
+    raw: dict[str, str | bytes]  # raw-file suffix -> content, kept beside the record
     bytes: int | None = None
     tasks: dict | None = None  # per task of a mix (Locust), else None
     # (start, end) in Unix seconds by the tool's own clock: from before its first request to
     # its last counted response; None when the tool does not say (then the harness's clock).
     window: tuple[float, float] | None = None
+    # Open-loop tools: successful (2xx) responses per second; None for closed-loop tools.
+    achieved_rps: float | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,7 @@ class LoadRequest:
     keepalive: bool = True  # off: every request on a new connection
     timeout_s: int = DEFAULT_TIMEOUT_S
     cpus: frozenset[int] | None = None  # where the tool may run (PIN=1)
+    rate: int | None = None  # offered requests/s (open-loop tools); None: closed-loop
 
     @property
     def url(self) -> str:
@@ -135,6 +138,7 @@ class LoadTool(Protocol):
 
     name: str
     primes: bool  # whether a primer and a warmup precede each measurement
+    open_loop: bool  # sends at RATE= arrivals/s, whatever the server does
     variables: tuple[str, ...]  # the make variables of its own it reads (LOCUST_WORKERS, ...)
 
     def prepare(self, log: Path) -> None:

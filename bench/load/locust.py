@@ -273,6 +273,7 @@ class Locust:
     name: str = "locust"
     # Locust's users start cold, as the paper's did: no primer, no warmup.
     primes: bool = False
+    open_loop: bool = False
     variables: tuple[str, ...] = ("LOCUST_WORKERS",)  # the make variables it reads
     python: Path | None = None
     _version: str | None = None

@@ -172,6 +172,7 @@ class Wrk:
     threads: int = 1
     name: str = "wrk"
     primes: bool = True
+    open_loop: bool = False
     variables: tuple[str, ...] = ("LOAD_THREADS",)  # the make variables it reads
     _version: str | None = None
 
