@@ -40,7 +40,8 @@ def test_short_bench_writes_ok_records_and_summary(tmp_path: Path) -> None:
         assert rec["arch"] == rec["host_arch"] and rec["emulated"] is False
         assert rec["metadata"]["server_version"] == rec["metadata"]["packages"]["granian"]
         assert rec["metadata"]["cpu_count"] >= 1 and rec["metadata"]["hostname"]
-        assert rec["format_version"] == 3
+        assert rec["format_version"] == 4
+        assert rec["offered_rps"] is None and rec["achieved_rps"] is None  # closed loop
         assert rec["proxy"] is None and rec["keepalive"] == {"client": True, "upstream": None}
         assert rec["backlog"] == rec["knobs"]["backlog"]  # asked from the kernel
         assert rec["metadata"]["cpu_placement"]["pinned"] is False
