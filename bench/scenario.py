@@ -22,6 +22,7 @@ FORTUNE_EXTRA = (0, "Additional fortune added at request time.")
 # TechEmpower's query-count cases: (raw n, expected row count).
 QUERY_CASES = [("", 1), ("foo", 1), ("0", 1), ("-1", 1), ("20", 20), ("501", 500)]
 UPSTREAM_MS = 50
+SLEEP_MS = 10  # the sleep scenario's wait: one sync worker serves at most 1000/SLEEP_MS req/s
 COMPUTE_N = 1000
 # Load tools that request one URL, and those that play a mix of routes.
 URL_TOOLS = ("wrk",)
@@ -153,6 +154,17 @@ def _upstream(r: Response, facts: Facts) -> list[str]:
     return []
 
 
+def _sleep(r: Response, facts: Facts) -> list[str]:
+    data, problems = _json(r, "/sleep")
+    if problems:
+        return problems
+    if data != {"slept_ms": SLEEP_MS}:
+        return [f"/sleep: body {data!r}"]
+    if r.elapsed_s < SLEEP_MS / 1000:
+        return [f"/sleep: answered in {r.elapsed_s * 1000:.1f} ms < {SLEEP_MS} ms"]
+    return []
+
+
 def _compute(r: Response, facts: Facts) -> list[str]:
     data, problems = _json(r, "/compute")
     if problems:
@@ -209,6 +221,12 @@ _ALL = (
         "/compute?n=10000",
         "CPU-bound pure Python work",
         (Check(f"/compute?n={COMPUTE_N}", JSON, _compute),),
+    ),
+    Scenario(
+        "sleep",
+        f"/sleep?ms={SLEEP_MS}",
+        f"a {SLEEP_MS} ms wait in the worker: capacity known by construction (workers / wait)",
+        (Check(f"/sleep?ms={SLEEP_MS}", JSON, _sleep),),
     ),
     # The mix's routes are the ones above: nothing more to verify.
     Scenario(
