@@ -111,11 +111,8 @@ def validate_knob(path: Path, name: str, raw: object) -> Knob:
     return Knob(name, default, server_default, why)
 
 
-def validate_spec(path: Path, data: dict) -> ServerSpec:
-    """Turn one parsed server.toml into a ServerSpec, or raise DeclarationError."""
-    server_id = path.parent.name
-    if not ID_RE.match(server_id):
-        raise DeclarationError(f"{path}: folder name {server_id!r} is not a valid server id")
+def _check_top_level(path: Path, data: dict) -> None:
+    """Known top-level keys, the required ones present, each of its TOML type, a known app."""
     unknown = set(data) - TOP_KEYS
     if unknown:
         raise DeclarationError(
@@ -129,20 +126,31 @@ def validate_spec(path: Path, data: dict) -> ServerSpec:
             raise DeclarationError(f"{path}: {key} must be {_TYPE_NAMES[kind]}")
     if data["app"] not in APPS:
         raise DeclarationError(f"{path}: app must be one of {sorted(APPS)}, got {data['app']!r}")
+
+
+def _check_command(path: Path, data: dict) -> set[str]:
+    """argv a non-empty list of strings, [env] values strings; the placeholders they use."""
     argv = data["argv"]
     if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)):
         raise DeclarationError(f"{path}: argv must be a non-empty list of strings")
     env = data.get("env", {})
     if not (isinstance(env, dict) and all(isinstance(v, str) for v in env.values())):
         raise DeclarationError(f"{path}: [env] values must be strings")
-    knobs = {name: validate_knob(path, name, raw) for name, raw in data.get("knobs", {}).items()}
-    used = set().union(*(placeholders(a) for a in [*argv, *env.values()]))
+    return set().union(*(placeholders(a) for a in [*argv, *env.values()]))
+
+
+def _check_placeholders(path: Path, used: set[str], knobs: dict[str, Knob]) -> None:
+    """Every placeholder used is a declared knob or one the harness fills."""
     undeclared = used - BUILTIN_PLACEHOLDERS - set(knobs)
     if undeclared:
         raise DeclarationError(
             f"{path}: placeholders {sorted(undeclared)} are neither knobs nor "
             f"built-ins {sorted(BUILTIN_PLACEHOLDERS)}"
         )
+
+
+def _check_config(path: Path, data: dict, used: set[str]) -> None:
+    """The port is bound somewhere; a declared config file exists and {config} has one."""
     config_text = ""
     if isinstance(data.get("config"), str) and (path.parent / data["config"]).is_file():
         config_text = (path.parent / data["config"]).read_text()
@@ -153,6 +161,10 @@ def validate_spec(path: Path, data: dict) -> ServerSpec:
         raise DeclarationError(f"{path}: config file {config!r} not found beside it")
     if "config" in used and config is None:
         raise DeclarationError(f"{path}: argv uses {{config}} but no config = '...' is declared")
+
+
+def _check_options(path: Path, data: dict) -> None:
+    """The optional lists and names: scenarios, version_argv, install_flags, stop_signal."""
     scenarios = data.get("scenarios")
     if scenarios is not None and not (
         isinstance(scenarios, list) and scenarios and all(isinstance(x, str) for x in scenarios)
@@ -161,27 +173,40 @@ def validate_spec(path: Path, data: dict) -> ServerSpec:
     version_argv = data.get("version_argv")
     if version_argv is not None and not all(isinstance(a, str) for a in version_argv):
         raise DeclarationError(f"{path}: version_argv must be a list of strings")
-    install_flags = data.get("install_flags", [])
-    if install_flags not in ([], ["--no-deps"]):
+    if data.get("install_flags", []) not in ([], ["--no-deps"]):
         raise DeclarationError(f"{path}: install_flags may only be ['--no-deps']")
-    stop_signal = data.get("stop_signal", "SIGTERM")
-    if stop_signal not in ("SIGTERM", "SIGINT", "SIGQUIT"):
+    if data.get("stop_signal", "SIGTERM") not in ("SIGTERM", "SIGINT", "SIGQUIT"):
         raise DeclarationError(f"{path}: stop_signal must be SIGTERM, SIGINT or SIGQUIT")
+
+
+def validate_spec(path: Path, data: dict) -> ServerSpec:
+    """Turn one parsed server.toml into a ServerSpec, or raise DeclarationError."""
+    server_id = path.parent.name
+    if not ID_RE.match(server_id):
+        raise DeclarationError(f"{path}: folder name {server_id!r} is not a valid server id")
+    _check_top_level(path, data)
+    used = _check_command(path, data)
+    knobs = {name: validate_knob(path, name, raw) for name, raw in data.get("knobs", {}).items()}
+    _check_placeholders(path, used, knobs)
+    _check_config(path, data, used)
+    _check_options(path, data)
+    scenarios = data.get("scenarios")
+    version_argv = data.get("version_argv")
     return ServerSpec(
         id=server_id,
         description=str(data["description"]),
         app=data["app"],
         package=data.get("package"),
-        argv=tuple(argv),
-        env=dict(env),
+        argv=tuple(data["argv"]),
+        env=dict(data.get("env", {})),
         knobs=knobs,
         ready_path=data.get("ready_path", "/plaintext"),
-        stop_signal=stop_signal,
+        stop_signal=data.get("stop_signal", "SIGTERM"),
         folder=path.parent,
-        config=config,
+        config=data.get("config"),
         scenarios=tuple(scenarios) if scenarios else None,
         version_argv=tuple(version_argv) if version_argv else None,
-        install_flags=tuple(install_flags),
+        install_flags=tuple(data.get("install_flags", [])),
     )
 
 

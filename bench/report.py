@@ -230,6 +230,89 @@ SYSTEM_HEADER = [
 ]
 
 
+def _latency(group: list[Record], key: str) -> float | None:
+    """Median over the group's trials of one latency figure (p50, p99, p999)."""
+    return _median([r.latency_ms.get(key) if r.latency_ms else None for r in group])
+
+
+def _ceilings(groups: dict[tuple, list[Record]]) -> dict[tuple[int, str], float]:
+    """The ceiling server's median req/s per (concurrency, machine), direct runs only."""
+    return {
+        (first.concurrency, _host(first)): statistics.median(r.rps or 0.0 for r in group)
+        for group in groups.values()
+        if (first := group[0]).server == CEILING and not first.proxy
+    }
+
+
+def _speed_row(
+    group: list[Record], p99: float | None, starved: bool, ceiling_rps: float | None
+) -> list[str]:
+    """One configuration's row of the speed table: throughput, latency, errors."""
+    first = group[0]
+    return [
+        f"{first.server} {server_version(first.metadata)}",
+        first.app,
+        knobs_label(first.knobs or {}),
+        via_label(first),
+        str(first.concurrency),
+        _rps_cell([r.rps or 0.0 for r in group]),
+        _num(_latency(group, "p50"), 2),
+        _num(p99, 2) + (" †" if starved else ""),
+        _num(_latency(group, "p999"), 2),
+        _num(sum(_socket_errors(r) for r in group)),
+        _num(sum(int((r.errors or {}).get("non_2xx", 0)) for r in group)),
+        _proxy_count(group, 502),
+        _proxy_count(group, 504),
+        _share(group, ceiling_rps),
+        str(len(group)),
+        load_label(first),
+        _machine(first),
+    ]
+
+
+def _system_row(group: list[Record], served: float | None) -> list[str]:
+    """One configuration's row of the system table: CPU, memory, sockets, pools."""
+    first = group[0]
+    return [
+        f"{first.server} {server_version(first.metadata)}",
+        knobs_label(first.knobs or {}),
+        via_label(first),
+        str(first.concurrency),
+        _num(_median([_section(r, "resources", "server_cpu_pct") for r in group])),
+        _num(_median([_section(r, "resources", "proxy_cpu_pct") for r in group])),
+        _num(_median([_section(r, "resources", "server_rss_mb") for r in group])),
+        _num(_median([_section(r, "resources", "load_cpu_pct") for r in group])),
+        _time_wait(group),
+        _num(_median([_section(r, "sockets", "listen_queue_max") for r in group])),
+        f"{served:.0%}" if served is not None else "–",
+        _num(sum(_section(r, "sockets", "listen_overflows") or 0 for r in group)),
+        _num(_median([r.backlog for r in group])),
+        _num(_median([_section(r, "db", "server_conns_max") for r in group])),
+        _machine(first),
+    ]
+
+
+STARVED_NOTE = (
+    f"† Fewer than {SERVED_MIN:.0%} of the connections had a request being timed "
+    "(conns served = mean latency × req/s ÷ connections, Little's law): the others "
+    "waited unserved through the run, typically unaccepted in the accept queue while "
+    "the server kept serving the keep-alive connections it held. wrk only times "
+    "requests that complete, so theirs are missing and this latency is optimistic."
+)
+
+
+def _scenario_tables(
+    speed_rows: list[list[str]], system_rows: list[list[str]], any_starved: bool
+) -> list[str]:
+    """The speed and system tables of one scenario, and the † note when a row has it."""
+    lines = markdown_table(SPEED_HEADER, speed_rows, "llllrrrrrrrrrrrll")
+    lines.append("")
+    lines += markdown_table(SYSTEM_HEADER, system_rows, "lllrrrrrrrrrrrl")
+    if any_starved:
+        lines += ["", STARVED_NOTE]
+    return lines
+
+
 def scenario_section(scenario: str, records: list[Record], plot: str | None = None) -> list[str]:
     """The tables of one scenario: ok runs aggregated over trials, then the failed ones."""
     path = records[0].path
@@ -237,74 +320,21 @@ def scenario_section(scenario: str, records: list[Record], plot: str | None = No
     if plot:
         lines += [f"![{scenario}: req/s and p99 by concurrency]({plot})", ""]
     groups = _groups(records)
-    ceiling = {
-        (first.concurrency, _host(first)): statistics.median(r.rps or 0.0 for r in group)
-        for group in groups.values()
-        if (first := group[0]).server == CEILING and not first.proxy
-    }
+    ceilings = _ceilings(groups)
     rows = []
-    any_starved = False
     for key, group in groups.items():
-        p99 = _median([r.latency_ms.get("p99") if r.latency_ms else None for r in group])
         first = group[0]
+        p99 = _latency(group, "p99")
         served = _median([served_share(r) for r in group])
         starved = served is not None and served < SERVED_MIN
-        any_starved = any_starved or starved
-        name = f"{first.server} {server_version(first.metadata)}"
-        knobs, via = knobs_label(first.knobs or {}), via_label(first)
-        speed = [
-            name,
-            first.app,
-            knobs,
-            via,
-            str(first.concurrency),
-            _rps_cell([r.rps or 0.0 for r in group]),
-            _num(_median([r.latency_ms.get("p50") if r.latency_ms else None for r in group]), 2),
-            _num(p99, 2) + (" †" if starved else ""),
-            _num(_median([r.latency_ms.get("p999") if r.latency_ms else None for r in group]), 2),
-            _num(sum(_socket_errors(r) for r in group)),
-            _num(sum(int((r.errors or {}).get("non_2xx", 0)) for r in group)),
-            _proxy_count(group, 502),
-            _proxy_count(group, 504),
-            _share(group, ceiling.get((first.concurrency, _host(first)))),
-            str(len(group)),
-            load_label(first),
-            _machine(first),
-        ]
-        system = [
-            name,
-            knobs,
-            via,
-            str(first.concurrency),
-            _num(_median([_section(r, "resources", "server_cpu_pct") for r in group])),
-            _num(_median([_section(r, "resources", "proxy_cpu_pct") for r in group])),
-            _num(_median([_section(r, "resources", "server_rss_mb") for r in group])),
-            _num(_median([_section(r, "resources", "load_cpu_pct") for r in group])),
-            _time_wait(group),
-            _num(_median([_section(r, "sockets", "listen_queue_max") for r in group])),
-            f"{served:.0%}" if served is not None else "–",
-            _num(sum(_section(r, "sockets", "listen_overflows") or 0 for r in group)),
-            _num(_median([r.backlog for r in group])),
-            _num(_median([_section(r, "db", "server_conns_max") for r in group])),
-            _machine(first),
-        ]
+        speed = _speed_row(group, p99, starved, ceilings.get((first.concurrency, _host(first))))
         # One machine's servers together, ranked by p99: rankings never mix machines.
         sort_key = (_machine(first), p99 if p99 is not None else float("inf"), str(key))
-        rows.append((sort_key, speed, system))
+        rows.append((sort_key, speed, _system_row(group, served), starved))
     if rows:
         rows.sort(key=lambda row: row[0])  # sort_key is unique: it ends with the group's key
-        lines += markdown_table(SPEED_HEADER, [speed for _, speed, _ in rows], "llllrrrrrrrrrrrll")
-        lines.append("")
-        lines += markdown_table(SYSTEM_HEADER, [system for _, _, system in rows], "lllrrrrrrrrrrrl")
-        if any_starved:
-            lines += [
-                "",
-                f"† Fewer than {SERVED_MIN:.0%} of the connections had a request being timed "
-                "(conns served = mean latency × req/s ÷ connections, Little's law): the others "
-                "waited unserved through the run, typically unaccepted in the accept queue while "
-                "the server kept serving the keep-alive connections it held. wrk only times "
-                "requests that complete, so theirs are missing and this latency is optimistic.",
-            ]
+        speed_rows, system_rows = [row[1] for row in rows], [row[2] for row in rows]
+        lines += _scenario_tables(speed_rows, system_rows, any(row[3] for row in rows))
     else:
         lines.append("No successful runs.")
     lines += _failures(records)
@@ -343,45 +373,111 @@ def _ratio(value: float | None, base: float | None) -> str:
     return f"{value / base:.2f}×"
 
 
-def arch_section(records: list[Record]) -> list[str]:
-    """Native amd64 and arm64 side by side where both measured the same configuration;
-    emulated runs apart, as a functional check, never ranked nor in a ratio."""
+ARCH_HEADER = [
+    "scenario",
+    "server",
+    "knobs",
+    "via",
+    "conc.",
+    "amd64 req/s",
+    "arm64 req/s",
+    "arm64/amd64 req/s",
+    "amd64 p99 ms",
+    "arm64 p99 ms",
+    "arm64/amd64 p99",
+    "amd64 machine",
+    "arm64 machine",
+]
+EMULATED_HEADER = ["scenario", "server", "arch", "host arch", "emulator", "conc.", "status"]
+EMULATED_HEADER += ["req/s", "p99 ms", "machine"]
+
+
+def _by_arch(records: list[Record]) -> dict[tuple, dict[str, list[Record]]]:
+    """Native ok runs (no study's) per configuration and concurrency, then per arch."""
     native = [
         r for r in records if r.status == "ok" and not r.emulated and "study" not in r.metadata
     ]
     by_arch: dict[tuple, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
     for rec in native:
         by_arch[(rec.scenario, *config_key(rec), rec.concurrency)][rec.arch].append(rec)
+    return by_arch
+
+
+def _arch_row(amd: list[Record], arm: list[Record]) -> list[str]:
+    """One configuration measured on both arches: medians side by side and their ratios."""
+    amd_rps = _median([r.rps for r in amd])
+    arm_rps = _median([r.rps for r in arm])
+    amd_p99 = _median([(r.latency_ms or {}).get("p99") for r in amd])
+    arm_p99 = _median([(r.latency_ms or {}).get("p99") for r in arm])
+    first = amd[0]
+    return [
+        first.scenario,
+        first.server,
+        knobs_label(first.knobs or {}),
+        via_label(first),
+        str(first.concurrency),
+        _num(amd_rps),
+        _num(arm_rps),
+        _ratio(arm_rps, amd_rps),
+        _num(amd_p99, 2),
+        _num(arm_p99, 2),
+        _ratio(arm_p99, amd_p99),
+        ", ".join(sorted({_host(r) for r in amd})),
+        ", ".join(sorted({_host(r) for r in arm})),
+    ]
+
+
+def _arch_rows(records: list[Record]) -> list[list[str]]:
+    """The rows of the arch comparison, sorted by scenario and server."""
     rows = []
-    for key, arches in by_arch.items():
+    for key, arches in _by_arch(records).items():
         if "amd64" not in arches or "arm64" not in arches:
             continue
-        amd, arm = arches["amd64"], arches["arm64"]
-        amd_rps = _median([r.rps for r in amd])
-        arm_rps = _median([r.rps for r in arm])
-        amd_p99 = _median([(r.latency_ms or {}).get("p99") for r in amd])
-        arm_p99 = _median([(r.latency_ms or {}).get("p99") for r in arm])
-        first = amd[0]
-        rows.append(
-            (
-                (first.scenario, first.server, str(key)),
-                [
-                    first.scenario,
-                    first.server,
-                    knobs_label(first.knobs or {}),
-                    via_label(first),
-                    str(first.concurrency),
-                    _num(amd_rps),
-                    _num(arm_rps),
-                    _ratio(arm_rps, amd_rps),
-                    _num(amd_p99, 2),
-                    _num(arm_p99, 2),
-                    _ratio(arm_p99, amd_p99),
-                    ", ".join(sorted({_host(r) for r in amd})),
-                    ", ".join(sorted({_host(r) for r in arm})),
-                ],
-            )
-        )
+        first = arches["amd64"][0]
+        sort_key = (first.scenario, first.server, str(key))
+        rows.append((sort_key, _arch_row(arches["amd64"], arches["arm64"])))
+    return [row for _, row in sorted(rows, key=lambda row: row[0])]  # unique sort keys
+
+
+def _emulated_row(rec: Record) -> list[str]:
+    """One emulated run: where it ran, under which emulator, and what it gave."""
+    emulator = rec.metadata.get("emulator") or {}
+    return [
+        rec.scenario,
+        rec.server,
+        rec.arch,
+        rec.host_arch,
+        f"{emulator.get('name', '?')} {emulator.get('version', '')}",
+        str(rec.concurrency),
+        rec.status,
+        _num(rec.rps),
+        _num((rec.latency_ms or {}).get("p99"), 2),
+        _host(rec),
+    ]
+
+
+def _emulated_section(emulated: list[Record]) -> list[str]:
+    """The emulated runs apart, as a functional check: a note and one row per run."""
+    ordered = sorted(
+        emulated, key=lambda r: (r.scenario, r.server, r.concurrency, r.trial, r.run_id)
+    )
+    return [
+        "### Emulated runs (functional check)",
+        "",
+        "These ran the server under qemu user-mode emulation on a host of another arch: "
+        "they show that the server and app work on that arch, not how fast it is "
+        "(emulation costs 5–10× in throughput, the ranking of servers can flip, and memory "
+        "is qemu's). Not ranked, not in any ratio, not in the tables above.",
+        "",
+        *markdown_table(EMULATED_HEADER, [_emulated_row(r) for r in ordered], "lllllrlrrl"),
+        "",
+    ]
+
+
+def arch_section(records: list[Record]) -> list[str]:
+    """Native amd64 and arm64 side by side where both measured the same configuration;
+    emulated runs apart, as a functional check, never ranked nor in a ratio."""
+    rows = _arch_rows(records)
     emulated = [r for r in records if r.emulated]
     if not rows and not emulated:
         return []
@@ -392,61 +488,13 @@ def arch_section(records: list[Record]) -> list[str]:
             "(for p99: slower). Different machines differ in more than the arch (cores, clock, "
             "memory, kernel): read the machines table.",
             "",
-            *markdown_table(
-                [
-                    "scenario",
-                    "server",
-                    "knobs",
-                    "via",
-                    "conc.",
-                    "amd64 req/s",
-                    "arm64 req/s",
-                    "arm64/amd64 req/s",
-                    "amd64 p99 ms",
-                    "arm64 p99 ms",
-                    "arm64/amd64 p99",
-                    "amd64 machine",
-                    "arm64 machine",
-                ],
-                [row for _, row in sorted(rows, key=lambda row: row[0])],  # unique sort keys
-                "llllrrrrrrrll",
-            ),
+            *markdown_table(ARCH_HEADER, rows, "llllrrrrrrrll"),
             "",
         ]
     else:
         lines += ["No configuration was measured natively on both amd64 and arm64 yet.", ""]
     if emulated:
-        lines += [
-            "### Emulated runs (functional check)",
-            "",
-            "These ran the server under qemu user-mode emulation on a host of another arch: "
-            "they show that the server and app work on that arch, not how fast it is "
-            "(emulation costs 5–10× in throughput, the ranking of servers can flip, and memory "
-            "is qemu's). Not ranked, not in any ratio, not in the tables above.",
-            "",
-        ]
-        rows_emulated = []
-        for rec in sorted(
-            emulated, key=lambda r: (r.scenario, r.server, r.concurrency, r.trial, r.run_id)
-        ):
-            emulator = rec.metadata.get("emulator") or {}
-            rows_emulated.append(
-                [
-                    rec.scenario,
-                    rec.server,
-                    rec.arch,
-                    rec.host_arch,
-                    f"{emulator.get('name', '?')} {emulator.get('version', '')}",
-                    str(rec.concurrency),
-                    rec.status,
-                    _num(rec.rps),
-                    _num((rec.latency_ms or {}).get("p99"), 2),
-                    _host(rec),
-                ]
-            )
-        header = ["scenario", "server", "arch", "host arch", "emulator", "conc.", "status"]
-        header += ["req/s", "p99 ms", "machine"]
-        lines += [*markdown_table(header, rows_emulated, "lllllrlrrl"), ""]
+        lines += _emulated_section(emulated)
     return lines
 
 

@@ -359,18 +359,10 @@ class Stack:
         return port
 
     # -- the server under test --------------------------------------------------------------
-    def start_server(
-        self,
-        spec: ServerSpec,
-        knobs: dict[str, int],
-        python: Path,
-        db: Database,
-        log_name: str,
-        cpus: frozenset[int] | None = None,
-        extra_env: dict[str, str] | None = None,
-    ) -> RunningServer:
-        """Start one server variant from its declaration and wait until it answers."""
-        port = ready.free_port()
+    def _server_fill(
+        self, spec: ServerSpec, knobs: dict[str, int], python: Path, port: int
+    ) -> dict[str, object]:
+        """The values of a server's placeholders; its native config rendered into the run dir."""
         fill: dict[str, object] = {
             **knobs,
             "python": python,
@@ -387,10 +379,14 @@ class Stack:
             config.write_text(render_config(template, fill))
             (self.run_dir / f"{spec.id}-tmp").mkdir(exist_ok=True)
             fill["config"] = config
-        argv = render_argv(spec, fill)
+        return fill
+
+    def _server_env(self, python: Path, db: Database) -> dict[str, str]:
+        """The environment every server gets: its venv first on PATH, HOME in the run dir,
+        the app's database and upstream URLs."""
         home = self.run_dir / "home"
         home.mkdir(exist_ok=True)
-        env = {
+        return {
             "PATH": f"{python.parent}:{os.environ.get('PATH', '')}",
             "HOME": str(home),  # anything a server writes under $HOME stays in the run dir
             "LANG": "C.UTF-8",
@@ -398,18 +394,11 @@ class Stack:
             "PYTHONUNBUFFERED": "1",
             "APP_DATABASE_URL": db.app_url,
             "APP_UPSTREAM_URL": f"http://127.0.0.1:{self.upstream_port}",
-            **render_env(spec, fill),
-            **(extra_env or {}),
         }
-        proc = self.table.start(
-            spec.id,
-            argv,
-            self.run_dir / log_name,
-            env=env,
-            cwd=ROOT,
-            stop_signal=getattr(signal, spec.stop_signal),
-            cpus=cpus,
-        )
+
+    def _await_server(self, spec: ServerSpec, proc: Proc, port: int) -> None:
+        """Wait until the server answers on its port, from its own process tree; on
+        StartError the server is stopped."""
         try:
             ready.wait_http(proc, port, spec.ready_path, timeout_s=60)
             # Whoever answered must be ours: a port taken by someone else between picking it
@@ -423,6 +412,32 @@ class Stack:
         except StartError:
             self.table.stop(proc)
             raise
+
+    def start_server(
+        self,
+        spec: ServerSpec,
+        knobs: dict[str, int],
+        python: Path,
+        db: Database,
+        log_name: str,
+        cpus: frozenset[int] | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> RunningServer:
+        """Start one server variant from its declaration and wait until it answers."""
+        port = ready.free_port()
+        fill = self._server_fill(spec, knobs, python, port)
+        argv = render_argv(spec, fill)
+        env = {**self._server_env(python, db), **render_env(spec, fill), **(extra_env or {})}
+        proc = self.table.start(
+            spec.id,
+            argv,
+            self.run_dir / log_name,
+            env=env,
+            cwd=ROOT,
+            stop_signal=getattr(signal, spec.stop_signal),
+            cpus=cpus,
+        )
+        self._await_server(spec, proc, port)
         return RunningServer(spec, port, proc, argv, knobs)
 
     # -- the reverse proxy -------------------------------------------------------------------

@@ -158,9 +158,8 @@ def _arm(path: Path, raw: object) -> Arm:
     )
 
 
-def load_study(name: str) -> Study:
-    """Read and validate bench/studies/<name>.toml; StudyError names the file and the key."""
-    path = STUDIES_DIR / f"{name}.toml"
+def _read_study(path: Path) -> dict:
+    """The study file parsed, its top-level keys present where required and of their type."""
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -171,7 +170,28 @@ def load_study(name: str) -> Study:
                 raise StudyError(f"{path}: missing `{key}`")
         elif not isinstance(data[key], kind):
             raise StudyError(f"{path}: `{key}` must be {_type_name(kind)}")
-    _check_settings(path, "[run]", data["run"])
+    return data
+
+
+def _check_arm_run(path: Path, run: dict, arm: Arm) -> None:
+    """An arm's settings over [run]: a duration, and scenarios the harness or paths name."""
+    settings = {**run, **arm.settings}
+    if "duration" not in settings:
+        raise StudyError(f"{path}: arm {arm.id} has no duration (in [run] or the arm)")
+    # A scenario of the harness, or a name the study gives a path (paths = { sleep = ... }).
+    scenarios = settings.get("scenarios", [settings.get("scenario", defaults.STUDY_SCENARIO)])
+    named = set(plan.SCENARIOS) | set(settings.get("paths", {}))
+    named |= {scenarios[0]} if scenarios and "path" in settings else set()
+    unknown = [s for s in scenarios if s not in named]
+    if unknown or not scenarios:
+        raise StudyError(
+            f"{path}: arm {arm.id}: unknown scenario {unknown or scenarios!r}; valid: "
+            f"{', '.join(plan.SCENARIOS)} or a name in paths"
+        )
+
+
+def _study_arms(path: Path, data: dict) -> tuple[Arm, ...]:
+    """Every [[arm]], validated: at least one, unique ids, each runnable with [run]."""
     arms = tuple(_arm(path, raw) for raw in data["arm"])
     if not arms:
         raise StudyError(f"{path}: no [[arm]]")
@@ -179,24 +199,14 @@ def load_study(name: str) -> Study:
     if len(set(ids)) != len(ids):
         raise StudyError(f"{path}: arm ids must be unique")
     for arm in arms:
-        settings = {**data["run"], **arm.settings}
-        if "duration" not in settings:
-            raise StudyError(f"{path}: arm {arm.id} has no duration (in [run] or the arm)")
-        # A scenario of the harness, or a name the study gives a path (paths = { sleep = ... }).
-        scenarios = settings.get("scenarios", [settings.get("scenario", defaults.STUDY_SCENARIO)])
-        named = set(plan.SCENARIOS) | set(settings.get("paths", {}))
-        named |= {scenarios[0]} if scenarios and "path" in settings else set()
-        unknown = [s for s in scenarios if s not in named]
-        if unknown or not scenarios:
-            raise StudyError(
-                f"{path}: arm {arm.id}: unknown scenario {unknown or scenarios!r}; valid: "
-                f"{', '.join(plan.SCENARIOS)} or a name in paths"
-            )
-    ids += [str(a.settings["group"]) for a in arms if "group" in a.settings]
-    checks = data["check"]
+        _check_arm_run(path, data["run"], arm)
+    return arms
+
+
+def _check_checks(path: Path, checks: list, metrics: tuple[str, ...], names: list[str]) -> None:
+    """The [[check]] tables: known metrics and kinds, sides naming an arm or a group."""
     if not checks or not all(isinstance(c, dict) for c in checks):
         raise StudyError(f"{path}: `check` must be one or more [[check]] tables")
-    metrics = tuple(data.get("metrics", ["rps", "p99_ms"]))
     for metric in (*metrics, *(c.get("metric") for c in checks)):
         if metric not in METRICS:
             raise StudyError(f"{path}: unknown metric {metric!r}; valid: {', '.join(METRICS)}")
@@ -207,10 +217,22 @@ def load_study(name: str) -> Study:
             raise StudyError(f"{path}: a ratio check needs published = <the source's ratio>")
         for side in ("a", "b"):
             arm = check.get(side, {}).get("arm") if isinstance(check.get(side), dict) else None
-            if arm not in ids:
+            if arm not in names:
                 raise StudyError(
                     f"{path}: check {side} = {{ arm = ... }} names unknown arm {arm!r}"
                 )
+
+
+def load_study(name: str) -> Study:
+    """Read and validate bench/studies/<name>.toml; StudyError names the file and the key."""
+    path = STUDIES_DIR / f"{name}.toml"
+    data = _read_study(path)
+    _check_settings(path, "[run]", data["run"])
+    arms = _study_arms(path, data)
+    names = [a.id for a in arms]
+    names += [str(a.settings["group"]) for a in arms if "group" in a.settings]
+    metrics = tuple(data.get("metrics", ["rps", "p99_ms"]))
+    _check_checks(path, data["check"], metrics, names)
     if not all(isinstance(fig, dict) for fig in data.get("published", [])):
         raise StudyError(f"{path}: `published` must be a list of {{ arm, metric, value }} tables")
     return Study(
@@ -223,7 +245,7 @@ def load_study(name: str) -> Study:
         arms=arms,
         published=tuple(data.get("published", [])),
         metrics=metrics,
-        checks=tuple(checks),
+        checks=tuple(data["check"]),
         plot_metric=data.get("plot_metric", metrics[0]),
         best_by=data.get("best_by"),
     )
@@ -483,17 +505,12 @@ def collapse_groups(study: Study, records: list[Record]) -> tuple[list[Record], 
     return kept, lines
 
 
-def study_section(study: Study, records: list[Record], plot: str | None) -> list[str]:
-    """The summary section of one study, from its latest run's records."""
-    records, sweep_lines = collapse_groups(study, records)
-    lines = [f"## Study: {study.name} — {study.title}", ""]
-    lines += [f"Source: `{SEEDS_URL}/{study.source}`. Claimed: {study.claim}", ""]
-    if not records:
-        return [*lines, f"Not run yet: `make study NAME={study.name}`.", ""]
+def _verdict_lines(study: Study, records: list[Record]) -> list[str]:
+    """The verdict with the run it rests on, a line per check, and why it may differ."""
     verdict, check_lines = judge(study, records)
     host = records[0].metadata.get("hostname", "?")
     started = min(str(r.metadata.get("started_at", "")) for r in records)
-    lines += [
+    lines = [
         f"**Verdict: {verdict}** (run {records[0].metadata.get('study_run')} on {host}, "
         f"{len(records)} runs from {started}; rule: the checks below, on ratios measured in "
         "this one run).",
@@ -503,10 +520,30 @@ def study_section(study: Study, records: list[Record], plot: str | None) -> list
     ]
     if verdict != "reproduced":
         lines += [f"Why it may differ: {study.differs}", ""]
-    if plot:
-        lines += [f"![{study.name}]({plot})", ""]
-    if sweep_lines:
-        lines += ["Worker sweep (the best of each server is kept below):", "", *sweep_lines, ""]
+    return lines
+
+
+def _ordered_cells(study: Study, values: dict[str, dict[Cell, float | None]]) -> list[Cell]:
+    """Every measured cell, arms (or their groups) in the file's order, then the rest."""
+    order = list(dict.fromkeys([*(str(a.settings.get("group", a.id)) for a in study.arms)]))
+    return sorted(
+        {c for v in values.values() for c in v},
+        key=lambda c: (order.index(c[0]) if c[0] in order else len(order), c),
+    )
+
+
+def _results_header(study: Study, with_published: set[str | None]) -> list[str]:
+    """The results table's header: a published column beside ours where the source has one."""
+    header = ["arm", "route", "conc."]
+    for metric in study.metrics:
+        if metric in with_published:
+            header.append(f"{METRICS[metric]} (published)")
+        header.append(f"{METRICS[metric]} (ours)")
+    return header
+
+
+def _results_table(study: Study, records: list[Record]) -> list[str]:
+    """Per arm, route and concurrency, the study's metrics: published beside ours."""
     values = {m: measured(records, m) for m in study.metrics}
     labels = {a.id: a.label for a in study.arms}
     labels |= {
@@ -514,38 +551,50 @@ def study_section(study: Study, records: list[Record], plot: str | None) -> list
         for a in study.arms
         if "group" in a.settings
     }
-    order = list(dict.fromkeys([*(str(a.settings.get("group", a.id)) for a in study.arms)]))
-    cells = sorted(
-        {c for v in values.values() for c in v},
-        key=lambda c: (order.index(c[0]) if c[0] in order else len(order), c),
-    )
     # A "published" column only where the source gave figures for that metric.
     with_published = {fig.get("metric") for fig in study.published}
-    header = ["arm", "route", "conc."]
-    for metric in study.metrics:
-        if metric in with_published:
-            header.append(f"{METRICS[metric]} (published)")
-        header.append(f"{METRICS[metric]} (ours)")
+    header = _results_header(study, with_published)
     paths = {r.scenario: r.path for r in records}
     rows = []
-    for arm, scenario, conc in cells:
+    for arm, scenario, conc in _ordered_cells(study, values):
         row = [labels.get(arm, arm), f"`{paths.get(scenario, scenario)}`", str(conc)]
         for metric in study.metrics:
             if metric in with_published:
                 row.append(_published_cell(study, arm, scenario, conc, metric))
             row.append(_fmt(values[metric].get((arm, scenario, conc))))
         rows.append(row)
-    lines += markdown_table(header, rows, "llr" + "r" * (len(header) - 3))
+    return markdown_table(header, rows, "llr" + "r" * (len(header) - 3))
+
+
+def _failed_lines(records: list[Record]) -> list[str]:
+    """A line naming the first failed runs and why, when any failed."""
     failed = [r for r in records if r.status != "ok"]
-    if failed:
-        lines += [
-            "",
-            f"{len(failed)} run(s) failed: "
-            + "; ".join(
-                f"{r.metadata.get('study_arm')} c={r.concurrency}: {(r.reason or '')[:120]}"
-                for r in failed[:5]
-            ),
-        ]
+    if not failed:
+        return []
+    return [
+        "",
+        f"{len(failed)} run(s) failed: "
+        + "; ".join(
+            f"{r.metadata.get('study_arm')} c={r.concurrency}: {(r.reason or '')[:120]}"
+            for r in failed[:5]
+        ),
+    ]
+
+
+def study_section(study: Study, records: list[Record], plot: str | None) -> list[str]:
+    """The summary section of one study, from its latest run's records."""
+    records, sweep_lines = collapse_groups(study, records)
+    lines = [f"## Study: {study.name} — {study.title}", ""]
+    lines += [f"Source: `{SEEDS_URL}/{study.source}`. Claimed: {study.claim}", ""]
+    if not records:
+        return [*lines, f"Not run yet: `make study NAME={study.name}`.", ""]
+    lines += _verdict_lines(study, records)
+    if plot:
+        lines += [f"![{study.name}]({plot})", ""]
+    if sweep_lines:
+        lines += ["Worker sweep (the best of each server is kept below):", "", *sweep_lines, ""]
+    lines += _results_table(study, records)
+    lines += _failed_lines(records)
     return [*lines, ""]
 
 
