@@ -113,15 +113,15 @@ fi
 if [ "$oha_build" = 1 ]; then
   rustup_cmd="curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y && . \"\$HOME/.cargo/env\""
   if ! command -v cargo >/dev/null 2>&1; then
-    echo "setup: oha $oha_version needs cargo >= $oha_rust; run: $rustup_cmd" >&2
+    echo "setup: oha $oha_version needs cargo >= $oha_rust; run: $rustup_cmd  (then this again)" >&2
     exit 1
   fi
   have=$(cargo --version | awk '{print $2}')
   if [ "$(printf '%s\n%s\n' "$oha_rust" "$have" | sort -V | head -n1)" != "$oha_rust" ]; then
-    echo "setup: oha $oha_version needs cargo >= $oha_rust, $(command -v cargo) is $have; run: $rustup_cmd" >&2
+    echo "setup: oha $oha_version needs cargo >= $oha_rust, $(command -v cargo) is $have; run: $rustup_cmd  (then this again)" >&2
     exit 1
   fi
-  echo "setup: building oha $oha_version into .bench/tools with cargo $have (about 4 minutes)" >&2
+  echo "setup: building oha $oha_version into .bench/tools with cargo $have (5 to 9 minutes on 2 CPUs)" >&2
   rm -f "$oha_stamp"
   cargo install -q --locked --force --root "$state/tools" oha --version "$oha_version"
   echo "$oha_version" >"$oha_stamp"
