@@ -40,6 +40,22 @@ if [ "$(uname -m)" = x86_64 ] && { [ "$arch_wanted" = arm64 ] || [ "$arch_wanted
   command -v update-binfmts >/dev/null 2>&1 || missing+=(binfmt-support)
   command -v dpkg-deb >/dev/null 2>&1 || missing+=(dpkg)
 fi
+# oha (open-loop load at a fixed arrival rate) is built with cargo from crates.io at a pinned
+# version, and only when asked for: LOAD=oha, OHA=1 (capacity searches), or the test suite.
+# oha 1.16.0 declares rust-version 1.88: Debian 12's `cargo` (1.65) is too old, `cargo-web`
+# (bookworm-security) brings 1.96.
+oha_version=1.16.0
+oha_rust=1.88
+oha_stamp="$state/tools/.oha-version"
+oha_build=0
+if [ "${LOAD:-}" = oha ] || [ "${OHA:-0}" = 1 ] || [ "${PYWEBBENCH_TEST:-0}" = 1 ]; then
+  if [ ! -x "$state/tools/bin/oha" ] || [ "$(cat "$oha_stamp" 2>/dev/null)" != "$oha_version" ]; then
+    oha_build=1
+    if ! command -v cargo >/dev/null 2>&1; then
+      if apt-cache show cargo-web >/dev/null 2>&1; then missing+=(cargo-web); else missing+=(cargo); fi
+    fi
+  fi
+fi
 # uv is bootstrapped from a venv when absent: that needs ensurepip (python3-venv on Debian).
 if ! command -v uv >/dev/null 2>&1 && [ ! -x "$state/tools/bin/uv" ]; then
   python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
@@ -91,4 +107,22 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   "$uv" venv -q --python python3 "$state/venv"
   "$uv" pip install -q --python "$state/venv/bin/python" -r "$req"
   echo "$want" >"$stamp"
+fi
+
+# oha into .bench/tools/bin/oha, rebuilt only when the pin changes (the stamp holds the version).
+if [ "$oha_build" = 1 ]; then
+  rustup_cmd="curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y && . \"\$HOME/.cargo/env\""
+  if ! command -v cargo >/dev/null 2>&1; then
+    echo "setup: oha $oha_version needs cargo >= $oha_rust; run: $rustup_cmd  (then this again)" >&2
+    exit 1
+  fi
+  have=$(cargo --version | awk '{print $2}')
+  if [ "$(printf '%s\n%s\n' "$oha_rust" "$have" | sort -V | head -n1)" != "$oha_rust" ]; then
+    echo "setup: oha $oha_version needs cargo >= $oha_rust, $(command -v cargo) is $have; run: $rustup_cmd  (then this again)" >&2
+    exit 1
+  fi
+  echo "setup: building oha $oha_version into .bench/tools with cargo $have (5 to 9 minutes on 2 CPUs)" >&2
+  rm -f "$oha_stamp"
+  cargo install -q --locked --force --root "$state/tools" oha --version "$oha_version"
+  echo "$oha_version" >"$oha_stamp"
 fi

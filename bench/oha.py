@@ -1,0 +1,319 @@
+"""oha (open-loop load at a fixed arrival rate): its command line, and its output -> numbers.
+
+Pure functions, stdlib only, re-runnable offline on raw files. Written against oha 1.16.0
+(the version bench/setup.sh pins; source references are to its crate, src/...).
+
+How oha measures, as its source does it:
+- `-q RATE` starts a generator that wakes at start + i/RATE and queues one arrival stamped with
+  the time it woke (client.rs, work_until_with_qps_latency_correction); `-c N` connections take
+  arrivals from that unbounded queue. With `--latency-correction` a request's latency runs from
+  its arrival stamp, so time spent queued behind a stalled server counts (RequestResult::duration
+  = end - start_latency_correction). Without `-q`, `--latency-correction` is ignored (lib.rs).
+- `-z D`: arrivals stop at the deadline. Requests in flight then are aborted and counted once per
+  busy connection as the error "aborted due to deadline" (unless `-w`); arrivals still queued
+  and never sent are dropped without a trace: they are in no count.
+- "Success" in oha means "an HTTP response arrived", whatever its status (result_data.rs): the
+  latency statistics, the status distribution and `--db-url` cover responses; everything else is
+  a string in the error distribution (the Display text of its ClientError).
+- Percentiles: the sorted sample at index floor(p/100 * n) (result_data.rs, percentile_iter);
+  recomputed here the same way, so per-request files reproduce oha's own figures exactly.
+
+Input: oha's `--output-format json` text, optionally its `--db-url` sqlite file (raw or .gz).
+Output: OhaResult, or OhaParseError when the text or file is not oha's.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import re
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: The percentiles a record carries, key -> percent.
+PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
+#: The error classes of a record (wrk's, plus what oha tells apart).
+ERROR_CLASSES = ("connect", "read", "write", "timeout", "other")
+#: oha's text for a request cut off by `-z` (client.rs, ClientError::Deadline).
+DEADLINE = "aborted due to deadline"
+#: The version bench/setup.sh builds (keep the two equal).
+OHA_VERSION = "1.16.0"
+
+
+def oha_binary(root: str | Path | None = None) -> Path:
+    """The oha that bench/setup.sh built: <checkout>/.bench/tools/bin/oha.
+
+    Raises FileNotFoundError with the command that builds it when it is absent.
+    """
+    base = Path(root) if root is not None else _checkout()
+    path = base / ".bench" / "tools" / "bin" / "oha"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} is missing: run `make setup OHA=1` (or `OHA=1 bash bench/setup.sh`)"
+        )
+    return path
+
+
+def _checkout() -> Path:
+    # The directory holding bench/ (this file is bench/oha.py; later bench/load/oha.py).
+    here = Path(__file__).resolve()
+    return next(p for p in here.parents if (p / "bench" / "setup.sh").is_file())
+
+
+class OhaParseError(ValueError):
+    """The text or file is not oha's output (or not of the same run)."""
+
+
+@dataclass(frozen=True)
+class OhaResult:
+    """One oha run, in the record's units (ms, requests per second)."""
+
+    requests: int  # every outcome oha counted: responses + errors (incl. aborted at the deadline)
+    responses: int  # HTTP responses of any status
+    successes: int  # 2xx responses
+    duration_s: float  # oha's elapsed time, from start until every connection stopped
+    offered_rps: float | None  # the -q rate, when the caller says it
+    achieved_rps: float  # successes per second of duration_s
+    latency_ms: dict[str, float | None]  # p50 p90 p99 p999 max mean over responses; None: none
+    errors: dict[str, int]  # connect read write timeout other, and non_2xx (responses)
+    aborted: int  # requests in flight at the deadline, cut off by oha (not the server's fault)
+    by_status: dict[int, int] = field(default_factory=dict)
+    error_distribution: dict[str, int] = field(default_factory=dict)  # oha's raw strings
+    latency_source: str = "json"  # "json" (oha's summary) or "per-request" (recomputed)
+
+
+def oha_argv(
+    binary: str | Path,
+    url: str,
+    rate: float,
+    connections: int,
+    duration_s: float,
+    timeout_s: float | None,
+    keepalive: bool,
+    out_db: str | Path | None,
+) -> list[str]:
+    """The oha command line for one open-loop run: `rate` arrivals/s for `duration_s` seconds.
+
+    JSON summary on stdout; each response's timings into the sqlite file `out_db` (which must not
+    exist yet: oha appends to an existing table). `timeout_s` None: no per-request timeout.
+    """
+    if not rate > 0 or not math.isfinite(rate):
+        # -q 0 means "no limit" to oha (lib.rs, work_mode): that would be a closed-loop run.
+        raise ValueError(f"rate must be a positive number of requests/s, not {rate!r}")
+    if connections < 1:
+        raise ValueError(f"connections must be at least 1, not {connections!r}")
+    if not duration_s > 0:
+        raise ValueError(f"duration must be positive, not {duration_s!r}")
+    argv = [
+        str(binary),
+        "--no-tui",
+        "--output-format",
+        "json",
+        "-q",
+        _number(rate),
+        "--latency-correction",
+        "-c",
+        str(connections),
+        "-z",
+        _ms(duration_s),
+    ]
+    if timeout_s is not None:
+        if not timeout_s > 0:
+            raise ValueError(f"timeout must be positive, not {timeout_s!r}")
+        argv += ["-t", _ms(timeout_s)]
+    if not keepalive:
+        argv.append("--disable-keepalive")
+    if out_db is not None:
+        argv += ["--db-url", str(out_db)]
+    argv.append(url)
+    return argv
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _ms(seconds: float) -> str:
+    # humantime (oha's duration parser) takes "1500ms", not "1.5s".
+    return f"{round(seconds * 1000)}ms"
+
+
+def classify_error(message: str) -> str:
+    """One of ERROR_CLASSES (or "deadline") for an error string of oha's error distribution.
+
+    oha keeps only the text. A bare OS error ("Connection refused (os error 111)") comes from
+    connecting (client.rs, Client::client: TcpStream::connect); hyper's errors come from an
+    established connection: its write side ("error writing ...") or its read side. "timeout" is
+    either `-t` or `--connect-timeout`: oha reports both with the same text.
+    """
+    text = message.strip().lower()
+    if text == DEADLINE:
+        return "deadline"
+    if text == "timeout":
+        return "timeout"
+    if text.startswith("error writing") or "broken pipe" in text or "os error 32)" in text:
+        return "write"
+    if text.startswith(_HYPER_READ):
+        return "read"
+    if re.search(r"\(os error \d+\)$", text) or "too many open files" in text:
+        return "connect"
+    return "other"
+
+
+# hyper 1.x error texts of a connection that was established (hyper/src/error.rs, description()).
+_HYPER_READ = (
+    "connection closed before message completed",
+    "connection error",
+    "received unexpected message from connection",
+    "invalid http",
+    "error reading a body from connection",
+    "message head is too large",
+    "unexpected end of file",
+    "operation was canceled",
+    "channel closed",
+    "error shutting down connection",
+)
+
+
+def parse_oha(
+    json_text: str,
+    per_request_file: str | Path | None = None,
+    *,
+    offered_rps: float | None = None,
+) -> OhaResult:
+    """One run from oha's JSON summary; latency recomputed from its per-request file if given.
+
+    `offered_rps` is the `-q` rate (oha's JSON does not carry it).
+    """
+    try:
+        data = json.loads(json_text)
+        summary = data["summary"]
+        duration_s = float(summary["total"])
+        by_status = {int(k): int(v) for k, v in data["statusCodeDistribution"].items()}
+        raw_errors = {str(k): int(v) for k, v in data["errorDistribution"].items()}
+        percentiles = data["latencyPercentiles"]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise OhaParseError(f"not oha's JSON summary: {exc}") from exc
+    responses = sum(by_status.values())
+    successes = sum(n for code, n in by_status.items() if 200 <= code < 300)
+    errors = dict.fromkeys(ERROR_CLASSES, 0)
+    aborted = 0
+    for message, count in raw_errors.items():
+        kind = classify_error(message)
+        if kind == "deadline":
+            aborted += count
+        else:
+            errors[kind] += count
+    errors["non_2xx"] = responses - successes
+    if per_request_file is not None:
+        samples = per_request_latencies_ms(per_request_file)
+        if len(samples) != responses:
+            raise OhaParseError(
+                f"{per_request_file} holds {len(samples)} responses, the JSON {responses}: "
+                "not the same run"
+            )
+        latency = latency_summary_ms(samples)
+        source = "per-request"
+    else:
+        latency = _json_latency_ms(summary, percentiles, responses)
+        source = "json"
+    return OhaResult(
+        requests=responses + sum(raw_errors.values()),
+        responses=responses,
+        successes=successes,
+        duration_s=duration_s,
+        offered_rps=float(offered_rps) if offered_rps is not None else None,
+        achieved_rps=successes / duration_s if duration_s > 0 else 0.0,
+        latency_ms=latency,
+        errors=errors,
+        aborted=aborted,
+        by_status=dict(sorted(by_status.items())),
+        error_distribution=dict(sorted(raw_errors.items())),
+        latency_source=source,
+    )
+
+
+def _json_latency_ms(summary: dict, percentiles: dict, responses: int) -> dict[str, float | None]:
+    # No response: oha's percentiles are NaN and its min/max infinite, which serde_json writes
+    # as null. That is "no samples", never "0 ms".
+    if responses == 0:
+        return dict.fromkeys((*PERCENTILES, "max", "mean"))
+    try:
+        out: dict[str, float | None] = {
+            key: _to_ms(float(percentiles[f"p{_pct(p)}"])) for key, p in PERCENTILES.items()
+        }
+        out["max"] = _to_ms(float(summary["slowest"]))
+        out["mean"] = _to_ms(float(summary["average"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise OhaParseError(f"oha's JSON has no latency for {responses} responses: {exc}") from exc
+    return out
+
+
+def _pct(p: float) -> str:
+    # oha's keys: "p50", "p99.9" (Rust's f64 Display: no ".0" on whole numbers).
+    return str(int(p)) if p.is_integer() else str(p)
+
+
+def _read_db(path: str | Path) -> sqlite3.Connection:
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise OhaParseError(f"cannot read {path}: {exc}") from exc
+    if not raw.startswith(b"SQLite format 3\x00"):
+        raise OhaParseError(f"{path} is not an sqlite database")
+    conn = sqlite3.connect(":memory:")
+    conn.deserialize(raw)
+    return conn
+
+
+def per_request_latencies_ms(path: str | Path) -> list[float]:
+    """Every response's latency (ms) from oha's `--db-url` file (raw or gzip-compressed).
+
+    With `--latency-correction` oha's `duration` column runs from the intended send time.
+    One file holds one run: oha appends to an existing file, so several runs is an error.
+    """
+    conn = _read_db(path)
+    try:
+        runs = conn.execute("SELECT COUNT(DISTINCT run) FROM oha").fetchone()[0]
+        if runs > 1:
+            raise OhaParseError(f"{path} holds {runs} oha runs; one file per run")
+        rows = conn.execute("SELECT duration FROM oha").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise OhaParseError(f"{path} is not oha's database: {exc}") from exc
+    finally:
+        conn.close()
+    return [_to_ms(row[0]) for row in rows]
+
+
+def latency_summary_ms(samples_ms: Iterable[float]) -> dict[str, float | None]:
+    """p50 p90 p99 p999 max mean of the samples, oha's way (sorted[floor(p/100 * n)])."""
+    values = sorted(samples_ms)
+    if not values:
+        return dict.fromkeys((*PERCENTILES, "max", "mean"))
+    n = len(values)
+    out: dict[str, float | None] = {
+        key: values[min(int(p / 100 * n), n - 1)] for key, p in PERCENTILES.items()
+    }
+    out["max"] = values[-1]
+    out["mean"] = round(math.fsum(values) / n, 6)
+    return out
+
+
+def _to_ms(seconds: float) -> float:
+    # oha's clock has nanosecond resolution: 6 decimals of a millisecond keep all of it.
+    return round(seconds * 1000, 6)
+
+
+def merge_latency_ms(per_request_files: Iterable[str | Path]) -> dict[str, float | None]:
+    """Percentiles over every sample of several trials' per-request files (not a median of
+    each trial's percentiles)."""
+    samples: list[float] = []
+    for path in per_request_files:
+        samples.extend(per_request_latencies_ms(path))
+    return latency_summary_ms(samples)
