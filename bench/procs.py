@@ -127,8 +127,10 @@ class ProcessTable:
         nofile: int | None = 65536,
         stop_signal: int = signal.SIGTERM,
         cpus: frozenset[int] | None = None,
+        stdout_path: Path | None = None,
     ) -> Proc:
-        """Start argv in a new session (own process group), output to log_path."""
+        """Start argv in a new session (own process group), output to log_path (stdout to
+        stdout_path when given: a tool's machine-readable report apart from its messages)."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
         owner = os.environ.get(OWNER_ENV)
         if owner:
@@ -141,15 +143,15 @@ class ProcessTable:
             kwargs = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
             if env is not None:
                 env = {**env, "HOME": entry.pw_dir, "USER": user}
-        with open(log_path, "ab") as log:
+        with open(log_path, "ab") as log, open(stdout_path or os.devnull, "ab") as out:
             if user is not None:
                 os.chown(log_path, pwd.getpwnam(user).pw_uid, -1)
             try:
                 popen = subprocess.Popen(
                     argv,
                     stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
+                    stdout=out if stdout_path is not None else log,
+                    stderr=subprocess.STDOUT if stdout_path is None else log,
                     env=env,
                     cwd=cwd,
                     start_new_session=True,

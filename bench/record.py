@@ -173,8 +173,8 @@ def load_records(results_dir: Path) -> tuple[list[Record], list[str]]:
     if not results_dir.exists():
         return records, problems
     for path in sorted(results_dir.rglob("*.json")):
-        if path.name.startswith(".tmp-"):
-            continue
+        if path.name.startswith(".tmp-") or "raw" in path.relative_to(results_dir).parts[:-1]:
+            continue  # raw outputs (oha's JSON among them) sit in raw/ beside the records
         rel = path.relative_to(results_dir)
         try:
             records.append(Record.from_dict(json.loads(path.read_text())))

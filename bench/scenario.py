@@ -25,7 +25,7 @@ UPSTREAM_MS = 50
 SLEEP_MS = 10  # the sleep scenario's wait: one sync worker serves at most 1000/SLEEP_MS req/s
 COMPUTE_N = 1000
 # Load tools that request one URL, and those that play a mix of routes.
-URL_TOOLS = ("wrk",)
+URL_TOOLS = ("wrk", "oha")
 MIX_TOOLS = ("locust",)
 
 

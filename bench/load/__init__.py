@@ -76,10 +76,15 @@ class Errors:
     timeout: int = 0
     non_2xx: int = 0
     by_status: dict[int, int] = field(default_factory=dict)
+    # What only some tools tell (oha): None where the tool does not say.
+    other: int | None = None  # an error the tool reports in a class of none of the above
+    aborted: int | None = None  # in flight at the tool's deadline, cut off by the tool
+    unsent: int | None = None  # scheduled arrivals never sent (every connection busy)
+    by_message: dict[str, int] | None = None  # the tool's own error texts
 
     def to_dict(self) -> dict[str, object]:
         """The record's errors (proxy_by_status is added by the recorder)."""
-        return {
+        data: dict[str, object] = {
             "connect": self.connect,
             "read": self.read,
             "write": self.write,
@@ -87,6 +92,13 @@ class Errors:
             "non_2xx": self.non_2xx,
             "by_status": {str(k): v for k, v in sorted(self.by_status.items())},
         }
+        extra = {
+            "other": self.other,
+            "aborted": self.aborted,
+            "unsent": self.unsent,
+            "by_message": self.by_message,
+        }
+        return data | {k: v for k, v in extra.items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -178,12 +190,13 @@ def wait_watching(proc: Proc, limit_s: float, watch: Watch | None) -> None:
 def tools(load_threads: int = 1, load_workers: int = 0) -> dict[str, LoadTool]:
     """Every load tool by name, configured by the run's LOAD_THREADS / LOCUST_WORKERS."""
     from bench.load.locust import Locust
+    from bench.load.oha import Oha
     from bench.load.wrk import Wrk
 
-    return {"wrk": Wrk(load_threads), "locust": Locust(load_workers)}
+    return {"wrk": Wrk(load_threads), "locust": Locust(load_workers), "oha": Oha()}
 
 
-TOOL_NAMES = ("wrk", "locust")
+TOOL_NAMES = ("wrk", "locust", "oha")
 
 
 def default_load_threads() -> int:

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.oha import (
+import bench.load.oha as oha_module
+from bench.load import LoadError
+from bench.load.oha import (
     OHA_VERSION,
     OhaParseError,
     classify_error,
@@ -248,14 +250,17 @@ def test_a_database_with_two_runs_is_refused(tmp_path: Path) -> None:
         per_request_latencies_ms(db)
 
 
-def test_oha_binary_is_the_one_setup_builds(tmp_path: Path) -> None:
-    """<checkout>/.bench/tools/bin/oha; when absent, the error says how to build it; the
-    module's pin equals the one bench/setup.sh builds."""
-    with pytest.raises(FileNotFoundError, match="OHA=1"):
-        oha_binary(tmp_path)
+def test_oha_binary_is_the_one_setup_builds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """.bench/tools/bin/oha; when absent, the error says how to build it; the module's pin
+    equals the one bench/setup.sh builds."""
+    monkeypatch.setattr(oha_module, "STATE", tmp_path / ".bench")
+    with pytest.raises(LoadError, match="OHA=1"):
+        oha_binary()
     binary = tmp_path / ".bench" / "tools" / "bin" / "oha"
     binary.parent.mkdir(parents=True)
     binary.write_text("")
-    assert oha_binary(tmp_path) == binary
+    assert oha_binary() == binary
     setup = (Path(__file__).resolve().parents[2] / "bench" / "setup.sh").read_text()
     assert f"oha_version={OHA_VERSION}\n" in setup

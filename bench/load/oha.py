@@ -1,6 +1,6 @@
 """oha (open-loop load at a fixed arrival rate): its command line, and its output -> numbers.
 
-Pure functions, stdlib only, re-runnable offline on raw files. Written against oha 1.16.0
+The parsing is pure functions, re-runnable offline on raw files. Written against oha 1.16.0
 (the version bench/setup.sh pins; source references are to its crate, src/...).
 
 How oha measures, as its source does it:
@@ -18,8 +18,10 @@ How oha measures, as its source does it:
 - Percentiles: the sorted sample at index floor(p/100 * n) (result_data.rs, percentile_iter);
   recomputed here the same way, so per-request files reproduce oha's own figures exactly.
 
-Input: oha's `--output-format json` text, optionally its `--db-url` sqlite file (raw or .gz).
-Output: OhaResult, or OhaParseError when the text or file is not oha's.
+Input: a LoadRequest with a rate; offline, oha's `--output-format json` text and optionally
+its `--db-url` sqlite file (raw or .gz). Output: a LoadResult (latency recomputed exactly from
+the per-request file, kept gzip-compressed beside the record as `oha.db.gz` so trials can be
+merged exactly), or OhaParseError when the text or file is not oha's.
 """
 
 from __future__ import annotations
@@ -27,11 +29,31 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
 import re
 import sqlite3
+import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bench.load import (
+    OVERSTAY_S,
+    Errors,
+    Latency,
+    LoadError,
+    LoadRequest,
+    LoadResult,
+    Watch,
+    wait_watching,
+)
+from bench.parse import ParseError
+from bench.state import STATE
+
+if TYPE_CHECKING:
+    from bench.procs import ProcessTable
+    from bench.sample import Sampler
 
 #: The percentiles a record carries, key -> percent.
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
@@ -43,27 +65,18 @@ DEADLINE = "aborted due to deadline"
 OHA_VERSION = "1.16.0"
 
 
-def oha_binary(root: str | Path | None = None) -> Path:
-    """The oha that bench/setup.sh built: <checkout>/.bench/tools/bin/oha.
-
-    Raises FileNotFoundError with the command that builds it when it is absent.
-    """
-    base = Path(root) if root is not None else _checkout()
-    path = base / ".bench" / "tools" / "bin" / "oha"
+def oha_binary() -> Path:
+    """The oha that bench/setup.sh built: .bench/tools/bin/oha; LoadError saying how to build
+    it when it is absent."""
+    path = STATE / "tools" / "bin" / "oha"
     if not path.is_file():
-        raise FileNotFoundError(
+        raise LoadError(
             f"{path} is missing: run `make setup OHA=1` (or `OHA=1 bash bench/setup.sh`)"
         )
     return path
 
 
-def _checkout() -> Path:
-    # The directory holding bench/ (this file is bench/oha.py; later bench/load/oha.py).
-    here = Path(__file__).resolve()
-    return next(p for p in here.parents if (p / "bench" / "setup.sh").is_file())
-
-
-class OhaParseError(ValueError):
+class OhaParseError(ParseError):
     """The text or file is not oha's output (or not of the same run)."""
 
 
@@ -317,3 +330,124 @@ def merge_latency_ms(per_request_files: Iterable[str | Path]) -> dict[str, float
     for path in per_request_files:
         samples.extend(per_request_latencies_ms(path))
     return latency_summary_ms(samples)
+
+
+JSON_NAME = "oha.json"
+DB_NAME = "oha.db.gz"
+
+
+def to_load_result(
+    parsed: OhaResult, rate: float, duration_s: float, raw: dict[str, str | bytes]
+) -> LoadResult:
+    """An oha run as the record holds it. `requests` and `rps` count responses of any status
+    (as wrk's do); achieved_rps only 2xx. Arrivals oha scheduled (rate × duration, ±1 at the
+    deadline) but
+    never sent because every connection was busy at the deadline are in none of oha's
+    counts: they are errors.unsent here, so offered − achieved is accounted for."""
+    outcomes = parsed.requests
+    scheduled = math.floor(rate * duration_s)
+    return LoadResult(
+        requests=parsed.responses,
+        duration_s=parsed.duration_s,
+        rps=parsed.responses / parsed.duration_s if parsed.duration_s > 0 else 0.0,
+        latency=Latency(**parsed.latency_ms),
+        errors=Errors(
+            connect=parsed.errors["connect"],
+            read=parsed.errors["read"],
+            write=parsed.errors["write"],
+            timeout=parsed.errors["timeout"],
+            non_2xx=parsed.errors["non_2xx"],
+            by_status=parsed.by_status,
+            other=parsed.errors["other"],
+            aborted=parsed.aborted,
+            unsent=max(0, scheduled - outcomes),
+            by_message=parsed.error_distribution,
+        ),
+        raw=raw,
+        achieved_rps=parsed.achieved_rps,
+    )
+
+
+@dataclass
+class Oha:
+    """oha at a fixed arrival rate (RATE=), latency from each request's intended send time."""
+
+    name: str = "oha"
+    primes: bool = True
+    open_loop: bool = True
+    variables: tuple[str, ...] = ("RATE",)  # the make variables it reads
+    _version: str | None = None
+
+    def prepare(self, log: Path) -> None:
+        """oha is built by bench/setup.sh (LOAD=oha or OHA=1): only its version is read."""
+        binary = oha_binary()
+        try:
+            words = subprocess.run(
+                [str(binary), "--version"], capture_output=True, text=True, timeout=30
+            ).stdout.split()
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise LoadError(f"{binary} does not run: {exc}") from exc
+        self._version = words[1] if len(words) > 1 else None
+
+    def version(self) -> str | None:
+        """oha's version."""
+        return self._version
+
+    def settings(self, concurrency: int) -> dict[str, int | None]:
+        """No thread or worker setting: oha uses a thread per physical core."""
+        return {"load_threads": None, "load_workers": None}
+
+    def run(
+        self,
+        table: ProcessTable,
+        request: LoadRequest,
+        watch: Watch | None = None,
+        sampler: Sampler | None = None,
+    ) -> LoadResult:
+        """Run oha once at request.rate; parse its JSON and per-request database."""
+        if request.rate is None:
+            raise LoadError("oha needs a rate (RATE=)")
+        json_path = request.out.with_name(request.out.name + ".oha.json")
+        db_path = request.out.with_name(request.out.name + ".oha.db")
+        for path in (json_path, db_path):
+            path.unlink(missing_ok=True)  # oha appends to an existing database
+        argv = oha_argv(
+            oha_binary(),
+            request.url,
+            request.rate,
+            request.concurrency,
+            request.duration_s,
+            request.timeout_s,
+            request.keepalive,
+            db_path,
+        )
+        log_path = request.out.with_name(request.out.name + ".oha.log")
+        proc = table.start(
+            "oha",
+            argv,
+            log_path,
+            env={"PATH": os.environ.get("PATH", "")},
+            cpus=request.cpus,
+            stdout_path=json_path,
+        )
+        if sampler is not None:
+            sampler.load_pid = proc.pid
+            sampler.start()
+        try:
+            wait_watching(proc, request.duration_s + request.timeout_s + OVERSTAY_S, watch)
+        finally:
+            if sampler is not None:
+                sampler.stop()
+            table.stop(proc, grace_s=2)
+        text = json_path.read_text(errors="replace")
+        if proc.exit_code() != 0:
+            raise LoadError(f"oha exited with {proc.exit_code()}: {proc.log_tail(5)}")
+        db = db_path.read_bytes() if db_path.exists() else b""
+        raw: dict[str, str | bytes] = {JSON_NAME: text}
+        if db:
+            raw[DB_NAME] = gzip.compress(db, mtime=0)
+        try:
+            parsed = parse_oha(text, db_path if db else None, offered_rps=request.rate)
+        except OhaParseError as exc:
+            raise LoadError(f"unreadable oha output: {exc}", raw) from exc
+        return to_load_result(parsed, request.rate, request.duration_s, raw)
