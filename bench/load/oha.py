@@ -341,9 +341,8 @@ def to_load_result(
 ) -> LoadResult:
     """An oha run as the record holds it. `requests` and `rps` count responses of any status
     (as wrk's do); achieved_rps only 2xx. Arrivals oha scheduled (rate × duration, ±1 at the
-    deadline) but
-    never sent because every connection was busy at the deadline are in none of oha's
-    counts: they are errors.unsent here, so offered − achieved is accounted for."""
+    deadline) but never sent because every connection was busy at the deadline are in none
+    of oha's counts: they are errors.unsent here, so offered − achieved is accounted for."""
     outcomes = parsed.requests
     scheduled = math.floor(rate * duration_s)
     return LoadResult(
