@@ -18,7 +18,7 @@ BENCH_OPTS = $(call opt,SERVER,server) $(call opt,SCENARIO,scenario) \
   $(call opt,PIN,pin) $(call opt,LOAD,load) $(call opt,LOCUST_WORKERS,locust-workers) \
   $(call opt,TARGET,target) $(call opt,RATE,rate)
 
-.PHONY: help setup bench study report test lint format lock compose-up compose-bench compose-down
+.PHONY: help setup bench capacity study report test lint format lock compose-up compose-bench compose-down
 
 help: ## list targets and variables
 	@echo "Targets:"
@@ -47,6 +47,10 @@ help: ## list targets and variables
 	@echo "  RATE         LOAD=oha: comma list of offered requests/s, sent whatever the server does"
 	@echo "  LOCUST_WORKERS  Locust worker processes (0: one local process) (default: 0)"
 	@echo "  TARGET       http://host:port of a server running elsewhere: only the load runs here"
+	@echo "  SLO_P99_MS   make capacity: the p99 objective in ms (default: 100)"
+	@echo "  SLO_P999_MS  make capacity: a p99.9 objective in ms too (default: none)"
+	@echo "  CAPACITY_BUDGET  make capacity: seconds per server and scenario (default: 300)"
+	@echo "               (RATE's first value starts the search: default 50; DURATION 5, WARMUP 1)"
 	@echo "  NAME         make study: $$(ls bench/studies | sed 's/.toml//' | tr '\n' ' ')all"
 	@echo "Servers: $$(ls servers | tr '\n' ' ')"
 
@@ -55,6 +59,11 @@ setup: ## install what is missing: distro packages, uv, the harness venv
 
 bench: setup ## start the stack, verify, measure, write records and summary.md
 	$(PY) -m bench run $(BENCH_OPTS)
+
+capacity: export OHA := 1
+capacity: setup ## each server's highest rate with p99 <= SLO_P99_MS (open loop, oha)
+	$(PY) -m bench capacity $(BENCH_OPTS) $(call opt,SLO_P99_MS,slo-p99-ms) \
+	  $(call opt,SLO_P999_MS,slo-p999-ms) $(call opt,CAPACITY_BUDGET,budget)
 
 study: setup ## re-run a source document's experiment (NAME=<study>|all; DURATION, RESULTS apply)
 	$(PY) -m bench study $(call opt,NAME,name) $(call opt,DURATION,duration) \

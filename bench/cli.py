@@ -8,6 +8,7 @@ choices; nothing started, nothing written).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import random
 import sys
@@ -37,6 +38,9 @@ LIMITS = {
     "locust_workers": (0, 64),
     "proxy_timeout": (1, 600),
     "rate": (1, 1_000_000),
+    "slo_p99_ms": (1, 600_000),
+    "slo_p999_ms": (1, 600_000),
+    "budget": (10, 86_400),
 }
 SWITCHES = {"on": True, "off": False, "1": True, "0": False}
 
@@ -133,31 +137,47 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a harness run (make bench's variables)."""
+    parser.add_argument("--server", default=defaults.SERVER)
+    parser.add_argument("--concurrency", default=None)  # depends on LOAD (open-loop: the pool)
+    parser.add_argument("--rate", default=None)
+    parser.add_argument("--duration", default=str(defaults.DURATION_S))
+    parser.add_argument("--warmup", default=str(defaults.WARMUP_S))
+    parser.add_argument("--trials", default=str(defaults.TRIALS))
+    parser.add_argument("--results", default=defaults.RESULTS)
+    parser.add_argument("--scenario", default=None)  # depends on LOAD
+    parser.add_argument("--arch", default=None)
+    for name in (*OVERRIDABLE, "load-threads", "seed"):
+        parser.add_argument(f"--{name}", default=None)
+    parser.add_argument("--proxy", default=defaults.PROXY)
+    parser.add_argument("--keepalive", default="on" if defaults.KEEPALIVE else "off")
+    parser.add_argument("--upstream-keepalive", default=None)
+    parser.add_argument("--proxy-timeout", default=str(defaults.PROXY_TIMEOUT_S))
+    parser.add_argument("--pin", default="1" if defaults.PIN else "0")
+    parser.add_argument("--load", default=defaults.LOAD_TOOL)
+    parser.add_argument("--locust-workers", default=str(defaults.LOCUST_WORKERS))
+    parser.add_argument("--target", default=None)
+    parser.add_argument("--runtime", default=defaults.RUNTIME)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `python -m bench` argument parser (make passes the variables as options)."""
     parser = _Parser(prog="python -m bench", description="Python web server benchmark")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="verify and measure servers")
-    run.add_argument("--server", default=defaults.SERVER)
-    run.add_argument("--concurrency", default=None)  # depends on LOAD (open-loop: the pool)
-    run.add_argument("--rate", default=None)
-    run.add_argument("--duration", default=str(defaults.DURATION_S))
-    run.add_argument("--warmup", default=str(defaults.WARMUP_S))
-    run.add_argument("--trials", default=str(defaults.TRIALS))
-    run.add_argument("--results", default=defaults.RESULTS)
-    run.add_argument("--scenario", default=None)  # depends on LOAD
-    run.add_argument("--arch", default=None)
-    for name in (*OVERRIDABLE, "load-threads", "seed"):
-        run.add_argument(f"--{name}", default=None)
-    run.add_argument("--proxy", default=defaults.PROXY)
-    run.add_argument("--keepalive", default="on" if defaults.KEEPALIVE else "off")
-    run.add_argument("--upstream-keepalive", default=None)
-    run.add_argument("--proxy-timeout", default=str(defaults.PROXY_TIMEOUT_S))
-    run.add_argument("--pin", default="1" if defaults.PIN else "0")
-    run.add_argument("--load", default=defaults.LOAD_TOOL)
-    run.add_argument("--locust-workers", default=str(defaults.LOCUST_WORKERS))
-    run.add_argument("--target", default=None)
-    run.add_argument("--runtime", default=defaults.RUNTIME)
+    add_run_arguments(run)
+    capacity = sub.add_parser("capacity", help="each server's capacity within a latency objective")
+    add_run_arguments(capacity)
+    capacity.set_defaults(
+        load="oha",
+        duration=str(defaults.CAPACITY_DURATION_S),
+        warmup=str(defaults.CAPACITY_WARMUP_S),
+        trials="1",
+    )
+    capacity.add_argument("--slo-p99-ms", default=str(defaults.SLO_P99_MS))
+    capacity.add_argument("--slo-p999-ms", default=None)
+    capacity.add_argument("--budget", default=str(defaults.CAPACITY_BUDGET_S))
     report = sub.add_parser("report", help="rebuild summary.md from the records")
     report.add_argument("--results", default=defaults.RESULTS)
     study = sub.add_parser("study", help="re-run a source document's experiment")
@@ -294,6 +314,24 @@ def options_from(args: argparse.Namespace) -> plan.Options:
     )
 
 
+def with_objective(options: plan.Options, args: argparse.Namespace) -> plan.Options:
+    """make capacity: the objective (SLO_P99_MS, SLO_P999_MS, CAPACITY_BUDGET), checked
+    against an open-loop load tool; RATE's first value, when given, starts the search."""
+    if not tools()[options.load_tool].open_loop:
+        raise UsageError(
+            f"make capacity needs a fixed arrival rate; LOAD={options.load_tool} is closed-loop; "
+            "valid: LOAD=oha"
+        )
+    objective = plan.Objective(
+        p99_ms=validate_int("slo_p99_ms", args.slo_p99_ms),
+        p999_ms=validate_int("slo_p999_ms", args.slo_p999_ms) if args.slo_p999_ms else None,
+        budget_s=validate_int("budget", args.budget),
+        start_rps=options.rates[0],
+    )
+    # One search per scenario: the plan's points are its templates.
+    return dataclasses.replace(options, rates=(objective.start_rps,), objective=objective)
+
+
 def _os_problem(exc: OSError) -> str:
     """An OSError in one line: what and where, without the errno."""
     where = exc.filename2 or exc.filename  # a rename fails on its target
@@ -329,7 +367,11 @@ def main(argv: list[str] | None = None) -> int:
             from bench import run
 
             return run.execute(arms, _sections(base.results))
+        if args.command == "capacity" and args.rate is None:
+            args.rate = str(defaults.CAPACITY_START_RPS)  # where the search starts
         options = options_from(args)
+        if args.command == "capacity":
+            options = with_objective(options, args)
     except (UsageError, DeclarationError, StudyError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2

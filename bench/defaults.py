@@ -43,6 +43,19 @@ OPEN_LOOP_POOL_S = 0.05
 OPEN_LOOP_POOL_MIN = 10  # a low rate still gets some parallelism
 OPEN_LOOP_POOL_MAX = 1000  # file descriptors and the server's accept queue stay reasonable
 
+# -- make capacity ---------------------------------------------------------------------------
+SLO_P99_MS = 100  # a common web latency objective; set SLO_P99_MS to yours
+CAPACITY_BUDGET_S = 300  # per server and scenario: ~25 steps of 1 s warmup + 5 s + the gaps
+CAPACITY_START_RPS = 50  # below any server's capacity here; doubled until a step fails
+CAPACITY_PRECISION = 0.05  # bisect until the passing and failing rates are within 5 %
+CAPACITY_MIN_ACHIEVED = 0.99  # served at least 99 % of the offered rate
+CAPACITY_DURATION_S = 5  # per step: 5,000+ samples at 1,000 req/s: a p99 from 50 of them
+CAPACITY_WARMUP_S = 1  # per step, at the step's rate
+# Past capacity: what a user sees when the load grows beyond it.
+CAPACITY_PAST = (1.2, 1.5)
+# Below capacity: the latency a user sees with headroom.
+CAPACITY_PROFILE = (0.5, 0.8)
+
 # -- study files: what [run] or an arm may leave out -----------------------------------------
 STUDY_SCENARIO = "upstream"  # the source documents are about slow I/O behind the server
 STUDY_CONCURRENCY = (10,)

@@ -25,6 +25,31 @@ RUNTIMES = ("native", "compose")
 
 
 @dataclass(frozen=True)
+class Objective:
+    """A capacity search's target (make capacity): the highest offered rate at which p99
+    (and p99.9 when given) stay within these, no request fails and at least
+    `min_achieved` of the offered rate is served."""
+
+    p99_ms: float
+    p999_ms: float | None = None
+    budget_s: int = defaults.CAPACITY_BUDGET_S  # per server: the search stops past it
+    start_rps: int = defaults.CAPACITY_START_RPS
+    precision: float = defaults.CAPACITY_PRECISION
+    min_achieved: float = defaults.CAPACITY_MIN_ACHIEVED
+
+    def to_dict(self) -> dict[str, float | int | None]:
+        """The record's metadata.capacity.objective."""
+        return {
+            "p99_ms": self.p99_ms,
+            "p999_ms": self.p999_ms,
+            "budget_s": self.budget_s,
+            "start_rps": self.start_rps,
+            "precision": self.precision,
+            "min_achieved": self.min_achieved,
+        }
+
+
+@dataclass(frozen=True)
 class Options:
     """Everything a harness run needs, validated."""
 
@@ -58,6 +83,7 @@ class Options:
     # RATE=: offered requests/s of an open-loop tool (oha); empty for closed-loop tools. With
     # rates, an empty `concurrency` means: each rate's connection pool by pool_for().
     rates: tuple[int, ...] = ()
+    objective: Objective | None = None  # make capacity: search each server's capacity
     meta: dict[str, object] = field(default_factory=dict)  # into every record's metadata
 
 

@@ -49,9 +49,14 @@ class Recorder:
     written: list[Path] = field(default_factory=list)
 
     def _metadata(
-        self, opts: plan.Options, facts: ServerFacts, measured: Measurement | None
+        self,
+        opts: plan.Options,
+        facts: ServerFacts,
+        measured: Measurement | None,
+        meta: dict | None = None,
     ) -> dict[str, object]:
         return {
+            **(meta or {}),
             **self.host,
             **facts.meta,
             "started_at": measured.started if measured else now_iso(),
@@ -101,6 +106,7 @@ class Recorder:
         reason: str | None,
         raw: dict[str, str | bytes],
         measured: Measurement | None = None,
+        meta: dict | None = None,
     ) -> Path:
         settings = self.tool.settings(run.concurrency)
         rec = record.Record(
@@ -125,7 +131,7 @@ class Recorder:
             load_workers=settings["load_workers"],
             knobs=facts.knobs,
             verify=facts.verification,
-            metadata=self._metadata(opts, facts, measured),
+            metadata=self._metadata(opts, facts, measured, meta),
             raw_files=[],
             proxy=opts.proxy,
             keepalive={"client": opts.keepalive, "upstream": opts.upstream_keepalive},
@@ -147,12 +153,13 @@ class Recorder:
         run: plan.RunSpec,
         facts: ServerFacts,
         measured: Measurement,
+        meta: dict | None = None,
     ) -> Path:
         """A measured run: ok, or failed when no request completed."""
         result = measured.result
         reason = "no request completed" if result.requests == 0 else None
         status = "ok" if reason is None else "failed"
-        path = self._write(opts, run, facts, status, reason, result.raw, measured)
+        path = self._write(opts, run, facts, status, reason, result.raw, measured, meta)
         if result.latency.p99 is not None:
             print(
                 f"        {result.rps:>10,.0f} rps  p50 {result.latency.p50:.2f} ms  "
@@ -171,11 +178,12 @@ class Recorder:
         logs: dict[str, str | bytes],
         *,
         quiet: bool = False,
+        meta: dict | None = None,
     ) -> None:
         """A failed record for each run that could not be measured, with the logs that say
         why."""
         for run in runs:
-            self._write(opts, run, facts, "failed", reason, logs)
+            self._write(opts, run, facts, "failed", reason, logs, meta=meta)
         if runs and not quiet:
             print(f"  FAILED {runs[0].server}: {reason}", file=sys.stderr, flush=True)
 

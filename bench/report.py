@@ -16,6 +16,16 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.cells import (
+    host_of,
+    knobs_label,
+    machine,
+    median,
+    num,
+    section_value,
+    server_version,
+    via_label,
+)
 from bench.plots import write_plots
 from bench.record import Record, load_records
 from bench.table import markdown_table
@@ -27,51 +37,18 @@ SERVED_MIN = 0.5
 CEILING = "nginx-static"  # the server whose throughput is the ceiling for the others
 
 
-def _num(value: float | None, digits: int = 0) -> str:
-    if value is None:
-        return "–"
-    return f"{value:,.{digits}f}"
-
-
-def _median(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
-
-
-def _machine(rec: Record) -> str:
-    meta = rec.metadata
-    label = f"{meta.get('hostname', '?')} ({rec.arch}"
-    return label + (", emulated)" if rec.emulated else ")")
-
-
-def server_version(meta: dict) -> str:
-    """The server package's version from a record's metadata, "?" when it was not recorded."""
-    # server_version is a shortcut run.py writes; packages[server_package] is the source, and
-    # the only one in records written by other tools or by hand.
-    version = meta.get("server_version")
-    if not version:
-        packages = meta.get("packages") or {}
-        version = packages.get(meta.get("server_package") or "")
-    return version or "?"
-
-
 def _rps_cell(values: list[float]) -> str:
     mid = statistics.median(values)
     if len(values) == 1:
-        return _num(mid)
+        return num(mid)
     low, high = min(values), max(values)
     flag = " ⚠" if mid and (high - low) / mid > SPREAD_FLAG else ""
-    return f"{_num(mid)} ({_num(low)}–{_num(high)}){flag}"
+    return f"{num(mid)} ({num(low)}–{num(high)}){flag}"
 
 
 def _socket_errors(rec: Record) -> int:
     errors = rec.errors or {}
     return sum(int(errors.get(k, 0)) for k in ("connect", "read", "write", "timeout"))
-
-
-def _section(rec: Record, section: str, key: str) -> float | None:
-    values = getattr(rec, section) or {}
-    return values.get(key)
 
 
 def served_share(rec: Record) -> float | None:
@@ -114,25 +91,6 @@ def machines_table(records: list[Record]) -> list[str]:
     )
 
 
-KNOB_CODES = {"workers": "w", "threads": "t", "connections": "c", "backlog": "b"}
-
-
-def knobs_label(knobs: dict) -> str:
-    """The knobs users vary, short: `w2 t4 b2048`."""
-    return " ".join(f"{code}{knobs[name]}" for name, code in KNOB_CODES.items() if name in knobs)
-
-
-def via_label(rec: Record) -> str:
-    """How the load reached the server: direct or through nginx, and keep-alive when off."""
-    keepalive = rec.keepalive or {}
-    via = rec.proxy or "direct"
-    if keepalive.get("client") is False:
-        via += ", keepalive off"
-    elif keepalive.get("upstream") is False:
-        via += ", upstream keepalive off"
-    return via
-
-
 def load_label(rec: Record) -> str:
     """The load tool, with its worker processes (Locust's) when it had some."""
     if rec.load_workers:
@@ -158,18 +116,18 @@ def config_key(rec: Record) -> tuple:
 def _proxy_count(group: list[Record], status: int) -> str:
     if not any(r.proxy for r in group):
         return "–"
-    return _num(
+    return num(
         sum(int(((r.errors or {}).get("proxy_by_status") or {}).get(str(status), 0)) for r in group)
     )
 
 
 def _time_wait(group: list[Record]) -> str:
-    total = _median([_section(r, "sockets", "time_wait_max") for r in group])
-    upstream = _median([_section(r, "sockets", "time_wait_upstream_max") for r in group])
+    total = median([section_value(r, "sockets", "time_wait_max") for r in group])
+    upstream = median([section_value(r, "sockets", "time_wait_upstream_max") for r in group])
     if upstream is None:
-        return _num(total)
-    client = _median([_section(r, "sockets", "time_wait_client_max") for r in group])
-    return f"{_num(total)} ({_num(client)} / {_num(upstream)})"
+        return num(total)
+    client = median([section_value(r, "sockets", "time_wait_client_max") for r in group])
+    return f"{num(total)} ({num(client)} / {num(upstream)})"
 
 
 def _groups(records: list[Record]) -> dict[tuple, list[Record]]:
@@ -182,14 +140,10 @@ def _groups(records: list[Record]) -> dict[tuple, list[Record]]:
                 rec.concurrency,
                 rec.arch,
                 rec.emulated,
-                _host(rec),
+                host_of(rec),
             )
             groups[key].append(rec)
     return groups
-
-
-def _host(rec: Record) -> str:
-    return str(rec.metadata.get("hostname", "?"))
 
 
 SPEED_HEADER = [
@@ -232,13 +186,13 @@ SYSTEM_HEADER = [
 
 def _latency(group: list[Record], key: str) -> float | None:
     """Median over the group's trials of one latency figure (p50, p99, p999)."""
-    return _median([r.latency_ms.get(key) if r.latency_ms else None for r in group])
+    return median([r.latency_ms.get(key) if r.latency_ms else None for r in group])
 
 
 def _ceilings(groups: dict[tuple, list[Record]]) -> dict[tuple[int, str], float]:
     """The ceiling server's median req/s per (concurrency, machine), direct runs only."""
     return {
-        (first.concurrency, _host(first)): statistics.median(r.rps or 0.0 for r in group)
+        (first.concurrency, host_of(first)): statistics.median(r.rps or 0.0 for r in group)
         for group in groups.values()
         if (first := group[0]).server == CEILING and not first.proxy
     }
@@ -256,17 +210,17 @@ def _speed_row(
         via_label(first),
         str(first.concurrency),
         _rps_cell([r.rps or 0.0 for r in group]),
-        _num(_latency(group, "p50"), 2),
-        _num(p99, 2) + (" †" if starved else ""),
-        _num(_latency(group, "p999"), 2),
-        _num(sum(_socket_errors(r) for r in group)),
-        _num(sum(int((r.errors or {}).get("non_2xx", 0)) for r in group)),
+        num(_latency(group, "p50"), 2),
+        num(p99, 2) + (" †" if starved else ""),
+        num(_latency(group, "p999"), 2),
+        num(sum(_socket_errors(r) for r in group)),
+        num(sum(int((r.errors or {}).get("non_2xx", 0)) for r in group)),
         _proxy_count(group, 502),
         _proxy_count(group, 504),
         _share(group, ceiling_rps),
         str(len(group)),
         load_label(first),
-        _machine(first),
+        machine(first),
     ]
 
 
@@ -278,17 +232,17 @@ def _system_row(group: list[Record], served: float | None) -> list[str]:
         knobs_label(first.knobs or {}),
         via_label(first),
         str(first.concurrency),
-        _num(_median([_section(r, "resources", "server_cpu_pct") for r in group])),
-        _num(_median([_section(r, "resources", "proxy_cpu_pct") for r in group])),
-        _num(_median([_section(r, "resources", "server_rss_mb") for r in group])),
-        _num(_median([_section(r, "resources", "load_cpu_pct") for r in group])),
+        num(median([section_value(r, "resources", "server_cpu_pct") for r in group])),
+        num(median([section_value(r, "resources", "proxy_cpu_pct") for r in group])),
+        num(median([section_value(r, "resources", "server_rss_mb") for r in group])),
+        num(median([section_value(r, "resources", "load_cpu_pct") for r in group])),
         _time_wait(group),
-        _num(_median([_section(r, "sockets", "listen_queue_max") for r in group])),
+        num(median([section_value(r, "sockets", "listen_queue_max") for r in group])),
         f"{served:.0%}" if served is not None else "–",
-        _num(sum(_section(r, "sockets", "listen_overflows") or 0 for r in group)),
-        _num(_median([r.backlog for r in group])),
-        _num(_median([_section(r, "db", "server_conns_max") for r in group])),
-        _machine(first),
+        num(sum(section_value(r, "sockets", "listen_overflows") or 0 for r in group)),
+        num(median([r.backlog for r in group])),
+        num(median([section_value(r, "db", "server_conns_max") for r in group])),
+        machine(first),
     ]
 
 
@@ -325,11 +279,11 @@ def scenario_section(scenario: str, records: list[Record], plot: str | None = No
     for key, group in groups.items():
         first = group[0]
         p99 = _latency(group, "p99")
-        served = _median([served_share(r) for r in group])
+        served = median([served_share(r) for r in group])
         starved = served is not None and served < SERVED_MIN
-        speed = _speed_row(group, p99, starved, ceilings.get((first.concurrency, _host(first))))
+        speed = _speed_row(group, p99, starved, ceilings.get((first.concurrency, host_of(first))))
         # One machine's servers together, ranked by p99: rankings never mix machines.
-        sort_key = (_machine(first), p99 if p99 is not None else float("inf"), str(key))
+        sort_key = (machine(first), p99 if p99 is not None else float("inf"), str(key))
         rows.append((sort_key, speed, _system_row(group, served), starved))
     if rows:
         rows.sort(key=lambda row: row[0])  # sort_key is unique: it ends with the group's key
@@ -405,10 +359,10 @@ def _by_arch(records: list[Record]) -> dict[tuple, dict[str, list[Record]]]:
 
 def _arch_row(amd: list[Record], arm: list[Record]) -> list[str]:
     """One configuration measured on both arches: medians side by side and their ratios."""
-    amd_rps = _median([r.rps for r in amd])
-    arm_rps = _median([r.rps for r in arm])
-    amd_p99 = _median([(r.latency_ms or {}).get("p99") for r in amd])
-    arm_p99 = _median([(r.latency_ms or {}).get("p99") for r in arm])
+    amd_rps = median([r.rps for r in amd])
+    arm_rps = median([r.rps for r in arm])
+    amd_p99 = median([(r.latency_ms or {}).get("p99") for r in amd])
+    arm_p99 = median([(r.latency_ms or {}).get("p99") for r in arm])
     first = amd[0]
     return [
         first.scenario,
@@ -416,14 +370,14 @@ def _arch_row(amd: list[Record], arm: list[Record]) -> list[str]:
         knobs_label(first.knobs or {}),
         via_label(first),
         str(first.concurrency),
-        _num(amd_rps),
-        _num(arm_rps),
+        num(amd_rps),
+        num(arm_rps),
         _ratio(arm_rps, amd_rps),
-        _num(amd_p99, 2),
-        _num(arm_p99, 2),
+        num(amd_p99, 2),
+        num(arm_p99, 2),
         _ratio(arm_p99, amd_p99),
-        ", ".join(sorted({_host(r) for r in amd})),
-        ", ".join(sorted({_host(r) for r in arm})),
+        ", ".join(sorted({host_of(r) for r in amd})),
+        ", ".join(sorted({host_of(r) for r in arm})),
     ]
 
 
@@ -450,9 +404,9 @@ def _emulated_row(rec: Record) -> list[str]:
         f"{emulator.get('name', '?')} {emulator.get('version', '')}",
         str(rec.concurrency),
         rec.status,
-        _num(rec.rps),
-        _num((rec.latency_ms or {}).get("p99"), 2),
-        _host(rec),
+        num(rec.rps),
+        num((rec.latency_ms or {}).get("p99"), 2),
+        host_of(rec),
     ]
 
 
@@ -545,7 +499,7 @@ def plot_series(records: list[Record]) -> dict[str, dict[str, list[tuple]]]:
     """Per scenario, per configuration (and machine): (concurrency, median req/s, median p99)
     for the plots. Emulated runs are left out, as in the tables."""
     series: dict[str, dict[str, list[tuple]]] = defaultdict(lambda: defaultdict(list))
-    hosts = {_host(r) for r in records}
+    hosts = {host_of(r) for r in records}
     main = [r for r in records if not r.emulated and "study" not in r.metadata]
     for group in _groups(main).values():
         first = group[0]
@@ -555,15 +509,15 @@ def plot_series(records: list[Record]) -> dict[str, dict[str, list[tuple]]]:
                 first.server,
                 knobs_label(first.knobs or {}),
                 "" if via_label(first) == "direct" else f"({via_label(first)})",
-                f"[{_host(first)}]" if len(hosts) > 1 else "",
+                f"[{host_of(first)}]" if len(hosts) > 1 else "",
             )
             if part
         )
         series[first.scenario][label].append(
             (
                 first.concurrency,
-                _median([r.rps for r in group]),
-                _median([(r.latency_ms or {}).get("p99") for r in group]),
+                median([r.rps for r in group]),
+                median([(r.latency_ms or {}).get("p99") for r in group]),
             )
         )
     return {scenario: dict(lines) for scenario, lines in series.items()}

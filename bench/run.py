@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Protocol
 
 from bench import plan, record, report
-from bench.load import LoadAborted, LoadError, LoadTool, tools
-from bench.measure import Served, Settings, measure_point
+from bench.capacity import search_capacity
+from bench.load import LoadError, LoadTool, tools
+from bench.measure import Served
 from bench.metadata import host_metadata
 from bench.placement import cpu_placement
 from bench.prepare import Environment, Prepared, Unavailable
@@ -27,6 +28,7 @@ from bench.procs import Interrupted, ProcessTable, signals_ignored, signals_rais
 from bench.progress import Progress
 from bench.recorder import Recorder, ServerFacts
 from bench.registry import ServerSpec, load_all
+from bench.session import BlockVoid, Session
 from bench.site import LocalSite, RemoteSite, ServeError, read_log
 from bench.state import LockedError, run_lock, state_base
 from bench.venv import tool_version
@@ -70,19 +72,6 @@ class StackDied(RuntimeError):
     """PostgreSQL or pgbouncer died: no later run can be measured."""
 
 
-def _settings(h: Harness, opts: plan.Options) -> Settings:
-    placement = h.recorder.placement
-    return Settings(
-        table=h.table,
-        run_dir=h.run_dir,
-        duration_s=opts.duration_s,
-        warmup_s=opts.warmup_s,
-        keepalive=opts.keepalive,
-        timeout_s=opts.load_timeout_s,
-        load_cpus=placement.load_cpus if placement.pinned else None,
-    )
-
-
 def measure_block(
     h: Harness, opts: plan.Options, block: plan.Block, spec: ServerSpec, env: Environment
 ) -> None:
@@ -109,45 +98,17 @@ def measure_block(
         del facts.meta["argv"]
     facts.verification = getattr(served, "verification", None)
     facts.backlog = getattr(served, "backlog", None)
+    session = Session(h, opts, facts, served)
     try:
-        measure_runs(h, opts, runs, facts, served)
+        if opts.objective is not None:
+            search_capacity(session, runs)
+        else:
+            session.measure_all(runs)
+    except BlockVoid as exc:
+        if h.site.problem():
+            raise StackDied(str(exc)) from None
     finally:
         h.site.stop(served)
-
-
-def measure_runs(
-    h: Harness,
-    opts: plan.Options,
-    runs: tuple[plan.RunSpec, ...],
-    facts: ServerFacts,
-    served: Served,
-) -> None:
-    """Measure and record each run against a started server."""
-    settings = _settings(h, opts)
-    primed: set[str] = set()
-    for index, run in enumerate(runs):
-        step = plan.run_seconds(opts, run.scenario in primed or not h.tool.primes)
-        h.progress.say(
-            f"{run.server} {run.scenario} c={run.concurrency} trial {run.trial}/{opts.trials}: "
-            f"{step} s"
-        )
-        try:
-            measured = measure_point(settings, h.tool, served, run, primed)
-        except LoadAborted as exc:
-            # Everything from here on in this block is void; the stack may be too.
-            h.recorder.failed(opts, runs[index:], facts, str(exc), h.site.logs(served))
-            if h.site.problem():
-                raise StackDied(str(exc)) from None
-            return
-        except (KeyboardInterrupt, Interrupted) as exc:
-            reason = f"interrupted by {str(exc) or 'SIGINT'} during load"
-            h.recorder.failed(opts, (run,), facts, reason, h.site.logs(served))
-            raise
-        except LoadError as exc:
-            h.recorder.failed(opts, (run,), facts, str(exc), exc.raw, quiet=True)
-        else:
-            h.recorder.measured(opts, run, facts, measured)
-        h.progress.remaining_s -= step
 
 
 def run_arms(
