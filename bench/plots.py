@@ -107,3 +107,32 @@ def plot_study(title: str, metric: str, series: dict[str, list[tuple]], path: Pa
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
     _save(fig, path)
+
+
+def plot_knee(scenario: str, p99_ms: float, lines: dict[str, list[tuple]], path: Path) -> None:
+    """p99 against offered rate per server (every step of its capacity search), with the
+    objective as a line: where each server's curve crosses it is its knee."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    fig, ax = plt.subplots(figsize=(10, 5.5))
+    for label, points in sorted(lines.items()):
+        points = sorted((rate, p99) for rate, p99 in points if p99 is not None)
+        ax.plot([r for r, _ in points], [p for _, p in points], marker="o", label=label)
+    ax.axhline(p99_ms, color="red", linestyle="--", linewidth=1, label=f"objective {p99_ms:g} ms")
+    ax.set(
+        title=f"{scenario}: p99 against offered rate (open loop, oha)",
+        xlabel="offered requests/s",
+        ylabel="p99 latency, ms (from intended send time)",
+    )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.grid(True, alpha=0.3, which="both")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    _save(fig, path)
