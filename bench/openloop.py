@@ -2,8 +2,9 @@
 each server's capacity at a latency objective (make capacity), and the knee plots.
 
 Input: every record and the results directory (per-request latencies are merged exactly over
-trials from the `oha.db.gz` files beside the records; records copied without them fall back
-to medians of trials, marked ~). Output: markdown lines and RESULTS/plots/knee-<scenario>.png.
+trials from the `oha.requests.csv.gz` files beside the records; records copied without them
+fall back to medians of trials, marked ~). Output: markdown lines and the knee plots
+RESULTS/plots/knee-<scenario>-<objective>.png.
 """
 
 from __future__ import annotations
@@ -70,7 +71,10 @@ def is_open_loop(rec: Record) -> bool:
 
 def _per_request(results: Path, group: list[Record]) -> dict[str, float | None] | None:
     files = [
-        results / name for rec in group for name in rec.raw_files if name.endswith(".oha.db.gz")
+        results / name
+        for rec in group
+        for name in rec.raw_files
+        if name.endswith(".oha.requests.csv.gz")
     ]
     if len(files) != len(group) or not all(f.exists() for f in files):
         return None

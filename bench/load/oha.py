@@ -20,8 +20,9 @@ How oha measures, as its source does it:
 
 Input: a LoadRequest with a rate; offline, oha's `--output-format json` text and optionally
 its `--db-url` sqlite file (raw or .gz). Output: a LoadResult (latency recomputed exactly from
-the per-request file, kept gzip-compressed beside the record as `oha.db.gz` so trials can be
-merged exactly), or OhaParseError when the text or file is not oha's.
+the per-request file; each response's intended send time, latency and status kept beside the
+record as `oha.requests.csv.gz`, so trials can be merged exactly), or OhaParseError when the
+text or file is not oha's.
 """
 
 from __future__ import annotations
@@ -270,7 +271,7 @@ def _pct(p: float) -> str:
     return str(int(p)) if p.is_integer() else str(p)
 
 
-def _read_db(path: str | Path) -> sqlite3.Connection:
+def _read_bytes(path: str | Path) -> bytes:
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -278,6 +279,11 @@ def _read_db(path: str | Path) -> sqlite3.Connection:
             raw = gzip.decompress(raw)
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise OhaParseError(f"cannot read {path}: {exc}") from exc
+    return raw
+
+
+def _read_db(path: str | Path) -> sqlite3.Connection:
+    raw = _read_bytes(path)
     if not raw.startswith(b"SQLite format 3\x00"):
         raise OhaParseError(f"{path} is not an sqlite database")
     conn = sqlite3.connect(":memory:")
@@ -285,12 +291,47 @@ def _read_db(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
+REQUESTS_HEADER = "intended_ms,latency_ms,status"
+
+
+def requests_csv(db_path: str | Path) -> str:
+    """oha's per-request database as the compact CSV kept beside a record: per response, its
+    intended send time (ms from the run's first), its latency from that time and its status,
+    to the µs. The database repeats the URL and absolute times on every row: 5× the size."""
+    conn = _read_db(db_path)
+    try:
+        rows = conn.execute(
+            "SELECT start_latency_correction, duration, status FROM oha "
+            "ORDER BY start_latency_correction"
+        ).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise OhaParseError(f"{db_path} is not oha's database: {exc}") from exc
+    finally:
+        conn.close()
+    first = rows[0][0] if rows else 0.0
+    lines = [REQUESTS_HEADER]
+    lines += [f"{(t - first) * 1000:.3f},{d * 1000:.3f},{status}" for t, d, status in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _csv_latencies_ms(text: str, path: str | Path) -> list[float]:
+    lines = text.splitlines()
+    try:
+        return [float(line.split(",")[1]) for line in lines[1:] if line]
+    except (IndexError, ValueError) as exc:
+        raise OhaParseError(f"{path}: malformed per-request line: {exc}") from exc
+
+
 def per_request_latencies_ms(path: str | Path) -> list[float]:
-    """Every response's latency (ms) from oha's `--db-url` file (raw or gzip-compressed).
+    """Every response's latency (ms) from oha's `--db-url` file or the CSV made of it by
+    requests_csv (either raw or gzip-compressed).
 
     With `--latency-correction` oha's `duration` column runs from the intended send time.
     One file holds one run: oha appends to an existing file, so several runs is an error.
     """
+    head = _read_bytes(path)
+    if head.startswith(REQUESTS_HEADER.encode()):
+        return _csv_latencies_ms(head.decode(), path)
     conn = _read_db(path)
     try:
         runs = conn.execute("SELECT COUNT(DISTINCT run) FROM oha").fetchone()[0]
@@ -333,7 +374,7 @@ def merge_latency_ms(per_request_files: Iterable[str | Path]) -> dict[str, float
 
 
 JSON_NAME = "oha.json"
-DB_NAME = "oha.db.gz"
+REQUESTS_NAME = "oha.requests.csv.gz"
 
 
 def to_load_result(
@@ -441,12 +482,13 @@ class Oha:
         text = json_path.read_text(errors="replace")
         if proc.exit_code() != 0:
             raise LoadError(f"oha exited with {proc.exit_code()}: {proc.log_tail(5)}")
-        db = db_path.read_bytes() if db_path.exists() else b""
         raw: dict[str, str | bytes] = {JSON_NAME: text}
-        if db:
-            raw[DB_NAME] = gzip.compress(db, mtime=0)
+        has_db = db_path.exists() and db_path.stat().st_size > 0
         try:
-            parsed = parse_oha(text, db_path if db else None, offered_rps=request.rate)
+            parsed = parse_oha(text, db_path if has_db else None, offered_rps=request.rate)
+            if has_db:
+                csv_text = requests_csv(db_path)
+                raw[REQUESTS_NAME] = gzip.compress(csv_text.encode(), 9, mtime=0)
         except OhaParseError as exc:
             raise LoadError(f"unreadable oha output: {exc}", raw) from exc
         return to_load_result(parsed, request.rate, request.duration_s, raw)
