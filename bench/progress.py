@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 class Progress:
     """A line per stage on stderr: what runs now and roughly how long is left."""
 
-    total_runs: int
+    total_runs: int | None  # None: not known ahead (a capacity search decides as it goes)
     remaining_s: int
     done: int = 0
     started: float = field(default_factory=time.monotonic)
@@ -22,8 +22,11 @@ class Progress:
     def say(self, text: str) -> None:
         """Print one progress line."""
         mins, secs = divmod(max(0, self.remaining_s), 60)
+        total = "?" if self.total_runs is None else self.total_runs
         print(
-            f"[{self.done:>3}/{self.total_runs}] {text} (~{mins}m{secs:02d}s of load left)",
+            f"[{self.done:>3}/{total}] {text} (~{mins}m{secs:02d}s of load left at most)"
+            if self.total_runs is None
+            else f"[{self.done:>3}/{total}] {text} (~{mins}m{secs:02d}s of load left)",
             file=sys.stderr,
             flush=True,
         )

@@ -199,9 +199,15 @@ def execute(
     run_name = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid()}"
     run_dir = base / "runs" / run_name
     run_dir.mkdir(parents=True, exist_ok=True)
+    searches = [(o, b) for o, b in plans if o.objective is not None]
     progress = Progress(
-        sum(len(b.runs) for _, blocks in plans for b in blocks),
-        sum(plan.estimate_seconds(opts, blocks) for opts, blocks in plans),
+        None if searches else sum(len(b.runs) for _, blocks in plans for b in blocks),
+        sum(
+            plan.estimate_seconds(opts, blocks)
+            if opts.objective is None
+            else opts.objective.budget_s * sum(len(b.runs) for b in blocks)
+            for opts, blocks in plans
+        ),
     )
     status = 0
     try:

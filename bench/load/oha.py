@@ -27,6 +27,7 @@ text or file is not oha's.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import math
@@ -489,6 +490,10 @@ class Oha:
             if has_db:
                 csv_text = requests_csv(db_path)
                 raw[REQUESTS_NAME] = gzip.compress(csv_text.encode(), 9, mtime=0)
+                # The record's percentiles are those of the file kept beside it (to the µs):
+                # anyone recomputing them from it, or merging trials, gets the same figures.
+                samples = _csv_latencies_ms(csv_text, REQUESTS_NAME)
+                parsed = dataclasses.replace(parsed, latency_ms=latency_summary_ms(samples))
         except OhaParseError as exc:
             raise LoadError(f"unreadable oha output: {exc}", raw) from exc
         return to_load_result(parsed, request.rate, request.duration_s, raw)

@@ -204,7 +204,7 @@ def test_oha_runs_the_db_scenario_and_writes_records(tmp_path: Path) -> None:
         raws = [results / raw for raw in rec["raw_files"]]
         assert all(path.is_file() for path in raws)
         (oha_json,) = [p for p in raws if p.name.endswith(".oha.json")]
-        (oha_db,) = [p for p in raws if p.name.endswith(".oha.db.gz")]
+        (oha_db,) = [p for p in raws if p.name.endswith(".oha.requests.csv.gz")]
         assert json.loads(oha_json.read_text())["summary"]["total"] > 0
         samples = per_request_latencies_ms(oha_db)
         assert len(samples) == rec["requests"]

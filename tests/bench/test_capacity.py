@@ -1,0 +1,113 @@
+"""The capacity search, pure: against servers whose capacity is known by construction it
+finds that capacity within the precision, confirms it, and stops."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import plan
+from bench.capacity import Search, verdict
+from bench.load import Errors, Latency, LoadResult
+from bench.measure import Measurement
+
+
+def _search(
+    capacity: int, start: int = 50, fail_first_confirm: bool = False
+) -> tuple[Search, list]:
+    """Run a search where a step passes when its rate is within `capacity` (the first
+    confirmation fails when asked, as a noisy step does)."""
+    search, steps = Search(start, 0.05), []
+    while (step := search.next()) is not None:
+        rate, phase = step
+        ok = rate <= capacity
+        if fail_first_confirm and phase == "confirm":
+            fail_first_confirm, ok = False, False
+        steps.append((rate, phase, ok))
+        search.observe(rate, phase, ok)
+        assert len(steps) < 60, steps
+    return search, steps
+
+
+@pytest.mark.parametrize("capacity", [1, 37, 90, 100, 999, 12_345, 87_000])
+def test_search_finds_a_known_capacity_within_five_percent(capacity: int) -> None:
+    """Step-up, bisection, then a confirming repeat of the rate that passed: the result passes
+    and lies within 5 % below the true capacity."""
+    search, steps = _search(capacity)
+    assert search.result is not None and search.result <= capacity
+    assert (capacity - search.result) / capacity <= 0.05 or capacity - search.result <= 1
+    assert steps[-1] == (search.result, "confirm", True)
+
+
+def test_search_steps_up_by_doubling_then_bisects() -> None:
+    """From 50 req/s against a capacity of 300: 50, 100, 200, 400 (fails), then between."""
+    _, steps = _search(300)
+    assert [s[:2] for s in steps[:4]] == [
+        (50, "step-up"),
+        (100, "step-up"),
+        (200, "step-up"),
+        (400, "step-up"),
+    ]
+    assert {phase for _, phase, _ in steps[4:-1]} == {"bisect"}
+
+
+def test_search_steps_down_when_the_start_is_past_capacity() -> None:
+    """A server slower than the start rate: halving until a step passes, then bisection."""
+    search, steps = _search(7, start=50)
+    assert steps[0] == (50, "step-up", False) and steps[1][1] == "step-down"
+    assert search.result is not None and 6 <= search.result <= 7
+
+
+def test_a_failed_confirmation_searches_below_it_again() -> None:
+    """The rate that passed once fails its confirmation: it becomes a failing rate and the
+    search settles lower, confirmed."""
+    plain, _ = _search(1000)
+    search, steps = _search(1000, fail_first_confirm=True)
+    assert ("confirm", False) in {(phase, ok) for _, phase, ok in steps}
+    assert search.result is not None and search.result < plain.result
+    assert steps[-1][1:] == ("confirm", True)
+
+
+def test_nothing_passes_ends_without_a_result() -> None:
+    """A server that fails even 1 req/s: the search ends, with no capacity."""
+    search, steps = _search(0)
+    assert search.result is None and steps[-1][0] == 1
+
+
+def _measured(
+    rate: float, p99: float, achieved: float | None = None, errors: Errors | None = None
+) -> Measurement:
+    result = LoadResult(
+        requests=int(rate * 5),
+        duration_s=5.0,
+        rps=rate,
+        latency=Latency(p50=1.0, p90=2.0, p99=p99, p999=p99 * 2, max=p99 * 3, mean=1.2),
+        errors=errors or Errors(by_status={200: int(rate * 5)}, other=0),
+        raw={},
+        achieved_rps=rate if achieved is None else achieved,
+    )
+    return Measurement(result=result, started="now")
+
+
+@pytest.mark.parametrize(
+    ("measured", "ok", "why"),
+    [
+        (_measured(100, 20.0), True, "within"),
+        (_measured(100, 120.0), False, "p99 120.0 ms > 100 ms"),
+        (_measured(100, 20.0, achieved=98.0), False, "served 98 of 100 req/s"),
+        (_measured(100, 20.0, errors=Errors(non_2xx=3)), False, "3 failed requests"),
+        (_measured(100, 20.0, errors=Errors(timeout=1, other=1)), False, "2 failed requests"),
+        (None, False, "the load tool failed"),
+    ],
+)
+def test_verdict_needs_latency_no_errors_and_the_rate_served(
+    measured: Measurement | None, ok: bool, why: str
+) -> None:
+    """p99 within the objective, no failed request, ≥ 99 % of the offered rate served."""
+    got_ok, got_why = verdict(measured, 100, plan.Objective(p99_ms=100))
+    assert got_ok is ok and why in got_why
+
+
+def test_verdict_checks_p999_when_asked() -> None:
+    """With a p99.9 objective too, a step within p99 but past p99.9 fails."""
+    objective = plan.Objective(p99_ms=100, p999_ms=30)
+    assert verdict(_measured(100, 20.0), 100, objective) == (False, "p99.9 40.0 ms > 30 ms")
