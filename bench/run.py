@@ -13,59 +13,22 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from bench import plan, record, report
 from bench.capacity import search_capacity
-from bench.load import LoadError, LoadTool, tools
-from bench.measure import Served
+from bench.load import LoadError, tools
 from bench.metadata import host_metadata
 from bench.placement import cpu_placement
-from bench.prepare import Environment, Prepared, Unavailable
+from bench.prepare import Environment, Unavailable
 from bench.procs import Interrupted, ProcessTable, signals_ignored, signals_raise
 from bench.progress import Progress
 from bench.recorder import Recorder, ServerFacts
 from bench.registry import ServerSpec, load_all
-from bench.session import BlockVoid, Session
+from bench.session import BlockVoid, Harness, Session, Site
 from bench.site import LocalSite, RemoteSite, ServeError, read_log
 from bench.state import LockedError, run_lock, state_base
 from bench.venv import tool_version
-
-
-class Site(Protocol):
-    """Where servers run (bench.site.LocalSite, RemoteSite; a fake in the tests)."""
-
-    def prepare(
-        self, specs: list[ServerSpec], arch: str, say: Callable[[str], None]
-    ) -> dict[str, Prepared]: ...
-    def open(self) -> None: ...
-    def problem(self) -> str | None: ...
-    def stack_logs(self) -> dict[str, str]: ...
-    def knobs(self, spec: ServerSpec, overrides: dict[str, int]) -> dict[str, int]: ...
-    def serve(
-        self,
-        spec: ServerSpec,
-        knobs: dict[str, int],
-        environment: Environment,
-        opts: plan.Options,
-        log_name: str,
-    ) -> Served: ...
-    def logs(self, served: Served) -> dict[str, str]: ...
-    def stop(self, served: Served) -> None: ...
-
-
-@dataclass
-class Harness:
-    """What one invocation runs with: the site, the load tool, the recorder, the table."""
-
-    site: Site
-    tool: LoadTool
-    recorder: Recorder
-    table: ProcessTable
-    run_dir: Path
-    progress: Progress
 
 
 class StackDied(RuntimeError):

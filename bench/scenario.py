@@ -9,14 +9,11 @@ and db/ (never from the app's own code).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from bench import seed
-
-if TYPE_CHECKING:
-    from bench.verify import Response
 
 FORTUNE_EXTRA = (0, "Additional fortune added at request time.")
 # TechEmpower's query-count cases: (raw n, expected row count).
@@ -27,6 +24,20 @@ COMPUTE_N = 1000
 # Load tools that request one URL, and those that play a mix of routes.
 URL_TOOLS = ("wrk", "oha")
 MIX_TOOLS = ("locust",)
+
+
+@dataclass
+class Response:
+    """One HTTP answer, headers lower-cased."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    elapsed_s: float
+
+    def json(self) -> object:
+        """The body parsed as JSON."""
+        return json.loads(self.body)
 
 
 @dataclass(frozen=True)

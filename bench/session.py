@@ -11,16 +11,54 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from bench import plan
-from bench.load import LoadAborted, LoadError
+from bench.load import LoadAborted, LoadError, LoadTool
 from bench.measure import Measurement, Served, Settings, measure_point
 from bench.procs import Interrupted
-from bench.recorder import ServerFacts
+from bench.recorder import Recorder, ServerFacts
 
 if TYPE_CHECKING:
-    from bench.run import Harness
+    from bench.prepare import Environment, Prepared
+    from bench.procs import ProcessTable
+    from bench.progress import Progress
+    from bench.registry import ServerSpec
+
+
+class Site(Protocol):
+    """Where servers run (bench.site.LocalSite, RemoteSite; a fake in the tests)."""
+
+    def prepare(
+        self, specs: list[ServerSpec], arch: str, say: Callable[[str], None]
+    ) -> dict[str, Prepared]: ...
+    def open(self) -> None: ...
+    def problem(self) -> str | None: ...
+    def stack_logs(self) -> dict[str, str]: ...
+    def knobs(self, spec: ServerSpec, overrides: dict[str, int]) -> dict[str, int]: ...
+    def serve(
+        self,
+        spec: ServerSpec,
+        knobs: dict[str, int],
+        environment: Environment,
+        opts: plan.Options,
+        log_name: str,
+    ) -> Served: ...
+    def logs(self, served: Served) -> dict[str, str]: ...
+    def stop(self, served: Served) -> None: ...
+
+
+@dataclass
+class Harness:
+    """What one invocation runs with: the site, the load tool, the recorder, the table."""
+
+    site: Site
+    tool: LoadTool
+    recorder: Recorder
+    table: ProcessTable
+    run_dir: Path
+    progress: Progress
 
 
 Judge = Callable[[Measurement | None], dict]

@@ -9,30 +9,15 @@ pgbouncer's counters must show that the app really queried.
 from __future__ import annotations
 
 import http.client
-import json
 import time
 from dataclasses import dataclass, field
 
-from bench.scenario import SCENARIOS, Facts
+from bench.scenario import SCENARIOS, Facts, Response
 from bench.stack import Database
 
 
 class VerifyError(AssertionError):
     """The server answered something other than the app's contract."""
-
-
-@dataclass
-class Response:
-    """One HTTP answer, headers lower-cased."""
-
-    status: int
-    headers: dict[str, str]
-    body: bytes
-    elapsed_s: float
-
-    def json(self) -> object:
-        """The body parsed as JSON."""
-        return json.loads(self.body)
 
 
 @dataclass

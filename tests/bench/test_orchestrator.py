@@ -36,6 +36,15 @@ def _options(results: Path, **kw: object) -> plan.Options:
     return plan.Options(**base)  # type: ignore[arg-type]
 
 
+@pytest.fixture(autouse=True)
+def _own_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run directories and the run lock in a temporary directory: these tests never wait
+    for, nor block, a real harness run on this checkout."""
+    state = tmp_path / "state"
+    state.mkdir()
+    monkeypatch.setattr("bench.run.state_base", lambda: state)
+
+
 def _run(results: Path, site: FakeSite, tool: FakeTool, **kw: object) -> tuple[int, list[dict]]:
     def harness(first, arms, table, run_dir, progress) -> Harness:
         recorder = Recorder({"hostname": "test"}, cpu_placement(False), tool, progress)
