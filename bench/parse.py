@@ -1,23 +1,16 @@
 """Parsing shared by the load tools and the proxy: pure functions, re-runnable offline.
 
-Input: raw text (nginx's access log; durations as load tools print them). Output: numbers,
-or ParseError. Each load tool's own output is parsed in its module under bench/load/.
+Input: raw text (nginx's access log). Output: numbers, or ParseError (the one error type of
+every parser). Each load tool's own output is parsed in its module under bench/load/.
 """
 
 from __future__ import annotations
 
 import math
 
-_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
-
 
 class ParseError(ValueError):
     """The text is not what the parser expects."""
-
-
-def to_ms(value: str, unit: str) -> float:
-    """A duration as load tools print it (`812.00us`, `1.23ms`, `2.01s`, `1.00m`) in ms."""
-    return round(float(value) * _UNITS_MS[unit], 6)
 
 
 def _log_ms(value: str) -> int:

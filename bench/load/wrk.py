@@ -28,7 +28,7 @@ from bench.load import (
     Watch,
     wait_watching,
 )
-from bench.parse import ParseError, to_ms
+from bench.parse import ParseError
 
 if TYPE_CHECKING:
     from bench.procs import ProcessTable
@@ -37,6 +37,12 @@ if TYPE_CHECKING:
 WRK_SCRIPT = Path(__file__).resolve().parent / "wrk_report.lua"
 RAW_NAME = "wrk.txt"
 _SIZE = r"([\d.]+)(us|ms|s|m)"
+_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
+
+
+def to_ms(value: str, unit: str) -> float:
+    """A duration as wrk prints it (`812.00us`, `1.23ms`, `2.01s`, `1.00m`) in ms."""
+    return round(float(value) * _UNITS_MS[unit], 6)
 
 
 def wrk_binary() -> str:

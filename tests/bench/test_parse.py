@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from bench.load import Errors
-from bench.load.wrk import parse_wrk
-from bench.parse import ParseError, to_ms
+from bench.load.wrk import parse_wrk, to_ms
+from bench.parse import ParseError
 
 WRK = Path(__file__).resolve().parent.parent / "fixtures" / "wrk"
 
