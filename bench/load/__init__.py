@@ -12,6 +12,7 @@ which scenarios, raw file names) is asked of the tool.
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -187,6 +188,40 @@ def wait_watching(proc: Proc, limit_s: float, watch: Watch | None) -> None:
             proc.popen.wait(timeout=WATCH_INTERVAL_S)
 
 
+def run_bounded(
+    table: ProcessTable,
+    name: str,
+    argv: list[str],
+    log_path: Path,
+    limit_s: float,
+    request: LoadRequest,
+    watch: Watch | None = None,
+    sampler: Sampler | None = None,
+    stdout_path: Path | None = None,
+) -> Proc:
+    """Start a single-process load tool in its own group, sample it while it runs, wait for
+    it to end by itself (LoadAborted when `watch` gives a reason, LoadError past limit_s),
+    and always stop it; the finished process (its exit code) is returned."""
+    proc = table.start(
+        name,
+        argv,
+        log_path,
+        env={"PATH": os.environ.get("PATH", "")},
+        cpus=request.cpus,
+        stdout_path=stdout_path,
+    )
+    if sampler is not None:
+        sampler.load_pid = proc.pid
+        sampler.start()
+    try:
+        wait_watching(proc, limit_s, watch)
+    finally:
+        if sampler is not None:
+            sampler.stop()
+        table.stop(proc, grace_s=2)
+    return proc
+
+
 def tools(load_threads: int = 1, load_workers: int = 0) -> dict[str, LoadTool]:
     """Every load tool by name, configured by the run's LOAD_THREADS / LOCUST_WORKERS."""
     from bench.load.locust import Locust
@@ -201,6 +236,4 @@ TOOL_NAMES = ("wrk", "locust", "oha")
 
 def default_load_threads() -> int:
     """Half the usable CPUs (at least 1): the other half is the server's."""
-    import os
-
     return max(1, len(os.sched_getaffinity(0)) // 2)

@@ -31,7 +31,6 @@ import dataclasses
 import gzip
 import json
 import math
-import os
 import re
 import sqlite3
 import subprocess
@@ -48,7 +47,7 @@ from bench.load import (
     LoadRequest,
     LoadResult,
     Watch,
-    wait_watching,
+    run_bounded,
 )
 from bench.parse import ParseError
 from bench.state import STATE
@@ -463,23 +462,10 @@ class Oha:
             db_path,
         )
         log_path = request.out.with_name(request.out.name + ".oha.log")
-        proc = table.start(
-            "oha",
-            argv,
-            log_path,
-            env={"PATH": os.environ.get("PATH", "")},
-            cpus=request.cpus,
-            stdout_path=json_path,
+        limit_s = request.duration_s + request.timeout_s + OVERSTAY_S
+        proc = run_bounded(
+            table, "oha", argv, log_path, limit_s, request, watch, sampler, stdout_path=json_path
         )
-        if sampler is not None:
-            sampler.load_pid = proc.pid
-            sampler.start()
-        try:
-            wait_watching(proc, request.duration_s + request.timeout_s + OVERSTAY_S, watch)
-        finally:
-            if sampler is not None:
-                sampler.stop()
-            table.stop(proc, grace_s=2)
         text = json_path.read_text(errors="replace")
         if proc.exit_code() != 0:
             raise LoadError(f"oha exited with {proc.exit_code()}: {proc.log_tail(5)}")

@@ -9,7 +9,6 @@ samples a stalled server kept it from sending (`stats_correct` in its stats.c).
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -26,7 +25,7 @@ from bench.load import (
     LoadRequest,
     LoadResult,
     Watch,
-    wait_watching,
+    run_bounded,
 )
 from bench.parse import ParseError
 
@@ -204,23 +203,9 @@ class Wrk:
         """Run wrk once; its text is left at <out>.wrk.txt and parsed."""
         out_path = request.out.with_name(request.out.name + ".wrk.txt")
         out_path.unlink(missing_ok=True)
-        proc = table.start(
-            "wrk",
-            wrk_argv(request, self.threads),
-            out_path,
-            env={"PATH": os.environ.get("PATH", "")},
-            cpus=request.cpus,
-        )
         limit_s = request.duration_s + max(OVERSTAY_S, request.timeout_s + 5)
-        if sampler is not None:
-            sampler.load_pid = proc.pid
-            sampler.start()
-        try:
-            wait_watching(proc, limit_s, watch)
-        finally:
-            if sampler is not None:
-                sampler.stop()
-            table.stop(proc, grace_s=2)
+        argv = wrk_argv(request, self.threads)
+        proc = run_bounded(table, "wrk", argv, out_path, limit_s, request, watch, sampler)
         text = out_path.read_text(errors="replace")
         if proc.exit_code() != 0:
             raise LoadError(f"wrk exited with {proc.exit_code()}: {text.strip()[-300:]}")
