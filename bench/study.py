@@ -1059,7 +1059,7 @@ def _why_changed(study: Study, records: list[Record]) -> str:
     rates = next((r.metadata["study_rates"] for r in opened if "study_rates" in r.metadata), None)
     if basis and rates:
         offered = ", ".join(
-            f"{_fmt(float(rate))} ({float(f):.0%})" for f, rate in sorted(rates.items())
+            f"{_fmt(float(rate))} ({_percent(f)})" for f, rate in sorted(rates.items())
         )
         open_part = (
             f"open loop, every arm was offered the same {offered} req/s of "
@@ -1111,19 +1111,21 @@ def _two_model_lines(study: Study, records: list[Record]) -> tuple[list[str], li
     closed_label, open_label = _closed_label(records), _open_label(records)
     run_line = _run_line(f"{closed_label}: {closed_verdict}; {open_label}: {open_verdict}", records)
     lines = [run_line, ""]
-    lines += [f"Closed loop — {closed_label}:", "", *(o.line for o in closed), ""]
-    lines += [f"Open loop — {open_label}:", "", *(o.line for o in opened), ""]
-    if closed_verdict == open_verdict:
-        lines += [f"The load model does not change the verdict: {closed_verdict} under both.", ""]
-    else:
+    lines += [f"{closed_label.capitalize()}:", "", *(o.line for o in closed), ""]
+    lines += [f"{open_label.capitalize()}:", "", *(o.line for o in opened), ""]
+    changed = _changed_checks(closed, opened)
+    why = _why_changed(study, records)
+    if closed_verdict != open_verdict:
         lines += [
             f"The load model changes the verdict: {closed_verdict} closed loop, "
-            f"{open_verdict} open loop. {_why_changed(study, records)}",
+            f"{open_verdict} open loop. {why}",
             "",
         ]
-    changed = _changed_checks(closed, opened)
+    else:
+        lines += [f"The load model does not change the verdict: {closed_verdict} under both.", ""]
     if changed:
         lines += ["Checks whose outcome changed with the load model:", "", *changed, ""]
+        lines += [why, ""] if closed_verdict == open_verdict else []
     return lines, [closed_verdict, open_verdict]
 
 
@@ -1182,9 +1184,14 @@ def _arm_labels(study: Study, records: list[Record]) -> dict[str, str]:
     return labels
 
 
+def _percent(fraction: str) -> str:
+    """A fraction as written ("0.8") as a percentage ("80 %")."""
+    return f"{float(fraction) * 100:g} %"
+
+
 def _offered_cell(rec_rates: dict[tuple[str, str], float], arm: str, offered: float) -> str:
     fraction = next((f for (a, f), r in rec_rates.items() if a == arm and r == offered), None)
-    return _fmt(offered) + (f" ({float(fraction):.0%})" if fraction else "")
+    return _fmt(offered) + (f" ({_percent(fraction)})" if fraction else "")
 
 
 def _results_table(study: Study, records: list[Record]) -> list[str]:

@@ -253,3 +253,52 @@ def test_fixed_rates_must_be_whole_positive_numbers(
         (tmp_path / "broken.toml").write_text(text.replace("rates = [120]", f"rates = {bad}", 1))
         assert cli.main(["study", "--name=broken", f"--results={tmp_path / 'r'}"]) == 2
         _one_line_error(capsys, "rates must be a list of whole requests/s")
+
+
+P99_RECORDS = FIXTURES / "studies" / "sync-vs-async-p99"  # a real run (DURATION=3), trimmed
+
+
+def test_the_section_shows_both_load_models_and_what_changed() -> None:
+    """From a real two-phase run: a verdict per load model (each labelled from the records),
+    the checks of each, the closed-loop check whose outcome the open loop changed, why (the
+    pace each arm set itself vs the rates every arm was offered), and two tables — the
+    open-loop one with the offered rate as a share of the slowest's capacity."""
+    records, problems = load_records(P99_RECORDS)
+    assert problems == [] and len(records) == 20
+    spec = study.load_study("sync-vs-async-p99")
+    section = "\n".join(study.study_section(spec, records, None))
+    assert (
+        "**Verdict: closed loop (wrk, 50 connections): partly reproduced; open loop (oha) at "
+        "equal offered rates: partly reproduced**"
+    ) in section
+    assert "- p99, best uWSGI below best Uvicorn (paper: 33 < 75 ms): 12.32 vs 65.87 — holds" in (
+        section
+    )
+    assert (
+        "- p99 at 80 % of the slowest's capacity, best uWSGI below best Uvicorn: 14.00 vs 161 "
+        "— holds"
+    ) in section
+    assert "The load model does not change the verdict: partly reproduced under both." in section
+    assert (
+        "- p99, best Gunicorn sync below best Gunicorn gevent (paper: 42 < 136 ms): does not "
+        "hold closed loop, holds open loop"
+    ) in section
+    assert "every arm was offered the same 625 (50 %), 1,000 (80 %) req/s" in section
+    assert "of gunicorn-sync's best 1,249 req/s" in section
+    assert "Closed loop (wrk, 50 connections):\n\n| arm | route | conc." in section
+    assert "| offered req/s | achieved req/s (ours) |" in section
+    assert (
+        "| uWSGI + Flask, open loop (knobs of uwsgi-w2) | `/db` | 50 | 1,000 (80 %) | 984 | "
+        "22.00 | 1.24 |"
+    ) in section
+
+
+def test_records_from_before_the_open_loop_arms_still_render() -> None:
+    """The closed-loop records alone (an older run): the closed-loop verdict and table as
+    before, and one line saying the open loop was not run."""
+    records = [r for r in load_records(P99_RECORDS)[0] if r.offered_rps is None]
+    spec = study.load_study("sync-vs-async-p99")
+    section = "\n".join(study.study_section(spec, records, None))
+    assert "**Verdict: partly reproduced** (run 20261123T131128Z on vm, 4 runs" in section
+    assert "Open loop: not in this run (`make study NAME=sync-vs-async-p99` runs it)." in section
+    assert "offered req/s" not in section and "| uwsgi | `/db` | 50 | 22.00 | 1.67 |" in section
