@@ -382,23 +382,23 @@ def _study_arms(path: Path, data: dict) -> tuple[Arm, ...]:
 def _check_side(path: Path, check: dict, side: str, arms: dict[str, Arm], names: list) -> None:
     """One side of a check: a known arm or group, known keys, a fraction its arm runs at."""
     raw = check.get(side)
-    arm = raw.get("arm") if isinstance(raw, dict) else None
-    if arm not in names:
+    if not isinstance(raw, dict) or raw.get("arm") not in names:
+        arm = raw.get("arm") if isinstance(raw, dict) else None
         raise StudyError(f"{path}: check {side} = {{ arm = ... }} names unknown arm {arm!r}")
-    unknown = set(raw) - set(SIDE_KEYS)  # type: ignore[arg-type]
+    unknown = set(raw) - set(SIDE_KEYS)
     if unknown:
         raise StudyError(
             f"{path}: check {side} has unknown keys {sorted(unknown)}; valid: "
             f"{', '.join(SIDE_KEYS)}"
         )
-    if "fraction" not in raw:  # type: ignore[operator]
+    if "fraction" not in raw:
         return
-    rates_from = arms[arm].rates_from if arm in arms else None
-    valid = rates_from.fractions if rates_from else ()
-    if raw["fraction"] not in valid:  # type: ignore[index]
+    arm = arms.get(raw["arm"])
+    valid = arm.rates_from.fractions if arm and arm.rates_from else ()
+    if raw["fraction"] not in valid:
         raise StudyError(
-            f"{path}: check {side}: fraction = {raw['fraction']!r} is not one arm "  # type: ignore[index]
-            f"{arm} runs at; valid: {', '.join(f'{f:g}' for f in valid) or 'none'}"
+            f"{path}: check {side}: fraction = {raw['fraction']!r} is not one arm "
+            f"{raw['arm']} runs at; valid: {', '.join(f'{f:g}' for f in valid) or 'none'}"
         )
 
 
@@ -657,12 +657,11 @@ def best_arms(study: Study, records: list[Record]) -> dict[str, Best]:
     rps = _per_arm(records, "rps")
     best: dict[str, Best] = {}
     for arm in study.arms:
-        group = arm.settings.get("group")
-        if group is None or values.get(arm.id) is None:
+        group, value = arm.settings.get("group"), values.get(arm.id)
+        if group is None or value is None:
             continue
-        value = values[arm.id]
-        if str(group) not in best or value > best[str(group)].value:  # type: ignore[operator]
-            best[str(group)] = Best(str(group), arm.id, value, rps.get(arm.id))  # type: ignore[arg-type]
+        if str(group) not in best or value > best[str(group)].value:
+            best[str(group)] = Best(str(group), arm.id, value, rps.get(arm.id))
     return best
 
 
@@ -723,7 +722,7 @@ def derived_options(
                 )
                 continue
             knobs_from = best[arm.from_best].arm
-            knobs = study.arm(knobs_from).knobs  # type: ignore[union-attr]
+            knobs = next(a.knobs for a in study.arms if a.id == knobs_from)
         derived = Derived(rates, basis, knobs, knobs_from)
         options.append(arm_options(study, arm, base, run_id, duration, derived))
     return options, skipped
@@ -1043,10 +1042,12 @@ def _why_changed(study: Study, records: list[Record]) -> str:
     closed = [r for r in records if r.offered_rps is None and r.status == "ok"]
     opened = [r for r in records if r.offered_rps is not None and r.status == "ok"]
     labels = {a.id: a.label for a in study.arms}
+    order = [str(a.settings.get("group", a.id)) for a in study.arms]
+    rps = _per_arm(closed, "rps")
     paced = ", ".join(
-        f"{labels.get(arm, arm)} {_fmt(v)}"
-        for arm, v in _per_arm(closed, "rps").items()
-        if v is not None
+        f"{labels.get(arm, arm)} {_fmt(rps[arm])}"
+        for arm in sorted(rps, key=lambda a: order.index(a) if a in order else len(order))
+        if rps[arm] is not None
     )
     closed_part = (
         "closed loop, each connection waited for its answer before sending again, so every "
