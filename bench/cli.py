@@ -363,10 +363,13 @@ def main(argv: list[str] | None = None) -> int:
                     + ([f"--seed={args.seed}"] if args.seed else [])
                 )
             )
-            arms = study.study_options(names, base, duration)
             from bench import run
 
-            return run.execute(arms, _sections(base.results))
+            # Two phases per study: the arms that need nothing measured, then those whose
+            # rates and knobs come from the first phase's records (bench.study).
+            return study.execute_studies(
+                names, base, duration, run.execute, _sections(base.results)
+            )
         if args.command == "capacity" and args.rate is None:
             args.rate = str(defaults.CAPACITY_START_RPS)  # where the search starts
         options = options_from(args)

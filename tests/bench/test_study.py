@@ -13,14 +13,16 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 @pytest.mark.parametrize("name", study.study_names())
 def test_every_study_file_is_valid_and_runnable(name: str) -> None:
-    """Each file loads, names real servers, has published figures or checks, and turns into
-    harness options with the study's metadata."""
+    """Each file loads, names real servers, has published figures or checks, and its
+    first-phase arms (those not derived from measurements) turn into harness options with
+    the study's metadata."""
     spec = study.load_study(name)
     base = cli.options_from(cli.build_parser().parse_args(["run"]))
     arms = study.study_options([name], base)
-    assert len(arms) == len(spec.arms) and spec.checks
+    first = [a for a in spec.arms if not a.derived]
+    assert len(arms) == len(first) and spec.checks
     servers = set(cli.server_ids())
-    for opts, arm in zip(arms, spec.arms, strict=True):
+    for opts, arm in zip(arms, first, strict=True):
         assert opts.servers == (arm.server,) and arm.server in servers
         assert opts.meta["study"] == name and opts.meta["study_arm"] == arm.id
 
@@ -76,3 +78,227 @@ def test_verdict_follows_the_ratio_rule() -> None:
     assert study.judge(spec, runs(3.0, 6.0))[0] == "not reproduced"  # the other way round
     section = "\n".join(study.study_section(spec, runs(15.0, 3.0), None))
     assert "**Verdict: reproduced**" in section and "| 28.30 | 15.00 |" in section
+
+
+# -- two phases: open-loop arms at rates measured in the same `make study` --------------------
+
+P99 = study.STUDIES_DIR / "sync-vs-async-p99.toml"
+# The slowest group's best req/s in the synthetic sweep below: gunicorn-sync-w4.
+SWEEP_RPS = {
+    "uwsgi-w1": 2672.0,
+    "uwsgi-w2": 3658.0,
+    "uwsgi-w4": 3600.0,
+    "gunicorn-sync-w1": 1207.0,
+    "gunicorn-sync-w2": 1746.0,
+    "gunicorn-sync-w4": 2020.0,
+    "gunicorn-gevent-w1": 2088.0,
+    "gunicorn-gevent-w2": 2725.0,
+    "gunicorn-gevent-w4": 2337.0,
+    "uvicorn-w1": 2618.0,
+    "uvicorn-w2": 3309.0,
+    "uvicorn-w4": 3313.0,
+}
+
+
+def _sweep_record(arm: str, rps: float, run_id: str = "r1"):
+    rec = next(r for r in load_records(FIXTURES / "records")[0] if r.status == "ok")
+    meta = {**rec.metadata, "study": "sync-vs-async-p99", "study_arm": arm, "study_run": run_id}
+    return replace(rec, metadata=meta, run_id=arm, rps=rps, scenario="db", concurrency=50)
+
+
+def _base(results: Path | None = None):
+    argv = ["run"] + ([f"--results={results}"] if results else [])
+    return cli.options_from(cli.build_parser().parse_args(argv))
+
+
+def test_open_loop_rates_are_fractions_of_the_slowest_groups_best() -> None:
+    """sync-vs-async-p99's second phase: every open-loop arm runs with oha at 0.5 and 0.8 ×
+    the slowest group's best req/s (gunicorn-sync, 2,020: 1,010 and 1,616 req/s), with its
+    own group's best knobs, and its records say where both came from."""
+    spec = study.load_study("sync-vs-async-p99")
+    records = [_sweep_record(arm, rps) for arm, rps in SWEEP_RPS.items()]
+    basis = study.rate_basis(spec, records, "slowest-best-rps")
+    assert (basis.group, basis.arm, basis.rps) == ("gunicorn-sync", "gunicorn-sync-w4", 2020.0)
+    options, skipped = study.derived_options(spec, records, _base(), "r1")
+    assert skipped == []
+    by_arm = {o.meta["study_arm"]: o for o in options}
+    assert sorted(by_arm) == sorted(a.id for a in spec.arms if a.derived)
+    best_workers = {"uwsgi": 2, "gunicorn-sync": 4, "gunicorn-gevent": 2, "uvicorn": 4}
+    for group, workers in best_workers.items():
+        opts = by_arm[f"{group}-open"]
+        assert opts.load_tool == "oha" and opts.rates == (1010, 1616)
+        assert opts.overrides == {"workers": workers}
+        assert opts.concurrency == ()  # the pool is sized per rate (plan.pool_for)
+        assert opts.meta["study_rates"] == {"0.5": 1010, "0.8": 1616}
+        assert opts.meta["study_rate_basis"]["arm"] == "gunicorn-sync-w4"
+        assert opts.meta["study_knobs_from"] == f"{group}-w{workers}"
+
+
+def test_a_group_without_measurements_skips_its_open_loop_arm_only() -> None:
+    """Every uvicorn arm failed: the rates come from the groups that were measured, and
+    uvicorn-open is not run, with a line saying why."""
+    spec = study.load_study("sync-vs-async-p99")
+    records = [_sweep_record(a, r) for a, r in SWEEP_RPS.items() if not a.startswith("uvicorn")]
+    options, skipped = study.derived_options(spec, records, _base(), "r1")
+    assert [o.meta["study_arm"] for o in options] == [
+        "uwsgi-open",
+        "gunicorn-sync-open",
+        "gunicorn-gevent-open",
+    ]
+    assert skipped == ["arm uvicorn-open not run: no arm of group uvicorn was measured"]
+
+
+def test_make_study_runs_the_second_phase_from_the_first_phases_records(tmp_path: Path) -> None:
+    """One `make study`: the closed-loop sweep (wrk) is executed first; its records, read back
+    from RESULTS, size the open-loop arms (oha), executed after, with the same study_run."""
+    from bench.record import write_record
+
+    calls = []
+    template = _sweep_record("x", 0.0)
+
+    def fake_execute(options, sections) -> int:
+        calls.append(list(options))
+        for opts in options:
+            if opts.load_tool == "wrk":
+                arm = str(opts.meta["study_arm"])
+                meta = {**template.metadata, **opts.meta, "started_at": arm}
+                rec = replace(template, metadata=meta, run_id=arm, rps=SWEEP_RPS[arm])
+                write_record(opts.results, rec, {})
+        return 0
+
+    base = _base(tmp_path)
+    assert study.execute_studies(["sync-vs-async-p99"], base, 3, fake_execute, list) == 0
+    assert [{o.load_tool for o in batch} for batch in calls] == [{"wrk"}, {"oha"}]
+    assert len(calls[0]) == 12 and len(calls[1]) == 4
+    assert {o.rates for o in calls[1]} == {(1010, 1616)}
+    assert {o.duration_s for batch in calls for o in batch} == {3}
+    assert len({o.meta["study_run"] for batch in calls for o in batch}) == 1
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str], *needles: str) -> None:
+    err = capsys.readouterr().err
+    assert err.startswith("bench: ") and err.count("\n") == 1, err
+    for needle in needles:
+        assert needle in err, err
+
+
+OPEN_ARM = 'id = "uwsgi-open"'
+BAD_OPEN_LOOP = [
+    (('load = "oha"\nfrom_best = "uwsgi"', 'load = "ohha"\nfrom_best = "uwsgi"'), "unknown load"),
+    (('of = "slowest-best-rps" }', 'of = "fastest" }'), "of = 'fastest' is unknown; valid"),
+    (("fraction = [0.5, 0.8], of", "fraction = [0, 0.8], of"), "fraction must be a list"),
+    (("fraction = [0.5, 0.8], of", "fraction = [], of"), "fraction must be a list"),
+    (("fraction = [0.5, 0.8], of", "fraction = [0.5, 0.5], of"), "fraction must be a list"),
+    (("rates_from = { fraction", "rates_from = { typo = 1, fraction"), "rates_from must be"),
+    (('from_best = "uwsgi"', 'from_best = "uwsgl"'), "from_best names unknown group 'uwsgl'"),
+    (('from_best = "uwsgi"', 'from_best = "uvicorn"'), "runs ['uvicorn'], not 'uwsgi'"),
+    (('from_best = "uwsgi"', 'from_best = "uwsgi"\nknobs = { workers = 2 }'), "drop knobs"),
+    (('from_best = "uwsgi"', 'from_best = "uwsgi"\ngroup = "uwsgi"'), "in no group"),
+    (("rates_from = { fraction = [0.5, 0.8], of", "ratez = { of"), "unknown keys ['ratez']"),
+    (('load = "oha"\nfrom_best = "uwsgi"', 'from_best = "uwsgi"'), "need an open-loop load"),
+    (
+        ('load = "oha"\nfrom_best = "uwsgi"', 'load = "oha"\nrates = [100]\nfrom_best = "uwsgi"'),
+        "give either rates",
+    ),
+    (('best_by = "rps"', "# no best_by"), "need best_by"),
+    (
+        (
+            'fraction = 0.8 }\nb = { arm = "uvicorn-open", fraction = 0.8 }',
+            'fraction = 0.3 }\nb = { arm = "uvicorn-open", fraction = 0.8 }',
+        ),
+        "fraction = 0.3 is not one arm uwsgi-open runs at; valid: 0.5, 0.8",
+    ),
+    (
+        ('b = { arm = "uvicorn-open", fraction = 0.8 }', 'b = { arm = "uvicorn" }'),
+        "compares a closed-loop arm with an open-loop one",
+    ),
+    (('rejudges = "p99-sync-gevent"', 'rejudges = "p99-nope"'), "rejudges = 'p99-nope'"),
+    (
+        ('b = { arm = "uvicorn-open", fraction = 0.5 }', 'b = { arm = "uvicorn-open", rate = 5 }'),
+        "unknown keys ['rate']",
+    ),
+    (("[run]\n", '[run]\nload = "oha"\n'), "['load'] belong to an [[arm]]"),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), BAD_OPEN_LOOP)
+def test_bad_open_loop_keys_are_one_line_and_exit_2(
+    change: tuple[str, str],
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """load, rates, rates_from, from_best and the checks' fraction/rejudges: a bad value is
+    one line naming the file and the key, exit 2, nothing run."""
+    text = P99.read_text()
+    old, new = change
+    assert old in text
+    monkeypatch.setattr(study, "STUDIES_DIR", tmp_path / "studies")
+    (tmp_path / "studies").mkdir()
+    (tmp_path / "studies" / "broken.toml").write_text(text.replace(old, new, 1))
+    results = tmp_path / "results"
+    assert cli.main(["study", "--name=broken", f"--results={results}"]) == 2
+    _one_line_error(capsys, "broken.toml", message)
+    assert not results.exists()
+
+
+def test_fixed_rates_must_be_whole_positive_numbers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """accept-queue's rates = [120]: 0, a fraction or an empty list is refused."""
+    text = (study.STUDIES_DIR / "accept-queue.toml").read_text()
+    monkeypatch.setattr(study, "STUDIES_DIR", tmp_path)
+    for bad in ("[0]", "[12.5]", "[]", '"120"'):
+        (tmp_path / "broken.toml").write_text(text.replace("rates = [120]", f"rates = {bad}", 1))
+        assert cli.main(["study", "--name=broken", f"--results={tmp_path / 'r'}"]) == 2
+        _one_line_error(capsys, "rates must be a list of whole requests/s")
+
+
+P99_RECORDS = FIXTURES / "studies" / "sync-vs-async-p99"  # a real run (DURATION=3), trimmed
+
+
+def test_the_section_shows_both_load_models_and_what_changed() -> None:
+    """From a real two-phase run: a verdict per load model (each labelled from the records),
+    the checks of each, the closed-loop check whose outcome the open loop changed, why (the
+    pace each arm set itself vs the rates every arm was offered), and two tables — the
+    open-loop one with the offered rate as a share of the slowest's capacity."""
+    records, problems = load_records(P99_RECORDS)
+    assert problems == [] and len(records) == 20
+    spec = study.load_study("sync-vs-async-p99")
+    section = "\n".join(study.study_section(spec, records, None))
+    assert (
+        "**Verdict: closed loop (wrk, 50 connections): partly reproduced; open loop (oha) at "
+        "equal offered rates: partly reproduced**"
+    ) in section
+    assert "- p99, best uWSGI below best Uvicorn (paper: 33 < 75 ms): 12.32 vs 65.87 — holds" in (
+        section
+    )
+    assert (
+        "- p99 at 80 % of the slowest's capacity, best uWSGI below best Uvicorn: 14.00 vs 161 "
+        "— holds"
+    ) in section
+    assert "The load model does not change the verdict: partly reproduced under both." in section
+    assert (
+        "- p99, best Gunicorn sync below best Gunicorn gevent (paper: 42 < 136 ms): does not "
+        "hold closed loop, holds open loop"
+    ) in section
+    assert "every arm was offered the same 625 (50 %), 1,000 (80 %) req/s" in section
+    assert "of gunicorn-sync's best 1,249 req/s" in section
+    assert "Closed loop (wrk, 50 connections):\n\n| arm | route | conc." in section
+    assert "| offered req/s | achieved req/s (ours) |" in section
+    assert (
+        "| uWSGI + Flask, open loop (knobs of uwsgi-w2) | `/db` | 50 | 1,000 (80 %) | 984 | "
+        "22.00 | 1.24 |"
+    ) in section
+
+
+def test_records_from_before_the_open_loop_arms_still_render() -> None:
+    """The closed-loop records alone (an older run): the closed-loop verdict and table as
+    before, and one line saying the open loop was not run."""
+    records = [r for r in load_records(P99_RECORDS)[0] if r.offered_rps is None]
+    spec = study.load_study("sync-vs-async-p99")
+    section = "\n".join(study.study_section(spec, records, None))
+    assert "**Verdict: partly reproduced** (run 20261123T131128Z on vm, 4 runs" in section
+    assert "Open loop: not in this run (`make study NAME=sync-vs-async-p99` runs it)." in section
+    assert "offered req/s" not in section and "| uwsgi | `/db` | 50 | 22.00 | 1.67 |" in section
