@@ -55,6 +55,11 @@ CAPACITY_HEADER = [
     "machine",
 ]
 PROFILE_FACTORS = {"50": 0.5, "80": 0.8}
+PAST_NOTE = (
+    "◇: this rate past the capacity met the objective: near the knee a step's p99 varies "
+    "from one 5 s step to the next on this machine, and the capacity found is a lower bound. "
+    "Longer steps (DURATION) or a looser objective make it steadier."
+)
 
 
 def failed_requests(rec: Record) -> int:
@@ -141,7 +146,10 @@ def _step_cells(steps: list[Record], phase: str, factor: float, found: float) ->
         return "–"
     rec = match[-1]
     p99 = (rec.latency_ms or {}).get("p99")
-    return f"{num(rec.achieved_rps)}, {num(p99, 1)}, {num(failed_requests(rec))}"
+    cell = f"{num(rec.achieved_rps)}, {num(p99, 1)}, {num(failed_requests(rec))}"
+    # A rate past capacity that meets the objective: the knee is noisy here (short steps on
+    # shared CPUs), the capacity a lower bound.
+    return cell + (" ◇" if rec.metadata["capacity"].get("passed") else "")
 
 
 def _capacity_row(steps: list[Record]) -> list[str]:
@@ -193,6 +201,8 @@ def capacity_sections(records: list[Record], results: Path, plots: dict[str, str
         if plot:
             lines += [f"![{scenario}: p99 against offered rate]({plot})", ""]
         lines += [*markdown_table(CAPACITY_HEADER, rows, "llrrrrllrl"), ""]
+        if any("◇" in cell for row in rows for cell in row):
+            lines += [PAST_NOTE, ""]
     return lines
 
 
@@ -222,7 +232,10 @@ def write_knee_plots(results: Path, records: list[Record]) -> dict[str, str]:
 
 def open_loop_sections(records: list[Record], results: Path) -> list[str]:
     """Everything open-loop in the summary, or nothing when no run was."""
-    open_records = [r for r in records if is_open_loop(r) and not r.emulated]
+    # Studies render their own open-loop arms (bench.study).
+    open_records = [
+        r for r in records if is_open_loop(r) and not r.emulated and "study" not in r.metadata
+    ]
     if not open_records:
         return []
     lines = ["## Open loop: fixed arrival rates (oha)", "", LATENCY_NOTE, ""]
@@ -230,7 +243,7 @@ def open_loop_sections(records: list[Record], results: Path) -> list[str]:
     lines += capacity_sections(open_records, results, plots)
     by_scenario: dict[str, list[Record]] = defaultdict(list)
     for rec in open_records:
-        if "capacity" not in rec.metadata and "study" not in rec.metadata:
+        if "capacity" not in rec.metadata:
             by_scenario[rec.scenario].append(rec)
     for scenario in sorted(by_scenario):
         lines += rate_section(scenario, by_scenario[scenario], results)
