@@ -126,7 +126,7 @@ class Recorder:
             host_arch=host_arch(),
             emulated=opts.arch != host_arch(),
             load_tool=self.tool.name,
-            load_tool_version=self.tool.version(),
+            load_tool_version=self.tool.version,
             load_threads=settings["load_threads"],
             load_workers=settings["load_workers"],
             knobs=facts.knobs,

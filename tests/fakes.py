@@ -40,15 +40,12 @@ class FakeTool:
     primes: bool = True
     open_loop: bool = False
     variables: tuple[str, ...] = ()
+    version: str | None = "fake-1"
     calls: list[LoadRequest] = field(default_factory=list)
     measured: list[LoadRequest] = field(default_factory=list)
 
     def prepare(self, log: Path) -> None:
         """Nothing to prepare."""
-
-    def version(self) -> str | None:
-        """A fixed version."""
-        return "fake-1"
 
     def settings(self, concurrency: int) -> dict[str, int | None]:
         """One thread, no workers."""

@@ -153,12 +153,10 @@ class LoadTool(Protocol):
     primes: bool  # whether a primer and a warmup precede each measurement
     open_loop: bool  # sends at RATE= arrivals/s, whatever the server does
     variables: tuple[str, ...]  # the make variables of its own it reads (LOCUST_WORKERS, ...)
+    version: str | None  # the tool's version for the record, read by prepare()
 
     def prepare(self, log: Path) -> None:
         """Make the tool ready to run (a venv, a build); LoadError if it cannot be."""
-
-    def version(self) -> str | None:
-        """The tool's version for the record."""
 
     def settings(self, concurrency: int) -> dict[str, int | None]:
         """The record's load_threads and load_workers for a run at this concurrency."""

@@ -276,7 +276,7 @@ class Locust:
     open_loop: bool = False
     variables: tuple[str, ...] = ("LOCUST_WORKERS",)  # the make variables it reads
     python: Path | None = None
-    _version: str | None = None
+    version: str | None = None  # read by prepare()
 
     def prepare(self, log: Path) -> None:
         """Locust's venv, created with uv from bench/locust/requirements.txt when stale."""
@@ -286,11 +286,7 @@ class Locust:
             self.python = make_venv("_locust", LOCUST_DIR / "requirements.txt", log=log)
         except VenvError as exc:
             raise LoadError(f"Locust's venv: {exc}") from exc
-        self._version = locust_version(self.python)
-
-    def version(self) -> str | None:
-        """Locust's version in its venv."""
-        return self._version
+        self.version = locust_version(self.python)
 
     def settings(self, concurrency: int) -> dict[str, int | None]:
         """No threads; the worker processes (0: one local process)."""

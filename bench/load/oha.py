@@ -420,7 +420,7 @@ class Oha:
     primes: bool = True
     open_loop: bool = True
     variables: tuple[str, ...] = ("RATE",)  # the make variables it reads
-    _version: str | None = None
+    version: str | None = None  # read by prepare()
 
     def prepare(self, log: Path) -> None:
         """oha is built by bench/setup.sh (LOAD=oha or OHA=1): only its version is read."""
@@ -431,11 +431,7 @@ class Oha:
             ).stdout.split()
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise LoadError(f"{binary} does not run: {exc}") from exc
-        self._version = words[1] if len(words) > 1 else None
-
-    def version(self) -> str | None:
-        """oha's version."""
-        return self._version
+        self.version = words[1] if len(words) > 1 else None
 
     def settings(self, concurrency: int) -> dict[str, int | None]:
         """No thread or worker setting: oha uses a thread per physical core."""

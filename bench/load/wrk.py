@@ -179,15 +179,11 @@ class Wrk:
     primes: bool = True
     open_loop: bool = False
     variables: tuple[str, ...] = ("LOAD_THREADS",)  # the make variables it reads
-    _version: str | None = None
+    version: str | None = None  # read by prepare()
 
     def prepare(self, log: Path) -> None:
         """wrk comes from the distro (bench/setup.sh): only its version is read."""
-        self._version = wrk_version()
-
-    def version(self) -> str | None:
-        """wrk's version."""
-        return self._version
+        self.version = wrk_version()
 
     def settings(self, concurrency: int) -> dict[str, int | None]:
         """Threads as wrk runs them (no more than connections); no workers."""
