@@ -49,8 +49,8 @@ CAPACITY_HEADER = [
     "errors from req/s",
     "p99 ms at 50 %",
     "p99 ms at 80 %",
-    "at 120 %: achieved, p99 ms, failed",
-    "at 150 %: achieved, p99 ms, failed",
+    "at 120 %: achieved, p99 ms, failed, overflows",
+    "at 150 %: achieved, p99 ms, failed, overflows",
     "steps",
     "machine",
 ]
@@ -146,7 +146,8 @@ def _step_cells(steps: list[Record], phase: str, factor: float, found: float) ->
         return "–"
     rec = match[-1]
     p99 = (rec.latency_ms or {}).get("p99")
-    cell = f"{num(rec.achieved_rps)}, {num(p99, 1)}, {num(failed_requests(rec))}"
+    overflows = section_value(rec, "sockets", "listen_overflows")
+    cell = f"{num(rec.achieved_rps)}, {num(p99, 1)}, {num(failed_requests(rec))}, {num(overflows)}"
     # A rate past capacity that meets the objective: the knee is noisy here (short steps on
     # shared CPUs), the capacity a lower bound.
     return cell + (" ◇" if rec.metadata["capacity"].get("passed") else "")
