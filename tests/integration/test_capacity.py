@@ -15,9 +15,9 @@ pytestmark = pytest.mark.integration
 
 def test_capacity_of_one_sync_worker_sleeping_10_ms(tmp_path: Path) -> None:
     """One gunicorn sync worker on /sleep?ms=10 serves at most 1000/10 = 100 req/s: the search
-    (p99 <= 100 ms) finds a capacity within ±15 % of it, every step is a record with its
-    verdict, the steps past capacity (120 %, 150 %) fail the objective, and the summary has
-    the capacity table and the knee plot."""
+    (p99 <= 100 ms) finds a capacity within ±15 % of the rate the worker serves when
+    saturated (measured at 150 % of it, never above 100); every step is a record with its
+    verdict; 150 % fails the objective; the summary has the capacity table and knee plot."""
     results = tmp_path / "results"
     argv = [
         sys.executable,
@@ -39,13 +39,20 @@ def test_capacity_of_one_sync_worker_sleeping_10_ms(tmp_path: Path) -> None:
     steps = sorted(records, key=lambda r: r["metadata"]["capacity"]["step"])
     found = [s["metadata"]["capacity"].get("result_rps") for s in steps]
     (capacity,) = [f for f in found if f is not None]
-    by_construction = 1000 / SLEEP_MS
-    assert abs(capacity - by_construction) <= 0.15 * by_construction, capacity
-    # Past capacity the server cannot keep up: the objective fails, the served rate is capped.
+    # By construction one worker serves 1000 / (SLEEP_MS + the server's own time per request)
+    # req/s, at most 100. The server's own time depends on the machine (capacity 84 req/s was
+    # seen with another test suite running, 90 alone), so the capacity is held to the rate
+    # the worker serves when saturated, measured in the same run: at 150 % of capacity.
     past = [s for s in steps if s["metadata"]["capacity"]["phase"] == "past"]
-    assert len(past) == 2 and not any(s["metadata"]["capacity"]["passed"] for s in past)
-    assert all(s["achieved_rps"] < 1.1 * by_construction for s in past)
-    assert all(s["latency_ms"]["p99"] > 100 for s in past)
+    assert [s["offered_rps"] for s in past] == [round(capacity * 1.2), round(capacity * 1.5)]
+    worst = past[-1]
+    saturated = worst["achieved_rps"]
+    detail = (capacity, saturated, [(s["offered_rps"], s["latency_ms"]["p99"]) for s in steps])
+    assert saturated <= 1.02 * 1000 / SLEEP_MS, detail  # nothing beats its own sleep
+    assert 0.85 * saturated <= capacity <= 1.15 * saturated, detail
+    # At 150 % the queue grows: the objective fails. (At 120 % a capacity found 15 % low is
+    # still about the saturated rate: not asserted.)
+    assert not worst["metadata"]["capacity"]["passed"] and worst["latency_ms"]["p99"] > 100
     summary = (results / "summary.md").read_text()
     assert "### Capacity at p99 ≤ 100 ms: sleep" in summary
     assert (results / "plots" / "knee-sleep-100.png").stat().st_size > 10_000
