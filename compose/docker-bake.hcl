@@ -36,9 +36,12 @@ target "app" {
       "gunicorn-gevent",
       "gunicorn-gthread",
       "gunicorn-sync",
+      "gunicorn-uvicorn",
+      "hypercorn",
       "meinheld",
       "uvicorn",
       "uwsgi",
+      "waitress",
     ]
   }
   target = "app"

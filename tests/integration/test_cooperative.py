@@ -3,6 +3,7 @@
 The classic trap: a DB driver or HTTP client that blocks under gevent/eventlet turns one
 worker into a queue. Measured as a ratio in the same run: N concurrent requests to a route
 that waits W ms, against one request to it, on a server with exactly one worker process.
+Threaded servers (one process, T threads) overlap up to T waits and queue the rest.
 """
 
 import dataclasses
@@ -19,7 +20,16 @@ from bench.verify import fetch
 pytestmark = pytest.mark.integration
 N = 8
 WAIT_MS = 400
-COOPERATIVE = ["gunicorn-gevent", "gunicorn-eventlet", "uvicorn", "granian-asgi"]
+COOPERATIVE = [
+    "gunicorn-gevent",
+    "gunicorn-eventlet",
+    "uvicorn",
+    "granian-asgi",
+    "gunicorn-uvicorn",
+    "hypercorn",
+]
+# One process, a pool of threads: waits overlap up to the thread count, then queue.
+THREADED = ["waitress", "gunicorn-gthread"]
 
 
 def _concurrent(port: int, path: str, count: int) -> tuple[float, list[int]]:
@@ -58,6 +68,31 @@ def test_one_worker_overlaps_waits(server_id: str, route: str, stack: Stack, db:
         assert statuses == [200] * N
         assert together < 2.5 * single, (
             f"{server_id} {route}: {N} concurrent took {together:.2f} s, one took {single:.2f} s"
+        )
+    finally:
+        stack.stop_server(server)
+
+
+@pytest.mark.parametrize("server_id", THREADED)
+@pytest.mark.parametrize("route", ["/upstream", "/dbwait"])
+def test_threads_overlap_waits_up_to_their_count(
+    server_id: str, route: str, stack: Stack, db: Database
+) -> None:
+    """One process with T threads: T concurrent waits take about one wait, 2T take about two."""
+    server = _one_worker(server_id, stack, db)
+    threads = server.knobs["threads"]
+    try:
+        path = f"{route}?ms={WAIT_MS}"
+        single, _ = _concurrent(server.port, path, 1)
+        within, statuses = _concurrent(server.port, path, threads)
+        assert statuses == [200] * threads
+        assert within < 1.8 * single, (
+            f"{server_id} {route}: {threads} concurrent took {within:.2f} s, one {single:.2f} s"
+        )
+        beyond, statuses = _concurrent(server.port, path, 2 * threads)
+        assert statuses == [200] * (2 * threads)
+        assert beyond > 1.8 * WAIT_MS / 1000, (
+            f"{server_id} {route}: {2 * threads} concurrent took {beyond:.2f} s, {threads} threads"
         )
     finally:
         stack.stop_server(server)
