@@ -103,7 +103,10 @@ TOP_TYPES: dict[str, tuple[type, bool]] = {
     "plot_metric": (str, False),
     "best_by": (str, False),
     "open_metrics": (list, False),
+    "not_run": (list, False),
 }
+# A configuration the source measured that cannot run today: shown as a row of its own.
+NOT_RUN_KEYS = ("label", "published", "why", "instead")
 _TYPE_NAMES = {str: "a string", dict: "a table", list: "a list", int: "a whole number"}
 _TYPE_NAMES[bool] = "true or false"
 
@@ -162,6 +165,7 @@ class Study:
     plot_metric: str
     best_by: str | None = None  # per group of arms, keep the one with the highest metric
     open_metrics: tuple[str, ...] = ("achieved_rps", "p50_ms", "p99_ms", "failed_pct")
+    not_run: tuple[dict, ...] = ()  # {label, published, why, instead}: the source's, not ours
 
     def arm(self, arm_id: str) -> Arm | None:
         """The arm of that id (None: no such arm, e.g. a group's name)."""
@@ -467,6 +471,13 @@ def load_study(name: str) -> Study:
     _check_checks(path, data["check"], (*metrics, *open_metrics), names, arms)
     if not all(isinstance(fig, dict) for fig in data.get("published", [])):
         raise StudyError(f"{path}: `published` must be a list of {{ arm, metric, value }} tables")
+    for entry in data.get("not_run", []):
+        if not isinstance(entry, dict) or not all(
+            isinstance(entry.get(k), str) for k in NOT_RUN_KEYS
+        ):
+            raise StudyError(
+                f"{path}: each `not_run` entry needs the strings {', '.join(NOT_RUN_KEYS)}"
+            )
     return Study(
         name=name,
         title=data["title"],
@@ -481,6 +492,7 @@ def load_study(name: str) -> Study:
         plot_metric=data.get("plot_metric", metrics[0]),
         best_by=data.get("best_by"),
         open_metrics=open_metrics,
+        not_run=tuple(data.get("not_run", [])),
     )
 
 
@@ -1237,6 +1249,15 @@ def _results_table(study: Study, records: list[Record]) -> list[str]:
     return lines
 
 
+def _not_run_table(study: Study) -> list[str]:
+    """The source's configurations that cannot run today, with what runs instead."""
+    if not study.not_run:
+        return []
+    header = ["published, not run here", "published", "why not run", "measured instead"]
+    rows = [[str(e[k]) for k in NOT_RUN_KEYS] for e in study.not_run]
+    return ["", *markdown_table(header, rows, "llll")]
+
+
 def _failed_lines(records: list[Record]) -> list[str]:
     """A line naming the first failed runs and why, when any failed."""
     failed = [r for r in records if r.status != "ok"]
@@ -1267,6 +1288,7 @@ def study_section(study: Study, records: list[Record], plot: str | None) -> list
     if sweep_lines:
         lines += ["Worker sweep (the best of each server is kept below):", "", *sweep_lines, ""]
     lines += _results_table(study, records)
+    lines += _not_run_table(study)
     lines += _failed_lines(records)
     return [*lines, ""]
 

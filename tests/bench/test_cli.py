@@ -129,6 +129,10 @@ BAD_STUDIES = [
     (STUDY.replace('server = "gunicorn-sync"', 'server = "nope"', 1), "unknown server 'nope'"),
     (STUDY.replace('a = { arm = "sync4-pool"', 'a = { arm = "typo"', 1), "unknown arm 'typo'"),
     (STUDY.replace("[[arm]]", '[[arm]]\nknobs = { workers = "import os" }', 1), "knob workers"),
+    (
+        STUDY.replace("[run]", 'not_run = [{ label = "gaiohttp" }]\n\n[run]', 1),
+        "each `not_run` entry needs the strings label, published, why, instead",
+    ),
 ]
 
 

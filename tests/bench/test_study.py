@@ -302,3 +302,14 @@ def test_records_from_before_the_open_loop_arms_still_render() -> None:
     assert "**Verdict: partly reproduced** (run 20261123T131128Z on vm, 4 runs" in section
     assert "Open loop: not in this run (`make study NAME=sync-vs-async-p99` runs it)." in section
     assert "offered req/s" not in section and "| uwsgi | `/db` | 50 | 22.00 | 1.67 |" in section
+
+
+def test_a_configuration_that_cannot_run_today_keeps_its_row() -> None:
+    """workers-threads (source 001): gaiohttp, removed in Gunicorn 20.0, is shown as the
+    source published it, beside what runs instead, in every rendering of the section."""
+    workers = study.load_study("workers-threads")
+    lines = study._not_run_table(workers)
+    (row,) = [line for line in lines if line.startswith("| gaiohttp")]
+    assert "removed in Gunicorn 20.0" in row and "worse than sync" in row
+    assert "UvicornWorker" in row
+    assert study._not_run_table(study.load_study("accept-queue")) == []
