@@ -40,7 +40,7 @@ LIMITS = {
     "rate": (1, 1_000_000),
     "slo_p99_ms": (1, 600_000),
     "slo_p999_ms": (1, 600_000),
-    "budget": (10, 86_400),
+    "capacity_budget": (10, 86_400),
 }
 SWITCHES = {"on": True, "off": False, "1": True, "0": False}
 
@@ -314,18 +314,23 @@ def options_from(args: argparse.Namespace) -> plan.Options:
     )
 
 
+def check_open_loop(load: str) -> None:
+    """make capacity searches over arrival rates: only an open-loop load tool can send them."""
+    valid = [name for name, tool in tools().items() if tool.open_loop]
+    if load in tools() and load not in valid:
+        raise UsageError(
+            f"make capacity needs a fixed arrival rate; LOAD={load} is closed-loop; "
+            f"valid: LOAD={' or '.join(valid)}"
+        )
+
+
 def with_objective(options: plan.Options, args: argparse.Namespace) -> plan.Options:
     """make capacity: the objective (SLO_P99_MS, SLO_P999_MS, CAPACITY_BUDGET), checked
     against an open-loop load tool; RATE's first value, when given, starts the search."""
-    if not tools()[options.load_tool].open_loop:
-        raise UsageError(
-            f"make capacity needs a fixed arrival rate; LOAD={options.load_tool} is closed-loop; "
-            "valid: LOAD=oha"
-        )
     objective = plan.Objective(
         p99_ms=validate_int("slo_p99_ms", args.slo_p99_ms),
         p999_ms=validate_int("slo_p999_ms", args.slo_p999_ms) if args.slo_p999_ms else None,
-        budget_s=validate_int("budget", args.budget),
+        budget_s=validate_int("capacity_budget", args.budget),
         start_rps=options.rates[0],
     )
     # One search per scenario: the plan's points are its templates.
@@ -370,8 +375,10 @@ def main(argv: list[str] | None = None) -> int:
             return study.execute_studies(
                 names, base, duration, run.execute, _sections(base.results)
             )
-        if args.command == "capacity" and args.rate is None:
-            args.rate = str(defaults.CAPACITY_START_RPS)  # where the search starts
+        if args.command == "capacity":
+            check_open_loop(args.load)
+            if args.rate is None:
+                args.rate = str(defaults.CAPACITY_START_RPS)  # where the search starts
         options = options_from(args)
         if args.command == "capacity":
             options = with_objective(options, args)

@@ -44,6 +44,42 @@ BAD = [
 ]
 
 
+BAD_CAPACITY = [
+    (["--load=wrk"], "LOAD=wrk is closed-loop; valid: LOAD=oha"),
+    (["--slo-p99-ms=0"], "SLO_P99_MS=0 is out of range 1..600000"),
+    (["--slo-p999-ms=x"], "SLO_P999_MS='x' is not a whole number"),
+    (["--budget=5"], "CAPACITY_BUDGET=5 is out of range 10..86400"),
+    (["--rate=0"], "RATE=0 is out of range"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_CAPACITY)
+def test_bad_capacity_input_is_one_line_and_exit_2(
+    args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """make capacity's own variables and a closed-loop LOAD: exit 2, one line, nothing written."""
+    results = tmp_path / "results"
+    assert cli.main(["capacity", f"--results={results}", *args]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and message in err, err
+    assert not results.exists()
+
+
+def test_capacity_defaults_and_the_start_rate() -> None:
+    """make capacity: oha, 5 s steps after 1 s warmups, one trial, p99 <= 100 ms, a search from
+    50 req/s, or from RATE's first value."""
+    parser = cli.build_parser()
+    args = parser.parse_args(["capacity"])
+    args.rate = "50"
+    opts = cli.with_objective(cli.options_from(args), args)
+    assert (opts.load_tool, opts.duration_s, opts.warmup_s, opts.trials) == ("oha", 5, 1, 1)
+    assert opts.objective is not None and opts.objective.p99_ms == 100
+    assert (opts.rates, opts.objective.start_rps, opts.concurrency) == ((50,), 50, ())
+    args = parser.parse_args(["capacity", "--rate=300,900", "--slo-p99-ms=20"])
+    opts = cli.with_objective(cli.options_from(args), args)
+    assert (opts.rates, opts.objective.start_rps, opts.objective.p99_ms) == ((300,), 300, 20)
+
+
 @pytest.mark.parametrize(("args", "message"), BAD)
 def test_bad_input_is_one_line_and_exit_2(
     args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
