@@ -247,7 +247,7 @@ def _ensure_site(
         ],
         log,
         f"{name}: installing aarch64 wheels (a package without an aarch64 wheel fails here)",
-        env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"},
+        env={**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1"},
         cwd=requirements.parent,
     )  # fmt: skip
     pins = _pins(requirements)

@@ -5,6 +5,9 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+# uv reads uv.toml / pyproject.toml from every parent directory: a stray one above the
+# checkout (seen: /tmp/uv.toml above a clone in /tmp) must not change how venvs are made.
+export UV_NO_CONFIG=1
 state="$root/.bench"
 mkdir -p "$state"
 

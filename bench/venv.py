@@ -62,7 +62,7 @@ def make_venv(
     if stamp_file.exists() and stamp_file.read_text().strip() == want and python.exists():
         return python
     uv = uv_path()
-    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
+    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1"}
     shutil.rmtree(venv, ignore_errors=True)
     steps = [
         [uv, "venv", "-q", "--python", "python3", str(venv)],
