@@ -472,14 +472,23 @@ class Oha:
         raw: dict[str, str | bytes] = {JSON_NAME: text}
         has_db = db_path.exists() and db_path.stat().st_size > 0
         try:
-            parsed = parse_oha(text, db_path if has_db else None, offered_rps=request.rate)
+            parsed = parse_oha(text, offered_rps=request.rate)
             if has_db:
+                # The database is read once, into the compact file kept beside the record;
+                # the record's percentiles are that file's (to the µs), so anyone recomputing
+                # them from it, or merging trials, gets the same figures.
                 csv_text = requests_csv(db_path)
                 raw[REQUESTS_NAME] = gzip.compress(csv_text.encode(), 9, mtime=0)
-                # The record's percentiles are those of the file kept beside it (to the µs):
-                # anyone recomputing them from it, or merging trials, gets the same figures.
                 samples = _csv_latencies_ms(csv_text, REQUESTS_NAME)
-                parsed = dataclasses.replace(parsed, latency_ms=latency_summary_ms(samples))
+                if len(samples) != parsed.responses:
+                    raise OhaParseError(
+                        f"{db_path} holds {len(samples)} responses, the JSON "
+                        f"{parsed.responses}: not the same run"
+                    )
+                latency = latency_summary_ms(samples)
+                parsed = dataclasses.replace(
+                    parsed, latency_ms=latency, latency_source="per-request"
+                )
         except OhaParseError as exc:
             raise LoadError(f"unreadable oha output: {exc}", raw) from exc
         return to_load_result(parsed, request.rate, request.duration_s, raw)

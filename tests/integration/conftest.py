@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from bench import registry
 from bench.procs import ProcessTable
 from bench.registry import ROOT
-from bench.stack import Database, Stack
+from bench.stack import Database, RunningServer, Stack
+from bench.venv import ensure_venv
 
 
 def bench_command(results: Path, **options: object) -> list[str]:
@@ -53,3 +55,14 @@ def db(stack: Stack) -> Database:
 def run_dir(stack: Stack) -> Path:
     """Where the stack's logs go."""
     return stack.run_dir
+
+
+@pytest.fixture(scope="module")
+def granian(stack: Stack, db: Database) -> Iterator[RunningServer]:
+    """granian WSGI, 1 worker, 16 threads: the load tools' tests (10 Locust users or 10 oha
+    connections never queue for a thread)."""
+    spec = registry.load_spec(registry.SERVERS_DIR / "granian" / "server.toml")
+    knobs = registry.resolve_knobs(spec, 1, {"workers": 1, "threads": 16})
+    server = stack.start_server(spec, knobs, ensure_venv(spec), db, "granian-w1t16.log")
+    yield server
+    stack.stop_server(server)

@@ -2,19 +2,17 @@
 `python -m bench run LOAD=locust` end to end."""
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
-from bench import registry
 from bench.load import Errors, LoadAborted
 from bench.load.locust import LOCUST_DIR, parse_locust, parse_locust_tasks, run_locust
 from bench.procs import ProcessTable
 from bench.sample import Sampler
-from bench.stack import Database, RunningServer, Stack
-from bench.venv import ensure_venv, make_venv
+from bench.stack import RunningServer
+from bench.venv import make_venv
 from tests.conftest import stack_processes
 from tests.integration.conftest import run_bench
 
@@ -26,16 +24,6 @@ TASKS = {
     "history (DB)",
     "voice (speech API, 1 s)",
 }
-
-
-@pytest.fixture(scope="module")
-def granian(stack: Stack, db: Database) -> Iterator[RunningServer]:
-    """granian, 1 worker, 16 threads: 10 users never queue for a thread."""
-    spec = registry.load_spec(registry.SERVERS_DIR / "granian" / "server.toml")
-    knobs = registry.resolve_knobs(spec, 1, {"workers": 1, "threads": 16})
-    server = stack.start_server(spec, knobs, ensure_venv(spec), db, "locust-granian.log")
-    yield server
-    stack.stop_server(server)
 
 
 @pytest.fixture(scope="module")

@@ -12,12 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import registry
 from bench.load import LoadRequest, LoadResult
 from bench.load.oha import OHA_VERSION, Oha, latency_summary_ms, per_request_latencies_ms
 from bench.procs import ProcessTable, process_tree
-from bench.stack import Database, RunningServer, Stack
-from bench.venv import ensure_venv
+from bench.stack import RunningServer
 from tests.conftest import stack_processes
 from tests.integration.conftest import run_bench
 
@@ -31,16 +29,6 @@ DURATION_S = 6.0
 # and oha's start-up (tens of ms, more on a busy machine) cannot push it out of the window.
 FREEZE_AT_S = 2.5
 FREEZE_S = 1.0
-
-
-@pytest.fixture(scope="module")
-def granian(stack: Stack, db: Database) -> Iterator[RunningServer]:
-    """granian WSGI, 1 worker, 16 threads (issue 13's measurement)."""
-    spec = registry.load_spec(registry.SERVERS_DIR / "granian" / "server.toml")
-    knobs = registry.resolve_knobs(spec, 1, {"workers": 1, "threads": 16})
-    server = stack.start_server(spec, knobs, ensure_venv(spec), db, "oha-granian.log")
-    yield server
-    stack.stop_server(server)
 
 
 @pytest.fixture(scope="module")
