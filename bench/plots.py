@@ -88,8 +88,10 @@ def plot_study(title: str, metric: str, series: dict[str, list[tuple]], path: Pa
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(10, 5))
     single = all(len(points) == 1 for points in series.values())
+    # One bar per arm: a quarter inch each keeps 40 labels legible.
+    height = max(5.0, 0.25 * len(series) + 1.5) if single else 5.0
+    fig, ax = plt.subplots(figsize=(10, height))
     if single:
         labels = sorted(series)
         values = [series[label][0][1] or 0.0 for label in labels]
@@ -103,7 +105,7 @@ def plot_study(title: str, metric: str, series: dict[str, list[tuple]], path: Pa
         ax.set_xlabel("concurrency")
         ax.set_ylabel(metric)
         ax.legend(fontsize="small")
-    ax.set_title(title)
+    ax.set_title(title, fontsize="medium")
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
     _save(fig, path)
