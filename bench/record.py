@@ -33,8 +33,10 @@ from pathlib import Path
 #    latency_ms of open-loop runs is measured from each request's intended send time, and
 #    errors may carry `other` and `aborted` (requests cut off by the tool's deadline) and
 #    `by_message` (the tool's own error texts); raw files may be gzip-compressed (2026-11).
-FORMAT_VERSION = 4
-KNOWN_VERSIONS = (1, 2, 3, 4)
+# 5: (2026-11, second round) keys for the statistics, load-balancer and production issues;
+#    each key added is listed here:
+FORMAT_VERSION = 5
+KNOWN_VERSIONS = (1, 2, 3, 4, 5)
 STATUSES = ("ok", "failed", "unsupported")
 
 

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.record import FORMAT_VERSION
 from tests.conftest import stack_processes
 from tests.integration.conftest import run_bench
 
@@ -40,7 +41,7 @@ def test_short_bench_writes_ok_records_and_summary(tmp_path: Path) -> None:
         assert rec["arch"] == rec["host_arch"] and rec["emulated"] is False
         assert rec["metadata"]["server_version"] == rec["metadata"]["packages"]["granian"]
         assert rec["metadata"]["cpu_count"] >= 1 and rec["metadata"]["hostname"]
-        assert rec["format_version"] == 4
+        assert rec["format_version"] == FORMAT_VERSION
         assert rec["offered_rps"] is None and rec["achieved_rps"] is None  # closed loop
         assert rec["proxy"] is None and rec["keepalive"] == {"client": True, "upstream": None}
         assert rec["backlog"] == rec["knobs"]["backlog"]  # asked from the kernel

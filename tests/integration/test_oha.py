@@ -15,6 +15,7 @@ import pytest
 from bench.load import LoadRequest, LoadResult
 from bench.load.oha import OHA_VERSION, Oha, latency_summary_ms, per_request_latencies_ms
 from bench.procs import ProcessTable, process_tree
+from bench.record import FORMAT_VERSION
 from bench.stack import RunningServer
 from tests.conftest import stack_processes
 from tests.integration.conftest import run_bench
@@ -182,7 +183,7 @@ def test_oha_runs_the_db_scenario_and_writes_records(tmp_path: Path) -> None:
     assert sorted(rec["offered_rps"] for rec in records) == [300.0, 600.0]
     for rec in records:
         assert rec["status"] == "ok" and rec["scenario"] == "db"
-        assert rec["format_version"] == 4
+        assert rec["format_version"] == FORMAT_VERSION
         assert rec["load_tool"] == "oha" and rec["load_tool_version"] == OHA_VERSION
         offered = rec["offered_rps"]
         assert abs(rec["achieved_rps"] - offered) <= 0.05 * offered, rec["achieved_rps"]
