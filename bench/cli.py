@@ -20,6 +20,7 @@ from pathlib import Path
 from bench import defaults, plan
 from bench.arch import ArchError, check_emulation_supported, host_arch, normalize_arch
 from bench.load import default_load_threads, tools
+from bench.metadata import machine_label
 from bench.registry import OVERRIDABLE, DeclarationError, load_all, server_ids
 from bench.study import StudyError
 
@@ -347,6 +348,10 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of `python -m bench`."""
     try:
         args = build_parser().parse_args(argv)
+        try:
+            machine_label()  # MACHINE=, checked before anything starts
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
         if args.command == "report":
             from bench import report
 

@@ -35,6 +35,8 @@ from pathlib import Path
 #    `by_message` (the tool's own error texts); raw files may be gzip-compressed (2026-11).
 # 5: (2026-11, second round) keys for the statistics, load-balancer and production issues;
 #    each key added is listed here:
+#    metadata.machine_id (a stable hashed identity of the host: two hosts with one name stay
+#    apart), metadata.machine_label (MACHINE=, the user's name for it).
 FORMAT_VERSION = 5
 KNOWN_VERSIONS = (1, 2, 3, 4, 5)
 STATUSES = ("ok", "failed", "unsupported")

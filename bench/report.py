@@ -75,9 +75,11 @@ def machines_table(records: list[Record]) -> list[str]:
     rows = {}
     for rec in records:
         meta = rec.metadata
-        key = (meta.get("hostname", "?"), rec.arch, rec.emulated)
+        key = (host_of(rec), rec.arch, rec.emulated)
         rows[key] = [
+            host_of(rec),
             str(meta.get("hostname", "?")),
+            str(meta.get("machine_id") or "–"),
             rec.arch,
             "yes" if rec.emulated else "no",
             str(meta.get("cpu_model", "?")),
@@ -86,9 +88,9 @@ def machines_table(records: list[Record]) -> list[str]:
             str(meta.get("python_version", "?")),
         ]
     return markdown_table(
-        ["host", "arch", "emulated", "CPU", "CPUs", "kernel", "Python"],
+        ["machine", "hostname", "identity", "arch", "emulated", "CPU", "CPUs", "kernel", "Python"],
         [rows[k] for k in sorted(rows, key=str)],
-        "llllrll",
+        "llllllrll",
     )
 
 
@@ -461,7 +463,7 @@ def render_summary(
 ) -> str:
     """The whole summary.md text (plots: scenario -> relative path of its PNG; extra: more
     sections, before the skipped files)."""
-    hosts = {r.metadata.get("hostname", "?") for r in records}
+    hosts = {host_of(r) for r in records}
     lines = [
         "# Benchmark summary",
         "",
