@@ -6,6 +6,8 @@ SHELL := /bin/bash
 PY := .bench/venv/bin/python
 # MACHINE=: the user's name for this machine in records and the summary (bench/metadata.py)
 export PYWEBBENCH_MACHINE = $(MACHINE)
+# REFERENCE=1: merge the shipped reference run (results/reference/) into your summary
+export PYWEBBENCH_REFERENCE = $(REFERENCE)
 
 # name: make variable -> CLI option (only passed when set)
 opt = $(if $($(1)),--$(2)='$($(1))')
@@ -49,6 +51,7 @@ help: ## list targets and variables
 	@echo "  RATE         LOAD=oha: comma list of offered requests/s, sent whatever the server does"
 	@echo "  LOCUST_WORKERS  Locust worker processes (0: one local process) (default: 0)"
 	@echo "  TARGET       http://host:port of a server running elsewhere: only the load runs here"
+	@echo "  REFERENCE    1: merge the shipped reference (results/reference/) into your summary (default: 0)"
 	@echo "  MACHINE      a label for this machine in records and summaries (default: hostname + identity)"
 	@echo "  SLO_P99_MS   make capacity: the p99 objective in ms (default: 100)"
 	@echo "  SLO_P999_MS  make capacity: a p99.9 objective in ms too (default: none)"

@@ -171,14 +171,25 @@ def write_record(results_dir: Path, rec: Record, raw: dict[str, str | bytes]) ->
     return path
 
 
-def load_records(results_dir: Path) -> tuple[list[Record], list[str]]:
-    """Every record below results_dir, and a line per JSON file that is not a usable one."""
+# The shipped reference run lives in results/reference/: a user's own RESULTS=results never
+# merges it unless asked (REFERENCE=1); RESULTS=results/reference reads it as any other set.
+REFERENCE_DIR = "reference"
+
+
+def load_records(
+    results_dir: Path, with_reference: bool = False
+) -> tuple[list[Record], list[str]]:
+    """Every record below results_dir (the shipped reference's only with_reference), and a
+    line per JSON file that is not a usable one."""
     records, problems = [], []
     if not results_dir.exists():
         return records, problems
     for path in sorted(results_dir.rglob("*.json")):
-        if path.name.startswith(".tmp-") or "raw" in path.relative_to(results_dir).parts[:-1]:
+        parts = path.relative_to(results_dir).parts
+        if path.name.startswith(".tmp-") or "raw" in parts[:-1]:
             continue  # raw outputs (oha's JSON among them) sit in raw/ beside the records
+        if parts[0] == REFERENCE_DIR and not with_reference:
+            continue
         rel = path.relative_to(results_dir)
         try:
             records.append(Record.from_dict(json.loads(path.read_text())))

@@ -537,7 +537,9 @@ def write_summary(
 ) -> Path:
     """Rebuild results_dir/summary.md from the records on disk (replaced atomically);
     `sections` renders more sections from the records (the studies')."""
-    records, problems = load_records(results_dir)
+    # REFERENCE=1 (the Makefile exports it): the shipped reference merged into the user's set
+    with_reference = os.environ.get("PYWEBBENCH_REFERENCE") == "1"
+    records, problems = load_records(results_dir, with_reference)
     for problem in problems:
         print(f"report: {problem}", file=sys.stderr)
     results_dir.mkdir(parents=True, exist_ok=True)
