@@ -22,7 +22,7 @@ BENCH_OPTS = $(call opt,SERVER,server) $(call opt,SCENARIO,scenario) \
   $(call opt,PIN,pin) $(call opt,LOAD,load) $(call opt,LOCUST_WORKERS,locust-workers) \
   $(call opt,TARGET,target) $(call opt,RATE,rate)
 
-.PHONY: help setup bench capacity study report test lint format lock compose-up compose-bench compose-down
+.PHONY: help setup bench capacity study report compare test lint format lock compose-up compose-bench compose-down
 
 help: ## list targets and variables
 	@echo "Targets:"
@@ -51,6 +51,7 @@ help: ## list targets and variables
 	@echo "  RATE         LOAD=oha: comma list of offered requests/s, sent whatever the server does"
 	@echo "  LOCUST_WORKERS  Locust worker processes (0: one local process) (default: 0)"
 	@echo "  TARGET       http://host:port of a server running elsewhere: only the load runs here"
+	@echo "  BASE HEAD    make compare: the two results directories (HEAD/BASE ratios)"
 	@echo "  REFERENCE    1: merge the shipped reference (results/reference/) into your summary (default: 0)"
 	@echo "  MACHINE      a label for this machine in records and summaries (default: hostname + identity)"
 	@echo "  SLO_P99_MS   make capacity: the p99 objective in ms (default: 100)"
@@ -74,6 +75,9 @@ capacity: setup ## each server's highest rate with p99 <= SLO_P99_MS (open loop,
 study: setup ## re-run a source document's experiment (NAME=<study>|all; DURATION, RESULTS apply)
 	$(PY) -m bench study $(call opt,NAME,name) $(call opt,DURATION,duration) \
 	  $(call opt,RESULTS,results) $(call opt,SEED,seed)
+
+compare: setup ## two result sets side by side: BASE=<dir> HEAD=<dir>, ratios with 95 % intervals
+	@$(PY) -m bench compare $(call opt,BASE,base) $(call opt,HEAD,head)
 
 report: setup ## rebuild summary.md from the records in RESULTS
 	$(PY) -m bench report $(call opt,RESULTS,results)

@@ -176,9 +176,7 @@ def write_record(results_dir: Path, rec: Record, raw: dict[str, str | bytes]) ->
 REFERENCE_DIR = "reference"
 
 
-def load_records(
-    results_dir: Path, with_reference: bool = False
-) -> tuple[list[Record], list[str]]:
+def load_records(results_dir: Path, with_reference: bool = False) -> tuple[list[Record], list[str]]:
     """Every record below results_dir (the shipped reference's only with_reference), and a
     line per JSON file that is not a usable one."""
     records, problems = [], []
