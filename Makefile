@@ -36,7 +36,7 @@ help: ## list targets and variables
 	@echo "               with LOAD=oha: the connection pool the rate is sent from (default: per rate)"
 	@echo "  DURATION     seconds per measured run                 (default: 10)"
 	@echo "  WARMUP       seconds of warmup before each measurement (default: 2)"
-	@echo "  TRIALS       measured trials per server/scenario/conc.  (default: 3)"
+	@echo "  TRIALS       measured trials per server/scenario/conc.  (default: 5)"
 	@echo "  ARCH         amd64 or arm64                          (default: this host's)"
 	@echo "  RESULTS      directory for records and summary.md    (default: results)"
 	@echo "  WORKERS THREADS CONNECTIONS BACKLOG  override a server's knob where it has it (default: server.toml)"
