@@ -92,3 +92,19 @@ def test_shipped_reference_stays_out_of_a_users_set_unless_asked(tmp_path: Path)
     assert "shipped" in {r.run_id for r in merged} and len(merged) == 3
     reference, _ = load_records(tmp_path / "reference")
     assert [r.run_id for r in reference] == ["shipped"]
+
+
+def test_a_users_results_are_ignored_by_git_and_the_reference_is_not() -> None:
+    """make bench writes under results/ and leaves `git status` clean; the shipped reference
+    stays tracked."""
+    import subprocess
+
+    from bench.registry import ROOT
+
+    def ignored(path: str) -> bool:
+        return subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", path]).returncode == 0
+
+    assert ignored("results/summary.md") and ignored("results/system.md")
+    assert ignored("results/records/x.json") and ignored("results/plots/db.png")
+    assert not ignored("results/reference/summary.md")
+    assert not ignored("results/reference/records/x.json")
