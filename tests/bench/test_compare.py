@@ -8,7 +8,9 @@ import pytest
 
 from bench import cli
 from bench.compare import compare, render
+from bench.groups import rps_values
 from bench.record import load_records
+from bench.stats import difference
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "records"
 
@@ -74,3 +76,27 @@ def test_compare_requires_both_sets() -> None:
     with pytest.raises(ValueError, match="holds no records"):
         render([], [], "a", "b")
     assert cli.main(["compare", f"--head={FIXTURES}"]) == 2
+
+
+AA = Path(__file__).resolve().parent.parent / "fixtures" / "aa"
+
+
+def test_a_real_a_a_run_comes_out_as_ties() -> None:
+    """The same command run twice on this machine (`make bench SERVER=granian,gunicorn-sync
+    SCENARIO=plaintext,db CONCURRENCY=10,50 DURATION=3 TRIALS=5`, records in fixtures/aa):
+    every point present in both, none significantly different; within one run, granian's lead
+    over gunicorn-sync on /plaintext is."""
+    base, _ = load_records(AA / "base")
+    head, _ = load_records(AA / "head")
+    result = compare(base, head)
+    assert len(result.rows) == 8 and not result.only_base and not result.only_head
+    assert all(row.rps.testable and not row.rps.significant for row in result.rows)
+    assert all(row.p99.testable and not row.p99.significant for row in result.rows)
+
+    def trials(server: str) -> list[float]:
+        return rps_values(
+            [r for r in base if (r.server, r.scenario, r.concurrency) == (server, "plaintext", 10)]
+        )
+
+    lead = difference(trials("gunicorn-sync"), trials("granian"))
+    assert lead.significant and lead.ratio is not None and lead.ratio > 1
