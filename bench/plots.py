@@ -1,7 +1,8 @@
 """Plots: per scenario, req/s and p99 latency against concurrency, one line per configuration.
 
 Input: series already aggregated by bench.report (scenario -> line label -> points of
-(concurrency, median req/s, median p99 ms)). Output: RESULTS/plots/<scenario>.png, and the
+(concurrency, req/s, p99 ms[, req/s interval, p99 interval]): geometric means over trials and
+their 95 % intervals, drawn as error bars). Output: RESULTS/plots/<scenario>.png, and the
 relative paths for summary.md to link. matplotlib draws off-screen (Agg): no display needed.
 """
 
@@ -12,7 +13,17 @@ import re
 import tempfile
 from pathlib import Path
 
-Point = tuple[int, float | None, float | None]
+Point = tuple  # (concurrency, req/s, p99 ms[, (low, high) of req/s, (low, high) of p99])
+
+
+def _errors(center: list, intervals: list) -> list[list[float]] | None:
+    """matplotlib's yerr (distances below and above) where every point has an interval."""
+    if not intervals or any(i is None or c is None for i, c in zip(intervals, center, strict=True)):
+        return None
+    return [
+        [c - lo for c, (lo, _) in zip(center, intervals, strict=True)],
+        [hi - c for c, (_, hi) in zip(center, intervals, strict=True)],
+    ]
 
 
 def _safe(name: str) -> str:
@@ -45,15 +56,18 @@ def plot_scenario(scenario: str, lines: dict[str, list[Point]], path: Path) -> N
 
     fig, (rps_ax, p99_ax) = plt.subplots(1, 2, figsize=(13, 5.5))
     for label, points in sorted(lines.items()):
-        points = sorted(points)
-        conc = [c for c, _, _ in points]
-        rps_ax.plot(conc, [r for _, r, _ in points], marker="o", label=label)
-        p99_ax.plot(conc, [p for _, _, p in points], marker="o", label=label)
-    rps_ax.set(title=f"{scenario}: requests/s (median of trials)", xlabel="concurrency")
-    p99_ax.set(title=f"{scenario}: p99 latency, ms (median)", xlabel="concurrency")
+        points = sorted(points, key=lambda point: point[0])
+        conc = [point[0] for point in points]
+        rps, p99 = [point[1] for point in points], [point[2] for point in points]
+        rps_err = _errors(rps, [point[3] if len(point) > 3 else None for point in points])
+        p99_err = _errors(p99, [point[4] if len(point) > 4 else None for point in points])
+        line = rps_ax.errorbar(conc, rps, yerr=rps_err, marker="o", capsize=3, label=label)
+        p99_ax.errorbar(conc, p99, yerr=p99_err, marker="o", capsize=3, color=line[0].get_color())
+    rps_ax.set(title=f"{scenario}: requests/s (geometric mean, 95 % CI)", xlabel="concurrency")
+    p99_ax.set(title=f"{scenario}: p99 latency, ms (geometric mean, 95 % CI)", xlabel="concurrency")
     # Tail latencies span orders of magnitude between servers: a log axis keeps all legible.
     p99_ax.set_yscale("log")
-    ticks = sorted({c for points in lines.values() for c, _, _ in points})
+    ticks = sorted({point[0] for points in lines.values() for point in points})
     for ax in (rps_ax, p99_ax):
         ax.grid(True, alpha=0.3)
         if len(ticks) > 1:

@@ -500,8 +500,8 @@ def render_system(records: list[Record]) -> str:
 
 
 def plot_series(records: list[Record]) -> dict[str, dict[str, list[tuple]]]:
-    """Per scenario, per configuration (and machine): (concurrency, median req/s, median p99)
-    for the plots. Emulated runs are left out, as in the tables."""
+    """Per scenario, per configuration (and machine): (concurrency, req/s, p99, their 95 %
+    intervals) for the plots. Emulated runs are left out, as in the tables."""
     series: dict[str, dict[str, list[tuple]]] = defaultdict(lambda: defaultdict(list))
     hosts = {host_of(r) for r in records}
     main = [
@@ -519,11 +519,14 @@ def plot_series(records: list[Record]) -> dict[str, dict[str, list[tuple]]]:
             )
             if part
         )
+        rps, p99 = rps_estimate(group), latency_estimate(group)
         series[first.scenario][label].append(
             (
                 first.concurrency,
-                median([r.rps for r in group]),
-                median([(r.latency_ms or {}).get("p99") for r in group]),
+                rps.center if rps else None,
+                p99.center if p99 else None,
+                (rps.low, rps.high) if rps and rps.low is not None else None,
+                (p99.low, p99.high) if p99 and p99.low is not None else None,
             )
         )
     return {scenario: dict(lines) for scenario, lines in series.items()}

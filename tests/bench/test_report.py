@@ -189,7 +189,7 @@ def test_plots_get_one_series_per_scenario(tmp_path: Path) -> None:
     records, _ = load_records(FIXTURES / "records")
     series = plot_series(records)
     assert set(series) == {"db", "plaintext"}
-    assert all(conc == 10 for conc, _, _ in series["db"]["granian w2 t4 b1024 [vm]"])
+    assert all(point[0] == 10 for point in series["db"]["granian w2 t4 b1024 [vm]"])
     shutil.copytree(FIXTURES / "records" / "machine-a", tmp_path / "records", dirs_exist_ok=True)
     text = write_summary(tmp_path).read_text()
     assert "![db: req/s and p99 by concurrency](plots/db.png)" in text
