@@ -159,6 +159,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--locust-workers", default=str(defaults.LOCUST_WORKERS))
     parser.add_argument("--target", default=None)
     parser.add_argument("--runtime", default=defaults.RUNTIME)
+    parser.add_argument("--cpu-quota", default=None)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -271,6 +272,29 @@ def validate_proxy(args: argparse.Namespace) -> dict[str, object]:
     }
 
 
+def validate_cpu_quota(raw: str | None, target: str | None = None) -> float | None:
+    """CPU_QUOTA: CPUs (any fraction) the server may use, as a container runtime's limit;
+    refused where this process cannot create cgroups (not root, no cpu controller)."""
+    if raw is None or not raw.strip():
+        return None
+    from bench import cgroup
+
+    try:
+        quota = float(raw.strip())
+        cgroup.quota_us(quota)
+    except ValueError:
+        raise UsageError(
+            f"CPU_QUOTA={raw!r} is not a number of CPUs in {cgroup.QUOTA_MIN:g}.."
+            f"{cgroup.QUOTA_MAX:g} (e.g. 0.5, 1, 1.5)"
+        ) from None
+    if target is not None:
+        raise UsageError("CPU_QUOTA limits a server started here: it cannot apply to TARGET=")
+    problem = cgroup.unavailable()
+    if problem is not None:
+        raise UsageError(problem)
+    return quota
+
+
 def options_from(args: argparse.Namespace) -> plan.Options:
     """Validate every run option; raise UsageError on the first bad one."""
     load_all()  # a broken declaration is bad input too: refuse before anything starts
@@ -309,6 +333,7 @@ def options_from(args: argparse.Namespace) -> plan.Options:
         seed=seed,
         pin=pin,
         runtime=validate_choice("runtime", args.runtime, plan.RUNTIMES),
+        cpu_quota=validate_cpu_quota(args.cpu_quota, proxy["target"]),  # type: ignore[arg-type]
         **load,  # type: ignore[arg-type]
         **proxy,  # type: ignore[arg-type]
     )

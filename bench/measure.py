@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from bench import defaults, plan
+from bench.cgroup import CpuCgroup
 from bench.load import LoadAborted, LoadRequest, LoadResult, LoadTool
 from bench.metadata import now_iso
 from bench.procs import ProcessTable
@@ -54,6 +55,7 @@ class Measurement:
     resources: Resources | None = None
     sockets: Sockets | None = None
     proxy_by_status: dict[int, int] | None = None
+    cgroup: dict[str, object] | None = None  # CPU_QUOTA=: the quota and its throttling
 
 
 class Served(Protocol):
@@ -104,6 +106,35 @@ def _db_delta(before: dict[str, int], after: dict[str, int], pools: dict[str, in
     )
 
 
+class QuotaWindow:
+    """The server's cgroup counters from the start of the measured window (CPU_QUOTA=)."""
+
+    def __init__(self, group: CpuCgroup) -> None:
+        self.group = group
+        self.before = group.stat()
+
+    def window(self) -> dict[str, object]:
+        """The record's cgroup: the quota and the throttling since the window started."""
+        delta = self.group.stat().minus(self.before)
+        quota_us, period_us = self.group.limits()
+        return {
+            "cpu_quota": self.group.quota,
+            "cgroup_version": self.group.version,
+            "quota_us": quota_us,
+            "period_us": period_us,
+            "nr_periods": delta.nr_periods,
+            "nr_throttled": delta.nr_throttled,
+            "throttled_ms": delta.throttled_ms,
+        }
+
+
+def throttling(served: Served) -> QuotaWindow | None:
+    """A QuotaWindow when the server runs in a cgroup of the harness's (a LocalServed with
+    CPU_QUOTA=), else None."""
+    group = getattr(served, "cgroup", None)
+    return QuotaWindow(group) if isinstance(group, CpuCgroup) else None
+
+
 def measure_point(
     settings: Settings, tool: LoadTool, served: Served, run: plan.RunSpec, primed: set[str]
 ) -> Measurement:
@@ -131,6 +162,7 @@ def measure_point(
         tool.run(settings.table, request(run.concurrency, settings.warmup_s, "warmup"))
     served.wait_idle()
     before = served.db_stats()
+    quota = throttling(served)
     mark = served.proxy_mark()
     started = now_iso()
     sampler = served.sampler()
@@ -163,4 +195,5 @@ def measure_point(
         resources=sampler.resources(),
         sockets=sampler.sockets() if sampler.port is not None else None,
         proxy_by_status=proxy,
+        cgroup=quota.window() if quota is not None else None,
     )

@@ -85,6 +85,8 @@ class Options:
     rates: tuple[int, ...] = ()
     objective: Objective | None = None  # make capacity: search each server's capacity
     meta: dict[str, object] = field(default_factory=dict)  # into every record's metadata
+    # CPU_QUOTA=: the server in a cgroup of its own limited to this many CPUs (bench.cgroup)
+    cpu_quota: float | None = None
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,9 @@ from pathlib import Path
 #    `by_message` (the tool's own error texts); raw files may be gzip-compressed (2026-11).
 # 5: (2026-11, second round) keys for the statistics, load-balancer and production issues;
 #    each key added is listed here:
+#    cgroup {cpu_quota (CPUs), cgroup_version (v1/v2), quota_us, period_us, nr_periods,
+#    nr_throttled, throttled_ms: cpu.stat deltas over the measured window; workers, the
+#    server's workers and workers_rule, how they were chosen}: CPU_QUOTA= runs only.
 FORMAT_VERSION = 5
 KNOWN_VERSIONS = (1, 2, 3, 4, 5)
 STATUSES = ("ok", "failed", "unsupported")
@@ -85,6 +88,7 @@ class Record:
     target: str | None = None
     offered_rps: float | None = None
     achieved_rps: float | None = None
+    cgroup: dict | None = None
 
     def to_dict(self) -> dict:
         """The JSON-ready form."""

@@ -422,8 +422,10 @@ class Stack:
         log_name: str,
         cpus: frozenset[int] | None = None,
         extra_env: dict[str, str] | None = None,
+        cgroup: Path | None = None,
     ) -> RunningServer:
-        """Start one server variant from its declaration and wait until it answers."""
+        """Start one server variant from its declaration and wait until it answers (in the
+        cgroup whose cgroup.procs file `cgroup` is, when given)."""
         port = ready.free_port()
         fill = self._server_fill(spec, knobs, python, port)
         argv = render_argv(spec, fill)
@@ -436,6 +438,7 @@ class Stack:
             cwd=ROOT,
             stop_signal=getattr(signal, spec.stop_signal),
             cpus=cpus,
+            cgroup=cgroup,
         )
         self._await_server(spec, proc, port)
         return RunningServer(spec, port, proc, argv, knobs)
