@@ -93,6 +93,7 @@ def test_bench_exits_2_on_a_bad_quota() -> None:
     assert "CPU_QUOTA='lots'" in result.stderr
 
 
+BUSY = "import time\nend = time.time() + 0.6\nwhile time.time() < end: pass"
 needs_cgroups = pytest.mark.skipif(
     cgroup.unavailable() is not None, reason=str(cgroup.unavailable())
 )
