@@ -16,7 +16,8 @@ BENCH_OPTS = $(call opt,SERVER,server) $(call opt,SCENARIO,scenario) \
   $(call opt,PROXY,proxy) $(call opt,KEEPALIVE,keepalive) \
   $(call opt,UPSTREAM_KEEPALIVE,upstream-keepalive) $(call opt,PROXY_TIMEOUT,proxy-timeout) \
   $(call opt,PIN,pin) $(call opt,LOAD,load) $(call opt,LOCUST_WORKERS,locust-workers) \
-  $(call opt,TARGET,target) $(call opt,RATE,rate) $(call opt,CPU_QUOTA,cpu-quota)
+  $(call opt,TARGET,target) $(call opt,RATE,rate) $(call opt,CPU_QUOTA,cpu-quota) \
+  $(call opt,LIFECYCLE,lifecycle)
 
 .PHONY: help setup bench capacity study report test lint format lock compose-up compose-bench compose-down
 
@@ -48,6 +49,7 @@ help: ## list targets and variables
 	@echo "  LOCUST_WORKERS  Locust worker processes (0: one local process) (default: 0)"
 	@echo "  TARGET       http://host:port of a server running elsewhere: only the load runs here"
 	@echo "  CPU_QUOTA    CPUs the server may use (any fraction), a cgroup quota as containers set it (root; default: none)"
+	@echo "  LIFECYCLE    reload: each server's own graceful reload mid-window (needs LOAD=oha RATE=) (default: none)"
 	@echo "  SLO_P99_MS   make capacity: the p99 objective in ms (default: 100)"
 	@echo "  SLO_P999_MS  make capacity: a p99.9 objective in ms too (default: none)"
 	@echo "  CAPACITY_BUDGET  make capacity: seconds per server and scenario (default: 300)"

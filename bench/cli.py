@@ -160,6 +160,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default=None)
     parser.add_argument("--runtime", default=defaults.RUNTIME)
     parser.add_argument("--cpu-quota", default=None)
+    parser.add_argument("--lifecycle", default=None)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -295,6 +296,23 @@ def validate_cpu_quota(raw: str | None, target: str | None = None) -> float | No
     return quota
 
 
+def validate_lifecycle(raw: str | None, load: dict[str, object], target: str | None) -> str | None:
+    """LIFECYCLE: an event in the middle of each measured window, at a fixed arrival rate."""
+    if raw is None or not raw.strip():
+        return None
+    from bench.lifecycle import EVENTS
+
+    event = validate_choice("lifecycle", raw, EVENTS)
+    if not load["rates"]:
+        raise UsageError(
+            f"LIFECYCLE={event} needs a fixed arrival rate that does not slow down with the "
+            "server: LOAD=oha RATE=<req/s>"
+        )
+    if target is not None:
+        raise UsageError(f"LIFECYCLE={event} signals a server started here: not with TARGET=")
+    return event
+
+
 def options_from(args: argparse.Namespace) -> plan.Options:
     """Validate every run option; raise UsageError on the first bad one."""
     load_all()  # a broken declaration is bad input too: refuse before anything starts
@@ -334,6 +352,7 @@ def options_from(args: argparse.Namespace) -> plan.Options:
         pin=pin,
         runtime=validate_choice("runtime", args.runtime, plan.RUNTIMES),
         cpu_quota=validate_cpu_quota(args.cpu_quota, proxy["target"]),  # type: ignore[arg-type]
+        lifecycle=validate_lifecycle(args.lifecycle, load, proxy["target"]),  # type: ignore[arg-type]
         **load,  # type: ignore[arg-type]
         **proxy,  # type: ignore[arg-type]
     )

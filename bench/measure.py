@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from bench import defaults, plan
+from bench import defaults, lifecycle, plan
 from bench.cgroup import CpuCgroup
 from bench.load import LoadAborted, LoadRequest, LoadResult, LoadTool
+from bench.load.oha import REQUESTS_NAME
 from bench.metadata import now_iso
 from bench.procs import ProcessTable
 from bench.sample import Resources, Sampler, Sockets
@@ -56,6 +57,7 @@ class Measurement:
     sockets: Sockets | None = None
     proxy_by_status: dict[int, int] | None = None
     cgroup: dict[str, object] | None = None  # CPU_QUOTA=: the quota and its throttling
+    lifecycle: dict[str, object] | None = None  # LIFECYCLE=: the event and what the load saw
 
 
 class Served(Protocol):
@@ -94,6 +96,7 @@ class Settings:
     keepalive: bool
     timeout_s: int
     load_cpus: frozenset[int] | None
+    lifecycle: str | None = None  # LIFECYCLE=reload: the server's reload mid-window
 
 
 def _db_delta(before: dict[str, int], after: dict[str, int], pools: dict[str, int]) -> DbStats:
@@ -135,6 +138,43 @@ def throttling(served: Served) -> QuotaWindow | None:
     return QuotaWindow(group) if isinstance(group, CpuCgroup) else None
 
 
+def event_trigger(settings: Settings, served: Served) -> lifecycle.Trigger | None:
+    """LIFECYCLE=reload: the server's reload signal at the middle of the window (a Served
+    that can reload: bench.site.LocalServed)."""
+    reload = getattr(served, "reload", None)
+    if settings.lifecycle != "reload" or reload is None:
+        return None
+    return lifecycle.Trigger(settings.duration_s / 2, reload)
+
+
+def event_outcome(
+    settings: Settings,
+    served: Served,
+    trigger: lifecycle.Trigger | None,
+    result: LoadResult,
+    rate: int | None,
+) -> dict[str, object] | None:
+    """The record's lifecycle: when the signal went, and what the load saw around it."""
+    if trigger is None:
+        return None
+    spec = getattr(getattr(served, "server", None), "spec", None)
+    outcome: dict[str, object] = {
+        "event": settings.lifecycle,
+        "signal": getattr(spec, "reload_signal", None),
+        "planned_at_s": trigger.planned_at_s,
+        "at_s": trigger.fired_at_s,
+    }
+    if trigger.error is not None or trigger.fired_at_s is None:
+        return outcome | {"error": trigger.error or "the run ended before the planned second"}
+    requests = result.raw.get(REQUESTS_NAME)
+    if requests is None or rate is None:
+        return outcome | {"error": "no per-request file: LIFECYCLE needs an open-loop tool"}
+    errors = result.errors.to_dict()
+    return outcome | lifecycle.analyse(
+        requests, errors, rate, settings.duration_s, trigger.fired_at_s
+    )
+
+
 def measure_point(
     settings: Settings, tool: LoadTool, served: Served, run: plan.RunSpec, primed: set[str]
 ) -> Measurement:
@@ -166,13 +206,20 @@ def measure_point(
     mark = served.proxy_mark()
     started = now_iso()
     sampler = served.sampler()
+    trigger = event_trigger(settings, served)
     window_start = time.time()
-    result = tool.run(
-        settings.table,
-        request(run.concurrency, settings.duration_s, "measure"),
-        watch=served.watch,
-        sampler=sampler,
-    )
+    if trigger is not None:
+        trigger.start()
+    try:
+        result = tool.run(
+            settings.table,
+            request(run.concurrency, settings.duration_s, "measure"),
+            watch=served.watch,
+            sampler=sampler,
+        )
+    finally:
+        if trigger is not None:
+            trigger.stop()
     # The server may die in the last half second: check once more after the load.
     reason = served.watch()
     if reason is not None:
@@ -196,4 +243,5 @@ def measure_point(
         sockets=sampler.sockets() if sampler.port is not None else None,
         proxy_by_status=proxy,
         cgroup=quota.window() if quota is not None else None,
+        lifecycle=event_outcome(settings, served, trigger, result, run.rate),
     )

@@ -87,6 +87,8 @@ class Options:
     meta: dict[str, object] = field(default_factory=dict)  # into every record's metadata
     # CPU_QUOTA=: the server in a cgroup of its own limited to this many CPUs (bench.cgroup)
     cpu_quota: float | None = None
+    # LIFECYCLE=: an event in the middle of each measured window ("reload": bench.lifecycle)
+    lifecycle: str | None = None
 
 
 @dataclass(frozen=True)

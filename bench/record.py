@@ -38,6 +38,8 @@ from pathlib import Path
 #    cgroup {cpu_quota (CPUs), cgroup_version (v1/v2), quota_us, period_us, nr_periods,
 #    nr_throttled, throttled_ms: cpu.stat deltas over the measured window; workers, the
 #    server's workers and workers_rule, how they were chosen}: CPU_QUOTA= runs only.
+#    lifecycle {event, signal, planned_at_s, at_s, failed, failed_by_class, p99_before_ms,
+#    p99_around_ms, p99_after_ms, latency_limit_ms, recovery_s, disrupted_s}: LIFECYCLE=.
 FORMAT_VERSION = 5
 KNOWN_VERSIONS = (1, 2, 3, 4, 5)
 STATUSES = ("ok", "failed", "unsupported")
@@ -89,6 +91,7 @@ class Record:
     offered_rps: float | None = None
     achieved_rps: float | None = None
     cgroup: dict | None = None
+    lifecycle: dict | None = None
 
     def to_dict(self) -> dict:
         """The JSON-ready form."""

@@ -96,6 +96,7 @@ class Recorder:
             "sockets": measured.sockets.to_dict() if measured.sockets else None,
             "tasks": result.tasks,
             "achieved_rps": result.achieved_rps,
+            "lifecycle": measured.lifecycle,
         }
 
     def _cgroup(

@@ -28,6 +28,7 @@ from bench.cells import (
 )
 from bench.openloop import open_loop_sections
 from bench.plots import write_plots
+from bench.production import production_sections
 from bench.record import Record, load_records
 from bench.table import markdown_table
 
@@ -546,6 +547,7 @@ def write_summary(
         with os.fdopen(fd, "w") as fh:
             extra = open_loop_sections(records, results_dir)
             extra += sections(records) if sections is not None else []
+            extra += production_sections(records)
             fh.write(render_summary(records, problems, plots, extra))
         os.replace(tmp, path)
     except BaseException:

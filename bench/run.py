@@ -48,6 +48,10 @@ def measure_block(
         runs = tuple(r for r in runs if r not in skipped)
         if not runs:
             return
+    if opts.lifecycle == "reload" and spec.reload_signal is None:
+        reason = f"reload not supported by the server: {spec.reload_why}"
+        h.recorder.unsupported(opts, runs, facts, reason)
+        return
     h.progress.say(f"{block.server} trial {block.trial}: starting {facts.knobs}")
     try:
         served = h.site.serve(spec, facts.knobs, env, opts, f"{block.server}-t{block.trial}.log")

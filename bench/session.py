@@ -93,6 +93,7 @@ class Session:
             keepalive=self.opts.keepalive,
             timeout_s=self.opts.load_timeout_s,
             load_cpus=placement.load_cpus if placement.pinned else None,
+            lifecycle=self.opts.lifecycle,
         )
 
     def measure(self, run: plan.RunSpec, judge: Judge | None = None) -> Measurement | None:

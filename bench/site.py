@@ -10,6 +10,8 @@ and the logs that say why.
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -99,6 +101,13 @@ class LocalServed:
         if self.proxy is not None and self.proxy.proc.exit_code() is not None:
             return f"nginx (proxy) exited with code {self.proxy.proc.exit_code()} during load"
         return None
+
+    def reload(self) -> None:
+        """LIFECYCLE=reload: the server's own reload signal to its leader. Workers are
+        replaced from now on: the watchdog follows the leader alone."""
+        assert self.server.spec.reload_signal is not None
+        self._pids = {self.server.proc.pid}
+        os.kill(self.server.proc.pid, getattr(signal, self.server.spec.reload_signal))
 
     def wait_idle(self, timeout_s: float = 60.0) -> None:
         """Wait until the requests a finished load tool left behind are served.
