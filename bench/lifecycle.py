@@ -16,7 +16,8 @@ starts when the load tool is started, a few ms earlier):
   seconds either side of the signal; before/after: the rest of the window on each side.
 - recovery_s: from the signal until the start of the first BIN_S bin from which every bin to
   the end of the window is healthy: at least HEALTHY_SHARE of the arrivals due in the bin
-  answered 2xx within the latency limit (twice the p99 before the reload, at least +10 ms).
+  answered 2xx within the latency limit (3 × the p99 before the reload, and at least
+  LIMIT_FLOOR_MS above it: a stall shorter than that on this shared machine is noise).
   0 when the reload disturbed nothing; None when the rate was not served again in the window.
 """
 
@@ -33,6 +34,7 @@ EVENTS = ("reload",)
 AROUND_S = 2.0
 BIN_S = 0.5
 HEALTHY_SHARE = 0.99
+LIMIT_FLOOR_MS = 100.0
 # The last second of a window holds requests cut off by the tool's deadline: not judged.
 TAIL_S = 1.0
 FAILED_CLASSES = ("connect", "read", "write", "timeout", "other", "non_2xx", "unsent")
@@ -137,7 +139,9 @@ def analyse(
     around = [lat for t, lat, _ in rows if at_s - AROUND_S <= t < at_s + AROUND_S]
     after = [lat for t, lat, _ in rows if t >= at_s + AROUND_S]
     baseline = p99(before)
-    limit_ms = max(2 * baseline, baseline + 10) if baseline is not None else 100.0
+    limit_ms = (
+        max(3 * baseline, baseline + LIMIT_FLOOR_MS) if baseline is not None else LIMIT_FLOOR_MS
+    )
     recovery_s, disrupted_s = recovery(rows, rate, duration_s, at_s, limit_ms)
     by_class = failed_by_class(errors)
     return {

@@ -140,10 +140,10 @@ def production_sections(records: list[Record]) -> list[str]:
         "",
         "Reload: the server's own reload signal (servers/<id>/server.toml [reload]) in the "
         "middle of an open-loop window (oha); failed = every request without a 2xx answer in "
-        "the window, recovered = until the offered rate is served again within twice the p99 "
-        "before the signal. CPU quota: the server's rule (workers = the CPUs os.cpu_count() "
-        "sees) against the same rule counted from a 1-CPU cgroup quota, study cpu-quota; "
-        "+ means the rule that ignores the quota served more.",
+        "the window, recovered = until the offered rate is served again (2xx within 3 × the "
+        "p99 before the signal, at least +100 ms). CPU quota: the server's rule (workers = "
+        "the CPUs os.cpu_count() sees) against the same rule counted from a 1-CPU cgroup "
+        "quota, study cpu-quota; + means the rule that ignores the quota served more.",
         "",
         *markdown_table(header, rows, "lllll"),
         "",
