@@ -4,6 +4,10 @@
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
 PY := .bench/venv/bin/python
+# MACHINE=: the user's name for this machine in records and the summary (bench/metadata.py)
+export PYWEBBENCH_MACHINE = $(MACHINE)
+# REFERENCE=1: merge the shipped reference run (results/reference/) into your summary
+export PYWEBBENCH_REFERENCE = $(REFERENCE)
 
 # name: make variable -> CLI option (only passed when set)
 opt = $(if $($(1)),--$(2)='$($(1))')
@@ -19,7 +23,7 @@ BENCH_OPTS = $(call opt,SERVER,server) $(call opt,SCENARIO,scenario) \
   $(call opt,TARGET,target) $(call opt,RATE,rate) $(call opt,CPU_QUOTA,cpu-quota) \
   $(call opt,LIFECYCLE,lifecycle)
 
-.PHONY: help setup bench capacity study report test lint format lock compose-up compose-bench compose-down
+.PHONY: help setup bench capacity study report compare test lint format lock compose-up compose-bench compose-down
 
 help: ## list targets and variables
 	@echo "Targets:"
@@ -33,7 +37,7 @@ help: ## list targets and variables
 	@echo "               with LOAD=oha: the connection pool the rate is sent from (default: per rate)"
 	@echo "  DURATION     seconds per measured run                 (default: 10)"
 	@echo "  WARMUP       seconds of warmup before each measurement (default: 2)"
-	@echo "  TRIALS       measured trials per server/scenario/conc.  (default: 3)"
+	@echo "  TRIALS       measured trials per server/scenario/conc.  (default: 5)"
 	@echo "  ARCH         amd64 or arm64                          (default: this host's)"
 	@echo "  RESULTS      directory for records and summary.md    (default: results)"
 	@echo "  WORKERS THREADS CONNECTIONS BACKLOG  override a server's knob where it has it (default: server.toml)"
@@ -48,6 +52,9 @@ help: ## list targets and variables
 	@echo "  RATE         LOAD=oha: comma list of offered requests/s, sent whatever the server does"
 	@echo "  LOCUST_WORKERS  Locust worker processes (0: one local process) (default: 0)"
 	@echo "  TARGET       http://host:port of a server running elsewhere: only the load runs here"
+	@echo "  BASE HEAD    make compare: the two results directories (HEAD/BASE ratios)"
+	@echo "  REFERENCE    1: merge the shipped reference (results/reference/) into your summary (default: 0)"
+	@echo "  MACHINE      a label for this machine in records and summaries (default: hostname + identity)"
 	@echo "  CPU_QUOTA    CPUs the server may use (any fraction), a cgroup quota as containers set it (root; default: none)"
 	@echo "  LIFECYCLE    reload: each server's own graceful reload mid-window (needs LOAD=oha RATE=) (default: none)"
 	@echo "  SLO_P99_MS   make capacity: the p99 objective in ms (default: 100)"
@@ -71,6 +78,9 @@ capacity: setup ## each server's highest rate with p99 <= SLO_P99_MS (open loop,
 study: setup ## re-run a source document's experiment (NAME=<study>|all; DURATION, RESULTS apply)
 	$(PY) -m bench study $(call opt,NAME,name) $(call opt,DURATION,duration) \
 	  $(call opt,RESULTS,results) $(call opt,SEED,seed)
+
+compare: setup ## two result sets side by side: BASE=<dir> HEAD=<dir>, ratios with 95 % intervals
+	@$(PY) -m bench compare $(call opt,BASE,base) $(call opt,HEAD,head)
 
 report: setup ## rebuild summary.md from the records in RESULTS
 	$(PY) -m bench report $(call opt,RESULTS,results)

@@ -23,8 +23,7 @@ def median(values: list[float | None]) -> float | None:
 
 
 def machine(rec: Record) -> str:
-    meta = rec.metadata
-    label = f"{meta.get('hostname', '?')} ({rec.arch}"
+    label = f"{host_of(rec)} ({rec.arch}"
     return label + (", emulated)" if rec.emulated else ")")
 
 
@@ -45,7 +44,13 @@ def section_value(rec: Record, section: str, key: str) -> float | None:
 
 
 def host_of(rec: Record) -> str:
-    return str(rec.metadata.get("hostname", "?"))
+    """The machine a record comes from, as the summary names it: the user's MACHINE= label or
+    the hostname, with the first characters of its stable identity (format 5) so that two
+    hosts of one name never merge; older records have the hostname alone."""
+    meta = rec.metadata
+    name = str(meta.get("machine_label") or meta.get("hostname", "?"))
+    ident = meta.get("machine_id")
+    return f"{name}·{str(ident)[:4]}" if ident else name
 
 
 KNOB_CODES = {"workers": "w", "threads": "t", "connections": "c", "backlog": "b"}

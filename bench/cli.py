@@ -20,6 +20,7 @@ from pathlib import Path
 from bench import defaults, plan
 from bench.arch import ArchError, check_emulation_supported, host_arch, normalize_arch
 from bench.load import default_load_threads, tools
+from bench.metadata import machine_label
 from bench.registry import OVERRIDABLE, DeclarationError, load_all, server_ids
 from bench.study import StudyError
 
@@ -182,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     capacity.add_argument("--budget", default=str(defaults.CAPACITY_BUDGET_S))
     report = sub.add_parser("report", help="rebuild summary.md from the records")
     report.add_argument("--results", default=defaults.RESULTS)
+    compare = sub.add_parser("compare", help="two result sets side by side (BASE, HEAD)")
+    compare.add_argument("--base", default=None)
+    compare.add_argument("--head", default=None)
     study = sub.add_parser("study", help="re-run a source document's experiment")
     study.add_argument("--name", default=None)
     study.add_argument("--duration", default=None)
@@ -387,10 +391,46 @@ def _os_problem(exc: OSError) -> str:
     return f"{where}: {exc.strerror}" if where and exc.strerror else str(exc)
 
 
+def _result_set(name: str, raw: str | None) -> list:
+    """The records of an existing results directory (BASE= or HEAD=), with the reference's
+    when the directory is the reference itself."""
+    from bench.record import load_records
+
+    if not raw:
+        raise UsageError(
+            f"{name}= is required: a results directory (e.g. results, results/reference)"
+        )
+    path = Path(raw)
+    if not path.is_dir():
+        raise UsageError(f"{name}={raw!r} is not a directory of results")
+    records, problems = load_records(path)
+    for problem in problems:
+        print(f"compare: {name}: {problem}", file=sys.stderr)
+    return records
+
+
+def _compare(base_dir: str | None, head_dir: str | None) -> int:
+    """`make compare`: the report on stdout; sets it cannot compare are bad input."""
+    from bench import compare
+
+    base = _result_set("BASE", base_dir)
+    head = _result_set("HEAD", head_dir)
+    try:
+        lines = compare.render(base, head, str(base_dir), str(head_dir))
+    except compare.CompareError as exc:
+        raise UsageError(str(exc)) from None
+    print("\n".join(lines))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `python -m bench`."""
     try:
         args = build_parser().parse_args(argv)
+        try:
+            machine_label()  # MACHINE=, checked before anything starts
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
         if args.command == "report":
             from bench import report
 
@@ -401,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise UsageError(f"RESULTS={args.results!r}: {_os_problem(exc)}") from None
             print(f"wrote {path}")
             return 0
+        if args.command == "compare":
+            return _compare(args.base, args.head)
         if args.command == "study":
             from bench import study
 

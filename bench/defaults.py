@@ -15,7 +15,9 @@ SCENARIOS = ("plaintext", "json", "db")
 CONCURRENCY = (5, 10, 30, 50, 100)
 DURATION_S = 10  # enough requests for a stable p99 at these rates; a 5-point sweep stays short
 WARMUP_S = 2  # connection pools and lazy imports fill before the measured window
-TRIALS = 3  # the fewest that give a median and a min-max spread
+# the fewest trials that separate a 30 % difference 9 times in 10 at this machine's noise
+# (sd 10 % of log req/s; `python -m bench.stats` prints the simulation)
+TRIALS = 5
 RESULTS = "results"  # relative to where make runs: the checkout
 PROXY = "none"  # the server alone; nginx in front is a choice (PROXY=nginx)
 KEEPALIVE = True  # what wrk, browsers and HTTP/1.1 clients do unless told otherwise

@@ -6,10 +6,14 @@ that goes into every record's `metadata`.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import platform
+import re
 import socket
 import subprocess
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -71,10 +75,47 @@ def python_version(python: Path | str) -> str | None:
     return result.stdout.strip() or None
 
 
+# The user's label for this machine (`make … MACHINE=graviton-c7g`): the Makefile exports it.
+MACHINE_ENV = "PYWEBBENCH_MACHINE"
+MACHINE_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
+_APP_KEY = b"pywebbench machine identity v1"
+
+
+def machine_label() -> str | None:
+    """MACHINE=, or None; a bad label raises ValueError (the CLI turns it into exit 2)."""
+    label = os.environ.get(MACHINE_ENV, "").strip()
+    if not label:
+        return None
+    if not MACHINE_LABEL.fullmatch(label):
+        raise ValueError(
+            f"MACHINE={label!r}: a label of 1-40 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return label
+
+
+def machine_id() -> str:
+    """A stable identity of this machine that two hosts with the same name never share:
+    /etc/machine-id (systemd; D-Bus's copy otherwise) hashed with this application's key,
+    as systemd asks of applications (the raw id is not to be published); a host without one
+    falls back to its hardware address (uuid.getnode)."""
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            raw = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if raw:
+            return hmac.new(raw.encode(), _APP_KEY, hashlib.sha256).hexdigest()[:12]
+    node = str(uuid.getnode()).encode()
+    return hmac.new(node, _APP_KEY, hashlib.sha256).hexdigest()[:12]
+
+
 def host_metadata() -> dict[str, object]:
     """What is fixed for the whole harness run: machine, OS, kernel, code."""
     return {
         "hostname": socket.gethostname(),
+        "machine_id": machine_id(),
+        "machine_label": machine_label(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "cpus_usable": len(os.sched_getaffinity(0)),

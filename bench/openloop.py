@@ -13,9 +13,10 @@ from collections import defaultdict
 from pathlib import Path
 
 from bench.cells import host_of, knobs_label, machine, median, num, section_value, via_label
-from bench.load.oha import OhaParseError, merge_latency_ms
+from bench.load.oha import OhaParseError, latency_summary_ms, per_request_latencies_ms
 from bench.plots import plot_knee
 from bench.record import Record
+from bench.stats import quantile_interval
 from bench.table import markdown_table
 
 LATENCY_NOTE = (
@@ -32,7 +33,7 @@ RATE_HEADER = [
     "achieved req/s",
     "p50 ms",
     "p90 ms",
-    "p99 ms",
+    "p99 ms [95 % CI]",
     "p99.9 ms",
     "max ms",
     "failed",
@@ -74,7 +75,8 @@ def is_open_loop(rec: Record) -> bool:
     return rec.offered_rps is not None
 
 
-def _per_request(results: Path, group: list[Record]) -> dict[str, float | None] | None:
+def _per_request(results: Path, group: list[Record]) -> list[float] | None:
+    """Every request's latency over the group's trials (None without the files)."""
     files = [
         results / name
         for rec in group
@@ -84,15 +86,20 @@ def _per_request(results: Path, group: list[Record]) -> dict[str, float | None] 
     if len(files) != len(group) or not all(f.exists() for f in files):
         return None
     try:
-        return merge_latency_ms(files)
+        return [v for f in files for v in per_request_latencies_ms(f)]
     except OhaParseError:
         return None
 
 
 def _latency_cells(results: Path, group: list[Record]) -> list[str]:
-    merged = _per_request(results, group)
-    if merged is not None:
-        return [num(merged[k], 2) for k in ("p50", "p90", "p99", "p999", "max")]
+    samples = _per_request(results, group)
+    if samples is not None:
+        merged = latency_summary_ms(samples)
+        cells = [num(merged[k], 2) for k in ("p50", "p90", "p99", "p999", "max")]
+        interval = quantile_interval(samples, 0.99)
+        if interval is not None:  # p99 with its distribution-free 95 % interval
+            cells[2] += f" [{num(interval[1], 2)}–{num(interval[2], 2)}]"
+        return cells
     # Without the per-request files: medians of the trials' figures, marked as such.
     return [
         "~" + num(median([(r.latency_ms or {}).get(k) for r in group]), 2)
@@ -155,8 +162,7 @@ def _step_cells(steps: list[Record], phase: str, factor: float, found: float) ->
 
 def _capacity_row(steps: list[Record]) -> list[str]:
     first = steps[0]
-    results = [s.metadata["capacity"].get("result_rps") for s in steps]
-    found = next((r for r in results if r is not None), None)
+    found = capacity_found(steps)
     erring = [s.offered_rps for s in steps if s.status == "ok" and failed_requests(s) > 0]
     profile = []
     for factor in PROFILE_FACTORS.values():
@@ -183,16 +189,27 @@ def _capacity_row(steps: list[Record]) -> list[str]:
     ]
 
 
-def capacity_sections(records: list[Record], results: Path, plots: dict[str, str]) -> list[str]:
-    """Per objective and scenario: each server's capacity, below and past it, and the knee."""
-    searches: dict[tuple, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
+def searches(records: list[Record]) -> dict[tuple, dict[str, list[Record]]]:
+    """Capacity steps per (objective p99 ms, scenario), then per search."""
+    found: dict[tuple, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
     for rec in records:
         capacity = rec.metadata.get("capacity")
-        if capacity:
+        if capacity and not rec.emulated and "study" not in rec.metadata:
             key = (capacity["objective"]["p99_ms"], rec.scenario)
-            searches[key][capacity["search"]].append(rec)
+            found[key][capacity["search"]].append(rec)
+    return found
+
+
+def capacity_found(steps: list[Record]) -> float | None:
+    """The capacity a search confirmed, or None."""
+    results = [s.metadata["capacity"].get("result_rps") for s in steps]
+    return next((r for r in results if r is not None), None)
+
+
+def capacity_sections(records: list[Record], results: Path, plots: dict[str, str]) -> list[str]:
+    """Per objective and scenario: each server's capacity, below and past it, and the knee."""
     lines: list[str] = []
-    for (p99_ms, scenario), by_search in sorted(searches.items()):
+    for (p99_ms, scenario), by_search in sorted(searches(records).items()):
         steps = [
             sorted(s, key=lambda r: r.metadata["capacity"]["step"]) for s in by_search.values()
         ]

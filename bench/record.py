@@ -35,6 +35,8 @@ from pathlib import Path
 #    `by_message` (the tool's own error texts); raw files may be gzip-compressed (2026-11).
 # 5: (2026-11, second round) keys for the statistics, load-balancer and production issues;
 #    each key added is listed here:
+#    metadata.machine_id (a stable hashed identity of the host: two hosts with one name stay
+#    apart), metadata.machine_label (MACHINE=, the user's name for it).
 #    cgroup {cpu_quota (CPUs), cgroup_version (v1/v2), quota_us, period_us, nr_periods,
 #    nr_throttled, throttled_ms: cpu.stat deltas over the measured window; workers, the
 #    server's workers and workers_rule, how they were chosen}: CPU_QUOTA= runs only.
@@ -176,14 +178,23 @@ def write_record(results_dir: Path, rec: Record, raw: dict[str, str | bytes]) ->
     return path
 
 
-def load_records(results_dir: Path) -> tuple[list[Record], list[str]]:
-    """Every record below results_dir, and a line per JSON file that is not a usable one."""
+# The shipped reference run lives in results/reference/: a user's own RESULTS=results never
+# merges it unless asked (REFERENCE=1); RESULTS=results/reference reads it as any other set.
+REFERENCE_DIR = "reference"
+
+
+def load_records(results_dir: Path, with_reference: bool = False) -> tuple[list[Record], list[str]]:
+    """Every record below results_dir (the shipped reference's only with_reference), and a
+    line per JSON file that is not a usable one."""
     records, problems = [], []
     if not results_dir.exists():
         return records, problems
     for path in sorted(results_dir.rglob("*.json")):
-        if path.name.startswith(".tmp-") or "raw" in path.relative_to(results_dir).parts[:-1]:
+        parts = path.relative_to(results_dir).parts
+        if path.name.startswith(".tmp-") or "raw" in parts[:-1]:
             continue  # raw outputs (oha's JSON among them) sit in raw/ beside the records
+        if parts[0] == REFERENCE_DIR and not with_reference:
+            continue
         rel = path.relative_to(results_dir)
         try:
             records.append(Record.from_dict(json.loads(path.read_text())))

@@ -9,7 +9,6 @@ failed or are unsupported, with their reasons, then the files that were skipped.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import tempfile
 from collections import defaultdict
@@ -26,49 +25,45 @@ from bench.cells import (
     server_version,
     via_label,
 )
+from bench.compare import MARKS_NOTE, compare, rows_table
+from bench.glance import glance_section
+from bench.groups import (
+    CEILING,
+    SERVED_MIN,
+    config_key,
+    groups,
+    latency_estimate,
+    point_key,
+    ranks,
+    rps_estimate,
+    served_share,
+    socket_errors,
+)
 from bench.openloop import open_loop_sections
 from bench.plots import write_plots
 from bench.production import production_sections
 from bench.record import Record, load_records
+from bench.stats import Estimate, Ranked
 from bench.table import markdown_table
 
-SPREAD_FLAG = 0.10  # a min-max spread over 10 % of the median is flagged
-# Below this share of connections with a request in flight (by Little's law), the latency
-# figures leave out the connections the server never served: flagged as optimistic.
-SERVED_MIN = 0.5
-CEILING = "nginx-static"  # the server whose throughput is the ceiling for the others
+__all__ = ["config_key", "render_summary", "served_share", "server_version", "write_summary"]
 
 
-def _rps_cell(values: list[float]) -> str:
-    mid = statistics.median(values)
-    if len(values) == 1:
-        return num(mid)
-    low, high = min(values), max(values)
-    flag = " ⚠" if mid and (high - low) / mid > SPREAD_FLAG else ""
-    return f"{num(mid)} ({num(low)}–{num(high)}){flag}"
-
-
-def _socket_errors(rec: Record) -> int:
-    errors = rec.errors or {}
-    return sum(int(errors.get(k, 0)) for k in ("connect", "read", "write", "timeout"))
-
-
-def served_share(rec: Record) -> float | None:
-    """Share of the connections that had a request in flight on average (Little's law:
-    mean latency × throughput = requests in flight). Near 1 when every connection is served;
-    low when connections wait unserved, whose requests wrk never times."""
-    mean = (rec.latency_ms or {}).get("mean")
-    if mean is None or not rec.rps or not rec.concurrency:
-        return None
-    return min(1.0, mean / 1000 * rec.rps / rec.concurrency)
-
-
-def _share(group: list[Record], ceiling_rps: float | None) -> str:
+def _share(center: float | None, ceiling_rps: float | None) -> str:
     # Throughput as a share of nginx answering the same route on the same machine and
     # concurrency: what this machine and load tool can do at all.
-    if not ceiling_rps:
+    if not ceiling_rps or center is None:
         return "–"
-    return f"{statistics.median(r.rps or 0.0 for r in group) / ceiling_rps:.0%}"
+    return f"{center / ceiling_rps:.0%}"
+
+
+def interval_cell(est: Estimate | None, digits: int = 0) -> str:
+    """`14,000 [13,100–15,000]`: the geometric mean over trials and its 95 % interval."""
+    if est is None:
+        return "–"
+    if est.low is None or est.high is None:
+        return num(est.center, digits)
+    return f"{num(est.center, digits)} [{num(est.low, digits)}–{num(est.high, digits)}]"
 
 
 def machines_table(records: list[Record]) -> list[str]:
@@ -76,9 +71,11 @@ def machines_table(records: list[Record]) -> list[str]:
     rows = {}
     for rec in records:
         meta = rec.metadata
-        key = (meta.get("hostname", "?"), rec.arch, rec.emulated)
+        key = (host_of(rec), rec.arch, rec.emulated)
         rows[key] = [
+            host_of(rec),
             str(meta.get("hostname", "?")),
+            str(meta.get("machine_id") or "–"),
             rec.arch,
             "yes" if rec.emulated else "no",
             str(meta.get("cpu_model", "?")),
@@ -87,9 +84,9 @@ def machines_table(records: list[Record]) -> list[str]:
             str(meta.get("python_version", "?")),
         ]
     return markdown_table(
-        ["host", "arch", "emulated", "CPU", "CPUs", "kernel", "Python"],
+        ["machine", "hostname", "identity", "arch", "emulated", "CPU", "CPUs", "kernel", "Python"],
         [rows[k] for k in sorted(rows, key=str)],
-        "llllrll",
+        "llllllrll",
     )
 
 
@@ -98,21 +95,6 @@ def load_label(rec: Record) -> str:
     if rec.load_workers:
         return f"{rec.load_tool} ×{rec.load_workers}"
     return rec.load_tool
-
-
-def config_key(rec: Record) -> tuple:
-    """What makes two runs comparable as trials of one configuration (not concurrency)."""
-    keepalive = rec.keepalive or {}
-    return (
-        rec.server,
-        rec.app,
-        tuple(sorted((rec.knobs or {}).items())),
-        rec.proxy,
-        keepalive.get("client", True),
-        keepalive.get("upstream"),
-        rec.load_tool,
-        rec.load_workers,
-    )
 
 
 def _proxy_count(group: list[Record], status: int) -> str:
@@ -132,39 +114,21 @@ def _time_wait(group: list[Record]) -> str:
     return f"{num(total)} ({num(client)} / {num(upstream)})"
 
 
-def _groups(records: list[Record]) -> dict[tuple, list[Record]]:
-    groups: dict[tuple, list[Record]] = defaultdict(list)
-    for rec in records:
-        if rec.status == "ok":
-            key = (
-                rec.scenario,
-                *config_key(rec),
-                rec.concurrency,
-                rec.arch,
-                rec.emulated,
-                host_of(rec),
-            )
-            groups[key].append(rec)
-    return groups
-
-
 SPEED_HEADER = [
+    "rank req/s",
+    "rank p99",
     "server",
-    "app",
     "knobs",
     "via",
     "conc.",
-    "req/s median (min–max)",
+    "req/s [95 % CI]",
     "p50 ms",
-    "p99 ms",
+    "p99 ms [95 % CI]",
     "p99.9 ms",
-    "socket errors",
-    "non-2xx",
-    "502",
-    "504",
+    "errors: socket / non-2xx",
+    "502 / 504",
     "of ceiling",
     "trials",
-    "load",
     "machine",
 ]
 SYSTEM_HEADER = [
@@ -191,37 +155,51 @@ def _latency(group: list[Record], key: str) -> float | None:
     return median([r.latency_ms.get(key) if r.latency_ms else None for r in group])
 
 
-def _ceilings(groups: dict[tuple, list[Record]]) -> dict[tuple[int, str], float]:
-    """The ceiling server's median req/s per (concurrency, machine), direct runs only."""
+def _ceilings(all_groups: dict[tuple, list[Record]]) -> dict[tuple[int, str], float]:
+    """The ceiling server's req/s per (concurrency, machine), direct runs only."""
     return {
-        (first.concurrency, host_of(first)): statistics.median(r.rps or 0.0 for r in group)
-        for group in groups.values()
-        if (first := group[0]).server == CEILING and not first.proxy
+        (first.concurrency, host_of(first)): est.center
+        for group in all_groups.values()
+        if (first := group[0]).server == CEILING
+        and not first.proxy
+        and (est := rps_estimate(group)) is not None
     }
 
 
+def _rank_cell(rank: Ranked | None) -> str:
+    return rank.label if rank is not None else "–"
+
+
 def _speed_row(
-    group: list[Record], p99: float | None, starved: bool, ceiling_rps: float | None
+    group: list[Record],
+    starved: bool,
+    ceiling_rps: float | None,
+    rank: tuple[Ranked | None, Ranked | None],
 ) -> list[str]:
-    """One configuration's row of the speed table: throughput, latency, errors."""
+    """One configuration's row of the speed table: ranks, throughput, latency, errors."""
     first = group[0]
+    rps = rps_estimate(group)
+    conc = str(first.concurrency)
+    if first.load_tool != "wrk":
+        conc += f" ({load_label(first)})"
     return [
+        _rank_cell(rank[0]),
+        _rank_cell(rank[1]),
         f"{first.server} {server_version(first.metadata)}",
-        first.app,
         knobs_label(first.knobs or {}),
         via_label(first),
-        str(first.concurrency),
-        _rps_cell([r.rps or 0.0 for r in group]),
+        conc,
+        interval_cell(rps),
         num(_latency(group, "p50"), 2),
-        num(p99, 2) + (" †" if starved else ""),
+        interval_cell(latency_estimate(group), 2) + (" †" if starved else ""),
         num(_latency(group, "p999"), 2),
-        num(sum(_socket_errors(r) for r in group)),
-        num(sum(int((r.errors or {}).get("non_2xx", 0)) for r in group)),
-        _proxy_count(group, 502),
-        _proxy_count(group, 504),
-        _share(group, ceiling_rps),
+        f"{num(sum(socket_errors(r) for r in group))} / "
+        f"{num(sum(int((r.errors or {}).get('non_2xx', 0)) for r in group))}",
+        f"{_proxy_count(group, 502)} / {_proxy_count(group, 504)}"
+        if any(r.proxy for r in group)
+        else "–",
+        _share(rps.center if rps else None, ceiling_rps),
         str(len(group)),
-        load_label(first),
         machine(first),
     ]
 
@@ -257,44 +235,66 @@ STARVED_NOTE = (
 )
 
 
-def _scenario_tables(
-    speed_rows: list[list[str]], system_rows: list[list[str]], any_starved: bool
-) -> list[str]:
-    """The speed and system tables of one scenario, and the † note when a row has it."""
-    lines = markdown_table(SPEED_HEADER, speed_rows, "llllrrrrrrrrrrrll")
-    lines.append("")
-    lines += markdown_table(SYSTEM_HEADER, system_rows, "lllrrrrrrrrrrrl")
-    if any_starved:
-        lines += ["", STARVED_NOTE]
-    return lines
+RANK_NOTE = (
+    "Rows: one configuration at one concurrency, ranked among those measured at the same "
+    "concurrency on the same machine, by req/s (higher first) and by p99 (lower first). "
+    "`2=`: shares rank 2 — not significantly different from the configuration ranked 2 "
+    "(Welch's t-test on log values, p ≥ 0.05, or a single trial): their order is noise."
+)
+
+
+def _scenario_rows(
+    records: list[Record],
+) -> tuple[list[tuple], bool]:
+    """Per group of trials, its sort key, speed row and system row."""
+    all_groups = groups(records)
+    ceilings = _ceilings(all_groups)
+    by_rps, by_p99 = ranks(all_groups)
+    rows = []
+    for key, group in all_groups.items():
+        first = group[0]
+        served = median([served_share(r) for r in group])
+        starved = served is not None and served < SERVED_MIN
+        ceiling = ceilings.get((first.concurrency, host_of(first)))
+        rank = (by_rps.get(key), by_p99.get(key))
+        speed = _speed_row(group, starved, ceiling, rank)
+        # One machine's configurations together, per concurrency, best req/s first:
+        # rankings never mix machines.
+        rps = rps_estimate(group)
+        sort_key = (machine(first), first.concurrency, -(rps.center if rps else 0.0), str(key))
+        rows.append((sort_key, speed, _system_row(group, served), starved))
+    rows.sort(key=lambda row: row[0])  # sort_key is unique: it ends with the group's key
+    return rows, any(row[3] for row in rows)
 
 
 def scenario_section(scenario: str, records: list[Record], plot: str | None = None) -> list[str]:
-    """The tables of one scenario: ok runs aggregated over trials, then the failed ones."""
+    """The speed table of one scenario: ok runs aggregated over trials, then the failed ones."""
     path = records[0].path
     lines = [f"## {scenario} (`{path}`)", ""]
     if plot:
         lines += [f"![{scenario}: req/s and p99 by concurrency]({plot})", ""]
-    groups = _groups(records)
-    ceilings = _ceilings(groups)
-    rows = []
-    for key, group in groups.items():
-        first = group[0]
-        p99 = _latency(group, "p99")
-        served = median([served_share(r) for r in group])
-        starved = served is not None and served < SERVED_MIN
-        speed = _speed_row(group, p99, starved, ceilings.get((first.concurrency, host_of(first))))
-        # One machine's servers together, ranked by p99: rankings never mix machines.
-        sort_key = (machine(first), p99 if p99 is not None else float("inf"), str(key))
-        rows.append((sort_key, speed, _system_row(group, served), starved))
+    rows, any_starved = _scenario_rows(records)
     if rows:
-        rows.sort(key=lambda row: row[0])  # sort_key is unique: it ends with the group's key
-        speed_rows, system_rows = [row[1] for row in rows], [row[2] for row in rows]
-        lines += _scenario_tables(speed_rows, system_rows, any(row[3] for row in rows))
+        lines += markdown_table(SPEED_HEADER, [row[1] for row in rows], "rrllllrrrrrrrrl")
+        if any_starved:
+            lines += ["", STARVED_NOTE]
     else:
         lines.append("No successful runs.")
     lines += _failures(records)
     return [*lines, ""]
+
+
+def system_section(scenario: str, records: list[Record]) -> list[str]:
+    """The system table of one scenario (system.md)."""
+    rows, _ = _scenario_rows(records)
+    if not rows:
+        return []
+    return [
+        f"## {scenario} (`{records[0].path}`)",
+        "",
+        *markdown_table(SYSTEM_HEADER, [row[2] for row in rows], "lllrrrrrrrrrrrl"),
+        "",
+    ]
 
 
 def _failures(records: list[Record]) -> list[str]:
@@ -323,135 +323,128 @@ def _failures(records: list[Record]) -> list[str]:
     ]
 
 
-def _ratio(value: float | None, base: float | None) -> str:
-    if value is None or not base:
-        return "–"
-    return f"{value / base:.2f}×"
+EMULATED_HEADER = ["scenario", "server", "knobs", "arch", "host arch", "emulator", "conc."]
+EMULATED_HEADER += ["req/s", "p99 ms", "trials", "emulated/native req/s", "machine"]
 
 
-ARCH_HEADER = [
-    "scenario",
-    "server",
-    "knobs",
-    "via",
-    "conc.",
-    "amd64 req/s",
-    "arm64 req/s",
-    "arm64/amd64 req/s",
-    "amd64 p99 ms",
-    "arm64 p99 ms",
-    "arm64/amd64 p99",
-    "amd64 machine",
-    "arm64 machine",
-]
-EMULATED_HEADER = ["scenario", "server", "arch", "host arch", "emulator", "conc.", "status"]
-EMULATED_HEADER += ["req/s", "p99 ms", "machine"]
-
-
-def _by_arch(records: list[Record]) -> dict[tuple, dict[str, list[Record]]]:
-    """Native ok runs (no study's) per configuration and concurrency, then per arch."""
-    native = [
-        r for r in records if r.status == "ok" and not r.emulated and "study" not in r.metadata
-    ]
-    by_arch: dict[tuple, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
-    for rec in native:
-        by_arch[(rec.scenario, *config_key(rec), rec.concurrency)][rec.arch].append(rec)
-    return by_arch
-
-
-def _arch_row(amd: list[Record], arm: list[Record]) -> list[str]:
-    """One configuration measured on both arches: medians side by side and their ratios."""
-    amd_rps = median([r.rps for r in amd])
-    arm_rps = median([r.rps for r in arm])
-    amd_p99 = median([(r.latency_ms or {}).get("p99") for r in amd])
-    arm_p99 = median([(r.latency_ms or {}).get("p99") for r in arm])
-    first = amd[0]
-    return [
-        first.scenario,
-        first.server,
-        knobs_label(first.knobs or {}),
-        via_label(first),
-        str(first.concurrency),
-        num(amd_rps),
-        num(arm_rps),
-        _ratio(arm_rps, amd_rps),
-        num(amd_p99, 2),
-        num(arm_p99, 2),
-        _ratio(arm_p99, amd_p99),
-        ", ".join(sorted({host_of(r) for r in amd})),
-        ", ".join(sorted({host_of(r) for r in arm})),
-    ]
-
-
-def _arch_rows(records: list[Record]) -> list[list[str]]:
-    """The rows of the arch comparison, sorted by scenario and server."""
+def _emulated_rows(records: list[Record]) -> list[list[str]]:
+    """One row per emulated point (geometric means over trials), with the ratio to the same
+    point measured natively on the same host where there is one."""
+    emulated = groups(r for r in records if r.emulated)
+    native = groups(r for r in records if not r.emulated)
+    native_by_point = {
+        (point_key(g[0]), host_of(g[0])): g for g in native.values() if g[0].arch == g[0].host_arch
+    }
     rows = []
-    for key, arches in _by_arch(records).items():
-        if "amd64" not in arches or "arm64" not in arches:
-            continue
-        first = arches["amd64"][0]
-        sort_key = (first.scenario, first.server, str(key))
-        rows.append((sort_key, _arch_row(arches["amd64"], arches["arm64"])))
-    return [row for _, row in sorted(rows, key=lambda row: row[0])]  # unique sort keys
+    for group in emulated.values():
+        first = group[0]
+        emulator = first.metadata.get("emulator") or {}
+        est, p99 = rps_estimate(group), latency_estimate(group)
+        twin = native_by_point.get((point_key(first), host_of(first)))
+        ratio = "–"
+        if twin is not None and est is not None and (base := rps_estimate(twin)) is not None:
+            ratio = f"{est.center / base.center:.2f}×" if base.center else "–"
+        sort_key = (first.scenario, first.server, first.concurrency, str(point_key(first)))
+        rows.append(
+            (
+                sort_key,
+                [
+                    first.scenario,
+                    first.server,
+                    knobs_label(first.knobs or {}),
+                    first.arch,
+                    first.host_arch,
+                    f"{emulator.get('name', '?')} {emulator.get('version', '')}".strip(),
+                    str(first.concurrency),
+                    num(est.center if est else None),
+                    num(p99.center if p99 else None, 2),
+                    str(len(group)),
+                    ratio,
+                    host_of(first),
+                ],
+            )
+        )
+    return [row for _, row in sorted(rows, key=lambda row: row[0])]
 
 
-def _emulated_row(rec: Record) -> list[str]:
-    """One emulated run: where it ran, under which emulator, and what it gave."""
-    emulator = rec.metadata.get("emulator") or {}
-    return [
-        rec.scenario,
-        rec.server,
-        rec.arch,
-        rec.host_arch,
-        f"{emulator.get('name', '?')} {emulator.get('version', '')}",
-        str(rec.concurrency),
-        rec.status,
-        num(rec.rps),
-        num((rec.latency_ms or {}).get("p99"), 2),
-        host_of(rec),
-    ]
-
-
-def _emulated_section(emulated: list[Record]) -> list[str]:
-    """The emulated runs apart, as a functional check: a note and one row per run."""
-    ordered = sorted(
-        emulated, key=lambda r: (r.scenario, r.server, r.concurrency, r.trial, r.run_id)
-    )
-    return [
+def _emulated_section(records: list[Record]) -> list[str]:
+    """The emulated runs apart, as a functional check: a note and one row per point."""
+    failed = [r for r in records if r.emulated and r.status != "ok"]
+    lines = [
         "### Emulated runs (functional check)",
         "",
         "These ran the server under qemu user-mode emulation on a host of another arch: "
         "they show that the server and app work on that arch, not how fast it is "
         "(emulation costs 5–10× in throughput, the ranking of servers can flip, and memory "
-        "is qemu's). Not ranked, not in any ratio, not in the tables above.",
-        "",
-        *markdown_table(EMULATED_HEADER, [_emulated_row(r) for r in ordered], "lllllrlrrl"),
+        "is qemu's). Not ranked, not in any ratio but their own emulated/native one (the same "
+        "point measured natively on the same host), not in the tables above.",
         "",
     ]
+    rows = _emulated_rows(records)
+    if rows:
+        lines += [*markdown_table(EMULATED_HEADER, rows, "lllllllrrrrl"), ""]
+    if failed:
+        lines += [
+            f"{len(failed)} emulated run(s) not measured: "
+            + "; ".join(sorted({f"{r.server} {r.scenario}: {r.status}" for r in failed})),
+            "",
+        ]
+    return lines
 
 
 def arch_section(records: list[Record]) -> list[str]:
-    """Native amd64 and arm64 side by side where both measured the same configuration;
-    emulated runs apart, as a functional check, never ranked nor in a ratio."""
-    rows = _arch_rows(records)
+    """Native amd64 and arm64 side by side where both measured the same configuration (the
+    code of `make compare`); emulated runs apart, as a functional check."""
+    native = [r for r in records if not r.emulated and "study" not in r.metadata]
+    amd = [r for r in native if r.arch == "amd64"]
+    arm = [r for r in native if r.arch == "arm64"]
     emulated = [r for r in records if r.emulated]
-    if not rows and not emulated:
+    comparison = compare(amd, arm) if amd and arm else None
+    if comparison is None and not emulated:
         return []
     lines = ["## Compare arches", ""]
-    if rows:
+    if comparison is not None and comparison.rows:
         lines += [
-            "Native runs only, medians over trials; a ratio above 1.00× means arm64 is higher "
-            "(for p99: slower). Different machines differ in more than the arch (cores, clock, "
-            "memory, kernel): read the machines table.",
+            "Native runs only, geometric means over trials; arm64/amd64 ratios with their 95 % "
+            "interval. " + MARKS_NOTE.replace("HEAD", "arm64") + " Different machines differ "
+            "in more than the arch (cores, clock, memory, kernel): read the machines table "
+            "(the same code as `make compare BASE=<amd64 results> HEAD=<arm64 results>`).",
             "",
-            *markdown_table(ARCH_HEADER, rows, "llllrrrrrrrll"),
+            *rows_table(comparison, "amd64", "arm64"),
             "",
         ]
     else:
         lines += ["No configuration was measured natively on both amd64 and arm64 yet.", ""]
     if emulated:
-        lines += _emulated_section(emulated)
+        lines += _emulated_section(records)
     return lines
+
+
+METHOD = (
+    "Requests/s and p99 are geometric means over trials with their 95 % confidence interval "
+    "(Student's t on log values); two configurations differ significantly when Welch's "
+    "t-test on log values gives p < 0.05 (conservative degrees of freedom, min(n) − 1); "
+    "configurations sharing a rank (`2=`) are not significantly different: their order is "
+    "noise. Open-loop percentiles come from every request of every trial (oha), the p99 with "
+    "its distribution-free interval (order statistics). "
+    "Closed-loop latencies are measured by wrk, whose percentiles include its own post-hoc "
+    "estimate of the requests a stalled server kept it from sending (`stats_correct`); "
+    "open-loop runs (oha) are measured from each request's intended send time. Errors: "
+    "socket errors / non-2xx responses; 502 / 504 are counted in nginx's log (behind nginx). "
+    "'of ceiling' is the share of nginx-static's rate at the same concurrency on the same "
+    "machine. CPU, memory, TIME_WAIT, accept queue and pool figures are in `system.md` beside "
+    "this file. Compare servers within one machine."
+)
+
+
+def _by_scenario(records: list[Record]) -> dict[str, list[Record]]:
+    """The closed-loop runs of the catalog per scenario: emulated runs are a functional
+    check, study runs have their own sections, and open-loop runs theirs (bench.openloop)."""
+    by_scenario: dict[str, list[Record]] = defaultdict(list)
+    for rec in records:
+        if not rec.emulated and "study" not in rec.metadata and rec.offered_rps is None:
+            by_scenario[rec.scenario].append(rec)
+    return by_scenario
 
 
 def render_summary(
@@ -461,43 +454,49 @@ def render_summary(
     extra: list[str] | None = None,
 ) -> str:
     """The whole summary.md text (plots: scenario -> relative path of its PNG; extra: more
-    sections, before the skipped files)."""
-    hosts = {r.metadata.get("hostname", "?") for r in records}
+    sections, before the skipped files; At a glance takes the studies' verdicts from them)."""
+    hosts = {host_of(r) for r in records}
     lines = [
         "# Benchmark summary",
         "",
         f"{len(records)} records from {len(hosts)} machine(s); generated by `make report` "
-        "from the JSON records in this directory. Requests/s is the median over trials with "
-        f"the min–max spread (⚠: spread over {SPREAD_FLAG:.0%} of the median); latencies are "
-        "medians over trials, measured by wrk, whose percentiles include its own post-hoc "
-        "estimate of the requests a stalled server kept it from sending (`stats_correct`); "
-        "open-loop runs (oha) are measured from each request's intended send time. CPU % is "
-        "summed over the server's process tree "
-        "(100 = one core); RSS is the peak of the tree's summed RSS; wrk CPU % shows whether "
-        "the load generator itself was saturated. TIME_WAIT counts the sockets that entered "
-        "TIME_WAIT during the run on the server's port and, behind nginx, the proxy's (client "
-        "side / upstream side): a server that closes every connection piles them up; listen "
-        "overflows are the kernel's TcpExtListenOverflows over the run (system-wide). "
-        "'of ceiling' is the share of nginx-static's rate at the same concurrency on the same "
-        "machine. Compare servers within one machine.",
+        "from the JSON records in this directory. " + METHOD,
         "",
+        *glance_section(records, extra or []),
         "## Machines",
         "",
         *machines_table(records),
         "",
     ]
-    by_scenario: dict[str, list[Record]] = defaultdict(list)
-    for rec in records:
-        # Emulated runs are a functional check, study runs have their own sections, and
-        # open-loop runs theirs (bench.openloop).
-        if not rec.emulated and "study" not in rec.metadata and rec.offered_rps is None:
-            by_scenario[rec.scenario].append(rec)
+    by_scenario = _by_scenario(records)
     for scenario in sorted(by_scenario):
         lines += scenario_section(scenario, by_scenario[scenario], (plots or {}).get(scenario))
+    if any(by_scenario.values()):
+        lines += [RANK_NOTE, ""]
     lines += arch_section(records)
     lines += extra or []
     if problems:
         lines += ["## Skipped files", "", *(f"- {p}" for p in problems), ""]
+    return "\n".join(lines)
+
+
+SYSTEM_NOTE = (
+    "CPU % is summed over the server's process tree (100 = one core); RSS is the peak of the "
+    "tree's summed RSS; load CPU % shows whether the load generator itself was saturated. "
+    "TIME_WAIT counts the sockets that entered TIME_WAIT during the run on the server's port "
+    "and, behind nginx, the proxy's (client side / upstream side): a server that closes every "
+    "connection piles them up; listen overflows are the kernel's TcpExtListenOverflows over "
+    "the run (system-wide); conns served is mean latency × req/s ÷ connections (Little's law)."
+)
+
+
+def render_system(records: list[Record]) -> str:
+    """system.md: the resources and sockets of every closed-loop configuration, in the order
+    of summary.md's tables."""
+    lines = ["# System figures", "", SYSTEM_NOTE, ""]
+    by_scenario = _by_scenario(records)
+    for scenario in sorted(by_scenario):
+        lines += system_section(scenario, by_scenario[scenario])
     return "\n".join(lines)
 
 
@@ -509,7 +508,7 @@ def plot_series(records: list[Record]) -> dict[str, dict[str, list[tuple]]]:
     main = [
         r for r in records if not r.emulated and "study" not in r.metadata and r.offered_rps is None
     ]
-    for group in _groups(main).values():
+    for group in groups(main).values():
         first = group[0]
         label = " ".join(
             part
@@ -531,26 +530,34 @@ def plot_series(records: list[Record]) -> dict[str, dict[str, list[tuple]]]:
     return {scenario: dict(lines) for scenario, lines in series.items()}
 
 
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)  # no half-written file left behind (e.g. summary.md is a directory)
+        raise
+
+
 def write_summary(
-    results_dir: Path, sections: Callable[[list[Record]], list[str]] | None = None
+    results_dir: Path,
+    sections: Callable[[list[Record]], list[str]] | None = None,
 ) -> Path:
-    """Rebuild results_dir/summary.md from the records on disk (replaced atomically);
-    `sections` renders more sections from the records (the studies')."""
-    records, problems = load_records(results_dir)
+    """Rebuild results_dir/summary.md and system.md from the records on disk (each replaced
+    atomically); `sections` renders more sections from the records (the studies')."""
+    # REFERENCE=1 (the Makefile exports it): the shipped reference merged into the user's set
+    with_reference = os.environ.get("PYWEBBENCH_REFERENCE") == "1"
+    records, problems = load_records(results_dir, with_reference)
     for problem in problems:
         print(f"report: {problem}", file=sys.stderr)
     results_dir.mkdir(parents=True, exist_ok=True)
     path = results_dir / "summary.md"
     plots = write_plots(results_dir, plot_series(records))
-    fd, tmp = tempfile.mkstemp(dir=results_dir, prefix=".tmp-summary-", suffix=".md")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            extra = open_loop_sections(records, results_dir)
-            extra += sections(records) if sections is not None else []
-            extra += production_sections(records)
-            fh.write(render_summary(records, problems, plots, extra))
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)  # no half-written summary left behind (e.g. summary.md is a directory)
-        raise
+    extra = open_loop_sections(records, results_dir)
+    extra += sections(records) if sections is not None else []
+    extra += production_sections(records)
+    _write_atomic(path, render_summary(records, problems, plots, extra))
+    _write_atomic(results_dir / "system.md", render_system(records))
     return path

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench import cgroup, defaults, plan
+from bench.cells import host_of
 from bench.load import TOOL_NAMES, tools
 from bench.record import Record, load_records
 from bench.registry import server_ids
@@ -1063,7 +1064,7 @@ def collapse_groups(study: Study, records: list[Record]) -> tuple[list[Record], 
 
 
 def _run_line(verdict: str, records: list[Record]) -> str:
-    host = records[0].metadata.get("hostname", "?")
+    host = host_of(records[0])
     started = min(str(r.metadata.get("started_at", "")) for r in records)
     return (
         f"**Verdict: {verdict}** (run {records[0].metadata.get('study_run')} on {host}, "

@@ -77,3 +77,34 @@ def test_record_name_is_safe_and_specific() -> None:
     name = record_name(replace(_record(), server="gunicorn-sync"))
     assert name.startswith("20261123T010100Z_vm_gunicorn-sync_plaintext_c10_t1_")
     assert "/" not in name and " " not in name
+
+
+def test_shipped_reference_stays_out_of_a_users_set_unless_asked(tmp_path: Path) -> None:
+    """results/reference/ (the shipped run) is not merged into RESULTS=results; it is with
+    REFERENCE=1, and RESULTS=results/reference reads it as any set."""
+    own = _record()
+    write_record(tmp_path, own, {})
+    write_record(tmp_path / "reference", replace(own, run_id="shipped"), {})
+    write_record(tmp_path / "arm64-vm", replace(own, run_id="copied"), {})
+    mine, _ = load_records(tmp_path)
+    assert sorted(r.run_id for r in mine) == sorted([own.run_id, "copied"])
+    merged, _ = load_records(tmp_path, with_reference=True)
+    assert "shipped" in {r.run_id for r in merged} and len(merged) == 3
+    reference, _ = load_records(tmp_path / "reference")
+    assert [r.run_id for r in reference] == ["shipped"]
+
+
+def test_a_users_results_are_ignored_by_git_and_the_reference_is_not() -> None:
+    """make bench writes under results/ and leaves `git status` clean; the shipped reference
+    stays tracked."""
+    import subprocess
+
+    from bench.registry import ROOT
+
+    def ignored(path: str) -> bool:
+        return subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", path]).returncode == 0
+
+    assert ignored("results/summary.md") and ignored("results/system.md")
+    assert ignored("results/records/x.json") and ignored("results/plots/db.png")
+    assert not ignored("results/reference/summary.md")
+    assert not ignored("results/reference/records/x.json")

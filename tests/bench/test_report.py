@@ -2,10 +2,11 @@
 
 import os
 import shutil
+import statistics
 from pathlib import Path
 
 from bench.record import load_records
-from bench.report import render_summary, server_version, write_summary
+from bench.report import render_summary, render_system, server_version, write_summary
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 GOLDEN = FIXTURES / "summary" / "summary.md"
@@ -21,37 +22,65 @@ def test_summary_matches_golden_file() -> None:
 
 
 def test_summary_content() -> None:
-    """Tables sorted by p99, the spread flagged, failures and skipped files listed."""
-    text = render_summary(*load_records(FIXTURES / "records"))
-    plaintext = text.split("## plaintext")[1].split("##")[0]
-    assert plaintext.index("gunicorn-sync 27.0.1") < plaintext.index(
-        "granian 2.8.7 | wsgi | w2 t4 b1024 | direct | 10 | 14,000"
+    """Rows per machine and concurrency, best req/s first, with 95 % intervals; failures and
+    skipped files listed; the system figures in their own file."""
+    records, problems = load_records(FIXTURES / "records")
+    text = render_summary(records, problems)
+    plaintext = text.split("## plaintext")[1].split("\n## ")[0]
+    assert plaintext.index("granian 2.8.7 | w2 t4 b1024 | direct | 10 | 13,964") < plaintext.index(
+        "gunicorn-sync 27.0.1 | w2 t4 b1024 | direct | 10 | 6,050"
     )
-    assert "14,000 (13,000–15,000) ⚠" in plaintext  # 2,000 / 14,000 > 10 %
-    assert "6,050 (6,000–6,100) |" in plaintext  # 100 / 6,050 < 10 %: no flag
+    # two trials each: geometric mean and its t interval; the two cannot be told apart
+    assert (
+        "| 1= | 2 | granian 2.8.7 | w2 t4 b1024 | direct | 10 | 13,964 [5,626–34,662]" in plaintext
+    )
+    assert (
+        "| 1= | 1 | gunicorn-sync 27.0.1 | w2 t4 b1024 | direct | 10 | 6,050 [5,447–6,720]"
+        in plaintext
+    )
     assert "server exited with code -9 during load" in text
     assert "greenlet<0.5" in text and "unsupported" in text
     assert "corrupt.json" in text and "future.json" in text
     assert "graviton (arm64)" in text
-    # real version-2 records: resources and sockets columns, and the share of nginx-static
-    speed_row, system_row = (
-        line
-        for line in plaintext.splitlines()
-        if "gunicorn-sync 27.0.1 | w" in line or "gunicorn-sync 27.0.1 | wsgi | w2 b2048" in line
-        if "| 50 |" in line
+    # real version-2 records: the share of nginx-static, and system figures in system.md
+    speed_row = next(
+        line for line in plaintext.splitlines() if "gunicorn-sync 27.0.1 | w2 b2048" in line
     )
     assert "| 5% |" in speed_row  # 6,397 rps of nginx-static's 118,121 at c=50
+    system = render_system(records)
+    system_row = next(
+        line for line in system.splitlines() if "gunicorn-sync 27.0.1 | w2 b2048" in line
+    )
     assert "| 17,347 |" in system_row  # TIME_WAIT piled up by a server that closes connections
     # a deep accept queue (49), but it closes every connection, so every connection cycles
     # through and its waits are timed: 99 % served, not flagged as optimistic
-    assert "| 49 | 99% |" in system_row and "†" not in speed_row + system_row
+    assert "| 49 | 99% |" in system_row and "†" not in speed_row
+    assert "TIME_WAIT" not in plaintext  # the speed table keeps to speed
     # machines are never ranked together: each machine's rows form one block
-    rows = [
-        line
-        for line in plaintext.splitlines()
-        if line.startswith("| granian") and line.count("|") != SYSTEM_CELLS + 1
-    ]
+    rows = [line for line in plaintext.splitlines() if "| granian 2.8.7" in line]
     assert "graviton" in rows[0] and "graviton" not in rows[-1]
+
+
+def test_at_a_glance_names_the_best_with_significance() -> None:
+    """At a glance, from the records: per machine, scenario and load the best configuration,
+    ties where the data cannot separate them, the margin with its interval."""
+    records, problems = load_records(FIXTURES / "records")
+    text = render_summary(records, problems)
+    glance = text.split("## At a glance")[1].split("## Machines")[0]
+    # c10 on vm: granian leads req/s but is not significantly ahead of gunicorn-sync (2
+    # trials each); gunicorn-sync's p99 is significantly lower (0.24× [0.06–0.88])
+    vm = glance.split("**vm**")[1]
+    row = next(line for line in vm.splitlines() if "| plaintext | wrk c10 | granian" in line)
+    assert "granian w2 t4 b1024 = gunicorn-sync w2 t4 b1024 (of 2)" in row
+    assert "| all tied |" in row
+    assert "0.24× [0.06–0.88] vs granian w2 t4 b1024, significant" in row
+    assert "2 trial(s): ties cannot be told apart" in row
+    assert "| nginx-static" not in glance and "= nginx-static" not in glance  # the ceiling
+    assert "**graviton**" in glance and "**vm**" in glance
+    study = ["## Study: demo — A demo", "", "**Verdict: reproduced** (run x on vm)"]
+    assert "- Study demo — A demo: **reproduced**." in render_summary(
+        records, problems, None, study
+    )
 
 
 def test_starved_connections_flag_the_latency_as_optimistic() -> None:
@@ -77,7 +106,8 @@ def test_write_summary_replaces_only_the_summary(tmp_path: Path) -> None:
     """write_summary creates summary.md and leaves no temp file."""
     path = write_summary(tmp_path)
     assert path.read_text().startswith("# Benchmark summary")
-    assert [p.name for p in tmp_path.iterdir()] == ["summary.md"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.md", "system.md"]
+    assert (tmp_path / "system.md").read_text().startswith("# System figures")
 
 
 def test_server_version_falls_back_to_the_package_list() -> None:
@@ -92,14 +122,15 @@ def test_server_version_falls_back_to_the_package_list() -> None:
 def test_keepalive_and_proxy_columns() -> None:
     """Real v3 records behind nginx: keep-alive off shows thousands of TIME_WAIT sockets on
     both sides, keep-alive on almost none; the 502/504 columns read nginx's counts."""
-    text = render_summary(*load_records(FIXTURES / "records"))
-    rows = [line for line in text.splitlines() if line.startswith("| gunicorn-gthread")]
-    system = [r for r in rows if r.count("|") == SYSTEM_CELLS + 1]
+    records, problems = load_records(FIXTURES / "records")
+    system = [line for line in render_system(records).splitlines() if "| gunicorn-gthread" in line]
+    assert all(r.count("|") == SYSTEM_CELLS + 1 for r in system)
     off = next(r for r in system if "nginx, keepalive off" in r)
     on = next(r for r in system if "| nginx |" in r)
     assert "15,713 (7,827 / 7,886)" in off and "30 (29 / 1)" in on
-    speed = next(r for r in rows if "| nginx |" in r and "| 4,737 |" in r)
-    assert "| 0 | 0 | – |" in speed  # 502 and 504 counted (none), no ceiling measured
+    text = render_summary(records, problems)
+    speed = next(r for r in text.splitlines() if "| nginx | 20 | 4,737 |" in r)
+    assert "| 0 / 0 | 0 / 0 | – |" in speed  # 502 and 504 counted (none), no ceiling measured
 
 
 def test_compare_arches_ratio_and_emulated_apart() -> None:
@@ -109,13 +140,45 @@ def test_compare_arches_ratio_and_emulated_apart() -> None:
 
     records, problems = load_records(FIXTURES / "records")
     section = render_summary(records, problems).split("## Compare arches")[1]
-    row = "| plaintext | granian | w2 t4 b1024 | direct | 10 | 14,000 | 20,000 | 1.43× |"
+    # 2 trials on amd64, 1 on arm64: the ratio, and no test possible (?)
+    row = "| plaintext | granian | w2 t4 b1024 | direct | c10 | 13,964 | 20,000 | 1.43× ? |"
     assert row in section
-    emulated = replace(records[0], emulated=True, arch="arm64", rps=1234.0, run_id="e" * 16)
-    text = render_summary([*records, emulated], problems)
+    native = next(
+        r
+        for r in records
+        if r.server == "granian"
+        and r.arch == "amd64"
+        and r.concurrency == 10
+        and r.scenario == "plaintext"
+    )
+    emulated = [
+        replace(native, emulated=True, arch="arm64", rps=rps, trial=i, run_id=f"e{i}" * 8)
+        for i, rps in enumerate((1000.0, 1500.0), start=1)
+    ]
+    text = render_summary([*records, *emulated], problems)
     assert "### Emulated runs (functional check)" in text
     before_arches = text.split("## Compare arches")[0]
-    assert "1,234" not in before_arches
+    assert "1,225" not in before_arches
+    # one row per point: the geometric mean of its trials, and its ratio to native here
+    emulated_rows = [
+        line for line in text.split("### Emulated runs")[1].splitlines() if "| granian |" in line
+    ]
+    assert len(emulated_rows) == 1
+    trials = [r for r in records if r.emulated and r.server == "granian"] + emulated
+    center = statistics.geometric_mean([r.rps for r in trials])
+    base = statistics.geometric_mean(
+        [
+            r.rps
+            for r in records
+            if not r.emulated
+            and r.arch == "amd64"
+            and r.server == "granian"
+            and r.concurrency == 10
+            and r.scenario == "plaintext"
+        ]
+    )
+    assert f"| {center:,.0f} |" in emulated_rows[0]
+    assert f"| {len(trials)} | {center / base:.2f}× |" in emulated_rows[0]
 
 
 def test_plots_get_one_series_per_scenario(tmp_path: Path) -> None:

@@ -1,0 +1,76 @@
+"""make compare: two result sets side by side, ratios with intervals and significance marks;
+sets it cannot compare are refused with one line and exit 2."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench import cli
+from bench.compare import compare, render
+from bench.record import load_records
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "records"
+
+
+def test_every_point_of_both_sets_is_shown(capsys: pytest.CaptureFixture[str]) -> None:
+    """Real records of two machines: the point both measured side by side with HEAD/BASE,
+    the points only one set has listed apart, the machines named."""
+    assert (
+        cli.main(
+            ["compare", f"--base={FIXTURES / 'machine-a'}", f"--head={FIXTURES / 'machine-b'}"]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "- BASE machines: vm (amd64)" in out and "- HEAD machines: graviton (arm64)" in out
+    # 2 trials against 1: the ratio, and "?" (no test possible with one trial)
+    assert "| plaintext | granian | w2 t4 b1024 | direct | c10 | 13,964 | 20,000 | 1.43× ? |" in out
+    assert "Only in BASE (" in out and "| gunicorn-sync |" in out.split("Only in BASE")[1]
+    assert "Only in HEAD" not in out
+
+
+def test_a_real_significant_difference_and_a_tie() -> None:
+    """Same records twice: every point a tie (~ or ?); a 30 % slower copy of a 2-trial
+    point: the ratio and its interval below 1."""
+    from dataclasses import replace
+
+    base, _ = load_records(FIXTURES / "machine-a")
+    same = compare(base, base)
+    assert same.rows and not any(row.rps.significant for row in same.rows)
+    slower = [replace(r, rps=(r.rps or 0) * 0.7) for r in base]
+    rows = compare(base, slower).rows
+    two = next(r for r in rows if len(r.base) == 2 and r.base[0].server == "gunicorn-sync")
+    assert two.rps.ratio == pytest.approx(0.7)
+    assert two.rps.significant and two.rps.high is not None and two.rps.high < 1.0
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        ("missing", "BASE='{base}' is not a directory of results"),
+        ("empty", "BASE='{base}' holds no records"),
+        ("disjoint", "have no point in common"),
+    ],
+)
+def test_sets_it_cannot_compare_are_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], setup: str, message: str
+) -> None:
+    base, head = tmp_path / "base", tmp_path / "head"
+    shutil.copytree(FIXTURES / "machine-a", head)
+    if setup == "empty":
+        base.mkdir()
+    elif setup == "disjoint":
+        base.mkdir()
+        shutil.copy(next((FIXTURES / "machine-a").glob("*nginx-static*")), base)
+        for path in head.glob("*nginx-static*"):
+            path.unlink()
+    assert cli.main(["compare", f"--base={base}", f"--head={head}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message.format(base=base) in err[0]
+
+
+def test_compare_requires_both_sets() -> None:
+    with pytest.raises(ValueError, match="holds no records"):
+        render([], [], "a", "b")
+    assert cli.main(["compare", f"--head={FIXTURES}"]) == 2
