@@ -23,7 +23,7 @@ BENCH_OPTS = $(call opt,SERVER,server) $(call opt,SCENARIO,scenario) \
   $(call opt,TARGET,target) $(call opt,RATE,rate) $(call opt,CPU_QUOTA,cpu-quota) \
   $(call opt,LIFECYCLE,lifecycle)
 
-.PHONY: help setup bench capacity study report compare test lint format lock compose-up compose-bench compose-down
+.PHONY: help setup bench capacity soak study report compare test lint format lock compose-up compose-bench compose-down
 
 help: ## list targets and variables
 	@echo "Targets:"
@@ -56,6 +56,7 @@ help: ## list targets and variables
 	@echo "  REFERENCE    1: merge the shipped reference (results/reference/) into your summary (default: 0)"
 	@echo "  MACHINE      a label for this machine in records and summaries (default: hostname + identity)"
 	@echo "  CPU_QUOTA    CPUs the server may use (any fraction), a cgroup quota as containers set it (root; default: none)"
+	@echo "  SOAK_INTERVAL  make soak: seconds between RSS samples (default: 5; DURATION 600, RATE 100, SCENARIO db)"
 	@echo "  LIFECYCLE    reload: each server's own graceful reload mid-window (needs LOAD=oha RATE=) (default: none)"
 	@echo "  SLO_P99_MS   make capacity: the p99 objective in ms (default: 100)"
 	@echo "  SLO_P999_MS  make capacity: a p99.9 objective in ms too (default: none)"
@@ -81,6 +82,10 @@ study: setup ## re-run a source document's experiment (NAME=<study>|all; DURATIO
 
 compare: setup ## two result sets side by side: BASE=<dir> HEAD=<dir>, ratios with 95 % intervals
 	@$(PY) -m bench compare $(call opt,BASE,base) $(call opt,HEAD,head)
+
+soak: export OHA := 1
+soak: setup ## memory of every server process over a long fixed-rate run (DURATION=600 RATE=100 SOAK_INTERVAL=5)
+	$(PY) -m bench soak $(BENCH_OPTS) $(call opt,SOAK_INTERVAL,interval)
 
 report: setup ## rebuild summary.md from the records in RESULTS
 	$(PY) -m bench report $(call opt,RESULTS,results)

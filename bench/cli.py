@@ -27,7 +27,7 @@ from bench.study import StudyError
 # name -> (lowest, highest) accepted
 LIMITS = {
     "concurrency": (1, 10_000),
-    "duration": (1, 3_600),
+    "duration": (1, 86_400),  # make soak runs for hours
     "warmup": (0, 600),
     "trials": (1, 100),
     "workers": (1, 256),
@@ -42,6 +42,7 @@ LIMITS = {
     "slo_p99_ms": (1, 600_000),
     "slo_p999_ms": (1, 600_000),
     "capacity_budget": (10, 86_400),
+    "soak_interval": (1, 600),
 }
 SWITCHES = {"on": True, "off": False, "1": True, "0": False}
 
@@ -181,6 +182,17 @@ def build_parser() -> argparse.ArgumentParser:
     capacity.add_argument("--slo-p99-ms", default=str(defaults.SLO_P99_MS))
     capacity.add_argument("--slo-p999-ms", default=None)
     capacity.add_argument("--budget", default=str(defaults.CAPACITY_BUDGET_S))
+    soak = sub.add_parser("soak", help="memory of every server process over a long fixed-rate run")
+    add_run_arguments(soak)
+    soak.set_defaults(
+        load="oha",
+        duration=str(defaults.SOAK_DURATION_S),
+        warmup=str(defaults.SOAK_WARMUP_S),
+        trials="1",
+        rate=str(defaults.SOAK_RATE),
+        scenario=defaults.SOAK_SCENARIO,
+    )
+    soak.add_argument("--interval", default=str(defaults.SOAK_INTERVAL_S))
     report = sub.add_parser("report", help="rebuild summary.md from the records")
     report.add_argument("--results", default=defaults.RESULTS)
     compare = sub.add_parser("compare", help="two result sets side by side (BASE, HEAD)")
@@ -385,6 +397,22 @@ def with_objective(options: plan.Options, args: argparse.Namespace) -> plan.Opti
     return dataclasses.replace(options, rates=(objective.start_rps,), objective=objective)
 
 
+def with_soak(options: plan.Options, raw_interval: str) -> plan.Options:
+    """make soak: one rate, a local server, RSS sampled every SOAK_INTERVAL seconds (at least
+    3 samples in DURATION, for a slope)."""
+    interval = validate_int("soak_interval", raw_interval)
+    if options.target is not None:
+        raise UsageError("make soak samples the server's memory here: not with TARGET=")
+    if len(options.rates) != 1:
+        raise UsageError("make soak runs at one fixed rate: RATE=<req/s> (one number)")
+    if options.duration_s < 3 * interval:
+        raise UsageError(
+            f"DURATION={options.duration_s} holds fewer than 3 samples of SOAK_INTERVAL="
+            f"{interval}: a memory slope needs 3; raise DURATION or lower SOAK_INTERVAL"
+        )
+    return dataclasses.replace(options, soak_interval_s=float(interval))
+
+
 def _os_problem(exc: OSError) -> str:
     """An OSError in one line: what and where, without the errno."""
     where = exc.filename2 or exc.filename  # a rename fails on its target
@@ -468,6 +496,8 @@ def main(argv: list[str] | None = None) -> int:
         options = options_from(args)
         if args.command == "capacity":
             options = with_objective(options, args)
+        if args.command == "soak":
+            options = with_soak(options, args.interval)
     except (UsageError, DeclarationError, StudyError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2

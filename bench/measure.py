@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from bench import defaults, lifecycle, plan
+from bench import defaults, lifecycle, plan, soak
 from bench.cgroup import CpuCgroup
 from bench.load import LoadAborted, LoadRequest, LoadResult, LoadTool
 from bench.load.oha import REQUESTS_NAME
@@ -58,6 +58,7 @@ class Measurement:
     proxy_by_status: dict[int, int] | None = None
     cgroup: dict[str, object] | None = None  # CPU_QUOTA=: the quota and its throttling
     lifecycle: dict[str, object] | None = None  # LIFECYCLE=: the event and what the load saw
+    series: dict[str, object] | None = None  # make soak: RSS and rate over time
 
 
 class Served(Protocol):
@@ -97,6 +98,7 @@ class Settings:
     timeout_s: int
     load_cpus: frozenset[int] | None
     lifecycle: str | None = None  # LIFECYCLE=reload: the server's reload mid-window
+    soak_interval_s: float | None = None  # make soak: RSS per process every this many s
 
 
 def _db_delta(before: dict[str, int], after: dict[str, int], pools: dict[str, int]) -> DbStats:
@@ -175,6 +177,30 @@ def event_outcome(
     )
 
 
+def rss_sampler(settings: Settings, served: Served) -> soak.RssSampler | None:
+    """make soak: an RSS sampler of the server's tree (a local server only)."""
+    server = getattr(served, "server", None)
+    if settings.soak_interval_s is None or server is None:
+        return None
+    count = soak.samples_in(settings.duration_s, settings.soak_interval_s)
+    return soak.RssSampler(server.proc.pid, settings.soak_interval_s, count)
+
+
+def soak_series(
+    settings: Settings, rss: soak.RssSampler | None, result: LoadResult
+) -> dict[str, object] | None:
+    """The record's series: RSS per process and in all, its slope, and the rate per minute."""
+    if rss is None:
+        return None
+    requests = result.raw.get(REQUESTS_NAME)
+    minutes = soak.per_minute(requests, settings.duration_s) if requests is not None else None
+    return {
+        "interval_s": settings.soak_interval_s,
+        **soak.rss_series(rss.times, rss.rss, rss.pid),
+        "minutes": minutes,
+    }
+
+
 def measure_point(
     settings: Settings, tool: LoadTool, served: Served, run: plan.RunSpec, primed: set[str]
 ) -> Measurement:
@@ -207,9 +233,12 @@ def measure_point(
     started = now_iso()
     sampler = served.sampler()
     trigger = event_trigger(settings, served)
+    rss = rss_sampler(settings, served)
     window_start = time.time()
     if trigger is not None:
         trigger.start()
+    if rss is not None:
+        rss.start()
     try:
         result = tool.run(
             settings.table,
@@ -220,6 +249,8 @@ def measure_point(
     finally:
         if trigger is not None:
             trigger.stop()
+        if rss is not None:
+            rss.stop()
     # The server may die in the last half second: check once more after the load.
     reason = served.watch()
     if reason is not None:
@@ -244,4 +275,5 @@ def measure_point(
         proxy_by_status=proxy,
         cgroup=quota.window() if quota is not None else None,
         lifecycle=event_outcome(settings, served, trigger, result, run.rate),
+        series=soak_series(settings, rss, result),
     )

@@ -89,6 +89,8 @@ class Options:
     cpu_quota: float | None = None
     # LIFECYCLE=: an event in the middle of each measured window ("reload": bench.lifecycle)
     lifecycle: str | None = None
+    # make soak: RSS of every server process sampled this often (seconds; bench.soak)
+    soak_interval_s: float | None = None
 
 
 @dataclass(frozen=True)

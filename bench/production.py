@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from bench.record import Record
 from bench.registry import load_all
+from bench.soakreport import slope_text, soak_records
 from bench.table import markdown_table
 
 NOT_CATALOG = ("nginx-static",)  # the ceiling baseline, not a Python server
@@ -98,8 +99,11 @@ def recycle_cell(server: str, records: list[Record]) -> str:
 
 
 def memory_cell(server: str, records: list[Record]) -> str:
-    """Memory slope over a soak: not yet measured by this harness."""
-    return "not measured (soak runs are not built yet)"
+    """The RSS slope of the server's latest soak, with its interval and length."""
+    rec = soak_records(records).get(server)
+    if rec is None:
+        return f"not measured (make soak SERVER={server})"
+    return f"{slope_text(rec)} over {rec.duration_s:g} s at {rec.offered_rps:g} req/s"
 
 
 def production_sections(records: list[Record]) -> list[str]:
@@ -109,6 +113,7 @@ def production_sections(records: list[Record]) -> list[str]:
         for r in records
         if r.lifecycle is not None
         or r.cgroup is not None
+        or r.series is not None
         or (r.status == "unsupported" and "reload not supported" in (r.reason or ""))
     ]
     if not relevant:

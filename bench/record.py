@@ -42,6 +42,9 @@ from pathlib import Path
 #    server's workers and workers_rule, how they were chosen}: CPU_QUOTA= runs only.
 #    lifecycle {event, signal, planned_at_s, at_s, failed, failed_by_class, p99_before_ms,
 #    p99_around_ms, p99_after_ms, latency_limit_ms, recovery_s, disrupted_s}: LIFECYCLE=.
+#    series {interval_s, leader_pid, t_s, rss_mb {pid: [MB per sample]}, rss_total_mb,
+#    rss_slope_mb_per_h {slope, ci_low, ci_high, r}, minutes [{minute, responses_per_s,
+#    non_2xx}]}: make soak.
 FORMAT_VERSION = 5
 KNOWN_VERSIONS = (1, 2, 3, 4, 5)
 STATUSES = ("ok", "failed", "unsupported")
@@ -94,6 +97,7 @@ class Record:
     achieved_rps: float | None = None
     cgroup: dict | None = None
     lifecycle: dict | None = None
+    series: dict | None = None
 
     def to_dict(self) -> dict:
         """The JSON-ready form."""

@@ -97,6 +97,7 @@ class Recorder:
             "tasks": result.tasks,
             "achieved_rps": result.achieved_rps,
             "lifecycle": measured.lifecycle,
+            "series": measured.series,
         }
 
     def _cgroup(
