@@ -21,7 +21,7 @@ BENCH_OPTS = $(call opt,SERVER,server) $(call opt,SCENARIO,scenario) \
   $(call opt,UPSTREAM_KEEPALIVE,upstream-keepalive) $(call opt,PROXY_TIMEOUT,proxy-timeout) \
   $(call opt,PIN,pin) $(call opt,LOAD,load) $(call opt,LOCUST_WORKERS,locust-workers) \
   $(call opt,TARGET,target) $(call opt,RATE,rate) $(call opt,CPU_QUOTA,cpu-quota) \
-  $(call opt,LIFECYCLE,lifecycle)
+  $(call opt,LIFECYCLE,lifecycle) $(call opt,RECYCLE,recycle)
 
 .PHONY: help setup bench capacity soak study report compare test lint format lock compose-up compose-bench compose-down
 
@@ -57,6 +57,7 @@ help: ## list targets and variables
 	@echo "  MACHINE      a label for this machine in records and summaries (default: hostname + identity)"
 	@echo "  CPU_QUOTA    CPUs the server may use (any fraction), a cgroup quota as containers set it (root; default: none)"
 	@echo "  SOAK_INTERVAL  make soak: seconds between RSS samples (default: 5; DURATION 600, RATE 100, SCENARIO db)"
+	@echo "  RECYCLE      requests per worker before the server's own recycling replaces it (default: none)"
 	@echo "  LIFECYCLE    reload: each server's own graceful reload mid-window (needs LOAD=oha RATE=) (default: none)"
 	@echo "  SLO_P99_MS   make capacity: the p99 objective in ms (default: 100)"
 	@echo "  SLO_P999_MS  make capacity: a p99.9 objective in ms too (default: none)"

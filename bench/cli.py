@@ -43,6 +43,7 @@ LIMITS = {
     "slo_p999_ms": (1, 600_000),
     "capacity_budget": (10, 86_400),
     "soak_interval": (1, 600),
+    "recycle": (1, 10_000_000),
 }
 SWITCHES = {"on": True, "off": False, "1": True, "0": False}
 
@@ -163,6 +164,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runtime", default=defaults.RUNTIME)
     parser.add_argument("--cpu-quota", default=None)
     parser.add_argument("--lifecycle", default=None)
+    parser.add_argument("--recycle", default=None)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -329,6 +331,15 @@ def validate_lifecycle(raw: str | None, load: dict[str, object], target: str | N
     return event
 
 
+def validate_recycle(raw: str | None, target: str | None) -> int | None:
+    """RECYCLE: requests per worker before the server's own recycling replaces it."""
+    if raw is None or not raw.strip():
+        return None
+    if target is not None:
+        raise UsageError("RECYCLE sets flags of a server started here: not with TARGET=")
+    return validate_int("recycle", raw)
+
+
 def options_from(args: argparse.Namespace) -> plan.Options:
     """Validate every run option; raise UsageError on the first bad one."""
     load_all()  # a broken declaration is bad input too: refuse before anything starts
@@ -369,6 +380,7 @@ def options_from(args: argparse.Namespace) -> plan.Options:
         runtime=validate_choice("runtime", args.runtime, plan.RUNTIMES),
         cpu_quota=validate_cpu_quota(args.cpu_quota, proxy["target"]),  # type: ignore[arg-type]
         lifecycle=validate_lifecycle(args.lifecycle, load, proxy["target"]),  # type: ignore[arg-type]
+        recycle=validate_recycle(args.recycle, proxy["target"]),  # type: ignore[arg-type]
         **load,  # type: ignore[arg-type]
         **proxy,  # type: ignore[arg-type]
     )

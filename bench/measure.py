@@ -21,6 +21,7 @@ from bench.load import LoadAborted, LoadRequest, LoadResult, LoadTool
 from bench.load.oha import REQUESTS_NAME
 from bench.metadata import now_iso
 from bench.procs import ProcessTable
+from bench.recycle import WorkerWatch
 from bench.sample import Resources, Sampler, Sockets
 
 
@@ -59,6 +60,7 @@ class Measurement:
     cgroup: dict[str, object] | None = None  # CPU_QUOTA=: the quota and its throttling
     lifecycle: dict[str, object] | None = None  # LIFECYCLE=: the event and what the load saw
     series: dict[str, object] | None = None  # make soak: RSS and rate over time
+    recycles: dict[str, int] | None = None  # RECYCLE=: the workers started in the window
 
 
 class Served(Protocol):
@@ -201,6 +203,14 @@ def soak_series(
     }
 
 
+def worker_watch(served: Served) -> WorkerWatch | None:
+    """RECYCLE=: a watch over the workers of a local server started with recycling flags."""
+    server = getattr(served, "server", None)
+    if server is None or "max_requests" not in server.knobs:
+        return None
+    return WorkerWatch(server.proc.pid)
+
+
 def measure_point(
     settings: Settings, tool: LoadTool, served: Served, run: plan.RunSpec, primed: set[str]
 ) -> Measurement:
@@ -234,11 +244,14 @@ def measure_point(
     sampler = served.sampler()
     trigger = event_trigger(settings, served)
     rss = rss_sampler(settings, served)
+    workers = worker_watch(served)
     window_start = time.time()
     if trigger is not None:
         trigger.start()
     if rss is not None:
         rss.start()
+    if workers is not None:
+        workers.start()
     try:
         result = tool.run(
             settings.table,
@@ -251,6 +264,8 @@ def measure_point(
             trigger.stop()
         if rss is not None:
             rss.stop()
+        if workers is not None:
+            workers.stop()
     # The server may die in the last half second: check once more after the load.
     reason = served.watch()
     if reason is not None:
@@ -276,4 +291,5 @@ def measure_point(
         cgroup=quota.window() if quota is not None else None,
         lifecycle=event_outcome(settings, served, trigger, result, run.rate),
         series=soak_series(settings, rss, result),
+        recycles=workers.outcome(served.server.knobs) if workers is not None else None,  # type: ignore[attr-defined]
     )

@@ -91,6 +91,8 @@ class Options:
     lifecycle: str | None = None
     # make soak: RSS of every server process sampled this often (seconds; bench.soak)
     soak_interval_s: float | None = None
+    # RECYCLE=: workers recycle after this many requests, by the server's own flags
+    recycle: int | None = None
 
 
 @dataclass(frozen=True)

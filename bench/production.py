@@ -11,8 +11,10 @@ or "not measured" with the command that measures it — never blank.
 - CPU quota: the cpu-quota study's arms `<server>-cpus` (the server's rule, workers = the
   CPUs os.cpu_count() sees) and `<server>-quota` (the same rule counted from the 1-CPU
   quota), /db: the change in req/s and p99 when the rule ignores the quota.
-- recycling and memory slope: records with `recycles` or a soak `series`; until this code
-  measures them, the cell says so.
+- recycling: the recycle study's arms `<server>-recycle` (the server's own max-requests
+  setting, RECYCLE=) and `<server>` (the same run without): failed requests, workers started
+  and p99.
+- memory slope: the latest soak (make soak) of the server: MB/hour with its 95 % interval.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from bench.table import markdown_table
 
 NOT_CATALOG = ("nginx-static",)  # the ceiling baseline, not a Python server
 QUOTA_STUDY = "cpu-quota"
+RECYCLE_STUDY = "recycle"
+FAILED = ("connect", "read", "write", "timeout", "other", "non_2xx", "unsent")
 
 
 def _latest(records: list[Record]) -> Record | None:
@@ -93,9 +97,34 @@ def quota_cell(server: str, records: list[Record], has_workers: bool) -> str:
     return text
 
 
-def recycle_cell(server: str, records: list[Record]) -> str:
-    """Worker recycling: not yet measured by this harness."""
-    return "not measured (worker recycling runs are not built yet)"
+def _failed(rec: Record) -> int:
+    errors = rec.errors or {}
+    return sum(int(errors.get(k) or 0) for k in FAILED)
+
+
+def _study_record(records: list[Record], study: str, arm: str) -> Record | None:
+    found = [
+        r
+        for r in records
+        if r.metadata.get("study") == study and r.metadata.get("study_arm") == arm
+    ]
+    return _latest(found)
+
+
+def recycle_cell(server: str, records: list[Record], why: str | None) -> str:
+    """Failed requests and p99 with the server's own recycling against the same run without
+    (study recycle); or why there is none."""
+    on = _study_record(records, RECYCLE_STUDY, f"{server}-recycle")
+    off = _study_record(records, RECYCLE_STUDY, server)
+    if why is not None or (on is not None and on.status == "unsupported"):
+        return f"not supported by the server ({why or (on.reason if on else '')})"
+    if on is None or off is None or on.status != "ok" or off.status != "ok":
+        return f"not measured (make study NAME={RECYCLE_STUDY})"
+    started = (on.recycles or {}).get("workers_started", 0)
+    p99_on = (on.latency_ms or {}).get("p99")
+    p99_off = (off.latency_ms or {}).get("p99")
+    p99 = f", p99 {p99_on:.0f} vs {p99_off:.0f} ms" if p99_on and p99_off else ""
+    return f"{_failed(on)} failed vs {_failed(off)} without ({started} workers started){p99}"
 
 
 def memory_cell(server: str, records: list[Record]) -> str:
@@ -114,6 +143,7 @@ def production_sections(records: list[Record]) -> list[str]:
         if r.lifecycle is not None
         or r.cgroup is not None
         or r.series is not None
+        or r.recycles is not None
         or (r.status == "unsupported" and "reload not supported" in (r.reason or ""))
     ]
     if not relevant:
@@ -128,7 +158,9 @@ def production_sections(records: list[Record]) -> list[str]:
             [
                 server,
                 reload_cell(server, records, why),
-                recycle_cell(server, records),
+                recycle_cell(
+                    server, records, spec.recycle_why if spec.recycle_argv is None else None
+                ),
                 quota_cell(server, records, "workers" in spec.knobs),
                 memory_cell(server, records),
             ]

@@ -45,6 +45,7 @@ from pathlib import Path
 #    series {interval_s, leader_pid, t_s, rss_mb {pid: [MB per sample]}, rss_total_mb,
 #    rss_slope_mb_per_h {slope, ci_low, ci_high, r}, minutes [{minute, responses_per_s,
 #    non_2xx}]}: make soak.
+#    recycles {max_requests, max_requests_jitter, workers_at_start, workers_started}: RECYCLE=.
 FORMAT_VERSION = 5
 KNOWN_VERSIONS = (1, 2, 3, 4, 5)
 STATUSES = ("ok", "failed", "unsupported")
@@ -98,6 +99,7 @@ class Record:
     cgroup: dict | None = None
     lifecycle: dict | None = None
     series: dict | None = None
+    recycles: dict | None = None
 
     def to_dict(self) -> dict:
         """The JSON-ready form."""

@@ -98,6 +98,7 @@ class Recorder:
             "achieved_rps": result.achieved_rps,
             "lifecycle": measured.lifecycle,
             "series": measured.series,
+            "recycles": measured.recycles,
         }
 
     def _cgroup(

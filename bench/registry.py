@@ -35,6 +35,7 @@ TOP_TYPES: dict[str, type] = {
     "version_argv": list,
     "install_flags": list,
     "reload": dict,
+    "recycle": dict,
 }
 TOP_KEYS = set(TOP_TYPES)
 _TYPE_NAMES = {str: "a string", list: "a list", dict: "a table"}
@@ -78,6 +79,10 @@ class ServerSpec:
     # none. reload_signal None: not supported by the server.
     reload_signal: str | None = None
     reload_why: str = "no [reload] declared"
+    # [recycle]: the server's own worker-recycling flags (RECYCLE=), appended to argv; None:
+    # not supported by the server (recycle_why says why).
+    recycle_argv: tuple[str, ...] | None = None
+    recycle_why: str = "no [recycle] declared"
 
     @property
     def requirements(self) -> Path | None:
@@ -202,6 +207,32 @@ def validate_reload(path: Path, raw: dict) -> tuple[str | None, str]:
     )
 
 
+RECYCLE_PLACEHOLDERS = {"max_requests", "max_requests_jitter"}
+
+
+def validate_recycle(path: Path, raw: dict) -> tuple[tuple[str, ...] | None, str]:
+    """[recycle]: argv = [flags with {max_requests} / {max_requests_jitter}] with why, or
+    unsupported = "<why>"."""
+    if set(raw) == {"unsupported"} and isinstance(raw["unsupported"], str) and raw["unsupported"]:
+        return None, raw["unsupported"].strip()
+    argv = raw.get("argv")
+    if (
+        set(raw) == {"argv", "why"}
+        and isinstance(argv, list)
+        and argv
+        and all(isinstance(a, str) for a in argv)
+        and isinstance(raw["why"], str)
+        and raw["why"].strip()
+    ):
+        unknown = set().union(*(placeholders(a) for a in argv)) - RECYCLE_PLACEHOLDERS
+        if not unknown:
+            return tuple(argv), raw["why"].strip()
+    raise DeclarationError(
+        f"{path}: [recycle] must be argv = [flags using {sorted(RECYCLE_PLACEHOLDERS)}] with "
+        "why = '...', or unsupported = '<why>'"
+    )
+
+
 def validate_spec(path: Path, data: dict) -> ServerSpec:
     """Turn one parsed server.toml into a ServerSpec, or raise DeclarationError."""
     server_id = path.parent.name
@@ -220,6 +251,11 @@ def validate_spec(path: Path, data: dict) -> ServerSpec:
         if "reload" in data
         else (None, "no [reload] declared")
     )
+    recycle_argv, recycle_why = (
+        validate_recycle(path, data["recycle"])
+        if "recycle" in data
+        else (None, "no [recycle] declared")
+    )
     return ServerSpec(
         id=server_id,
         description=str(data["description"]),
@@ -237,6 +273,8 @@ def validate_spec(path: Path, data: dict) -> ServerSpec:
         install_flags=tuple(data.get("install_flags", [])),
         reload_signal=reload_signal,
         reload_why=reload_why,
+        recycle_argv=recycle_argv,
+        recycle_why=recycle_why,
     )
 
 

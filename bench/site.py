@@ -95,7 +95,10 @@ class LocalServed:
         code = self.server.proc.exit_code()
         if code is not None:
             return f"server exited with code {code} during load"
-        gone = sorted(pid for pid in self._pids if not psutil.pid_exists(pid))
+        # RECYCLE=: workers are replaced by design; the leader alone must live.
+        recycling = "max_requests" in self.server.knobs
+        pids = {self.server.proc.pid} if recycling else self._pids
+        gone = sorted(pid for pid in pids if not psutil.pid_exists(pid))
         if gone:
             return f"server process(es) {gone} died during load"
         if self.proxy is not None and self.proxy.proc.exit_code() is not None:

@@ -429,6 +429,9 @@ class Stack:
         port = ready.free_port()
         fill = self._server_fill(spec, knobs, python, port)
         argv = render_argv(spec, fill)
+        if "max_requests" in knobs and spec.recycle_argv is not None:
+            # RECYCLE=: the server's own recycling flags ([recycle] in its server.toml).
+            argv += [arg.format(**fill) for arg in spec.recycle_argv]
         env = {**self._server_env(python, db), **render_env(spec, fill), **(extra_env or {})}
         proc = self.table.start(
             spec.id,

@@ -64,6 +64,8 @@ METRICS = {
     "reload_failed": "failed on reload",
     "p99_around_ms": "p99 ms ±2 s of reload",
     "recovery_s": "recovery s",
+    # RECYCLE= (records with recycles)
+    "workers_started": "workers started",
 }
 
 
@@ -86,6 +88,7 @@ SETTING_TYPES: dict[str, type] = {
     "load_timeout": int,
     "cpu_quota": float,  # CPUs (1.0, 0.5): the server in a cgroup with this quota (CPU_QUOTA=)
     "lifecycle": str,  # "reload": the server's reload mid-window (LIFECYCLE=)
+    "recycle": int,  # requests per worker before the server's own recycling (RECYCLE=)
 }
 ARM_SETTINGS = set(SETTING_TYPES)
 # Keys only an arm may set: a load tool of its own, its offered rates, and what it takes from
@@ -556,6 +559,7 @@ def arm_options(
         overrides=resolve_knob_expressions(knobs, cpus, quota),  # type: ignore[arg-type]
         cpu_quota=float(quota) if quota is not None else None,  # type: ignore[arg-type]
         lifecycle=str(settings["lifecycle"]) if "lifecycle" in settings else None,
+        recycle=int(settings["recycle"]) if "recycle" in settings else None,  # type: ignore[call-overload]
         proxy=None if proxy == "none" else str(proxy),
         keepalive=keepalive,
         upstream_keepalive=None if proxy == "none" else bool(upstream),
@@ -880,6 +884,9 @@ def metric_value(rec: Record, metric: str) -> float | None:
         return (rec.resources or {}).get("server_cpu_pct")
     if metric in ("throttled_ms", "throttled_pct"):
         return _throttled(rec, metric)
+    if metric == "workers_started":
+        value = (rec.recycles or {}).get("workers_started")
+        return float(value) if value is not None else None
     if metric in ("reload_failed", "p99_around_ms", "recovery_s"):
         value = (rec.lifecycle or {}).get(metric.removeprefix("reload_"))
         return float(value) if isinstance(value, (int, float)) else None

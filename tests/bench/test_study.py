@@ -29,11 +29,12 @@ def test_every_study_file_is_valid_and_runnable(name: str) -> None:
 
 def test_the_five_source_documents_have_a_study() -> None:
     """One study per source document, under the names the issue gives, and the production
-    studies of issue 16 (cpu-quota, reload)."""
+    studies of issue 16 (cpu-quota, recycle, reload)."""
     assert study.study_names() == [
         "accept-queue",
         "cpu-quota",
         "keepalive-timewait",
+        "recycle",
         "reload",
         "sync-vs-async-p99",
         "sync-vs-gevent",
