@@ -55,7 +55,7 @@ help: ## list targets and variables
 	@echo "  BASE HEAD    make compare: the two results directories (HEAD/BASE ratios)"
 	@echo "  REFERENCE    1: merge the shipped reference (results/reference/) into your summary (default: 0)"
 	@echo "  MACHINE      a label for this machine in records and summaries (default: hostname + identity)"
-	@echo "  CPU_QUOTA    CPUs the server may use (any fraction), a cgroup quota as containers set it (root; default: none)"
+	@echo "  CPU_QUOTA    CPUs the server may use (any fraction), a cgroup quota as containers set it, needs root (default: none)"
 	@echo "  SOAK_INTERVAL  make soak: seconds between RSS samples (default: 5; DURATION 600, RATE 100, SCENARIO db)"
 	@echo "  RECYCLE      requests per worker before the server's own recycling replaces it (default: none)"
 	@echo "  LIFECYCLE    reload: each server's own graceful reload mid-window (needs LOAD=oha RATE=) (default: none)"
