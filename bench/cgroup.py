@@ -25,6 +25,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
@@ -205,13 +206,13 @@ def remove_cgroup(path: Path, timeout_s: float = 10.0) -> None:
             time.sleep(0.05)
 
 
-def leftovers(base: Path, alive: object = psutil.pid_exists) -> list[Path]:
+def leftovers(base: Path, alive: Callable[[int], bool] = psutil.pid_exists) -> list[Path]:
     """Cgroups of ours under base whose harness process is gone."""
     found = []
     with contextlib.suppress(OSError):
         for path in sorted(base.iterdir()):
             match = NAME_RE.match(path.name)
-            if match and path.is_dir() and not alive(int(match.group(1))):  # type: ignore[operator]
+            if match and path.is_dir() and not alive(int(match.group(1))):
                 found.append(path)
     return found
 

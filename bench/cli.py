@@ -507,6 +507,11 @@ def main(argv: list[str] | None = None) -> int:
                 args.rate = str(defaults.CAPACITY_START_RPS)  # where the search starts
         options = options_from(args)
         if args.command == "capacity":
+            if options.lifecycle or options.recycle:
+                raise UsageError(
+                    "make capacity searches a steady server's rate: LIFECYCLE and RECYCLE "
+                    "apply to make bench, make soak and studies"
+                )
             options = with_objective(options, args)
         if args.command == "soak":
             options = with_soak(options, args.interval)
