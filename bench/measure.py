@@ -15,13 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from bench import defaults, lifecycle, plan, soak
-from bench.cgroup import CpuCgroup
+from bench import defaults, plan
 from bench.load import LoadAborted, LoadRequest, LoadResult, LoadTool
-from bench.load.oha import REQUESTS_NAME
 from bench.metadata import now_iso
+from bench.observers import Observers
 from bench.procs import ProcessTable
-from bench.recycle import WorkerWatch
 from bench.sample import Resources, Sampler, Sockets
 
 
@@ -113,104 +111,6 @@ def _db_delta(before: dict[str, int], after: dict[str, int], pools: dict[str, in
     )
 
 
-class QuotaWindow:
-    """The server's cgroup counters from the start of the measured window (CPU_QUOTA=)."""
-
-    def __init__(self, group: CpuCgroup) -> None:
-        self.group = group
-        self.before = group.stat()
-
-    def window(self) -> dict[str, object]:
-        """The record's cgroup: the quota and the throttling since the window started."""
-        delta = self.group.stat().minus(self.before)
-        quota_us, period_us = self.group.limits()
-        return {
-            "cpu_quota": self.group.quota,
-            "cgroup_version": self.group.version,
-            "quota_us": quota_us,
-            "period_us": period_us,
-            "nr_periods": delta.nr_periods,
-            "nr_throttled": delta.nr_throttled,
-            "throttled_ms": delta.throttled_ms,
-        }
-
-
-def throttling(served: Served) -> QuotaWindow | None:
-    """A QuotaWindow when the server runs in a cgroup of the harness's (a LocalServed with
-    CPU_QUOTA=), else None."""
-    group = getattr(served, "cgroup", None)
-    return QuotaWindow(group) if isinstance(group, CpuCgroup) else None
-
-
-def event_trigger(settings: Settings, served: Served) -> lifecycle.Trigger | None:
-    """LIFECYCLE=reload: the server's reload signal at the middle of the window (a Served
-    that can reload: bench.site.LocalServed)."""
-    reload = getattr(served, "reload", None)
-    if settings.lifecycle != "reload" or reload is None:
-        return None
-    return lifecycle.Trigger(settings.duration_s / 2, reload)
-
-
-def event_outcome(
-    settings: Settings,
-    served: Served,
-    trigger: lifecycle.Trigger | None,
-    result: LoadResult,
-    rate: int | None,
-) -> dict[str, object] | None:
-    """The record's lifecycle: when the signal went, and what the load saw around it."""
-    if trigger is None:
-        return None
-    spec = getattr(getattr(served, "server", None), "spec", None)
-    outcome: dict[str, object] = {
-        "event": settings.lifecycle,
-        "signal": getattr(spec, "reload_signal", None),
-        "planned_at_s": trigger.planned_at_s,
-        "at_s": trigger.fired_at_s,
-    }
-    if trigger.error is not None or trigger.fired_at_s is None:
-        return outcome | {"error": trigger.error or "the run ended before the planned second"}
-    requests = result.raw.get(REQUESTS_NAME)
-    if requests is None or rate is None:
-        return outcome | {"error": "no per-request file: LIFECYCLE needs an open-loop tool"}
-    errors = result.errors.to_dict()
-    return outcome | lifecycle.analyse(
-        requests, errors, rate, settings.duration_s, trigger.fired_at_s
-    )
-
-
-def rss_sampler(settings: Settings, served: Served) -> soak.RssSampler | None:
-    """make soak: an RSS sampler of the server's tree (a local server only)."""
-    server = getattr(served, "server", None)
-    if settings.soak_interval_s is None or server is None:
-        return None
-    count = soak.samples_in(settings.duration_s, settings.soak_interval_s)
-    return soak.RssSampler(server.proc.pid, settings.soak_interval_s, count)
-
-
-def soak_series(
-    settings: Settings, rss: soak.RssSampler | None, result: LoadResult
-) -> dict[str, object] | None:
-    """The record's series: RSS per process and in all, its slope, and the rate per minute."""
-    if rss is None:
-        return None
-    requests = result.raw.get(REQUESTS_NAME)
-    minutes = soak.per_minute(requests, settings.duration_s) if requests is not None else None
-    return {
-        "interval_s": settings.soak_interval_s,
-        **soak.rss_series(rss.times, rss.rss, rss.pid),
-        "minutes": minutes,
-    }
-
-
-def worker_watch(served: Served) -> WorkerWatch | None:
-    """RECYCLE=: a watch over the workers of a local server started with recycling flags."""
-    server = getattr(served, "server", None)
-    if server is None or "max_requests" not in server.knobs:
-        return None
-    return WorkerWatch(server.proc.pid)
-
-
 def measure_point(
     settings: Settings, tool: LoadTool, served: Served, run: plan.RunSpec, primed: set[str]
 ) -> Measurement:
@@ -238,20 +138,14 @@ def measure_point(
         tool.run(settings.table, request(run.concurrency, settings.warmup_s, "warmup"))
     served.wait_idle()
     before = served.db_stats()
-    quota = throttling(served)
+    observers = Observers.of(
+        served, settings.duration_s, settings.lifecycle, settings.soak_interval_s
+    )
     mark = served.proxy_mark()
     started = now_iso()
     sampler = served.sampler()
-    trigger = event_trigger(settings, served)
-    rss = rss_sampler(settings, served)
-    workers = worker_watch(served)
     window_start = time.time()
-    if trigger is not None:
-        trigger.start()
-    if rss is not None:
-        rss.start()
-    if workers is not None:
-        workers.start()
+    observers.start()
     try:
         result = tool.run(
             settings.table,
@@ -260,12 +154,7 @@ def measure_point(
             sampler=sampler,
         )
     finally:
-        if trigger is not None:
-            trigger.stop()
-        if rss is not None:
-            rss.stop()
-        if workers is not None:
-            workers.stop()
+        observers.stop()
     # The server may die in the last half second: check once more after the load.
     reason = served.watch()
     if reason is not None:
@@ -288,8 +177,5 @@ def measure_point(
         resources=sampler.resources(),
         sockets=sampler.sockets() if sampler.port is not None else None,
         proxy_by_status=proxy,
-        cgroup=quota.window() if quota is not None else None,
-        lifecycle=event_outcome(settings, served, trigger, result, run.rate),
-        series=soak_series(settings, rss, result),
-        recycles=workers.outcome(served.server.knobs) if workers is not None else None,  # type: ignore[attr-defined]
+        **observers.outcome(result, run.rate),  # type: ignore[arg-type]
     )
