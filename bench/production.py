@@ -52,6 +52,8 @@ def reload_cell(server: str, records: list[Record], why: str | None) -> str:
     if rec.status == "unsupported":
         return "not supported by the server" + (f" ({why})" if why else "")
     life = rec.lifecycle or {}
+    if rec.status == "failed":
+        return f"failed: {rec.reason}"
     if "failed" not in life:
         return f"not measured ({life.get('error', rec.reason or 'run failed')})"
     recovery = life.get("recovery_s")
@@ -118,6 +120,8 @@ def recycle_cell(server: str, records: list[Record], why: str | None) -> str:
     off = _study_record(records, RECYCLE_STUDY, server)
     if why is not None or (on is not None and on.status == "unsupported"):
         return f"not supported by the server ({why or (on.reason if on else '')})"
+    if on is not None and on.status == "failed":
+        return f"failed with recycling: {on.reason}"
     if on is None or off is None or on.status != "ok" or off.status != "ok":
         return f"not measured (make study NAME={RECYCLE_STUDY})"
     started = (on.recycles or {}).get("workers_started", 0)

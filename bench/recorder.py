@@ -164,6 +164,15 @@ class Recorder:
             **self._measured_fields(measured),  # type: ignore[arg-type]
         )
         rec = dataclasses.replace(rec, cgroup=self._cgroup(opts, facts, measured))
+        if measured is None and status == "failed":
+            # What was asked of a run that failed, so that the summary says "failed", not
+            # "not measured".
+            if opts.lifecycle:
+                rec = dataclasses.replace(rec, lifecycle={"event": opts.lifecycle})
+            if "max_requests" in facts.knobs:
+                rec = dataclasses.replace(
+                    rec, recycles={"max_requests": facts.knobs["max_requests"]}
+                )
         if status == "failed":  # unsupported is a fact about the server, not a failed run
             self.failures += 1
         path = record.write_record(opts.results, rec, raw)

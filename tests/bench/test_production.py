@@ -2,6 +2,7 @@
 gunicorn-sync, granian's two cpu-quota arms (w2 by its rule, w1 by the quota) and a 20 s
 soak of granian. Every catalog server gets a row, every cell a figure or a reason."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -15,7 +16,7 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 def _records() -> list[Record]:
     paths = [
         *(FIXTURES / "lifecycle").glob("*.record.json"),
-        *(FIXTURES / "production").glob("*.record.json"),
+        *(FIXTURES / "production").glob("cpu-quota-*.record.json"),
         *(FIXTURES / "soak").glob("*.record.json"),
     ]
     return [Record.from_dict(json.loads(p.read_text())) for p in paths]
@@ -62,3 +63,14 @@ def test_servers_without_the_feature_say_so() -> None:
         assert reload.startswith("not supported by the server")
         assert recycle.startswith("not supported by the server")
         assert quota == "not supported by the server (one process: no worker rule)"
+
+
+def test_a_reload_that_killed_the_server_says_failed() -> None:
+    """uWSGI (pyuwsgi) before --binary-path: its binary reload re-exec'd the base interpreter,
+    which has no pyuwsgi, and the server exited (captured). The recorder now marks such a
+    failed run with the event it was asked for; the cell says failed, with the reason."""
+    path = FIXTURES / "production" / "reload-uwsgi-failed.record.json"
+    failed = Record.from_dict(json.loads(path.read_text()))
+    failed = dataclasses.replace(failed, lifecycle={"event": "reload"})
+    rows = _rows(production_sections([*_records(), failed]))
+    assert rows["uwsgi"][0] == "failed: server exited with code 1 during load"
