@@ -1161,6 +1161,12 @@ def _two_model_lines(study: Study, records: list[Record]) -> tuple[list[str], li
     the verdicts."""
     closed_checks = [c for c in study.checks if not study.check_is_open(c)]
     open_checks = [c for c in study.checks if study.check_is_open(c)]
+    if not closed_checks:
+        # Every arm is open loop (the production studies): one load model, one verdict.
+        opened = [_outcome(c, records) for c in open_checks]
+        verdict = _verdict(opened)
+        label = f"{_open_label(records)}: {verdict}"
+        return [_run_line(label, records), "", *(o.line for o in opened), ""], [verdict]
     closed = [_outcome(c, records) for c in closed_checks]
     if not any(r.offered_rps is not None for r in records):
         # Records from before the study had open-loop arms: the closed-loop verdict alone.
