@@ -20,9 +20,10 @@ BENCH_OPTS = $(call opt,SERVER,server) $(call opt,SCENARIO,scenario) \
   $(call opt,PROXY,proxy) $(call opt,KEEPALIVE,keepalive) \
   $(call opt,UPSTREAM_KEEPALIVE,upstream-keepalive) $(call opt,PROXY_TIMEOUT,proxy-timeout) \
   $(call opt,PIN,pin) $(call opt,LOAD,load) $(call opt,LOCUST_WORKERS,locust-workers) \
-  $(call opt,TARGET,target) $(call opt,RATE,rate)
+  $(call opt,TARGET,target) $(call opt,RATE,rate) $(call opt,CPU_QUOTA,cpu-quota) \
+  $(call opt,LIFECYCLE,lifecycle) $(call opt,RECYCLE,recycle)
 
-.PHONY: help setup bench capacity study report compare test lint format lock compose-up compose-bench compose-down
+.PHONY: help setup bench capacity soak study report compare test lint format lock compose-up compose-bench compose-down
 
 help: ## list targets and variables
 	@echo "Targets:"
@@ -54,6 +55,10 @@ help: ## list targets and variables
 	@echo "  BASE HEAD    make compare: the two results directories (HEAD/BASE ratios)"
 	@echo "  REFERENCE    1: merge the shipped reference (results/reference/) into your summary (default: 0)"
 	@echo "  MACHINE      a label for this machine in records and summaries (default: hostname + identity)"
+	@echo "  CPU_QUOTA    CPUs the server may use (any fraction), a cgroup quota as containers set it, needs root (default: none)"
+	@echo "  SOAK_INTERVAL  make soak: seconds between RSS samples (default: 5; DURATION 600, RATE 100, SCENARIO db)"
+	@echo "  RECYCLE      requests per worker before the server's own recycling replaces it (default: none)"
+	@echo "  LIFECYCLE    reload: each server's own graceful reload mid-window (needs LOAD=oha RATE=) (default: none)"
 	@echo "  SLO_P99_MS   make capacity: the p99 objective in ms (default: 100)"
 	@echo "  SLO_P999_MS  make capacity: a p99.9 objective in ms too (default: none)"
 	@echo "  CAPACITY_BUDGET  make capacity: seconds per server and scenario (default: 300)"
@@ -78,6 +83,10 @@ study: setup ## re-run a source document's experiment (NAME=<study>|all; DURATIO
 
 compare: setup ## two result sets side by side: BASE=<dir> HEAD=<dir>, ratios with 95 % intervals
 	@$(PY) -m bench compare $(call opt,BASE,base) $(call opt,HEAD,head)
+
+soak: export OHA := 1
+soak: setup ## memory of every server process over a long fixed-rate run (DURATION=600 RATE=100 SOAK_INTERVAL=5)
+	$(PY) -m bench soak $(BENCH_OPTS) $(call opt,SOAK_INTERVAL,interval)
 
 report: setup ## rebuild summary.md from the records in RESULTS
 	$(PY) -m bench report $(call opt,RESULTS,results)

@@ -27,7 +27,7 @@ from bench.study import StudyError
 # name -> (lowest, highest) accepted
 LIMITS = {
     "concurrency": (1, 10_000),
-    "duration": (1, 3_600),
+    "duration": (1, 86_400),  # make soak runs for hours
     "warmup": (0, 600),
     "trials": (1, 100),
     "workers": (1, 256),
@@ -42,6 +42,8 @@ LIMITS = {
     "slo_p99_ms": (1, 600_000),
     "slo_p999_ms": (1, 600_000),
     "capacity_budget": (10, 86_400),
+    "soak_interval": (1, 600),
+    "recycle": (1, 10_000_000),
 }
 SWITCHES = {"on": True, "off": False, "1": True, "0": False}
 
@@ -160,6 +162,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--locust-workers", default=str(defaults.LOCUST_WORKERS))
     parser.add_argument("--target", default=None)
     parser.add_argument("--runtime", default=defaults.RUNTIME)
+    parser.add_argument("--cpu-quota", default=None)
+    parser.add_argument("--lifecycle", default=None)
+    parser.add_argument("--recycle", default=None)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -179,6 +184,17 @@ def build_parser() -> argparse.ArgumentParser:
     capacity.add_argument("--slo-p99-ms", default=str(defaults.SLO_P99_MS))
     capacity.add_argument("--slo-p999-ms", default=None)
     capacity.add_argument("--budget", default=str(defaults.CAPACITY_BUDGET_S))
+    soak = sub.add_parser("soak", help="memory of every server process over a long fixed-rate run")
+    add_run_arguments(soak)
+    soak.set_defaults(
+        load="oha",
+        duration=str(defaults.SOAK_DURATION_S),
+        warmup=str(defaults.SOAK_WARMUP_S),
+        trials="1",
+        rate=str(defaults.SOAK_RATE),
+        scenario=defaults.SOAK_SCENARIO,
+    )
+    soak.add_argument("--interval", default=str(defaults.SOAK_INTERVAL_S))
     report = sub.add_parser("report", help="rebuild summary.md from the records")
     report.add_argument("--results", default=defaults.RESULTS)
     compare = sub.add_parser("compare", help="two result sets side by side (BASE, HEAD)")
@@ -275,6 +291,55 @@ def validate_proxy(args: argparse.Namespace) -> dict[str, object]:
     }
 
 
+def validate_cpu_quota(raw: str | None, target: str | None = None) -> float | None:
+    """CPU_QUOTA: CPUs (any fraction) the server may use, as a container runtime's limit;
+    refused where this process cannot create cgroups (not root, no cpu controller)."""
+    if raw is None or not raw.strip():
+        return None
+    from bench import cgroup
+
+    try:
+        quota = float(raw.strip())
+        cgroup.quota_us(quota)
+    except ValueError:
+        raise UsageError(
+            f"CPU_QUOTA={raw!r} is not a number of CPUs in {cgroup.QUOTA_MIN:g}.."
+            f"{cgroup.QUOTA_MAX:g} (e.g. 0.5, 1, 1.5)"
+        ) from None
+    if target is not None:
+        raise UsageError("CPU_QUOTA limits a server started here: it cannot apply to TARGET=")
+    problem = cgroup.unavailable()
+    if problem is not None:
+        raise UsageError(problem)
+    return quota
+
+
+def validate_lifecycle(raw: str | None, load: dict[str, object], target: str | None) -> str | None:
+    """LIFECYCLE: an event in the middle of each measured window, at a fixed arrival rate."""
+    if raw is None or not raw.strip():
+        return None
+    from bench.lifecycle import EVENTS
+
+    event = validate_choice("lifecycle", raw, EVENTS)
+    if not load["rates"]:
+        raise UsageError(
+            f"LIFECYCLE={event} needs a fixed arrival rate that does not slow down with the "
+            "server: LOAD=oha RATE=<req/s>"
+        )
+    if target is not None:
+        raise UsageError(f"LIFECYCLE={event} signals a server started here: not with TARGET=")
+    return event
+
+
+def validate_recycle(raw: str | None, target: str | None) -> int | None:
+    """RECYCLE: requests per worker before the server's own recycling replaces it."""
+    if raw is None or not raw.strip():
+        return None
+    if target is not None:
+        raise UsageError("RECYCLE sets flags of a server started here: not with TARGET=")
+    return validate_int("recycle", raw)
+
+
 def options_from(args: argparse.Namespace) -> plan.Options:
     """Validate every run option; raise UsageError on the first bad one."""
     load_all()  # a broken declaration is bad input too: refuse before anything starts
@@ -313,6 +378,9 @@ def options_from(args: argparse.Namespace) -> plan.Options:
         seed=seed,
         pin=pin,
         runtime=validate_choice("runtime", args.runtime, plan.RUNTIMES),
+        cpu_quota=validate_cpu_quota(args.cpu_quota, proxy["target"]),  # type: ignore[arg-type]
+        lifecycle=validate_lifecycle(args.lifecycle, load, proxy["target"]),  # type: ignore[arg-type]
+        recycle=validate_recycle(args.recycle, proxy["target"]),  # type: ignore[arg-type]
         **load,  # type: ignore[arg-type]
         **proxy,  # type: ignore[arg-type]
     )
@@ -339,6 +407,22 @@ def with_objective(options: plan.Options, args: argparse.Namespace) -> plan.Opti
     )
     # One search per scenario: the plan's points are its templates.
     return dataclasses.replace(options, rates=(objective.start_rps,), objective=objective)
+
+
+def with_soak(options: plan.Options, raw_interval: str) -> plan.Options:
+    """make soak: one rate, a local server, RSS sampled every SOAK_INTERVAL seconds (at least
+    3 samples in DURATION, for a slope)."""
+    interval = validate_int("soak_interval", raw_interval)
+    if options.target is not None:
+        raise UsageError("make soak samples the server's memory here: not with TARGET=")
+    if len(options.rates) != 1:
+        raise UsageError("make soak runs at one fixed rate: RATE=<req/s> (one number)")
+    if options.duration_s < 3 * interval:
+        raise UsageError(
+            f"DURATION={options.duration_s} holds fewer than 3 samples of SOAK_INTERVAL="
+            f"{interval}: a memory slope needs 3; raise DURATION or lower SOAK_INTERVAL"
+        )
+    return dataclasses.replace(options, soak_interval_s=float(interval))
 
 
 def _os_problem(exc: OSError) -> str:
@@ -423,7 +507,14 @@ def main(argv: list[str] | None = None) -> int:
                 args.rate = str(defaults.CAPACITY_START_RPS)  # where the search starts
         options = options_from(args)
         if args.command == "capacity":
+            if options.lifecycle or options.recycle:
+                raise UsageError(
+                    "make capacity searches a steady server's rate: LIFECYCLE and RECYCLE "
+                    "apply to make bench, make soak and studies"
+                )
             options = with_objective(options, args)
+        if args.command == "soak":
+            options = with_soak(options, args.interval)
     except (UsageError, DeclarationError, StudyError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2

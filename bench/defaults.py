@@ -63,3 +63,10 @@ STUDY_SCENARIO = "upstream"  # the source documents are about slow I/O behind th
 STUDY_CONCURRENCY = (10,)
 STUDY_WARMUP_S = 0  # the source experiments measured from a cold start
 STUDY_TRIALS = 1  # a verdict compares ratios measured within one run
+
+# -- make soak (memory over time at a fixed rate) --------------------------------------------
+SOAK_DURATION_S = 600  # source 002's long run: 10 minutes
+SOAK_RATE = 100  # req/s: about source 002's 100 users (66-69 req/s served there)
+SOAK_INTERVAL_S = 5  # RSS of every server process every 5 s: 120 samples in 10 minutes
+SOAK_WARMUP_S = 5  # pools and lazy imports filled before memory is followed
+SOAK_SCENARIO = "db"  # a database round trip per request: pools, drivers, the app's objects

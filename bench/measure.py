@@ -18,6 +18,7 @@ from typing import Protocol
 from bench import defaults, plan
 from bench.load import LoadAborted, LoadRequest, LoadResult, LoadTool
 from bench.metadata import now_iso
+from bench.observers import Observers
 from bench.procs import ProcessTable
 from bench.sample import Resources, Sampler, Sockets
 
@@ -54,6 +55,10 @@ class Measurement:
     resources: Resources | None = None
     sockets: Sockets | None = None
     proxy_by_status: dict[int, int] | None = None
+    cgroup: dict[str, object] | None = None  # CPU_QUOTA=: the quota and its throttling
+    lifecycle: dict[str, object] | None = None  # LIFECYCLE=: the event and what the load saw
+    series: dict[str, object] | None = None  # make soak: RSS and rate over time
+    recycles: dict[str, int] | None = None  # RECYCLE=: the workers started in the window
 
 
 class Served(Protocol):
@@ -92,6 +97,8 @@ class Settings:
     keepalive: bool
     timeout_s: int
     load_cpus: frozenset[int] | None
+    lifecycle: str | None = None  # LIFECYCLE=reload: the server's reload mid-window
+    soak_interval_s: float | None = None  # make soak: RSS per process every this many s
 
 
 def _db_delta(before: dict[str, int], after: dict[str, int], pools: dict[str, int]) -> DbStats:
@@ -131,16 +138,23 @@ def measure_point(
         tool.run(settings.table, request(run.concurrency, settings.warmup_s, "warmup"))
     served.wait_idle()
     before = served.db_stats()
+    observers = Observers.of(
+        served, settings.duration_s, settings.lifecycle, settings.soak_interval_s
+    )
     mark = served.proxy_mark()
     started = now_iso()
     sampler = served.sampler()
     window_start = time.time()
-    result = tool.run(
-        settings.table,
-        request(run.concurrency, settings.duration_s, "measure"),
-        watch=served.watch,
-        sampler=sampler,
-    )
+    observers.start()
+    try:
+        result = tool.run(
+            settings.table,
+            request(run.concurrency, settings.duration_s, "measure"),
+            watch=served.watch,
+            sampler=sampler,
+        )
+    finally:
+        observers.stop()
     # The server may die in the last half second: check once more after the load.
     reason = served.watch()
     if reason is not None:
@@ -163,4 +177,5 @@ def measure_point(
         resources=sampler.resources(),
         sockets=sampler.sockets() if sampler.port is not None else None,
         proxy_by_status=proxy,
+        **observers.outcome(result, run.rate),  # type: ignore[arg-type]
     )

@@ -85,6 +85,14 @@ class Options:
     rates: tuple[int, ...] = ()
     objective: Objective | None = None  # make capacity: search each server's capacity
     meta: dict[str, object] = field(default_factory=dict)  # into every record's metadata
+    # CPU_QUOTA=: the server in a cgroup of its own limited to this many CPUs (bench.cgroup)
+    cpu_quota: float | None = None
+    # LIFECYCLE=: an event in the middle of each measured window ("reload": bench.lifecycle)
+    lifecycle: str | None = None
+    # make soak: RSS of every server process sampled this often (seconds; bench.soak)
+    soak_interval_s: float | None = None
+    # RECYCLE=: workers recycle after this many requests, by the server's own flags
+    recycle: int | None = None
 
 
 @dataclass(frozen=True)

@@ -90,10 +90,16 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def _child_setup(nofile: int | None, cpus: frozenset[int] | None = None) -> None:
+def _child_setup(
+    nofile: int | None, cpus: frozenset[int] | None = None, cgroup: Path | None = None
+) -> None:
     # Runs in the child between fork and exec (after the uid switch): die with the harness,
     # and lift the open-files limit for pgbouncer/nginx/wrk with thousands of sockets.
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if cgroup is not None:
+        # CPU_QUOTA: into the harness's cgroup before exec, so every worker forks inside it.
+        with open(cgroup, "w") as procs:
+            procs.write(str(os.getpid()))
     if cpus:
         # PIN=1: the process and everything it forks stay on these CPUs.
         os.sched_setaffinity(0, cpus)
@@ -128,9 +134,11 @@ class ProcessTable:
         stop_signal: int = signal.SIGTERM,
         cpus: frozenset[int] | None = None,
         stdout_path: Path | None = None,
+        cgroup: Path | None = None,
     ) -> Proc:
         """Start argv in a new session (own process group), output to log_path (stdout to
-        stdout_path when given: a tool's machine-readable report apart from its messages)."""
+        stdout_path when given: a tool's machine-readable report apart from its messages;
+        into the cgroup whose cgroup.procs file `cgroup` is, before it execs)."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
         owner = os.environ.get(OWNER_ENV)
         if owner:
@@ -155,10 +163,10 @@ class ProcessTable:
                     env=env,
                     cwd=cwd,
                     start_new_session=True,
-                    preexec_fn=lambda: _child_setup(nofile, cpus),
+                    preexec_fn=lambda: _child_setup(nofile, cpus, cgroup),
                     **kwargs,
                 )
-            except OSError as exc:
+            except (OSError, subprocess.SubprocessError) as exc:
                 raise StartError(f"{name}: cannot start {argv[0]}: {exc}") from exc
         proc = Proc(name, popen, log_path, stop_signal)
         self.procs.append(proc)

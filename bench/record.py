@@ -37,6 +37,15 @@ from pathlib import Path
 #    each key added is listed here:
 #    metadata.machine_id (a stable hashed identity of the host: two hosts with one name stay
 #    apart), metadata.machine_label (MACHINE=, the user's name for it).
+#    cgroup {cpu_quota (CPUs), cgroup_version (v1/v2), quota_us, period_us, nr_periods,
+#    nr_throttled, throttled_ms: cpu.stat deltas over the measured window; workers, the
+#    server's workers and workers_rule, how they were chosen}: CPU_QUOTA= runs only.
+#    lifecycle {event, signal, planned_at_s, at_s, failed, failed_by_class, p99_before_ms,
+#    p99_around_ms, p99_after_ms, latency_limit_ms, recovery_s, disrupted_s}: LIFECYCLE=.
+#    series {interval_s, leader_pid, t_s, rss_mb {pid: [MB per sample]}, rss_total_mb,
+#    rss_slope_mb_per_h {slope, ci_low, ci_high, r}, minutes [{minute, responses_per_s,
+#    non_2xx}]}: make soak.
+#    recycles {max_requests, max_requests_jitter, workers_at_start, workers_started}: RECYCLE=.
 FORMAT_VERSION = 5
 KNOWN_VERSIONS = (1, 2, 3, 4, 5)
 STATUSES = ("ok", "failed", "unsupported")
@@ -87,6 +96,10 @@ class Record:
     target: str | None = None
     offered_rps: float | None = None
     achieved_rps: float | None = None
+    cgroup: dict | None = None
+    lifecycle: dict | None = None
+    series: dict | None = None
+    recycles: dict | None = None
 
     def to_dict(self) -> dict:
         """The JSON-ready form."""

@@ -8,6 +8,7 @@ runs (the exit status's source).
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import uuid
 from dataclasses import dataclass, field
@@ -95,6 +96,28 @@ class Recorder:
             "sockets": measured.sockets.to_dict() if measured.sockets else None,
             "tasks": result.tasks,
             "achieved_rps": result.achieved_rps,
+            "lifecycle": measured.lifecycle,
+            "series": measured.series,
+            "recycles": measured.recycles,
+        }
+
+    def _cgroup(
+        self, opts: plan.Options, facts: ServerFacts, measured: Measurement | None
+    ) -> dict[str, object] | None:
+        """The record's cgroup (CPU_QUOTA=): the window's throttling and the workers the
+        server's rule chose, with the rule and the CPUs it saw (os.cpu_count()'s trap: the
+        quota is not among them)."""
+        if opts.cpu_quota is None:
+            return None
+        rule = opts.meta.get("workers_rule") or (
+            f"WORKERS={opts.overrides['workers']}" if "workers" in opts.overrides else "server.toml"
+        )
+        window = (measured.cgroup if measured else None) or {"cpu_quota": opts.cpu_quota}
+        return {
+            **window,
+            "workers": facts.knobs.get("workers"),
+            "workers_rule": rule,
+            "cpus_seen": len(self.placement.server_cpus),
         }
 
     def _write(
@@ -140,6 +163,16 @@ class Recorder:
             offered_rps=float(run.rate) if run.rate is not None else None,
             **self._measured_fields(measured),  # type: ignore[arg-type]
         )
+        rec = dataclasses.replace(rec, cgroup=self._cgroup(opts, facts, measured))
+        if measured is None and status == "failed":
+            # What was asked of a run that failed, so that the summary says "failed", not
+            # "not measured".
+            if opts.lifecycle:
+                rec = dataclasses.replace(rec, lifecycle={"event": opts.lifecycle})
+            if "max_requests" in facts.knobs:
+                rec = dataclasses.replace(
+                    rec, recycles={"max_requests": facts.knobs["max_requests"]}
+                )
         if status == "failed":  # unsupported is a fact about the server, not a failed run
             self.failures += 1
         path = record.write_record(opts.results, rec, raw)

@@ -34,6 +34,8 @@ TOP_TYPES: dict[str, type] = {
     "scenarios": list,
     "version_argv": list,
     "install_flags": list,
+    "reload": dict,
+    "recycle": dict,
 }
 TOP_KEYS = set(TOP_TYPES)
 _TYPE_NAMES = {str: "a string", list: "a list", dict: "a table"}
@@ -73,6 +75,14 @@ class ServerSpec:
     scenarios: tuple[str, ...] | None = None
     version_argv: tuple[str, ...] | None = None
     install_flags: tuple[str, ...] = ()
+    # [reload]: the server's own documented graceful reload (LIFECYCLE=reload), or why it has
+    # none. reload_signal None: not supported by the server.
+    reload_signal: str | None = None
+    reload_why: str = "no [reload] declared"
+    # [recycle]: the server's own worker-recycling flags (RECYCLE=), appended to argv; None:
+    # not supported by the server (recycle_why says why).
+    recycle_argv: tuple[str, ...] | None = None
+    recycle_why: str = "no [recycle] declared"
 
     @property
     def requirements(self) -> Path | None:
@@ -179,6 +189,50 @@ def _check_options(path: Path, data: dict) -> None:
         raise DeclarationError(f"{path}: stop_signal must be SIGTERM, SIGINT or SIGQUIT")
 
 
+RELOAD_SIGNALS = ("SIGHUP", "SIGUSR1", "SIGUSR2")
+
+
+def validate_reload(path: Path, raw: dict) -> tuple[str | None, str]:
+    """[reload]: signal = "SIGHUP" with why = "<the server's documentation says ...>", or
+    unsupported = "<why the server has no graceful reload>"."""
+    keys = set(raw)
+    signal_ok = keys == {"signal", "why"} and raw["signal"] in RELOAD_SIGNALS
+    if signal_ok and isinstance(raw["why"], str) and raw["why"].strip():
+        return str(raw["signal"]), raw["why"].strip()
+    if keys == {"unsupported"} and isinstance(raw["unsupported"], str) and raw["unsupported"]:
+        return None, raw["unsupported"].strip()
+    raise DeclarationError(
+        f"{path}: [reload] must be signal = one of {', '.join(RELOAD_SIGNALS)} with why = "
+        "'...', or unsupported = '<why>'"
+    )
+
+
+RECYCLE_PLACEHOLDERS = {"max_requests", "max_requests_jitter"}
+
+
+def validate_recycle(path: Path, raw: dict) -> tuple[tuple[str, ...] | None, str]:
+    """[recycle]: argv = [flags with {max_requests} / {max_requests_jitter}] with why, or
+    unsupported = "<why>"."""
+    if set(raw) == {"unsupported"} and isinstance(raw["unsupported"], str) and raw["unsupported"]:
+        return None, raw["unsupported"].strip()
+    argv = raw.get("argv")
+    if (
+        set(raw) == {"argv", "why"}
+        and isinstance(argv, list)
+        and argv
+        and all(isinstance(a, str) for a in argv)
+        and isinstance(raw["why"], str)
+        and raw["why"].strip()
+    ):
+        unknown = set().union(*(placeholders(a) for a in argv)) - RECYCLE_PLACEHOLDERS
+        if not unknown:
+            return tuple(argv), raw["why"].strip()
+    raise DeclarationError(
+        f"{path}: [recycle] must be argv = [flags using {sorted(RECYCLE_PLACEHOLDERS)}] with "
+        "why = '...', or unsupported = '<why>'"
+    )
+
+
 def validate_spec(path: Path, data: dict) -> ServerSpec:
     """Turn one parsed server.toml into a ServerSpec, or raise DeclarationError."""
     server_id = path.parent.name
@@ -192,6 +246,16 @@ def validate_spec(path: Path, data: dict) -> ServerSpec:
     _check_options(path, data)
     scenarios = data.get("scenarios")
     version_argv = data.get("version_argv")
+    reload_signal, reload_why = (
+        validate_reload(path, data["reload"])
+        if "reload" in data
+        else (None, "no [reload] declared")
+    )
+    recycle_argv, recycle_why = (
+        validate_recycle(path, data["recycle"])
+        if "recycle" in data
+        else (None, "no [recycle] declared")
+    )
     return ServerSpec(
         id=server_id,
         description=str(data["description"]),
@@ -207,6 +271,10 @@ def validate_spec(path: Path, data: dict) -> ServerSpec:
         scenarios=tuple(scenarios) if scenarios else None,
         version_argv=tuple(version_argv) if version_argv else None,
         install_flags=tuple(data.get("install_flags", [])),
+        reload_signal=reload_signal,
+        reload_why=reload_why,
+        recycle_argv=recycle_argv,
+        recycle_why=recycle_why,
     )
 
 

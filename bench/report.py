@@ -41,7 +41,9 @@ from bench.groups import (
 )
 from bench.openloop import open_loop_sections
 from bench.plots import write_plots
+from bench.production import production_sections
 from bench.record import Record, load_records
+from bench.soakreport import soak_sections
 from bench.stats import Estimate, Ranked
 from bench.table import markdown_table
 
@@ -559,6 +561,7 @@ def write_summary(
     plots = write_plots(results_dir, plot_series(records))
     extra = open_loop_sections(records, results_dir)
     extra += sections(records) if sections is not None else []
+    extra += production_sections(records) + soak_sections(records, results_dir)
     _write_atomic(path, render_summary(records, problems, plots, extra))
     _write_atomic(results_dir / "system.md", render_system(records))
     return path

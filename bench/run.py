@@ -24,6 +24,7 @@ from bench.prepare import Environment, Unavailable
 from bench.procs import Interrupted, ProcessTable, signals_ignored, signals_raise
 from bench.progress import Progress
 from bench.recorder import Recorder, ServerFacts
+from bench.recycle import jitter
 from bench.registry import ServerSpec, load_all
 from bench.session import BlockVoid, Harness, Session, Site
 from bench.site import LocalSite, RemoteSite, ServeError, read_log
@@ -48,6 +49,16 @@ def measure_block(
         runs = tuple(r for r in runs if r not in skipped)
         if not runs:
             return
+    if opts.lifecycle == "reload" and spec.reload_signal is None:
+        reason = f"reload not supported by the server: {spec.reload_why}"
+        h.recorder.unsupported(opts, runs, facts, reason)
+        return
+    if opts.recycle is not None:
+        if spec.recycle_argv is None:
+            reason = f"worker recycling not supported by the server: {spec.recycle_why}"
+            h.recorder.unsupported(opts, runs, facts, reason)
+            return
+        facts.knobs |= {"max_requests": opts.recycle, "max_requests_jitter": jitter(opts.recycle)}
     h.progress.say(f"{block.server} trial {block.trial}: starting {facts.knobs}")
     try:
         served = h.site.serve(spec, facts.knobs, env, opts, f"{block.server}-t{block.trial}.log")

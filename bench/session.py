@@ -93,6 +93,8 @@ class Session:
             keepalive=self.opts.keepalive,
             timeout_s=self.opts.load_timeout_s,
             load_cpus=placement.load_cpus if placement.pinned else None,
+            lifecycle=self.opts.lifecycle,
+            soak_interval_s=self.opts.soak_interval_s,
         )
 
     def measure(self, run: plan.RunSpec, judge: Judge | None = None) -> Measurement | None:

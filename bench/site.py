@@ -10,6 +10,8 @@ and the logs that say why.
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -20,6 +22,7 @@ import psutil
 
 from bench import ready, sample
 from bench.arch import Emulator, is_emulated
+from bench.cgroup import CgroupError, CpuCgroup, remove_cgroup, remove_leftovers
 from bench.parse import parse_proxy_log
 from bench.placement import Placement
 from bench.plan import Options
@@ -71,6 +74,7 @@ class LocalServed:
     verification: dict | None = None
     backlog: int | None = None
     name: str = ""
+    cgroup: CpuCgroup | None = None  # CPU_QUOTA=: the server's own cgroup
     _pids: set[int] = field(default_factory=set)
 
     @property
@@ -91,12 +95,22 @@ class LocalServed:
         code = self.server.proc.exit_code()
         if code is not None:
             return f"server exited with code {code} during load"
-        gone = sorted(pid for pid in self._pids if not psutil.pid_exists(pid))
+        # RECYCLE=: workers are replaced by design; the leader alone must live.
+        recycling = "max_requests" in self.server.knobs
+        pids = {self.server.proc.pid} if recycling else self._pids
+        gone = sorted(pid for pid in pids if not psutil.pid_exists(pid))
         if gone:
             return f"server process(es) {gone} died during load"
         if self.proxy is not None and self.proxy.proc.exit_code() is not None:
             return f"nginx (proxy) exited with code {self.proxy.proc.exit_code()} during load"
         return None
+
+    def reload(self) -> None:
+        """LIFECYCLE=reload: the server's own reload signal to its leader. Workers are
+        replaced from now on: the watchdog follows the leader alone."""
+        assert self.server.spec.reload_signal is not None
+        self._pids = {self.server.proc.pid}
+        os.kill(self.server.proc.pid, getattr(signal, self.server.spec.reload_signal))
 
     def wait_idle(self, timeout_s: float = 60.0) -> None:
         """Wait until the requests a finished load tool left behind are served.
@@ -173,7 +187,10 @@ class LocalSite:
         self.db: Database | None = None
 
     def open(self) -> None:
-        """PostgreSQL, pgbouncer and the upstream stub; ServeError with their logs."""
+        """PostgreSQL, pgbouncer and the upstream stub; ServeError with their logs. Cgroups a
+        killed harness left behind are removed first."""
+        for name in remove_leftovers():
+            print(f"bench: removed cgroup {name} left by a harness that is gone", file=sys.stderr)
         try:
             self.db = self.stack.start_database()
             self.stack.start_upstream(sys.executable)
@@ -220,6 +237,7 @@ class LocalSite:
         assert self.db is not None
         server_cpus = self.placement.server_cpus if self.placement.pinned else None
         log_path = self.run_dir / log_name
+        quota = self._cgroup(opts.cpu_quota)
         try:
             server = self.stack.start_server(
                 spec,
@@ -229,11 +247,14 @@ class LocalSite:
                 log_name,
                 cpus=server_cpus,
                 extra_env={**environment.env, **opts.app_env},
+                cgroup=quota.procs_file if quota else None,
             )
         except StartError as exc:
+            if quota is not None:
+                quota.remove()
             reason = f"server did not start: {_first_line(exc)}"
             raise ServeError(reason, {"server.log": read_log(log_path)}) from None
-        served = LocalServed(server, self.db, self.problem, name=spec.id)
+        served = LocalServed(server, self.db, self.problem, name=spec.id, cgroup=quota)
         served._pids = process_tree(server.proc.pid)
         try:
             if self.emulator is not None and not is_emulated(server.proc.pid):
@@ -258,6 +279,18 @@ class LocalSite:
             raise
         return served
 
+    def _cgroup(self, quota: float | None) -> CpuCgroup | None:
+        """CPU_QUOTA=: a new cgroup for one server start, removed with the server (and, on any
+        other exit path, when the process table stops everything)."""
+        if quota is None:
+            return None
+        try:
+            group = CpuCgroup.create(quota)
+        except CgroupError as exc:
+            raise ServeError(str(exc), {}) from None
+        self.table.on_stop(lambda: remove_cgroup(group.path))
+        return group
+
     def logs(self, served: LocalServed) -> dict[str, str]:
         """The server's log, and the stack's when the stack broke."""
         logs = {"server.log": read_log(served.server.proc.log_path)}
@@ -270,6 +303,8 @@ class LocalSite:
         if served.proxy is not None:
             self.table.stop(served.proxy.proc)
         self.stack.stop_server(served.server)
+        if served.cgroup is not None:
+            served.cgroup.remove()
 
 
 @dataclass

@@ -422,11 +422,16 @@ class Stack:
         log_name: str,
         cpus: frozenset[int] | None = None,
         extra_env: dict[str, str] | None = None,
+        cgroup: Path | None = None,
     ) -> RunningServer:
-        """Start one server variant from its declaration and wait until it answers."""
+        """Start one server variant from its declaration and wait until it answers (in the
+        cgroup whose cgroup.procs file `cgroup` is, when given)."""
         port = ready.free_port()
         fill = self._server_fill(spec, knobs, python, port)
         argv = render_argv(spec, fill)
+        if "max_requests" in knobs and spec.recycle_argv is not None:
+            # RECYCLE=: the server's own recycling flags ([recycle] in its server.toml).
+            argv += [arg.format(**fill) for arg in spec.recycle_argv]
         env = {**self._server_env(python, db), **render_env(spec, fill), **(extra_env or {})}
         proc = self.table.start(
             spec.id,
@@ -436,6 +441,7 @@ class Stack:
             cwd=ROOT,
             stop_signal=getattr(signal, spec.stop_signal),
             cpus=cpus,
+            cgroup=cgroup,
         )
         self._await_server(spec, proc, port)
         return RunningServer(spec, port, proc, argv, knobs)

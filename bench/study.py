@@ -16,6 +16,7 @@ model of their own: the section gives a verdict per load model and says whether 
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import statistics
@@ -27,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench import defaults, plan
+from bench import cgroup, defaults, plan
 from bench.cells import host_of
 from bench.load import TOOL_NAMES, tools
 from bench.record import Record, load_records
@@ -56,6 +57,15 @@ METRICS = {
     "offered_rps": "offered req/s",
     "achieved_rps": "achieved req/s",
     "failed_pct": "failed %",
+    # CPU_QUOTA= / cpu_quota (records with a cgroup): cpu.stat over the measured window
+    "throttled_ms": "throttled ms",
+    "throttled_pct": "throttled periods %",
+    # LIFECYCLE=reload (records with a lifecycle): what the load saw around the reload
+    "reload_failed": "failed on reload",
+    "p99_around_ms": "p99 ms ±2 s of reload",
+    "recovery_s": "recovery s",
+    # RECYCLE= (records with recycles)
+    "workers_started": "workers started",
 }
 
 
@@ -76,6 +86,9 @@ SETTING_TYPES: dict[str, type] = {
     "warmup": int,
     "trials": int,
     "load_timeout": int,
+    "cpu_quota": float,  # CPUs (1.0, 0.5): the server in a cgroup with this quota (CPU_QUOTA=)
+    "lifecycle": str,  # "reload": the server's reload mid-window (LIFECYCLE=)
+    "recycle": int,  # requests per worker before the server's own recycling (RECYCLE=)
 }
 ARM_SETTINGS = set(SETTING_TYPES)
 # Keys only an arm may set: a load tool of its own, its offered rates, and what it takes from
@@ -110,6 +123,7 @@ TOP_TYPES: dict[str, tuple[type, bool]] = {
 NOT_RUN_KEYS = ("label", "published", "why", "instead")
 _TYPE_NAMES = {str: "a string", dict: "a table", list: "a list", int: "a whole number"}
 _TYPE_NAMES[bool] = "true or false"
+_TYPE_NAMES[float] = "a number of CPUs with a decimal point (1.0)"
 
 
 class StudyError(ValueError):
@@ -206,6 +220,11 @@ def _check_settings(path: Path, where: str, settings: dict) -> None:
             raise StudyError(f"{path}: {where}: {key} must be {_type_name(kind)}")
     if not all(isinstance(c, int) and c > 0 for c in settings.get("concurrency", [1])):
         raise StudyError(f"{path}: {where}: concurrency must be a list of positive numbers")
+    if "cpu_quota" in settings:
+        try:
+            cgroup.quota_us(settings["cpu_quota"])
+        except ValueError as exc:
+            raise StudyError(f"{path}: {where}: cpu_quota: {exc}") from None
 
 
 def _whole(value: object) -> bool:
@@ -528,6 +547,7 @@ def arm_options(
         concurrency = tuple(settings.get("concurrency", defaults.STUDY_CONCURRENCY))
     cpus = len(os.sched_getaffinity(0))
     knobs = derived.knobs if derived and derived.knobs is not None else arm.knobs
+    quota = settings.get("cpu_quota")
     return replace(
         base,
         servers=(arm.server,),
@@ -536,7 +556,10 @@ def arm_options(
         duration_s=duration if duration is not None else int(settings["duration"]),
         warmup_s=int(settings.get("warmup", defaults.STUDY_WARMUP_S)),
         trials=int(settings.get("trials", defaults.STUDY_TRIALS)),
-        overrides=resolve_knob_expressions(knobs, cpus),
+        overrides=resolve_knob_expressions(knobs, cpus, quota),  # type: ignore[arg-type]
+        cpu_quota=float(quota) if quota is not None else None,  # type: ignore[arg-type]
+        lifecycle=str(settings["lifecycle"]) if "lifecycle" in settings else None,
+        recycle=int(settings["recycle"]) if "recycle" in settings else None,  # type: ignore[call-overload]
         proxy=None if proxy == "none" else str(proxy),
         keepalive=keepalive,
         upstream_keepalive=None if proxy == "none" else bool(upstream),
@@ -550,17 +573,22 @@ def arm_options(
             "study": study.name,
             "study_arm": arm.id,
             "study_run": run_id,
+            **({"workers_rule": str(knobs["workers"])} if "workers" in knobs else {}),
             **(derived.meta() if derived else {}),
         },
     )
 
 
-_EXPRESSION = re.compile(r"^[0-9+*() ]*(cpus|workers)?[0-9+*() ]*$")
+_EXPRESSION = re.compile(r"^[0-9+*() ]*(cpus|workers|quota)?[0-9+*() ]*$")
 
 
-def resolve_knob_expressions(knobs: dict[str, object], cpus: int) -> dict[str, int]:
+def resolve_knob_expressions(
+    knobs: dict[str, object], cpus: int, quota: float | None = None
+) -> dict[str, int]:
     """Knob values as written in study files: numbers, or rules such as "2*cpus+1" (Gunicorn's
-    documented default) and "2*workers", evaluated for this machine."""
+    documented default) and "2*workers", evaluated for this machine. `cpus` is what
+    os.cpu_count() sees (a container's quota is not among it); `quota` is the arm's CPU quota
+    rounded up to whole CPUs, at least 1 (the cgroup-aware count; `cpus` without a quota)."""
     values: dict[str, int] = {}
     for name in sorted(knobs, key=lambda n: n != "workers"):  # workers first
         raw = knobs[name]
@@ -569,8 +597,9 @@ def resolve_knob_expressions(knobs: dict[str, object], cpus: int) -> dict[str, i
             continue
         text = str(raw).replace(" ", "")
         if not _EXPRESSION.match(text):
-            raise StudyError(f"knob {name} = {raw!r}: only numbers, cpus, workers, + and *")
-        names = {"cpus": cpus, "workers": values.get("workers", cpus)}
+            raise StudyError(f"knob {name} = {raw!r}: only numbers, cpus, quota, workers, + and *")
+        whole_quota = max(1, math.ceil(quota)) if quota is not None else cpus
+        names = {"cpus": cpus, "workers": values.get("workers", cpus), "quota": whole_quota}
         # Safe: the pattern above admits only digits, + * ( ) and one of the two names.
         values[name] = int(eval(text, {"__builtins__": {}}, names))
     return values
@@ -765,6 +794,11 @@ def execute_studies(
     """make study: per study, the first phase, then the arms derived from its records; the
     worst exit status (130: interrupted, nothing more is run)."""
     studies = load_runnable(names)  # every file checked before anything runs
+    for study in studies:
+        quotas = [a.id for a in study.arms if "cpu_quota" in {**study.run, **a.settings}]
+        problem = cgroup.unavailable() if quotas else None
+        if problem is not None:
+            raise StudyError(f"study {study.name} (cpu_quota): {problem}")
     run_id = new_run_id()
     status = 0
     for study in studies:
@@ -848,7 +882,25 @@ def metric_value(rec: Record, metric: str) -> float | None:
         return sockets.get("time_wait_db_max")
     if metric == "server_cpu_pct":
         return (rec.resources or {}).get("server_cpu_pct")
+    if metric in ("throttled_ms", "throttled_pct"):
+        return _throttled(rec, metric)
+    if metric == "workers_started":
+        value = (rec.recycles or {}).get("workers_started")
+        return float(value) if value is not None else None
+    if metric in ("reload_failed", "p99_around_ms", "recovery_s"):
+        value = (rec.lifecycle or {}).get(metric.removeprefix("reload_"))
+        return float(value) if isinstance(value, (int, float)) else None
     raise KeyError(metric)
+
+
+def _throttled(rec: Record, metric: str) -> float | None:
+    """Time throttled, or the share of periods throttled, of a record under a CPU quota."""
+    quota = rec.cgroup or {}
+    if "nr_periods" not in quota:
+        return None
+    if metric == "throttled_ms":
+        return float(quota["throttled_ms"])
+    return 100 * quota["nr_throttled"] / quota["nr_periods"] if quota["nr_periods"] else 0.0
 
 
 # (arm, scenario, concurrency, offered req/s): offered is None for closed-loop runs.
@@ -1109,6 +1161,12 @@ def _two_model_lines(study: Study, records: list[Record]) -> tuple[list[str], li
     the verdicts."""
     closed_checks = [c for c in study.checks if not study.check_is_open(c)]
     open_checks = [c for c in study.checks if study.check_is_open(c)]
+    if not closed_checks:
+        # Every arm is open loop (the production studies): one load model, one verdict.
+        opened = [_outcome(c, records) for c in open_checks]
+        verdict = _verdict(opened)
+        label = f"{_open_label(records)}: {verdict}"
+        return [_run_line(label, records), "", *(o.line for o in opened), ""], [verdict]
     closed = [_outcome(c, records) for c in closed_checks]
     if not any(r.offered_rps is not None for r in records):
         # Records from before the study had open-loop arms: the closed-loop verdict alone.

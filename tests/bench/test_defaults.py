@@ -53,8 +53,30 @@ def test_make_help_states_the_defaults() -> None:
         "PIN": int(defaults.PIN),
         "LOAD": defaults.LOAD_TOOL,
         "LOCUST_WORKERS": defaults.LOCUST_WORKERS,
+        "SOAK_INTERVAL": defaults.SOAK_INTERVAL_S,
+        "CPU_QUOTA": "none",
+        "LIFECYCLE": "none",
+        "RECYCLE": "none",
     }
     lines = {line.split()[0]: line for line in text.splitlines() if line.startswith("  ")}
     for name, value in stated.items():
         assert f"(default: {value}" in lines[name], lines[name]
     assert f"(default: {','.join(defaults.SCENARIOS)})" in text
+
+
+def test_make_soak_without_variables_gets_the_soak_defaults() -> None:
+    """`python -m bench soak`: oha at SOAK_RATE on SOAK_SCENARIO for SOAK_DURATION_S, RSS
+    every SOAK_INTERVAL_S."""
+    args = cli.build_parser().parse_args(["soak"])
+    opts = cli.with_soak(cli.options_from(args), args.interval)
+    assert (opts.load_tool, opts.rates, opts.scenarios) == (
+        "oha",
+        (defaults.SOAK_RATE,),
+        (defaults.SOAK_SCENARIO,),
+    )
+    assert (opts.duration_s, opts.warmup_s, opts.trials) == (
+        defaults.SOAK_DURATION_S,
+        defaults.SOAK_WARMUP_S,
+        1,
+    )
+    assert opts.soak_interval_s == defaults.SOAK_INTERVAL_S

@@ -28,14 +28,37 @@ def test_every_study_file_is_valid_and_runnable(name: str) -> None:
 
 
 def test_the_five_source_documents_have_a_study() -> None:
-    """One study per source document, under the names the issue gives."""
+    """One study per source document, under the names the issue gives, and the production
+    studies of issue 16 (cpu-quota, recycle, reload)."""
     assert study.study_names() == [
         "accept-queue",
+        "cpu-quota",
         "keepalive-timewait",
+        "recycle",
+        "reload",
         "sync-vs-async-p99",
         "sync-vs-gevent",
         "workers-threads",
     ]
+
+
+def test_quota_knob_expressions() -> None:
+    """ "2*cpus+1" counts the CPUs the process sees; "2*quota+1" the quota rounded up to
+    whole CPUs (at least 1); without a quota, quota is the CPUs."""
+    knobs = {"workers": "2*cpus+1", "threads": "2*quota"}
+    assert study.resolve_knob_expressions(knobs, 8, 1.0) == {"workers": 17, "threads": 2}
+    assert study.resolve_knob_expressions({"workers": "quota"}, 8, 0.5) == {"workers": 1}
+    assert study.resolve_knob_expressions({"workers": "quota"}, 8, 2.5) == {"workers": 3}
+    assert study.resolve_knob_expressions({"workers": "2*quota+1"}, 4) == {"workers": 9}
+
+
+def test_cpu_quota_study_arms_carry_quota_and_rule() -> None:
+    """Every cpu-quota arm runs under its 1-CPU quota and records the worker rule it used."""
+    base = cli.options_from(cli.build_parser().parse_args(["run"]))
+    arms = study.study_options(["cpu-quota"], base)
+    assert {o.cpu_quota for o in arms} == {1.0}
+    rules = {o.meta["study_arm"]: o.meta["workers_rule"] for o in arms}
+    assert rules["rule-cpus"] == "2*cpus+1" and rules["rule-quota"] == "2*quota+1"
 
 
 def test_knob_rules_are_evaluated_for_this_machine() -> None:
