@@ -16,6 +16,7 @@ from bench.groups import (
     SERVED_MIN,
     arena_key,
     groups,
+    is_experiment,
     latency_values,
     ranks,
     rps_values,
@@ -122,6 +123,7 @@ def _arena_rows(records: list[Record]) -> list[tuple]:
         if not r.emulated
         and "study" not in r.metadata
         and "capacity" not in r.metadata
+        and not is_experiment(r)
         and r.server != CEILING
     ]
     all_groups = groups(candidates)

@@ -20,6 +20,16 @@ SERVED_MIN = 0.5
 CEILING = "nginx-static"  # the server whose throughput is the ceiling for the others
 
 
+def is_experiment(rec: Record) -> bool:
+    """A run that disturbs the server on purpose or watches it for long (a reload, recycling,
+    a CPU quota, a soak, a load-balancer study's namespace): reported in its own sections,
+    never ranked with steady runs."""
+    return any(
+        getattr(rec, key, None) is not None
+        for key in ("lifecycle", "recycles", "cgroup", "series", "network")
+    )
+
+
 def config_key(rec: Record) -> tuple:
     """What makes two runs comparable as trials of one configuration (not concurrency)."""
     keepalive = rec.keepalive or {}

@@ -13,6 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from bench.cells import host_of, knobs_label, machine, median, num, section_value, via_label
+from bench.groups import is_experiment
 from bench.load.oha import OhaParseError, latency_summary_ms, per_request_latencies_ms
 from bench.plots import plot_knee
 from bench.record import Record
@@ -251,8 +252,11 @@ def write_knee_plots(results: Path, records: list[Record]) -> dict[str, str]:
 def open_loop_sections(records: list[Record], results: Path) -> list[str]:
     """Everything open-loop in the summary, or nothing when no run was."""
     # Studies render their own open-loop arms (bench.study).
+    # Reloads, recycling, quotas and soaks have their own sections (bench.production).
     open_records = [
-        r for r in records if is_open_loop(r) and not r.emulated and "study" not in r.metadata
+        r
+        for r in records
+        if is_open_loop(r) and not r.emulated and "study" not in r.metadata and not is_experiment(r)
     ]
     if not open_records:
         return []

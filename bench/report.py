@@ -32,6 +32,7 @@ from bench.groups import (
     SERVED_MIN,
     config_key,
     groups,
+    is_experiment,
     latency_estimate,
     point_key,
     ranks,
@@ -443,7 +444,12 @@ def _by_scenario(records: list[Record]) -> dict[str, list[Record]]:
     check, study runs have their own sections, and open-loop runs theirs (bench.openloop)."""
     by_scenario: dict[str, list[Record]] = defaultdict(list)
     for rec in records:
-        if not rec.emulated and "study" not in rec.metadata and rec.offered_rps is None:
+        if (
+            not rec.emulated
+            and "study" not in rec.metadata
+            and rec.offered_rps is None
+            and not is_experiment(rec)
+        ):
             by_scenario[rec.scenario].append(rec)
     return by_scenario
 
