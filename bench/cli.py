@@ -258,6 +258,13 @@ def validate_proxy(args: argparse.Namespace) -> dict[str, object]:
         if args.upstream_keepalive is not None
         else keepalive
     )
+    if proxy == "alb" and args.upstream_keepalive is not None and not upstream_keepalive:
+        raise UsageError(
+            "UPSTREAM_KEEPALIVE=off: an ALB always keeps target connections alive; "
+            "valid: PROXY=nginx with UPSTREAM_KEEPALIVE=off, or PROXY=alb without it"
+        )
+    if proxy == "alb":
+        upstream_keepalive = True  # a cloud balancer has no switch for it
     if args.target and proxy != "none":
         raise UsageError(
             "TARGET drives a server elsewhere: put nginx in front there; valid: PROXY=none"
