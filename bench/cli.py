@@ -190,9 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def study_names_from(raw: str | None) -> list[str]:
     """NAME: one study, a comma list, or all."""
+    from bench.lbstudy import lb_study_names
     from bench.study import study_names
 
-    valid = study_names()
+    valid = study_names() + lb_study_names()
     if not raw:
         raise UsageError(f"NAME is required; valid: {', '.join(valid)}, all")
     return list(validate_choices("name", raw, valid, allow_all=True))
@@ -200,9 +201,11 @@ def study_names_from(raw: str | None) -> list[str]:
 
 def _sections(results: Path) -> Callable[[list], list[str]]:
     """The studies' summary sections, for report.write_summary."""
-    from bench import study
+    from bench import lbreport, study
 
-    return lambda records: study.summary_sections(records, results)
+    return lambda records: (
+        study.summary_sections(records, results) + lbreport.summary_sections(records)
+    )
 
 
 def validate_load(args: argparse.Namespace) -> dict[str, object]:
@@ -352,6 +355,13 @@ def _os_problem(exc: OSError) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `python -m bench`."""
+    from bench import netns
+
+    # Namespaces a killed harness left behind (its pid gone) are removed at the next start.
+    for name in netns.remove_leftovers():
+        print(
+            f"bench: removed network namespace {name} left by a harness that died", file=sys.stderr
+        )
     try:
         args = build_parser().parse_args(argv)
         if args.command == "report":
@@ -369,6 +379,25 @@ def main(argv: list[str] | None = None) -> int:
 
             names = study_names_from(args.name)
             duration = validate_int("duration", args.duration) if args.duration else None
+            from bench.lbstudy import lb_study_names
+
+            # Load-balancer studies run each arm in a namespace of their own (bench.lbstudy);
+            # the others through the common harness.
+            lb_names = [n for n in names if n in lb_study_names()]
+            names = [n for n in names if n not in lb_names]
+            lb_status = 0
+            if lb_names:
+                from bench import lbstudy, report
+
+                results = validate_results(args.results)
+                lb_status = lbstudy.execute(
+                    lb_names,
+                    results,
+                    lambda: report.write_summary(results, _sections(results)),
+                    duration,
+                )
+                if lb_status in (2, 130) or not names:
+                    return lb_status
             base = options_from(
                 build_parser().parse_args(
                     ["run", f"--results={args.results}"]
@@ -379,8 +408,9 @@ def main(argv: list[str] | None = None) -> int:
 
             # Two phases per study: the arms that need nothing measured, then those whose
             # rates and knobs come from the first phase's records (bench.study).
-            return study.execute_studies(
-                names, base, duration, run.execute, _sections(base.results)
+            return max(
+                lb_status,
+                study.execute_studies(names, base, duration, run.execute, _sections(base.results)),
             )
         if args.command == "capacity":
             check_open_loop(args.load)

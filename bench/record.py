@@ -35,6 +35,9 @@ from pathlib import Path
 #    `by_message` (the tool's own error texts); raw files may be gzip-compressed (2026-11).
 # 5: (2026-11, second round) keys for the statistics, load-balancer and production issues;
 #    each key added is listed here:
+#    network: the load-balancer studies' namespace facts {namespace, sysctls set inside,
+#      kernel_counters (TCP counter deltas read inside), time_wait_max, listen_queue_max,
+#      proxy_error_reasons (nginx error-log reason -> count), race (the burst pattern)}.
 FORMAT_VERSION = 5
 KNOWN_VERSIONS = (1, 2, 3, 4, 5)
 STATUSES = ("ok", "failed", "unsupported")
@@ -85,6 +88,7 @@ class Record:
     target: str | None = None
     offered_rps: float | None = None
     achieved_rps: float | None = None
+    network: dict | None = None
 
     def to_dict(self) -> dict:
         """The JSON-ready form."""

@@ -1,0 +1,282 @@
+"""summary.md sections of the load-balancer studies, and the "Defaults behind a load balancer"
+table.
+
+Input: every record (those with metadata.study naming a bench/lbstudies file count; the
+latest study_run of each). Output: markdown lines: per study its claim, what was expected, a
+table per arm (errors with nginx's reasons, kernel counters, TIME_WAIT), and for the race the
+502s per 10,000 requests with an upper bound where none was seen; then per server its
+defaults (keep-alive timeout, backlog) beside what the race study measured.
+"""
+
+from __future__ import annotations
+
+from bench.lbstudy import LbStudy, lb_study_names, load_lb_study
+from bench.record import Record
+from bench.registry import load_all
+from bench.study import StudyError
+from bench.table import markdown_table
+
+RACE = "lb-keepalive-race"
+BALANCER_IDLE_S = 60
+
+
+def _latest(records: list[Record], name: str) -> list[Record]:
+    mine = [r for r in records if r.metadata.get("study") == name]
+    if not mine:
+        return []
+    latest = max(str(r.metadata.get("study_run", "")) for r in mine)
+    return [r for r in mine if str(r.metadata.get("study_run", "")) == latest]
+
+
+def _status_count(rec: Record, status: int) -> int:
+    errors = rec.errors or {}
+    by = errors.get("proxy_by_status") or errors.get("by_status") or {}
+    return int(by.get(str(status), 0))
+
+
+def _client_errors(rec: Record) -> int:
+    errors = rec.errors or {}
+    return sum(int(errors.get(k) or 0) for k in ("connect", "read", "write", "timeout", "other"))
+
+
+def _top_reason(rec: Record) -> str:
+    reasons = (rec.network or {}).get("proxy_error_reasons") or {}
+    if reasons:
+        text, count = next(iter(reasons.items()))
+        return f"{count} × {text}"
+    messages = (rec.errors or {}).get("by_message") or {}
+    failures = {k: v for k, v in messages.items() if k != "aborted due to deadline"}
+    if failures:
+        text, count = max(failures.items(), key=lambda kv: kv[1])
+        return f"{count} × {text} (client)"
+    return "–"
+
+
+def _sent(rec: Record) -> int:
+    race = (rec.network or {}).get("race") or {}
+    if "sent" in race:
+        return int(race["sent"])
+    return (rec.requests or 0) + _client_errors(rec)
+
+
+def upper_bound_per_10k(sent: int) -> float | None:
+    """95 % upper bound on a rate never seen in `sent` tries, per 10,000 (the rule of three:
+    -ln(0.05)/n ≈ 3/n)."""
+    return 30_000 / sent if sent else None
+
+
+def per_10k(rec: Record) -> str:
+    """502s per 10,000 requests sent, or the bound when none was seen."""
+    sent = _sent(rec)
+    bad = _status_count(rec, 502)
+    if not sent:
+        return "–"
+    if bad == 0:
+        bound = upper_bound_per_10k(sent)
+        return f"0 in {sent:,} (race not seen; < {bound:.0f} per 10,000 at 95 %)"
+    return f"{10_000 * bad / sent:.1f} ({bad} in {sent:,})"
+
+
+def _upstream_opens_per_request(rec: Record) -> float | None:
+    """New upstream connections per request behind the front: passive opens inside the
+    namespace minus the client's own (one per request: the race sends each on a new
+    connection, plus one warm-up burst)."""
+    network = rec.network or {}
+    race = network.get("race") or {}
+    opens = (network.get("kernel_counters") or {}).get("TcpPassiveOpens")
+    sent = race.get("sent")
+    if opens is None or not sent:
+        return None
+    client = int(sent) + int(race.get("burst", 0))
+    return max(0, opens - client) / client
+
+
+def _fmt(value: float | int | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}".rstrip("0").rstrip(".")
+
+
+def _sysctl_text(rec: Record, varying: set[str]) -> str:
+    sysctls = (rec.network or {}).get("sysctls") or {}
+    return ", ".join(f"{k.rsplit('.', 1)[1]}={sysctls[k]}" for k in sorted(varying) if k in sysctls)
+
+
+def _arm_table(study: LbStudy, records: list[Record]) -> list[str]:
+    labels = {a.id: a.label for a in study.arms}
+    values = [set(((r.network or {}).get("sysctls") or {}).items()) for r in records]
+    keys = {k for v in values for k, _ in v}
+    varying = {k for k in keys if len({dict(v).get(k) for v in values}) > 1}
+    rows = []
+    race = study.name == RACE
+    for rec in sorted(
+        records,
+        key=lambda r: (
+            list(labels).index(r.metadata.get("study_arm"))
+            if r.metadata.get("study_arm") in labels
+            else 99
+        ),
+    ):
+        arm = str(rec.metadata.get("study_arm"))
+        kernel = (rec.network or {}).get("kernel_counters") or {}
+        if rec.status != "ok":
+            rows.append([labels.get(arm, arm), rec.server, f"failed: {rec.reason}"] + [""] * 7)
+            continue
+        common = [labels.get(arm, arm), rec.server, _sysctl_text(rec, varying) or "–"]
+        if race:
+            rows.append(
+                [
+                    *common,
+                    str(rec.knobs.get("keepalive", "–")),
+                    f"{_sent(rec):,}",
+                    str(_status_count(rec, 502)),
+                    per_10k(rec),
+                    _fmt(_upstream_opens_per_request(rec)),
+                    _top_reason(rec),
+                    str(_client_errors(rec)),
+                ]
+            )
+        else:
+            rows.append(
+                [
+                    *common,
+                    _fmt(rec.achieved_rps),
+                    _fmt((rec.latency_ms or {}).get("p99")),
+                    str(_status_count(rec, 502)),
+                    str(_status_count(rec, 504)),
+                    str(_client_errors(rec)),
+                    _fmt((rec.sockets or {}).get("time_wait_max")),
+                    " / ".join(
+                        _fmt(kernel.get(k))
+                        for k in (
+                            "TcpExtListenOverflows",
+                            "TcpExtListenDrops",
+                            "TcpExtEmbryonicRsts",
+                        )
+                    ),
+                    _top_reason(rec),
+                ]
+            )
+    if race:
+        header = [
+            "arm",
+            "server",
+            "sysctls",
+            "keep-alive s",
+            "sent",
+            "502s",
+            "502 per 10,000",
+            "upstream conns per request",
+            "first reason (nginx error log)",
+            "client errors",
+        ]
+    else:
+        header = [
+            "arm",
+            "server",
+            "sysctls",
+            "2xx/s",
+            "p99 ms",
+            "502s",
+            "504s",
+            "client errors",
+            "TIME_WAIT peak",
+            "overflows / drops / embryonic RSTs",
+            "first reason",
+        ]
+    return markdown_table(header, rows, "lllrrrlrlr" if race else "lllrrrrrrrl")
+
+
+def study_section(study: LbStudy, records: list[Record]) -> list[str]:
+    """One load-balancer study's section."""
+    first = records[0]
+    lines = [
+        f"## Study: {study.title}",
+        "",
+        f"Source: `{study.source}`. Run `{first.metadata.get('study_run')}`, each arm in a network "
+        "namespace of the harness's own (sysctls set there only), oha "
+        f"{first.load_tool_version or ''} or the burst pattern of bench/race.py. "
+        "Measured on a shared 2-CPU machine while other load ran: single runs, noisy.",
+        "",
+        f"**Claim.** {study.claim}",
+        "",
+        f"**Expected.** {study.expect}",
+        "",
+        f"**How ours differs.** {study.differs}",
+        "",
+        *_arm_table(study, records),
+        "",
+    ]
+    return lines
+
+
+def defaults_table(records: list[Record]) -> list[str]:
+    """Per server: its own keep-alive timeout and backlog, and what the race measured."""
+    race = [r for r in _latest(records, RACE) if r.status == "ok"]
+    rows = []
+    for sid, spec in sorted(load_all().items()):
+        if spec.app == "static":
+            continue
+        keepalive = spec.knobs.get("keepalive")
+        backlog = spec.knobs.get("backlog")
+        ka_text = f"{keepalive.server_default} s" if keepalive is not None else "no setting here"
+        mine = [r for r in race if r.server == sid]
+        default = [
+            r
+            for r in mine
+            if keepalive is None or r.knobs.get("keepalive") == keepalive.server_default
+        ]
+        fixed = [r for r in mine if r not in default]
+        opens = [v for r in default if (v := _upstream_opens_per_request(r)) is not None]
+        keeps = "–" if not opens else ("no (a connection per request)" if opens[0] > 0.5 else "yes")
+        rows.append(
+            [
+                sid,
+                ka_text,
+                str(backlog.server_default) if backlog is not None else "–",
+                keeps,
+                per_10k(default[0]) if default else "not measured",
+                per_10k(fixed[0]) if fixed else "not measured",
+            ]
+        )
+    return [
+        "## Defaults behind a load balancer",
+        "",
+        "Each server with its own defaults behind the ALB-like front (PROXY=alb: "
+        f"{BALANCER_IDLE_S} s upstream idle timeout, no retry), from the latest "
+        "`lb-keepalive-race` run: 502s when the server's keep-alive is shorter than the "
+        "balancer's, then with the documented fix "
+        f"(keep-alive above {BALANCER_IDLE_S} s). Backlog is the server's own default.",
+        "",
+        *markdown_table(
+            [
+                "server",
+                "keep-alive timeout",
+                "backlog",
+                "keeps connections alive",
+                "502 per 10,000 (default)",
+                "502 per 10,000 (keep-alive > 60 s)",
+            ],
+            rows,
+            "lrrlll",
+        ),
+        "",
+    ]
+
+
+def summary_sections(records: list[Record]) -> list[str]:
+    """Every load-balancer study with records, then the defaults table (when the race ran)."""
+    lines: list[str] = []
+    for name in lb_study_names():
+        mine = _latest(records, name)
+        if not mine:
+            continue
+        try:
+            study = load_lb_study(name)
+        except StudyError as exc:
+            lines += [f"## Study: {name}", "", f"The study file cannot be read: {exc}", ""]
+            continue
+        lines += study_section(study, mine)
+    if _latest(records, RACE):
+        lines += defaults_table(records)
+    return lines
