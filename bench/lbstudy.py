@@ -170,6 +170,7 @@ class ArmRun:
 
 def measure_arm(table: ProcessTable, spaces: netns.Namespaces, arm: LbArm, run_dir: Path) -> ArmRun:
     """Namespace with the arm's sysctls, server, front, load; everything stopped after."""
+    run_dir.mkdir(parents=True, exist_ok=True)
     spec = load_all()[arm.server]
     cpus = len(os.sched_getaffinity(0))
     overrides = resolve_knob_expressions(dict(arm.get("knobs", {})), cpus)  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ import ctypes
 import os
 import re
 import shutil
+import signal
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
@@ -101,13 +102,27 @@ def delete(name: str) -> None:
         _run([IP, "netns", "delete", name], f"removing namespace {name}")
 
 
+def pids_inside(name: str) -> list[int]:
+    """Processes running in a namespace (`ip netns pids`)."""
+    try:
+        out = _run([IP, "netns", "pids", name], f"listing processes in {name}")
+    except NetnsError:
+        return []
+    return [int(word) for word in out.split() if word.isdigit()]
+
+
 def remove_leftovers() -> list[str]:
-    """Delete the namespaces earlier harnesses left (killed before their clean-up ran); the
-    names removed. Nobody else's namespace is touched: only exact `pwb-<pid>-<n>` names whose
-    harness is gone."""
+    """Delete the namespaces earlier harnesses left (killed before their clean-up ran), after
+    killing what still runs inside them (a server's workers outlive their master by up to a
+    second: PR_SET_PDEATHSIG is per process, and they only notice the master gone on their
+    next tick); the names removed. Nobody else's namespace is touched: only exact
+    `pwb-<pid>-<n>` names whose harness is gone."""
     removed = []
     for name in list_namespaces():
         if is_leftover(name):
+            for pid in pids_inside(name):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(NetnsError):
                 delete(name)
                 removed.append(name)

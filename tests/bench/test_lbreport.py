@@ -1,0 +1,42 @@
+"""Load-balancer studies offline: the study files validate, nginx's error-log reasons parse
+from a captured log, and the race's bound is the rule of three."""
+
+from pathlib import Path
+
+import pytest
+
+from bench.lbreport import upper_bound_per_10k
+from bench.lbstudy import lb_study_names, load_lb_study
+from bench.parse import parse_proxy_errors
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nginx"
+
+
+@pytest.mark.parametrize("name", lb_study_names())
+def test_lb_study_files_validate(name: str) -> None:
+    """Every bench/lbstudies file loads, names known servers, and sets sysctls only by name."""
+    study = load_lb_study(name)
+    assert study.arms
+    for arm in study.arms:
+        assert all(key.startswith("net.") for key in arm.get("sysctls", {}))
+
+
+def test_nginx_error_reasons_from_captured_log() -> None:
+    """A real error log of an exhausted port range: five connects failed with errno 99."""
+    text = (FIXTURES / "error-port-exhaustion.log").read_text()
+    reason = (
+        "connect() to 127.0.0.1:8000 failed (99: Cannot assign requested address) "
+        "while connecting to upstream"
+    )
+    assert parse_proxy_errors(text) == {reason: 5}
+
+
+def test_notices_are_not_failures() -> None:
+    """Lines below [error] (nginx's start-up notices) count for nothing."""
+    assert parse_proxy_errors("2026/11/23 15:38:23 [notice] 1#1: start worker processes\n") == {}
+
+
+def test_upper_bound_rule_of_three() -> None:
+    """No event in 3,000 tries: below 10 per 10,000 at 95 %."""
+    assert upper_bound_per_10k(3000) == pytest.approx(10.0)
+    assert upper_bound_per_10k(0) is None
