@@ -60,15 +60,30 @@ def _sent(rec: Record) -> int:
 
 
 def upper_bound_per_10k(sent: int) -> float | None:
-    """95 % upper bound on a rate never seen in `sent` tries, per 10,000 (the rule of three:
-    -ln(0.05)/n ≈ 3/n)."""
-    return 30_000 / sent if sent else None
+    """One-sided 95 % upper bound, per 10,000, on a rate never seen in `sent` independent
+    tries: the p with (1 - p)^sent = 0.05 (exact binomial; about 3/sent, the rule of three)."""
+    return 10_000 * (1 - 0.05 ** (1 / sent)) if sent else None
+
+
+def idle_close_text(rec: Record) -> str:
+    """The measured idle close: seconds, "0 (no keep-alive)", "open at N s", or "–"."""
+    race = (rec.network or {}).get("race") or {}
+    limit = race.get("probe_limit_s")
+    if not limit:
+        return "–"
+    close = race.get("idle_close_s")
+    if close is None:
+        return f"open at {limit} s"
+    return "0 (no keep-alive)" if close == 0 else f"{close:.2f}"
 
 
 def per_10k(rec: Record) -> str:
     """502s per 10,000 requests sent, or the bound when none was seen."""
     sent = _sent(rec)
     bad = _status_count(rec, 502)
+    race = (rec.network or {}).get("race") or {}
+    if not sent and race.get("probe_limit_s") and race.get("idle_close_s") is None:
+        return f"no race: idle connections outlive the balancer's {BALANCER_IDLE_S} s"
     if not sent:
         return "–"
     if bad == 0:
@@ -87,7 +102,9 @@ def _upstream_opens_per_request(rec: Record) -> float | None:
     sent = race.get("sent")
     if opens is None or not sent:
         return None
+    # The probe's own connection went straight to the server: one passive open more.
     client = int(sent) + int(race.get("burst", 0))
+    opens -= 1 if race.get("probe_limit_s") else 0
     return max(0, opens - client) / client
 
 
@@ -128,6 +145,7 @@ def _arm_table(study: LbStudy, records: list[Record]) -> list[str]:
                 [
                     *common,
                     str(rec.knobs.get("keepalive", "–")),
+                    idle_close_text(rec),
                     f"{_sent(rec):,}",
                     str(_status_count(rec, 502)),
                     per_10k(rec),
@@ -162,7 +180,8 @@ def _arm_table(study: LbStudy, records: list[Record]) -> list[str]:
             "arm",
             "server",
             "sysctls",
-            "keep-alive s",
+            "keep-alive s (setting)",
+            "idle close s (measured)",
             "sent",
             "502s",
             "502 per 10,000",
@@ -184,7 +203,7 @@ def _arm_table(study: LbStudy, records: list[Record]) -> list[str]:
             "overflows / drops / embryonic RSTs",
             "first reason",
         ]
-    return markdown_table(header, rows, "lllrrrlrlr" if race else "lllrrrrrrrl")
+    return markdown_table(header, rows, "lllrrrrlrlr" if race else "lllrrrrrrrl")
 
 
 def study_section(study: LbStudy, records: list[Record]) -> list[str]:
@@ -210,6 +229,18 @@ def study_section(study: LbStudy, records: list[Record]) -> list[str]:
     return lines
 
 
+def _keeps_alive(rec: Record) -> str:
+    race = (rec.network or {}).get("race") or {}
+    opens = _upstream_opens_per_request(rec)
+    if race.get("idle_close_s") == 0 or (opens is not None and opens > 0.9):
+        return "no: a new connection per request" + (
+            f" ({opens:.2f} upstream connects per request)" if opens is not None else ""
+        )
+    if race.get("probe_limit_s"):
+        return "yes"
+    return "–"
+
+
 def defaults_table(records: list[Record]) -> list[str]:
     """Per server: its own keep-alive timeout and backlog, and what the race measured."""
     race = [r for r in _latest(records, RACE) if r.status == "ok"]
@@ -221,20 +252,16 @@ def defaults_table(records: list[Record]) -> list[str]:
         backlog = spec.knobs.get("backlog")
         ka_text = f"{keepalive.server_default} s" if keepalive is not None else "no setting here"
         mine = [r for r in race if r.server == sid]
-        default = [
-            r
-            for r in mine
-            if keepalive is None or r.knobs.get("keepalive") == keepalive.server_default
-        ]
-        fixed = [r for r in mine if r not in default]
-        opens = [v for r in default if (v := _upstream_opens_per_request(r)) is not None]
-        keeps = "–" if not opens else ("no (a connection per request)" if opens[0] > 0.5 else "yes")
+        # The study's arms are named <what>-default (the server as shipped) and <what>-fix.
+        default = [r for r in mine if str(r.metadata.get("study_arm")).endswith("-default")]
+        fixed = [r for r in mine if str(r.metadata.get("study_arm")).endswith("-fix")]
         rows.append(
             [
                 sid,
                 ka_text,
+                idle_close_text(default[0]) if default else "not measured",
                 str(backlog.server_default) if backlog is not None else "–",
-                keeps,
+                _keeps_alive(default[0]) if default else "not measured",
                 per_10k(default[0]) if default else "not measured",
                 per_10k(fixed[0]) if fixed else "not measured",
             ]
@@ -251,14 +278,15 @@ def defaults_table(records: list[Record]) -> list[str]:
         *markdown_table(
             [
                 "server",
-                "keep-alive timeout",
+                "keep-alive setting (declared default)",
+                "idle close s (measured)",
                 "backlog",
                 "keeps connections alive",
                 "502 per 10,000 (default)",
                 "502 per 10,000 (keep-alive > 60 s)",
             ],
             rows,
-            "lrrlll",
+            "lrrrlll",
         ),
         "",
     ]

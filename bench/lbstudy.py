@@ -27,7 +27,7 @@ from bench.load.oha import OhaParseError, parse_oha
 from bench.metadata import host_metadata, now_iso
 from bench.parse import parse_proxy_errors, parse_proxy_log
 from bench.procs import Interrupted, ProcessTable, StartError, signals_ignored, signals_raise
-from bench.race import RaceResult, run_race
+from bench.race import RaceResult, gaps_around, probe_idle_close, run_race
 from bench.registry import load_all, resolve_knobs
 from bench.state import LockedError, run_lock, state_base
 from bench.study import StudyError, resolve_knob_expressions
@@ -66,6 +66,10 @@ SETTINGS: dict[str, type] = {
     "race_gaps_ms": list,
     "race_burst": int,
     "race_rounds": int,
+    # Measure the server's idle close first (seconds allowed), and set the race's gaps at
+    # these offsets (ms) from it: the timeout is measured, not taken from the declaration.
+    "probe_limit": int,
+    "race_offsets_ms": list,
 }
 TOP = ("title", "source", "claim", "differs", "run", "arm", "expect")
 
@@ -150,6 +154,11 @@ def load_lb_study(name: str) -> LbStudy:
     )
 
 
+def is_race(arm: LbArm) -> bool:
+    """An arm of the keep-alive race (bursts and gaps, not oha)."""
+    return arm.get("race_gaps_ms") is not None or arm.get("race_offsets_ms") is not None
+
+
 def counter_deltas(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     """COUNTERS' increase over the run (absent from this kernel: left out)."""
     return {k: after[k] - before.get(k, 0) for k in COUNTERS if k in after}
@@ -161,6 +170,7 @@ class ArmRun:
 
     oha_json: str | None = None
     race: RaceResult | None = None
+    idle_close_s: float | None = None
     network: dict | None = None
     proxy_statuses: dict[int, int] | None = None
     knobs: dict[str, int] | None = None
@@ -197,19 +207,30 @@ def measure_arm(table: ProcessTable, spaces: netns.Namespaces, arm: LbArm, run_d
                 )
                 port = nsstack.PROXY_PORT
             url = f"http://127.0.0.1:{port}{arm.get('path', '/plaintext')}"
+            probe_limit = int(arm.get("probe_limit", 0))  # type: ignore[arg-type]
             mark = proxy.error_log.stat().st_size if proxy and proxy.error_log.exists() else 0
             sampler = nsstack.SocketSampler(ns)
             before = ns.netstat()
             since = time.time()
             sampler.start()
             try:
-                if arm.get("race_gaps_ms") is not None:
+                if is_race(arm):
+                    gaps = [int(g) for g in arm.get("race_gaps_ms") or []]  # type: ignore[attr-defined]
+                    if probe_limit:
+                        out.idle_close_s = probe_idle_close(
+                            ns, nsstack.SERVER_PORT, str(arm.get("path", "/plaintext")), probe_limit
+                        )
+                        offsets = [int(o) for o in arm.get("race_offsets_ms") or []]  # type: ignore[attr-defined]
+                        if offsets and out.idle_close_s:
+                            gaps = gaps_around(out.idle_close_s, offsets)
+                    # Kept open the whole probe (past the balancer's idle timeout), or never
+                    # kept open: no gap can race; the record says which.
                     out.race = run_race(
                         ns,
                         url,
-                        [int(g) for g in arm.get("race_gaps_ms")],  # type: ignore[union-attr]
+                        gaps,
                         int(arm.get("race_burst", 20)),
-                        int(arm.get("race_rounds", 10)),
+                        int(arm.get("race_rounds", 10)) if gaps else 0,
                     )
                 else:
                     out.oha_json = nsstack.run_oha(
@@ -270,7 +291,7 @@ def _record(
 ) -> tuple[record.Record, dict[str, str]]:
     spec = load_all()[arm.server]
     front = str(arm.get("front", "none"))
-    rate = None if arm.get("race_gaps_ms") is not None else float(arm.get("rate", 100))
+    rate = None if is_race(arm) else float(arm.get("rate", 100))
     duration = float(arm.get("duration", 5))
     requests = rps = achieved = None
     latency = errors = None
@@ -306,7 +327,8 @@ def _record(
         errors["proxy_by_status"] = {str(k): v for k, v in measured.proxy_statuses.items()}
     network = measured.network if measured is not None else None
     if network is not None and measured is not None and measured.race is not None:
-        network = {**network, "race": measured.race.summary()}
+        probe = {"probe_limit_s": arm.get("probe_limit"), "idle_close_s": measured.idle_close_s}
+        network = {**network, "race": {**measured.race.summary(), **probe}}
     sockets = None
     if network is not None:
         kernel = network["kernel_counters"]
@@ -399,6 +421,22 @@ def execute(
                     except (StartError, netns.NetnsError, OSError) as exc:
                         reason = str(exc).splitlines()[0] if str(exc) else repr(exc)
                         status = max(status, 1)
+                    except (KeyboardInterrupt, Interrupted) as exc:
+                        # The interrupted arm is recorded as failed, then the run stops.
+                        rec, raw = _record(
+                            study,
+                            arm,
+                            uuid.uuid4().hex,
+                            study_run,
+                            host,
+                            started_at,
+                            None,
+                            f"interrupted ({exc or 'SIGINT'})",
+                        )
+                        with signals_ignored():
+                            table.stop_all()
+                            record.write_record(results, rec, raw)
+                        raise
                     rec, raw = _record(
                         study, arm, uuid.uuid4().hex, study_run, host, started_at, measured, reason
                     )

@@ -109,3 +109,40 @@ def run_race(ns: Namespace, url: str, gaps_ms: list[int], burst: int, rounds: in
     """The bursts, sent from inside the namespace (threads inherit the namespace of the
     thread that starts them)."""
     return ns.call(lambda: _bursts(url, gaps_ms, burst, rounds))
+
+
+def idle_close_s(host: str, port: int, path: str, limit_s: float) -> float | None:
+    """How long the server keeps an idle keep-alive connection open: one HTTP/1.1 request,
+    its answer read, then the seconds until the server closes the connection (0.0 when it
+    closes right after answering: no keep-alive); None when it is still open at limit_s."""
+    conn = http.client.HTTPConnection(host, port, timeout=REQUEST_TIMEOUT_S)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        resp.read()
+        answered = time.monotonic()
+        if resp.will_close or conn.sock is None:
+            return 0.0
+        conn.sock.settimeout(limit_s)
+        try:
+            data = conn.sock.recv(1)
+        except TimeoutError:
+            return None
+        except ConnectionResetError:
+            data = b""
+        if data:
+            raise OSError(f"{host}:{port} sent {data!r} on an idle connection")
+        return round(time.monotonic() - answered, 3)
+    finally:
+        conn.close()
+
+
+def probe_idle_close(ns: Namespace, port: int, path: str, limit_s: float) -> float | None:
+    """idle_close_s against the server itself (no front), from inside the namespace."""
+    return ns.call(lambda: idle_close_s("127.0.0.1", port, path, limit_s))
+
+
+def gaps_around(close_s: float, offsets_ms: list[int]) -> list[int]:
+    """Idle gaps (ms, positive, distinct, ascending) at offsets from a measured close time."""
+    base = round(close_s * 1000)
+    return sorted({base + offset for offset in offsets_ms if base + offset > 0})

@@ -37,6 +37,9 @@ def test_notices_are_not_failures() -> None:
 
 
 def test_upper_bound_rule_of_three() -> None:
-    """No event in 3,000 tries: below 10 per 10,000 at 95 %."""
-    assert upper_bound_per_10k(3000) == pytest.approx(10.0)
+    """No event in 3,000 tries: below ~10 per 10,000 at 95 % (exactly 1 - 0.05^(1/3000)),
+    and a bound p that makes 3,000 misses a 5 % event."""
+    bound = upper_bound_per_10k(3000)
+    assert bound == pytest.approx(9.98, abs=0.01)
+    assert (1 - bound / 10_000) ** 3000 == pytest.approx(0.05)
     assert upper_bound_per_10k(0) is None
