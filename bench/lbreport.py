@@ -77,6 +77,19 @@ def idle_close_text(rec: Record) -> str:
     return "0 (no keep-alive)" if close == 0 else f"{close:.2f}"
 
 
+def failed_pct_text(rec: Record) -> str:
+    """The share of arrivals without a 2xx answer: 502/504 from the front, client errors,
+    arrivals oha never sent (requests oha cut off at its own deadline count on neither side)."""
+    errors = rec.errors or {}
+    by = errors.get("by_status") or {}
+    non_2xx = sum(int(v) for k, v in by.items() if not str(k).startswith("2"))
+    unsent = int(errors.get("unsent") or 0)
+    arrivals = (rec.requests or 0) + _client_errors(rec) + unsent
+    if not arrivals:
+        return "–"
+    return f"{100 * (non_2xx + _client_errors(rec) + unsent) / arrivals:.2f}"
+
+
 def per_10k(rec: Record) -> str:
     """502s per 10,000 requests sent, or the bound when none was seen."""
     sent = _sent(rec)
@@ -173,6 +186,8 @@ def _arm_table(study: LbStudy, records: list[Record]) -> list[str]:
                         )
                     ),
                     _top_reason(rec),
+                    failed_pct_text(rec),
+                    _fmt(study.published.get(arm)) if arm in study.published else "",
                 ]
             )
     if race:
@@ -202,8 +217,10 @@ def _arm_table(study: LbStudy, records: list[Record]) -> list[str]:
             "TIME_WAIT peak",
             "overflows / drops / embryonic RSTs",
             "first reason",
+            "failed % (ours)",
+            "failed % (source)",
         ]
-    return markdown_table(header, rows, "lllrrrrlrlr" if race else "lllrrrrrrrl")
+    return markdown_table(header, rows, "lllrrrrlrlr" if race else "lllrrrrrrrlrr")
 
 
 def study_section(study: LbStudy, records: list[Record]) -> list[str]:

@@ -13,12 +13,13 @@ Without root the study is refused before anything starts (exit 2).
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
 import tomllib
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bench import netns, nsstack, record
@@ -72,6 +73,7 @@ SETTINGS: dict[str, type] = {
     "race_offsets_ms": list,
 }
 TOP = ("title", "source", "claim", "differs", "run", "arm", "expect")
+# Optional: the source's figures per arm ({arm id = failed %}), shown beside ours.
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,7 @@ class LbStudy:
     differs: str
     expect: str
     arms: tuple[LbArm, ...]
+    published: dict[str, float] = field(default_factory=dict)
 
 
 def lb_study_names() -> list[str]:
@@ -151,7 +154,16 @@ def load_lb_study(name: str) -> LbStudy:
         data["differs"].strip(),
         data["expect"].strip(),
         tuple(arms),
+        _published(path, data.get("published", {}), {a.id for a in arms}),
     )
+
+
+def _published(path: Path, raw: object, arm_ids: set[str]) -> dict[str, float]:
+    if not isinstance(raw, dict) or not all(
+        k in arm_ids and isinstance(v, int | float) for k, v in raw.items()
+    ):
+        raise StudyError(f"{path}: `published` must map arm ids to numbers (failed %)")
+    return {str(k): float(v) for k, v in raw.items()}
 
 
 def is_race(arm: LbArm) -> bool:
@@ -304,8 +316,12 @@ def _record(
             requests, duration = parsed.responses, parsed.duration_s
             rps = parsed.responses / duration if duration > 0 else 0.0
             achieved, latency = parsed.achieved_rps, parsed.latency_ms
+            # Arrivals oha scheduled but never sent (every connection busy at the deadline)
+            # are in none of its counts (bench.load.oha.to_load_result).
+            scheduled = math.floor(float(rate or 0) * (float(arm.get("duration", 5)) - 0.01))
             errors = {
                 **parsed.errors,
+                "unsent": max(0, scheduled - parsed.requests),
                 "aborted": parsed.aborted,
                 "by_status": {str(k): v for k, v in parsed.by_status.items()},
                 "by_message": parsed.error_distribution,
