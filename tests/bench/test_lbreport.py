@@ -43,3 +43,25 @@ def test_upper_bound_rule_of_three() -> None:
     assert bound == pytest.approx(9.98, abs=0.01)
     assert (1 - bound / 10_000) ** 3000 == pytest.approx(0.05)
     assert upper_bound_per_10k(0) is None
+
+
+def test_section_from_a_real_port_exhaustion_record() -> None:
+    """A real record (port-exhaustion, keep-alive off, tcp_tw_reuse=0, 1,024 ports): the
+    section shows its 502s, the errno-99 reason, the TIME_WAIT peak past the range, and no
+    defaults table (the race did not run)."""
+    from bench.lbreport import summary_sections
+    from bench.record import load_records
+
+    records, problems = load_records(FIXTURES.parent / "lb")
+    assert not problems and len(records) == 1
+    rec = records[0]
+    assert rec.network["sysctls"]["net.ipv4.tcp_tw_reuse"] == "0"
+    lines = summary_sections(records)
+    text = "\n".join(lines)
+    assert lines[0].startswith("## Study: Ephemeral-port exhaustion")
+    row = next(line for line in lines if line.startswith("| nginx upstream keep-alive off"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[5] == str(rec.errors["proxy_by_status"]["502"])  # 502s
+    assert "(99: Cannot assign requested address)" in cells[10]
+    assert int(cells[8].replace(",", "")) > 1024  # TIME_WAIT peak above the range
+    assert "Defaults behind a load balancer" not in text
