@@ -190,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def study_names_from(raw: str | None) -> list[str]:
     """NAME: one study, a comma list, or all."""
-    from bench.lbstudy import lb_study_names
+    from bench.lbfile import lb_study_names
     from bench.study import study_names
 
     valid = study_names() + lb_study_names()
@@ -379,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
 
             names = study_names_from(args.name)
             duration = validate_int("duration", args.duration) if args.duration else None
-            from bench.lbstudy import lb_study_names
+            from bench.lbfile import lb_study_names
             from bench.netns import root_problem
 
             # Load-balancer studies run each arm in a namespace of their own (bench.lbstudy);

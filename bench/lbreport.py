@@ -10,7 +10,7 @@ defaults (keep-alive timeout, backlog) beside what the race study measured.
 
 from __future__ import annotations
 
-from bench.lbstudy import LbStudy, lb_study_names, load_lb_study
+from bench.lbfile import LbStudy, lb_study_names, load_lb_study
 from bench.record import Record
 from bench.registry import load_all
 from bench.study import StudyError

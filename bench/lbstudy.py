@@ -1,8 +1,7 @@
 """Load-balancer studies (issue 15): each arm in a network namespace of the harness's own.
 
-Input: bench/lbstudies/<name>.toml (a [run] table and arms: server and knobs, the front
-(none, nginx, alb), upstream keep-alive, the sysctls set inside the arm's namespace, oha's
-arrival rate or burst pattern, route). Output: one record per arm (metadata.study, and
+Input: the study files (bench.lbfile). Output: per arm, its measurement in a fresh namespace
+(measure_arm -> ArmRun), then one record per arm (bench.lbrecord) (metadata.study, and
 `network`: the namespace's sysctls, the kernel's TCP counter deltas read inside it, the
 TIME_WAIT and accept-queue peaks, nginx's error-log reasons), written like every record,
 and the exit status (0 ok, 1 an arm failed, 130 interrupted). Every arm gets a fresh
@@ -12,30 +11,25 @@ Without root the study is refused before anything starts (exit 2).
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import sys
 import time
-import tomllib
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from bench import netns, nsstack, record
-from bench.arch import host_arch
-from bench.load.oha import OhaParseError, parse_oha
+from bench.lbfile import LbArm, is_race, load_lb_study
+from bench.lbrecord import ArmRun, to_record
 from bench.metadata import host_metadata, now_iso
 from bench.parse import parse_proxy_errors, parse_proxy_log
 from bench.procs import Interrupted, ProcessTable, StartError, signals_ignored, signals_raise
-from bench.race import RaceResult, gaps_around, probe_idle_close, run_race
+from bench.race import gaps_around, probe_idle_close, run_race
 from bench.registry import load_all, resolve_knobs
 from bench.state import LockedError, run_lock, state_base
-from bench.study import StudyError, resolve_knob_expressions
-from bench.venv import ensure_venv, tool_version
+from bench.study import resolve_knob_expressions
+from bench.venv import ensure_venv
 
-LB_DIR = Path(__file__).resolve().parent / "lbstudies"
-FRONTS = ("none", "nginx", "alb")
 # The kernel's counters of the accept queue and of resets, read inside the namespace. There
 # is no TCPAbortOnOverflow counter: an abort on overflow is counted as EmbryonicRsts
 # (tcp_check_req's embryonic_reset path), a SYN dropped on a full queue as ListenOverflows
@@ -51,143 +45,11 @@ COUNTERS = (
     "TcpExtTCPTimeouts",
     "TcpExtTCPSynRetrans",
 )
-# [run] or an arm may set these (the type each must have).
-SETTINGS: dict[str, type] = {
-    "front": str,
-    "upstream_keepalive": bool,
-    "client_keepalive": bool,
-    "proxy_timeout": int,
-    "sysctls": dict,
-    "path": str,
-    "rate": int,
-    "connections": int,
-    "duration": int,
-    "timeout": int,
-    "knobs": dict,
-    "race_gaps_ms": list,
-    "race_burst": int,
-    "race_rounds": int,
-    # Measure the server's idle close first (seconds allowed), and set the race's gaps at
-    # these offsets (ms) from it: the timeout is measured, not taken from the declaration.
-    "probe_limit": int,
-    "race_offsets_ms": list,
-}
-TOP = ("title", "source", "claim", "differs", "run", "arm", "expect")
-# Optional: the source's figures per arm ({arm id = failed %}), shown beside ours.
-
-
-@dataclass(frozen=True)
-class LbArm:
-    """One arm: a server behind a front in a namespace with its sysctls."""
-
-    id: str
-    label: str
-    server: str
-    settings: dict
-
-    def get(self, key: str, default: object = None) -> object:
-        """A setting of the arm, else of [run]."""
-        return self.settings.get(key, default)
-
-
-@dataclass(frozen=True)
-class LbStudy:
-    """A load-balancer study file, validated."""
-
-    name: str
-    title: str
-    source: str
-    claim: str
-    differs: str
-    expect: str
-    arms: tuple[LbArm, ...]
-    published: dict[str, float] = field(default_factory=dict)
-
-
-def lb_study_names() -> list[str]:
-    """Every load-balancer study (bench/lbstudies/*.toml)."""
-    return sorted(p.stem for p in LB_DIR.glob("*.toml"))
-
-
-def _check(path: Path, where: str, settings: dict) -> None:
-    for key, value in settings.items():
-        kind = SETTINGS.get(key)
-        if kind is None:
-            raise StudyError(
-                f"{path}: {where} sets unknown key {key!r}; valid: {', '.join(SETTINGS)}"
-            )
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise StudyError(f"{path}: {where} {key} must be a {kind.__name__}")
-    if settings.get("front", "none") not in FRONTS:
-        raise StudyError(f"{path}: {where} front must be one of {', '.join(FRONTS)}")
-
-
-def load_lb_study(name: str) -> LbStudy:
-    """Read and validate bench/lbstudies/<name>.toml (StudyError names file and key)."""
-    path = LB_DIR / f"{name}.toml"
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise StudyError(f"{path}: {exc}") from None
-    missing = [k for k in TOP if k not in data]
-    if missing:
-        raise StudyError(f"{path}: missing {', '.join(missing)}")
-    _check(path, "[run]", data["run"])
-    known = set(load_all())
-    arms = []
-    for raw in data["arm"]:
-        arm_id, label, server = raw.get("id"), raw.get("label"), raw.get("server")
-        if not all(isinstance(v, str) for v in (arm_id, label, server)):
-            raise StudyError(f"{path}: each arm needs the strings id, label, server")
-        if server not in known:
-            raise StudyError(f"{path}: arm {arm_id} names unknown server {server!r}")
-        own = {k: v for k, v in raw.items() if k not in ("id", "label", "server")}
-        _check(path, f"arm {arm_id}", own)
-        settings = {**data["run"], **own}
-        settings["sysctls"] = {**data["run"].get("sysctls", {}), **own.get("sysctls", {})}
-        arms.append(LbArm(arm_id, label, server, settings))
-    return LbStudy(
-        name,
-        data["title"],
-        data["source"],
-        data["claim"].strip(),
-        data["differs"].strip(),
-        data["expect"].strip(),
-        tuple(arms),
-        _published(path, data.get("published", {}), {a.id for a in arms}),
-    )
-
-
-def _published(path: Path, raw: object, arm_ids: set[str]) -> dict[str, float]:
-    if not isinstance(raw, dict) or not all(
-        k in arm_ids and isinstance(v, int | float) for k, v in raw.items()
-    ):
-        raise StudyError(f"{path}: `published` must map arm ids to numbers (failed %)")
-    return {str(k): float(v) for k, v in raw.items()}
-
-
-def is_race(arm: LbArm) -> bool:
-    """An arm of the keep-alive race (bursts and gaps, not oha)."""
-    return arm.get("race_gaps_ms") is not None or arm.get("race_offsets_ms") is not None
 
 
 def counter_deltas(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     """COUNTERS' increase over the run (absent from this kernel: left out)."""
     return {k: after[k] - before.get(k, 0) for k in COUNTERS if k in after}
-
-
-@dataclass
-class ArmRun:
-    """What one arm measured, before it becomes a record."""
-
-    oha_json: str | None = None
-    race: RaceResult | None = None
-    idle_close_s: float | None = None
-    network: dict | None = None
-    proxy_statuses: dict[int, int] | None = None
-    knobs: dict[str, int] | None = None
-    argv: list[str] | None = None
-    backlog: int | None = None
 
 
 def measure_arm(table: ProcessTable, spaces: netns.Namespaces, arm: LbArm, run_dir: Path) -> ArmRun:
@@ -291,119 +153,6 @@ def _read_from(path: Path, mark: int) -> str:
         return ""
 
 
-def _record(
-    study: LbStudy,
-    arm: LbArm,
-    run_id: str,
-    study_run: str,
-    host: dict,
-    started_at: str,
-    measured: ArmRun | None,
-    reason: str | None,
-) -> tuple[record.Record, dict[str, str]]:
-    spec = load_all()[arm.server]
-    front = str(arm.get("front", "none"))
-    rate = None if is_race(arm) else float(arm.get("rate", 100))
-    duration = float(arm.get("duration", 5))
-    requests = rps = achieved = None
-    latency = errors = None
-    raw: dict[str, str] = {}
-    status = "failed" if reason else "ok"
-    if measured is not None and measured.oha_json is not None:
-        raw["oha.json"] = measured.oha_json
-        try:
-            parsed = parse_oha(measured.oha_json, offered_rps=rate)
-            requests, duration = parsed.responses, parsed.duration_s
-            rps = parsed.responses / duration if duration > 0 else 0.0
-            achieved, latency = parsed.achieved_rps, parsed.latency_ms
-            # Arrivals oha scheduled but never sent (every connection busy at the deadline)
-            # are in none of its counts (bench.load.oha.to_load_result).
-            scheduled = math.floor(float(rate or 0) * (float(arm.get("duration", 5)) - 0.01))
-            errors = {
-                **parsed.errors,
-                "unsent": max(0, scheduled - parsed.requests),
-                "aborted": parsed.aborted,
-                "by_status": {str(k): v for k, v in parsed.by_status.items()},
-                "by_message": parsed.error_distribution,
-            }
-        except OhaParseError as exc:
-            status, reason = "failed", f"unreadable oha output: {exc}"
-    if measured is not None and measured.race is not None:
-        race = measured.race
-        requests, duration = race.requests, race.duration_s
-        rps = requests / duration if duration > 0 else 0.0
-        errors = {
-            "by_status": {str(k): v for k, v in sorted(race.by_status.items())},
-            "by_message": race.errors,
-            "non_2xx": sum(v for k, v in race.by_status.items() if not 200 <= k < 300),
-            "other": sum(race.errors.values()),
-        }
-        raw["race.json"] = json.dumps(race.to_dict(), sort_keys=True, indent=1)
-    if errors is not None and measured is not None and measured.proxy_statuses is not None:
-        errors["proxy_by_status"] = {str(k): v for k, v in measured.proxy_statuses.items()}
-    network = measured.network if measured is not None else None
-    if network is not None and measured is not None and measured.race is not None:
-        probe = {"probe_limit_s": arm.get("probe_limit"), "idle_close_s": measured.idle_close_s}
-        network = {**network, "race": {**measured.race.summary(), **probe}}
-    sockets = None
-    if network is not None:
-        kernel = network["kernel_counters"]
-        sockets = {
-            "time_wait_max": network["time_wait_max"],
-            "listen_queue_max": network["listen_queue_max"],
-            "listen_overflows": kernel.get("TcpExtListenOverflows"),
-            "listen_drops": kernel.get("TcpExtListenDrops"),
-        }
-    rec = record.Record(
-        format_version=record.FORMAT_VERSION,
-        status=status,
-        reason=reason,
-        run_id=run_id,
-        server=arm.server,
-        app=spec.app,
-        app_framework={"wsgi": "flask", "asgi": "quart"}.get(spec.app),
-        scenario="plaintext",
-        path=str(arm.get("path", "/plaintext")),
-        concurrency=int(arm.get("connections", arm.get("race_burst", 10))),  # type: ignore[arg-type]
-        trial=1,
-        duration_s=duration,
-        arch=host_arch(),
-        host_arch=host_arch(),
-        emulated=False,
-        load_tool="oha" if rate is not None else "race",
-        load_tool_version=tool_version([str(nsstack.oha_binary()), "--version"]),
-        load_threads=None,
-        knobs=(measured.knobs if measured else None) or {},
-        requests=requests,
-        rps=rps,
-        latency_ms=latency,
-        errors=errors,
-        db=None,
-        verify=None,
-        metadata={
-            **host,
-            "started_at": started_at,
-            "ended_at": now_iso(),
-            "study": study.name,
-            "study_arm": arm.id,
-            "study_run": study_run,
-            **({"argv": measured.argv} if measured and measured.argv else {}),
-        },
-        raw_files=[],
-        sockets=sockets,
-        proxy=None if front == "none" else front,
-        keepalive={
-            "client": bool(arm.get("client_keepalive", True)),
-            "upstream": None if front == "none" else bool(arm.get("upstream_keepalive", True)),
-        },
-        backlog=measured.backlog if measured else None,
-        offered_rps=rate,
-        achieved_rps=achieved,
-        network=network,
-    )
-    return rec, raw
-
-
 def execute(
     names: list[str], results: Path, write_summary: object, duration: int | None = None
 ) -> int:
@@ -439,7 +188,7 @@ def execute(
                         status = max(status, 1)
                     except (KeyboardInterrupt, Interrupted) as exc:
                         # The interrupted arm is recorded as failed, then the run stops.
-                        rec, raw = _record(
+                        rec, raw = to_record(
                             study,
                             arm,
                             uuid.uuid4().hex,
@@ -451,14 +200,14 @@ def execute(
                         )
                         with signals_ignored():
                             table.stop_all()
-                            record.write_record(results, rec, raw)
+                            record.writeto_record(results, rec, raw)
                         raise
-                    rec, raw = _record(
+                    rec, raw = to_record(
                         study, arm, uuid.uuid4().hex, study_run, host, started_at, measured, reason
                     )
                     if rec.status != "ok":
                         status = max(status, 1)
-                    path = record.write_record(results, rec, raw)
+                    path = record.writeto_record(results, rec, raw)
                     print(f"bench: {study.name} {arm.id}: {rec.status} -> {path}", file=sys.stderr)
     except LockedError as exc:
         print(f"bench: {exc}", file=sys.stderr)

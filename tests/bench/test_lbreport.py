@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.lbfile import lb_study_names, load_lb_study
 from bench.lbreport import upper_bound_per_10k
-from bench.lbstudy import lb_study_names, load_lb_study
 from bench.parse import parse_proxy_errors
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nginx"

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import cli, lbstudy, netns
+from bench import cli, lbfile, netns
 from bench.study import StudyError
 
 
@@ -38,7 +38,7 @@ def test_all_without_root_skips_namespace_studies(
 
     monkeypatch.setattr("bench.study.execute_studies", fake_execute)
     assert cli.main(["study", "--name=all", f"--results={tmp_path}"]) == 0
-    assert seen and not set(seen[0]) & set(lbstudy.lb_study_names())
+    assert seen and not set(seen[0]) & set(lbfile.lb_study_names())
 
 
 def test_bad_front_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -47,6 +47,6 @@ def test_bad_front_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         'title = "t"\nsource = "s"\nclaim = "c"\ndiffers = "d"\nexpect = "e"\n'
         '[run]\nfront = "haproxy"\n[[arm]]\nid = "a"\nlabel = "l"\nserver = "granian"\n'
     )
-    monkeypatch.setattr(lbstudy, "LB_DIR", tmp_path)
+    monkeypatch.setattr(lbfile, "LB_DIR", tmp_path)
     with pytest.raises(StudyError, match="front must be one of none, nginx, alb"):
-        lbstudy.load_lb_study("bad")
+        lbfile.load_lb_study("bad")

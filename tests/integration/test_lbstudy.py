@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from bench import netns
-from bench.lbstudy import LbArm, measure_arm
+from bench.lbfile import LbArm
+from bench.lbstudy import measure_arm
 from bench.procs import ProcessTable
 
 pytestmark = [
