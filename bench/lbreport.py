@@ -10,6 +10,8 @@ defaults (keep-alive timeout, backlog) beside what the race study measured.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from bench.lbfile import LbStudy, lb_study_names, load_lb_study
 from bench.record import Record
 from bench.registry import load_all
@@ -186,6 +188,7 @@ def _arm_table(study: LbStudy, records: list[Record]) -> list[str]:
                         )
                     ),
                     _top_reason(rec),
+                    str(int((rec.errors or {}).get("unsent") or 0)),
                     failed_pct_text(rec),
                     _fmt(study.published.get(arm)) if arm in study.published else "",
                 ]
@@ -217,10 +220,48 @@ def _arm_table(study: LbStudy, records: list[Record]) -> list[str]:
             "TIME_WAIT peak",
             "overflows / drops / embryonic RSTs",
             "first reason",
+            "not sent (oha's connections all busy)",
             "failed % (ours)",
             "failed % (source)",
         ]
-    return markdown_table(header, rows, "lllrrrrlrlr" if race else "lllrrrrrrrlrr")
+    return markdown_table(header, rows, "lllrrrrlrlr" if race else "lllrrrrrrrlrrr")
+
+
+def _arms_with(
+    records: list[Record], labels: dict[str, str], value: Callable[[Record], int]
+) -> str:
+    found = [
+        f"{labels.get(str(r.metadata.get('study_arm')), r.server)} ({n:,})"
+        for r in records
+        if r.status == "ok" and (n := value(r))
+    ]
+    return "; ".join(found) if found else "none"
+
+
+def measured_lines(study: LbStudy, records: list[Record]) -> list[str]:
+    """What the arms showed, counted from the records: which arms had 502s, 504s, nginx's
+    errno 99, SYNs dropped on a full queue, handshakes reset by tcp_abort_on_overflow."""
+    labels = {a.id: a.label for a in study.arms}
+
+    def kernel(key: str) -> Callable[[Record], int]:
+        return lambda r: int(((r.network or {}).get("kernel_counters") or {}).get(key) or 0)
+
+    def errno99(r: Record) -> int:
+        reasons = (r.network or {}).get("proxy_error_reasons") or {}
+        return sum(n for text, n in reasons.items() if "(99: " in text)
+
+    return [
+        "Measured (counts from the records):",
+        "",
+        f"- 502s: {_arms_with(records, labels, lambda r: _status_count(r, 502))}",
+        f"- 504s: {_arms_with(records, labels, lambda r: _status_count(r, 504))}",
+        f"- nginx connects failing with errno 99: {_arms_with(records, labels, errno99)}",
+        "- SYNs dropped on a full accept queue (ListenOverflows): "
+        + _arms_with(records, labels, kernel("TcpExtListenOverflows")),
+        "- handshakes reset (EmbryonicRsts, what tcp_abort_on_overflow=1 does): "
+        + _arms_with(records, labels, kernel("TcpExtEmbryonicRsts")),
+        "",
+    ]
 
 
 def study_section(study: LbStudy, records: list[Record]) -> list[str]:
@@ -242,6 +283,7 @@ def study_section(study: LbStudy, records: list[Record]) -> list[str]:
         "",
         *_arm_table(study, records),
         "",
+        *measured_lines(study, records),
     ]
     return lines
 
