@@ -88,7 +88,8 @@ def test_killed_harness_leftovers_removed_at_next_start(tmp_path: Path) -> None:
             time.sleep(0.2)
         time.sleep(1.0)  # into the study: processes started inside
     finally:
-        os.kill(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     left = [n for n in netns.list_namespaces() if n.startswith(prefix)]
     assert left, "the killed harness's namespace should still be there before the next start"
