@@ -67,6 +67,13 @@ def upper_bound_per_10k(sent: int) -> float | None:
     return 10_000 * (1 - 0.05 ** (1 / sent)) if sent else None
 
 
+def _bad_gaps(rec: Record) -> str:
+    """The idle gaps whose bursts got 502s: `2002 (1), 2005 (2)`."""
+    by_gap = ((rec.network or {}).get("race") or {}).get("by_gap") or {}
+    bad = [(int(g), int(v.get("502", 0))) for g, v in by_gap.items() if v.get("502")]
+    return ", ".join(f"{g} ({n})" for g, n in sorted(bad)) or "–"
+
+
 def idle_close_text(rec: Record) -> str:
     """The measured idle close: seconds, "0 (no keep-alive)", "open at N s", or "–"."""
     race = (rec.network or {}).get("race") or {}
@@ -97,6 +104,8 @@ def per_10k(rec: Record) -> str:
     sent = _sent(rec)
     bad = _status_count(rec, 502)
     race = (rec.network or {}).get("race") or {}
+    if race.get("probe_limit_s") and race.get("idle_close_s") == 0 and not bad:
+        return f"no race possible: no idle connection to lose ({sent:,} sent)"
     if not sent and race.get("probe_limit_s") and race.get("idle_close_s") is None:
         return f"no race: idle connections outlive the balancer's {BALANCER_IDLE_S} s"
     if not sent:
@@ -164,6 +173,7 @@ def _arm_table(study: LbStudy, records: list[Record]) -> list[str]:
                     f"{_sent(rec):,}",
                     str(_status_count(rec, 502)),
                     per_10k(rec),
+                    _bad_gaps(rec),
                     _fmt(_upstream_opens_per_request(rec)),
                     _top_reason(rec),
                     str(_client_errors(rec)),
@@ -203,6 +213,7 @@ def _arm_table(study: LbStudy, records: list[Record]) -> list[str]:
             "sent",
             "502s",
             "502 per 10,000",
+            "gaps ms with 502s (count)",
             "upstream conns per request",
             "first reason (nginx error log)",
             "client errors",
@@ -224,7 +235,7 @@ def _arm_table(study: LbStudy, records: list[Record]) -> list[str]:
             "failed % (ours)",
             "failed % (source)",
         ]
-    return markdown_table(header, rows, "lllrrrrlrlr" if race else "lllrrrrrrrlrrr")
+    return markdown_table(header, rows, "lllrrrrllrlr" if race else "lllrrrrrrrlrrr")
 
 
 def _arms_with(
