@@ -37,6 +37,8 @@ SETTINGS: dict[str, type] = {
     # these offsets (ms) from it: the timeout is measured, not taken from the declaration.
     "probe_limit": int,
     "race_offsets_ms": list,
+    # Seconds of idle gaps an arm may spend: fewer rounds, then fewer gaps (bench.race).
+    "race_budget": int,
 }
 TOP = ("title", "source", "claim", "differs", "run", "arm", "expect")
 # Optional: the source's figures per arm ({arm id = failed %}), shown beside ours.

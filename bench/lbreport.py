@@ -148,8 +148,40 @@ def _arm_table(study: LbStudy, records: list[Record]) -> list[str]:
     values = [set(((r.network or {}).get("sysctls") or {}).items()) for r in records]
     keys = {k for v in values for k, _ in v}
     varying = {k for k in keys if len({dict(v).get(k) for v in values}) > 1}
-    rows = []
     race = study.name == RACE
+    if race:
+        header = [
+            "arm",
+            "server",
+            "sysctls",
+            "keep-alive s (setting)",
+            "idle close s (measured)",
+            "sent",
+            "502s",
+            "502 per 10,000",
+            "gaps ms with 502s (count)",
+            "upstream conns per request",
+            "first reason (nginx error log)",
+            "client errors",
+        ]
+    else:
+        header = [
+            "arm",
+            "server",
+            "sysctls",
+            "2xx/s",
+            "p99 ms",
+            "502s",
+            "504s",
+            "client errors",
+            "TIME_WAIT peak",
+            "overflows / drops / embryonic RSTs",
+            "first reason",
+            "not sent (oha's connections all busy)",
+            "failed % (ours)",
+            "failed % (source)",
+        ]
+    rows = []
     for rec in sorted(
         records,
         key=lambda r: (
@@ -161,7 +193,10 @@ def _arm_table(study: LbStudy, records: list[Record]) -> list[str]:
         arm = str(rec.metadata.get("study_arm"))
         kernel = (rec.network or {}).get("kernel_counters") or {}
         if rec.status != "ok":
-            rows.append([labels.get(arm, arm), rec.server, f"failed: {rec.reason}"] + [""] * 7)
+            rows.append(
+                [labels.get(arm, arm), rec.server, f"failed: {rec.reason}"]
+                + [""] * (len(header) - 3)
+            )
             continue
         common = [labels.get(arm, arm), rec.server, _sysctl_text(rec, varying) or "–"]
         if race:
@@ -203,38 +238,6 @@ def _arm_table(study: LbStudy, records: list[Record]) -> list[str]:
                     _fmt(study.published.get(arm)) if arm in study.published else "",
                 ]
             )
-    if race:
-        header = [
-            "arm",
-            "server",
-            "sysctls",
-            "keep-alive s (setting)",
-            "idle close s (measured)",
-            "sent",
-            "502s",
-            "502 per 10,000",
-            "gaps ms with 502s (count)",
-            "upstream conns per request",
-            "first reason (nginx error log)",
-            "client errors",
-        ]
-    else:
-        header = [
-            "arm",
-            "server",
-            "sysctls",
-            "2xx/s",
-            "p99 ms",
-            "502s",
-            "504s",
-            "client errors",
-            "TIME_WAIT peak",
-            "overflows / drops / embryonic RSTs",
-            "first reason",
-            "not sent (oha's connections all busy)",
-            "failed % (ours)",
-            "failed % (source)",
-        ]
     return markdown_table(header, rows, "lllrrrrllrlr" if race else "lllrrrrrrrlrrr")
 
 

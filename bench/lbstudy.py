@@ -24,7 +24,7 @@ from bench.lbrecord import ArmRun, to_record
 from bench.metadata import host_metadata, now_iso
 from bench.parse import parse_proxy_errors, parse_proxy_log
 from bench.procs import Interrupted, ProcessTable, StartError, signals_ignored, signals_raise
-from bench.race import gaps_around, probe_idle_close, run_race
+from bench.race import gaps_around, probe_idle_close, run_race, within_budget
 from bench.registry import load_all, resolve_knobs
 from bench.state import LockedError, run_lock, state_base
 from bench.study import resolve_knob_expressions
@@ -99,13 +99,17 @@ def measure_arm(table: ProcessTable, spaces: netns.Namespaces, arm: LbArm, run_d
                             gaps = gaps_around(out.idle_close_s, offsets)
                     # Kept open the whole probe (past the balancer's idle timeout), or never
                     # kept open: no gap can race; the record says which.
-                    out.race = run_race(
-                        ns,
-                        url,
-                        gaps,
-                        int(arm.get("race_burst", 20)),
-                        int(arm.get("race_rounds", 10)) if gaps else 0,
-                    )
+                    rounds = int(arm.get("race_rounds", 10)) if gaps else 0  # type: ignore[arg-type]
+                    budget = arm.get("race_budget")
+                    if budget is not None:
+                        close = out.idle_close_s
+                        gaps, rounds = within_budget(
+                            gaps,
+                            rounds,
+                            float(budget),
+                            round(close * 1000) if close else None,  # type: ignore[arg-type]
+                        )
+                    out.race = run_race(ns, url, gaps, int(arm.get("race_burst", 20)), rounds)  # type: ignore[arg-type]
                 else:
                     out.oha_json = nsstack.run_oha(
                         table,

@@ -146,3 +146,21 @@ def gaps_around(close_s: float, offsets_ms: list[int]) -> list[int]:
     """Idle gaps (ms, positive, distinct, ascending) at offsets from a measured close time."""
     base = round(close_s * 1000)
     return sorted({base + offset for offset in offsets_ms if base + offset > 0})
+
+
+def within_budget(
+    gaps_ms: list[int], rounds: int, budget_s: float, close_ms: int | None = None
+) -> tuple[list[int], int]:
+    """Gaps and rounds cut to about budget_s of idle time (a server that closes after 30 s
+    would otherwise take 11 gaps x 4 rounds x 30 s): fewer rounds first, then (at one round)
+    only the gaps nearest the measured close, where the race can happen."""
+    if not gaps_ms or rounds < 1:
+        return gaps_ms, rounds
+    bursts = max(1, int(budget_s * 1000 // max(1, sum(gaps_ms) / len(gaps_ms))))
+    if len(gaps_ms) * rounds <= bursts:
+        return gaps_ms, rounds
+    if bursts >= len(gaps_ms):
+        return gaps_ms, bursts // len(gaps_ms)
+    centre = close_ms if close_ms is not None else gaps_ms[len(gaps_ms) // 2]
+    nearest = sorted(gaps_ms, key=lambda g: (abs(g - centre), g))[:bursts]
+    return sorted(nearest), 1
