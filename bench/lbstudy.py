@@ -204,14 +204,14 @@ def execute(
                         )
                         with signals_ignored():
                             table.stop_all()
-                            record.writeto_record(results, rec, raw)
+                            record.write_record(results, rec, raw)
                         raise
                     rec, raw = to_record(
                         study, arm, uuid.uuid4().hex, study_run, host, started_at, measured, reason
                     )
                     if rec.status != "ok":
                         status = max(status, 1)
-                    path = record.writeto_record(results, rec, raw)
+                    path = record.write_record(results, rec, raw)
                     print(f"bench: {study.name} {arm.id}: {rec.status} -> {path}", file=sys.stderr)
     except LockedError as exc:
         print(f"bench: {exc}", file=sys.stderr)
