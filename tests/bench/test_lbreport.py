@@ -65,3 +65,24 @@ def test_section_from_a_real_port_exhaustion_record() -> None:
     assert "(99: Cannot assign requested address)" in cells[10]
     assert int(cells[8].replace(",", "")) > 1024  # TIME_WAIT peak above the range
     assert "Defaults behind a load balancer" not in text
+
+
+def test_race_rows_and_defaults_from_real_records() -> None:
+    """Two real race records: Gunicorn gevent (idle close measured at 2.00 s, one 502 in 480,
+    a reset by peer at the 1953 ms gap) and the sync worker (closes at once: a new upstream
+    connection per request, no race possible). The defaults table says so per server."""
+    from bench.lbreport import defaults_table, summary_sections
+    from bench.record import load_records
+
+    records, problems = load_records(FIXTURES.parent / "lb-race")
+    assert not problems and len(records) == 2
+    lines = summary_sections(records)
+    gevent = next(line for line in lines if line.startswith("| Gunicorn gevent"))
+    assert "| 2.00 |" in gevent and "| 480 | 1 | 20.8 (1 in 480) | 1953 (1) |" in gevent
+    assert "Connection reset by peer" in gevent
+    table = defaults_table(records)
+    sync = next(line for line in table if line.startswith("| gunicorn-sync |"))
+    assert "0 (no keep-alive)" in sync and "no: a new connection per request (1.00" in sync
+    assert "no race possible" in sync
+    untried = next(line for line in table if line.startswith("| granian |"))
+    assert untried.count("not measured") == 4
