@@ -62,3 +62,30 @@ def test_tiny_port_range_exhausted_without_upstream_keepalive(tmp_path: Path) ->
     assert not any(ERRNO_99 in reason for reason in on.network["proxy_error_reasons"])
     assert on.proxy_statuses.get(502, 0) == 0
     assert '"200"' in on.oha_json and '"502"' not in on.oha_json
+
+
+def test_alb_front_in_a_bench_run(tmp_path: Path) -> None:
+    """`make bench PROXY=alb`: the run goes through the ALB-like nginx (its site config is the
+    ALB template: no retry, 60 s upstream idle timeout) and the record says proxy "alb" with
+    upstream keep-alive on."""
+    import json
+
+    from tests.integration.conftest import run_bench
+
+    results = tmp_path / "results"
+    proc = run_bench(
+        results,
+        server="granian",
+        scenario="plaintext",
+        concurrency=5,
+        duration=2,
+        warmup=0,
+        trials=1,
+        proxy="alb",
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (path,) = (results / "records").glob("*.json")
+    rec = json.loads(path.read_text())
+    assert rec["status"] == "ok" and rec["proxy"] == "alb"
+    assert rec["keepalive"] == {"client": True, "upstream": True}
+    assert rec["requests"] > 0 and rec["metadata"]["proxy_version"]
