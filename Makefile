@@ -43,7 +43,7 @@ help: ## list targets and variables
 	@echo "  WORKERS THREADS CONNECTIONS BACKLOG  override a server's knob where it has it (default: server.toml)"
 	@echo "  LOAD_THREADS wrk threads                             (default: half the CPUs, at least 1)"
 	@echo "  SEED         seed for the random server order        (default: random)"
-	@echo "  PROXY        none or nginx (nginx from proxy/ in front of the server) (default: none)"
+	@echo "  PROXY        none, nginx (nginx from proxy/ in front of the server) or alb (nginx as a cloud balancer: 60 s upstream idle timeout, no retry) (default: none)"
 	@echo "  KEEPALIVE    on or off: client keep-alive, and nginx's upstream keep-alive (default: on)"
 	@echo "  UPSTREAM_KEEPALIVE  on or off: nginx -> server keep-alive alone (default: KEEPALIVE)"
 	@echo "  PROXY_TIMEOUT  nginx's connect/read timeout in seconds (default: 60, nginx's own)"
@@ -63,7 +63,7 @@ help: ## list targets and variables
 	@echo "  SLO_P999_MS  make capacity: a p99.9 objective in ms too (default: none)"
 	@echo "  CAPACITY_BUDGET  make capacity: seconds per server and scenario (default: 300)"
 	@echo "               (RATE's first value starts the search: default 50; DURATION 5, WARMUP 1)"
-	@echo "  NAME         make study: $$(ls bench/studies | sed 's/.toml//' | tr '\n' ' ')all"
+	@echo "  NAME         make study: $$(ls bench/studies bench/lbstudies | grep toml | sed 's/.toml//' | tr '\n' ' ')all"
 	@echo "Servers: $$(ls servers | tr '\n' ' ')"
 
 setup: ## install what is missing: distro packages, uv, the harness venv
@@ -77,6 +77,8 @@ capacity: setup ## each server's highest rate with p99 <= SLO_P99_MS (open loop,
 	$(PY) -m bench capacity $(BENCH_OPTS) $(call opt,SLO_P99_MS,slo-p99-ms) \
 	  $(call opt,SLO_P999_MS,slo-p999-ms) $(call opt,CAPACITY_BUDGET,budget)
 
+# Open-loop study arms and the load-balancer studies (bench/lbstudies) drive oha.
+study: export OHA := 1
 study: setup ## re-run a source document's experiment (NAME=<study>|all; DURATION, RESULTS apply)
 	$(PY) -m bench study $(call opt,NAME,name) $(call opt,DURATION,duration) \
 	  $(call opt,RESULTS,results) $(call opt,SEED,seed)

@@ -210,9 +210,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def study_names_from(raw: str | None) -> list[str]:
     """NAME: one study, a comma list, or all."""
+    from bench.lbfile import lb_study_names
     from bench.study import study_names
 
-    valid = study_names()
+    valid = study_names() + lb_study_names()
     if not raw:
         raise UsageError(f"NAME is required; valid: {', '.join(valid)}, all")
     return list(validate_choices("name", raw, valid, allow_all=True))
@@ -220,9 +221,11 @@ def study_names_from(raw: str | None) -> list[str]:
 
 def _sections(results: Path) -> Callable[[list], list[str]]:
     """The studies' summary sections, for report.write_summary."""
-    from bench import study
+    from bench import lbreport, study
 
-    return lambda records: study.summary_sections(records, results)
+    return lambda records: (
+        study.summary_sections(records, results) + lbreport.summary_sections(records)
+    )
 
 
 def validate_load(args: argparse.Namespace) -> dict[str, object]:
@@ -278,6 +281,13 @@ def validate_proxy(args: argparse.Namespace) -> dict[str, object]:
         if args.upstream_keepalive is not None
         else keepalive
     )
+    if proxy == "alb" and args.upstream_keepalive is not None and not upstream_keepalive:
+        raise UsageError(
+            "UPSTREAM_KEEPALIVE=off: an ALB always keeps target connections alive; "
+            "valid: PROXY=nginx with UPSTREAM_KEEPALIVE=off, or PROXY=alb without it"
+        )
+    if proxy == "alb":
+        upstream_keepalive = True  # a cloud balancer has no switch for it
     if args.target and proxy != "none":
         raise UsageError(
             "TARGET drives a server elsewhere: put nginx in front there; valid: PROXY=none"
@@ -465,6 +475,13 @@ def _compare(base_dir: str | None, head_dir: str | None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `python -m bench`."""
+    from bench import netns
+
+    # Namespaces a killed harness left behind (its pid gone) are removed at the next start.
+    for name in netns.remove_leftovers():
+        print(
+            f"bench: removed network namespace {name} left by a harness that died", file=sys.stderr
+        )
     try:
         args = build_parser().parse_args(argv)
         try:
@@ -488,6 +505,31 @@ def main(argv: list[str] | None = None) -> int:
 
             names = study_names_from(args.name)
             duration = validate_int("duration", args.duration) if args.duration else None
+            from bench.lbfile import lb_study_names
+            from bench.netns import root_problem
+
+            # Load-balancer studies run each arm in a namespace of their own (bench.lbstudy);
+            # the others through the common harness.
+            lb_names = [n for n in names if n in lb_study_names()]
+            names = [n for n in names if n not in lb_names]
+            if args.name.strip() == "all" and lb_names and root_problem() is not None:
+                # NAME=all without root: every study that can run here, and one line on why
+                # the namespace studies do not.
+                print(f"bench: skipping {', '.join(lb_names)}: {root_problem()}", file=sys.stderr)
+                lb_names = []
+            lb_status = 0
+            if lb_names:
+                from bench import lbstudy, report
+
+                results = validate_results(args.results)
+                lb_status = lbstudy.execute(
+                    lb_names,
+                    results,
+                    lambda: report.write_summary(results, _sections(results)),
+                    duration,
+                )
+                if lb_status in (2, 130) or not names:
+                    return lb_status
             base = options_from(
                 build_parser().parse_args(
                     ["run", f"--results={args.results}"]
@@ -498,8 +540,9 @@ def main(argv: list[str] | None = None) -> int:
 
             # Two phases per study: the arms that need nothing measured, then those whose
             # rates and knobs come from the first phase's records (bench.study).
-            return study.execute_studies(
-                names, base, duration, run.execute, _sections(base.results)
+            return max(
+                lb_status,
+                study.execute_studies(names, base, duration, run.execute, _sections(base.results)),
             )
         if args.command == "capacity":
             check_open_loop(args.load)

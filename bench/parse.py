@@ -7,6 +7,7 @@ every parser). Each load tool's own output is parsed in its module under bench/l
 from __future__ import annotations
 
 import math
+import re
 
 
 class ParseError(ValueError):
@@ -55,3 +56,22 @@ def parse_proxy_log(
         status = int(fields[1])
         counts[status] = counts.get(status, 0) + 1
     return dict(sorted(counts.items()))
+
+
+# nginx's error-log line: `2026/11/23 15:38:23 [crit] 11744#11744: *10 <what happened>, client:`
+_ERROR_LINE = re.compile(r"^\S+ \S+ \[(\w+)\] \d+#\d+: (?:\*\d+ )?(.*?)(?:, client: .*)?$")
+
+
+def parse_proxy_errors(text: str) -> dict[str, int]:
+    """nginx's error-log reasons and how often each appeared: the text between the connection
+    number and `, client:` ("connect() to 127.0.0.1:8000 failed (99: Cannot assign requested
+    address) while connecting to upstream", "upstream prematurely closed connection while
+    reading response header from upstream"); lines below [error] (notices, warnings about
+    buffering) are not failures and are left out."""
+    counts: dict[str, int] = {}
+    for line in text.splitlines():
+        match = _ERROR_LINE.match(line.strip())
+        if match is None or match.group(1) not in ("error", "crit", "alert", "emerg"):
+            continue
+        counts[match.group(2)] = counts.get(match.group(2), 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))

@@ -19,7 +19,8 @@ from bench.load import TOOL_NAMES
 # Scenarios are declared in bench.scenario; which load tool drives which is theirs to say.
 SCENARIOS = scenario.SCENARIOS
 LOAD_SCENARIOS: dict[str, tuple[str, ...]] = {t: scenario.scenarios_for(t) for t in TOOL_NAMES}
-PROXIES = ("none", "nginx")
+# alb: nginx configured as a cloud load balancer (proxy/alb.conf.template, issue 15)
+PROXIES = ("none", "nginx", "alb")
 # native: the harness started the server here; compose: in containers (make compose-bench)
 RUNTIMES = ("native", "compose")
 
@@ -64,7 +65,7 @@ class Options:
     overrides: dict[str, int]
     load_threads: int
     seed: int
-    proxy: str | None = None  # "nginx", or None: the load tool talks to the server directly
+    proxy: str | None = None  # "nginx", "alb", or None: the load tool talks to the server directly
     keepalive: bool = defaults.KEEPALIVE  # client keep-alive (off: wrk sends `Connection: close`)
     upstream_keepalive: bool | None = None  # nginx -> server; None without a proxy
     proxy_timeout_s: int = (

@@ -46,6 +46,9 @@ from pathlib import Path
 #    rss_slope_mb_per_h {slope, ci_low, ci_high, r}, minutes [{minute, responses_per_s,
 #    non_2xx}]}: make soak.
 #    recycles {max_requests, max_requests_jitter, workers_at_start, workers_started}: RECYCLE=.
+#    network: the load-balancer studies' namespace facts {namespace, sysctls set inside,
+#      kernel_counters (TCP counter deltas read inside), time_wait_max, listen_queue_max,
+#      proxy_error_reasons (nginx error-log reason -> count), race (the burst pattern)}.
 FORMAT_VERSION = 5
 KNOWN_VERSIONS = (1, 2, 3, 4, 5)
 STATUSES = ("ok", "failed", "unsupported")
@@ -100,6 +103,7 @@ class Record:
     lifecycle: dict | None = None
     series: dict | None = None
     recycles: dict | None = None
+    network: dict | None = None
 
     def to_dict(self) -> dict:
         """The JSON-ready form."""

@@ -265,10 +265,14 @@ class LocalSite:
                 logs = {"server.log": read_log(log_path)}
                 raise ServeError(f"verification failed: {exc}", logs, server.argv) from None
             served.backlog = sample.listen_backlog(server.port)
-            if opts.proxy == "nginx":
+            if opts.proxy is not None:
                 try:
                     served.proxy = self.stack.start_proxy(
-                        server, bool(opts.upstream_keepalive), opts.proxy_timeout_s, server_cpus
+                        server,
+                        bool(opts.upstream_keepalive),
+                        opts.proxy_timeout_s,
+                        server_cpus,
+                        kind=opts.proxy,
                     )
                 except StartError as exc:
                     reason = f"nginx (proxy) did not start: {_first_line(exc)}"

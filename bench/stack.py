@@ -29,6 +29,8 @@ DB_DIR = ROOT / "db"
 PROXY_DIR = ROOT / "proxy"
 # One nginx worker in front: on 2 cores it already competes with the server it fronts.
 PROXY_WORKERS = 1
+# PROXY= -> the http-level nginx template in proxy/ (nginx.conf is the process-level part).
+PROXY_TEMPLATES = {"nginx": "site.conf.template", "alb": "alb.conf.template"}
 PGBOUNCER_POOL_SIZE = 20
 DB_NAME = "bench"
 DB_USER = "bench"
@@ -164,6 +166,37 @@ def render_template(template: str, fill: dict[str, object]) -> str:
     """${NAME} replaced for known names only, as nginx's image does with envsubst: nginx's
     own $variables pass through untouched."""
     return render_config(template, fill, r"\$\{(\w+)\}")
+
+
+def render_proxy(
+    run_dir: Path,
+    name: str,
+    listen: str,
+    app_server: str,
+    upstream_keepalive: bool,
+    timeout_s: int,
+    kind: str = "nginx",
+) -> tuple[Path, Path]:
+    """nginx's two config files rendered into run_dir (PROXY_TEMPLATES[kind] for the site);
+    the main config's path and the access log's."""
+    (run_dir / "nginx-proxy-tmp").mkdir(exist_ok=True)
+    access_log = run_dir / f"{name}-access.log"
+    site = run_dir / f"{name}-site.conf"
+    main = run_dir / f"{name}.conf"
+    fill: dict[str, object] = {
+        "LISTEN": listen,
+        "APP_SERVER": app_server,
+        "UPSTREAM_CONNECTION": "" if upstream_keepalive else "close",
+        "PROXY_CONNECT_TIMEOUT": f"{timeout_s}s",
+        "PROXY_READ_TIMEOUT": f"{timeout_s}s",
+        "ACCESS_LOG": access_log,
+        "RUN_DIR": run_dir,
+        "SITE_CONF": site,
+        "PROXY_WORKERS": PROXY_WORKERS,
+    }
+    site.write_text(render_template((PROXY_DIR / PROXY_TEMPLATES[kind]).read_text(), fill))
+    main.write_text(render_template((PROXY_DIR / "nginx.conf").read_text(), fill))
+    return main, access_log
 
 
 class Stack:
@@ -453,27 +486,21 @@ class Stack:
         upstream_keepalive: bool,
         timeout_s: int = defaults.PROXY_TIMEOUT_S,
         cpus: frozenset[int] | None = None,
+        kind: str = "nginx",
     ) -> RunningProxy:
-        """nginx (config from proxy/) in front of a running server, answering through it."""
+        """nginx (config from proxy/: PROXY_TEMPLATES[kind]) in front of a running server,
+        answering through it."""
         port = ready.free_port()
         name = f"nginx-proxy-{server.port}"
-        (self.run_dir / "nginx-proxy-tmp").mkdir(exist_ok=True)
-        access_log = self.run_dir / f"{name}-access.log"
-        site = self.run_dir / f"{name}-site.conf"
-        main = self.run_dir / f"{name}.conf"
-        fill: dict[str, object] = {
-            "LISTEN": f"127.0.0.1:{port}",
-            "APP_SERVER": f"127.0.0.1:{server.port}",
-            "UPSTREAM_CONNECTION": "" if upstream_keepalive else "close",
-            "PROXY_CONNECT_TIMEOUT": f"{timeout_s}s",
-            "PROXY_READ_TIMEOUT": f"{timeout_s}s",
-            "ACCESS_LOG": access_log,
-            "RUN_DIR": self.run_dir,
-            "SITE_CONF": site,
-            "PROXY_WORKERS": PROXY_WORKERS,
-        }
-        site.write_text(render_template((PROXY_DIR / "site.conf.template").read_text(), fill))
-        main.write_text(render_template((PROXY_DIR / "nginx.conf").read_text(), fill))
+        main, access_log = render_proxy(
+            self.run_dir,
+            name,
+            f"127.0.0.1:{port}",
+            f"127.0.0.1:{server.port}",
+            upstream_keepalive,
+            timeout_s,
+            kind,
+        )
         binary = shutil.which("nginx") or "/usr/sbin/nginx"
         proc = self.table.start(
             "nginx-proxy",

@@ -23,7 +23,8 @@ BAD = [
     (["--workers=abc"], "not a whole number"),
     (["--arch=sparc"], "valid: aarch64, amd64, arm64, x86_64"),
     (["--results=/proc/nope"], "not a writable directory"),
-    (["--proxy=haproxy"], "valid: none, nginx"),
+    (["--proxy=haproxy"], "valid: none, nginx, alb"),
+    (["--proxy=alb", "--upstream-keepalive=off"], "an ALB always keeps target connections alive"),
     (["--keepalive=maybe"], "valid: on, off"),
     (["--upstream-keepalive=off"], "add PROXY=nginx"),
     (["--proxy=nginx", "--proxy-timeout=0"], "out of range 1..600"),
@@ -128,6 +129,14 @@ def test_proxy_and_keepalive_options() -> None:
     opts = cli.options_from(parse(["run", "--load=locust", "--locust-workers=2"]))
     assert (opts.scenarios, opts.load_tool, opts.load_workers) == (("saas",), "locust", 2)
     assert "saas" not in cli.options_from(parse(["run", "--scenario=all"])).scenarios
+
+
+def test_alb_front_keeps_upstream_alive() -> None:
+    """PROXY=alb: the ALB-like nginx; its upstream side is kept alive even with KEEPALIVE=off
+    (a cloud balancer has no switch for it), the client side follows KEEPALIVE."""
+    parse = cli.build_parser().parse_args
+    opts = cli.options_from(parse(["run", "--proxy=alb", "--keepalive=off"]))
+    assert (opts.proxy, opts.keepalive, opts.upstream_keepalive) == ("alb", False, True)
 
 
 def test_arch_values_and_emulation() -> None:

@@ -1,0 +1,91 @@
+"""Load-balancer studies in a namespace (bench/lbstudy.py): port exhaustion on a tiny range.
+Needs root (skipped otherwise)."""
+
+from pathlib import Path
+
+import pytest
+
+from bench import netns
+from bench.lbfile import LbArm
+from bench.lbstudy import measure_arm
+from bench.procs import ProcessTable
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(netns.root_problem() is not None, reason="network namespaces need root"),
+]
+
+ERRNO_99 = "(99: Cannot assign requested address)"
+
+
+def _arm(upstream_keepalive: bool) -> LbArm:
+    return LbArm(
+        f"ka-{upstream_keepalive}",
+        "test",
+        "gunicorn-gthread",
+        {
+            "front": "nginx",
+            "upstream_keepalive": upstream_keepalive,
+            # 64 local ports, no TIME_WAIT re-use: 64 upstream connections use them all up.
+            "sysctls": {
+                "net.ipv4.ip_local_port_range": "40000 40063",
+                "net.ipv4.tcp_tw_reuse": "0",
+            },
+            "rate": 200,
+            "connections": 4,
+            "duration": 3,
+            "timeout": 5,
+            "proxy_timeout": 5,
+            "knobs": {"workers": 1, "threads": 4},
+        },
+    )
+
+
+def test_tiny_port_range_exhausted_without_upstream_keepalive(tmp_path: Path) -> None:
+    """64 ports, 200 req/s for 3 s through nginx: with upstream keep-alive off nginx's
+    connects fail with errno 99 and the client gets 502s; with it on, every answer is a 200
+    and the error log has no errno 99. The namespaces are gone afterwards."""
+    table = ProcessTable()
+    spaces = netns.Namespaces(table)
+    try:
+        off = measure_arm(table, spaces, _arm(False), tmp_path / "off")
+        on = measure_arm(table, spaces, _arm(True), tmp_path / "on")
+    finally:
+        table.stop_all()
+    assert not [n for n in netns.list_namespaces() if n in (off.network or {}).get("namespace", "")]
+    reasons_off = off.network["proxy_error_reasons"]
+    exhausted = sum(n for reason, n in reasons_off.items() if ERRNO_99 in reason)
+    assert exhausted > 0, reasons_off
+    assert off.proxy_statuses.get(502, 0) >= exhausted
+    assert off.network["time_wait_max"] >= 60  # the range (64) sits in TIME_WAIT
+    assert off.network["sysctls"]["net.ipv4.ip_local_port_range"] == "40000 40063"
+    assert not any(ERRNO_99 in reason for reason in on.network["proxy_error_reasons"])
+    assert on.proxy_statuses.get(502, 0) == 0
+    assert '"200"' in on.oha_json and '"502"' not in on.oha_json
+
+
+def test_alb_front_in_a_bench_run(tmp_path: Path) -> None:
+    """`make bench PROXY=alb`: the run goes through the ALB-like nginx (its site config is the
+    ALB template: no retry, 60 s upstream idle timeout) and the record says proxy "alb" with
+    upstream keep-alive on."""
+    import json
+
+    from tests.integration.conftest import run_bench
+
+    results = tmp_path / "results"
+    proc = run_bench(
+        results,
+        server="granian",
+        scenario="plaintext",
+        concurrency=5,
+        duration=2,
+        warmup=0,
+        trials=1,
+        proxy="alb",
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (path,) = (results / "records").glob("*.json")
+    rec = json.loads(path.read_text())
+    assert rec["status"] == "ok" and rec["proxy"] == "alb"
+    assert rec["keepalive"] == {"client": True, "upstream": True}
+    assert rec["requests"] > 0 and rec["metadata"]["proxy_version"]
