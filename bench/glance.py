@@ -182,16 +182,21 @@ def _capacity_lines(records: list[Record]) -> list[str]:
 
 def _verdicts(extra: list[str]) -> list[str]:
     """One line per study, from its rendered section (`## Study: name — title`, then the
-    `**Verdict: …**` line)."""
-    lines, title = [], None
+    `**Verdict: …**` line; a study without a verdict rule, such as the load-balancer ones,
+    gets its first measured line)."""
+    lines, title, measured = [], None, False
     for line in extra:
-        if line.startswith("## Study: "):
-            title = line.removeprefix("## Study: ")
+        if line.startswith("## "):
+            title = line.removeprefix("## Study: ") if line.startswith("## Study: ") else None
+            measured = False
         elif title and line.startswith("**Verdict: "):
             verdict = line.split("**")[1].removeprefix("Verdict: ")
             lines.append(f"- Study {title}: **{verdict}**.")
             title = None
-        elif title and line.startswith("Not run yet"):
+        elif title and line.startswith("Measured (counts from the records)"):
+            measured = True
+        elif title and measured and line.startswith("- "):
+            lines.append(f"- Study {title} (no verdict rule): {line.removeprefix('- ')}.")
             title = None
     return lines
 
