@@ -17,8 +17,14 @@ BENCH_OPTS = $(call opt,SERVER,server) $(call opt,SCENARIO,scenario) \
   $(call opt,UPSTREAM_KEEPALIVE,upstream-keepalive) $(call opt,PROXY_TIMEOUT,proxy-timeout) \
   $(call opt,PIN,pin) $(call opt,LOAD,load) $(call opt,LOCUST_WORKERS,locust-workers) \
   $(call opt,TARGET,target) $(call opt,RATE,rate)
+# make serve: what starts a server (no load, no results)
+SERVE_OPTS = $(call opt,SERVER,server) $(call opt,ARCH,arch) $(call opt,WORKERS,workers) \
+  $(call opt,THREADS,threads) $(call opt,CONNECTIONS,connections) $(call opt,BACKLOG,backlog) \
+  $(call opt,PROXY,proxy) $(call opt,KEEPALIVE,keepalive) \
+  $(call opt,UPSTREAM_KEEPALIVE,upstream-keepalive) $(call opt,PROXY_TIMEOUT,proxy-timeout) \
+  $(call opt,PIN,pin)
 
-.PHONY: help setup bench capacity study report test lint format lock compose-up compose-bench compose-down
+.PHONY: help setup bench capacity serve study report test lint format lock compose-up compose-bench compose-down
 
 help: ## list targets and variables
 	@echo "Targets:"
@@ -51,6 +57,8 @@ help: ## list targets and variables
 	@echo "  SLO_P999_MS  make capacity: a p99.9 objective in ms too (default: none)"
 	@echo "  CAPACITY_BUDGET  make capacity: seconds per server and scenario (default: 300)"
 	@echo "               (RATE's first value starts the search: default 50; DURATION 5, WARMUP 1)"
+	@echo "  make serve   takes SERVER (one id), PROXY, KEEPALIVE, UPSTREAM_KEEPALIVE, PROXY_TIMEOUT,"
+	@echo "               WORKERS THREADS CONNECTIONS BACKLOG, PIN, ARCH"
 	@echo "  NAME         make study: $$(ls bench/studies | sed 's/.toml//' | tr '\n' ' ')all"
 	@echo "Servers: $$(ls servers | tr '\n' ' ')"
 
@@ -64,6 +72,9 @@ capacity: export OHA := 1
 capacity: setup ## each server's highest rate with p99 <= SLO_P99_MS (open loop, oha)
 	$(PY) -m bench capacity $(BENCH_OPTS) $(call opt,SLO_P99_MS,slo-p99-ms) \
 	  $(call opt,SLO_P999_MS,slo-p999-ms) $(call opt,CAPACITY_BUDGET,budget)
+
+serve: setup ## stack + one verified server up for your tools until Ctrl-C; prints the URLs
+	$(PY) -m bench serve $(SERVE_OPTS)
 
 study: setup ## re-run a source document's experiment (NAME=<study>|all; DURATION, RESULTS apply)
 	$(PY) -m bench study $(call opt,NAME,name) $(call opt,DURATION,duration) \

@@ -178,6 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     capacity.add_argument("--slo-p99-ms", default=str(defaults.SLO_P99_MS))
     capacity.add_argument("--slo-p999-ms", default=None)
     capacity.add_argument("--budget", default=str(defaults.CAPACITY_BUDGET_S))
+    serve = sub.add_parser("serve", help="a verified stack and server left up until Ctrl-C")
+    add_run_arguments(serve)
     report = sub.add_parser("report", help="rebuild summary.md from the records")
     report.add_argument("--results", default=defaults.RESULTS)
     study = sub.add_parser("study", help="re-run a source document's experiment")
@@ -337,6 +339,14 @@ def with_objective(options: plan.Options, args: argparse.Namespace) -> plan.Opti
     return dataclasses.replace(options, rates=(objective.start_rps,), objective=objective)
 
 
+def check_serve(options: plan.Options) -> None:
+    """make serve: exactly one server, started here."""
+    if len(options.servers) != 1:
+        raise UsageError(f"make serve starts one server; valid SERVER: {', '.join(server_ids())}")
+    if options.target is not None:
+        raise UsageError("make serve starts the server here; TARGET applies to make bench only")
+
+
 def _os_problem(exc: OSError) -> str:
     """An OSError in one line: what and where, without the errno."""
     where = exc.filename2 or exc.filename  # a rename fails on its target
@@ -380,11 +390,17 @@ def main(argv: list[str] | None = None) -> int:
             if args.rate is None:
                 args.rate = str(defaults.CAPACITY_START_RPS)  # where the search starts
         options = options_from(args)
+        if args.command == "serve":
+            check_serve(options)
         if args.command == "capacity":
             options = with_objective(options, args)
     except (UsageError, DeclarationError, StudyError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
+    if args.command == "serve":
+        from bench import serve
+
+        return serve.serve(options)
     from bench import run
 
     return run.execute(options, _sections(options.results))
