@@ -24,7 +24,7 @@ SERVE_OPTS = $(call opt,SERVER,server) $(call opt,ARCH,arch) $(call opt,WORKERS,
   $(call opt,UPSTREAM_KEEPALIVE,upstream-keepalive) $(call opt,PROXY_TIMEOUT,proxy-timeout) \
   $(call opt,PIN,pin)
 
-.PHONY: help setup bench capacity serve study report test lint format lock compose-up compose-bench compose-down
+.PHONY: help setup bench capacity serve overhead study report test lint format lock compose-up compose-bench compose-down
 
 help: ## list targets and variables
 	@echo "Targets:"
@@ -75,6 +75,11 @@ capacity: setup ## each server's highest rate with p99 <= SLO_P99_MS (open loop,
 
 serve: setup ## stack + one verified server up for your tools until Ctrl-C; prints the URLs
 	$(PY) -m bench serve $(SERVE_OPTS)
+
+overhead: setup ## the harness's req/s against bare wrk, alternated (SERVER SCENARIO CONCURRENCY DURATION ROUNDS)
+	$(PY) -m bench.overhead $(call opt,SERVER,server) $(call opt,SCENARIO,scenario) \
+	  $(call opt,CONCURRENCY,concurrency) $(call opt,DURATION,duration) $(call opt,ROUNDS,rounds) \
+	  $(call opt,LOAD_THREADS,load-threads)
 
 study: setup ## re-run a source document's experiment (NAME=<study>|all; DURATION, RESULTS apply)
 	$(PY) -m bench study $(call opt,NAME,name) $(call opt,DURATION,duration) \
