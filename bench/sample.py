@@ -17,6 +17,8 @@ from pathlib import Path
 
 import psutil
 
+from bench import sockdiag
+
 TCP_LISTEN = "0A"
 INTERVAL_S = 0.5
 
@@ -109,6 +111,40 @@ def parse_ss_time_wait(text: str, ports: Collection[int], recent_s: float | None
     return TimeWait(total, by_port, recent, recent_by_port)
 
 
+def count_time_wait(
+    sockets: list[sockdiag.DiagSocket], ports: Collection[int], recent_s: float | None
+) -> TimeWait:
+    """parse_ss_time_wait's counts from sock_diag's TIME_WAIT sockets (the timer in ms; the
+    same 1 s of slack, so both ways count the same sockets)."""
+    wanted = set(ports)
+    total = recent = 0
+    by_port = dict.fromkeys(sorted(wanted), 0)
+    recent_by_port = dict.fromkeys(sorted(wanted), 0)
+    for sock in sockets:
+        if sock.state != sockdiag.TCP_TIME_WAIT:
+            continue
+        touched = {sock.sport, sock.dport} & wanted
+        if not touched:
+            continue
+        total += 1
+        for port in touched:
+            by_port[port] += 1
+        if recent_s is not None and sock.expires_ms / 1000 >= TIME_WAIT_S - recent_s - 1:
+            recent += 1
+            for port in touched:
+                recent_by_port[port] += 1
+    return TimeWait(total, by_port, recent, recent_by_port)
+
+
+def time_wait(ports: Collection[int], recent_s: float | None = None) -> TimeWait:
+    """TIME_WAIT sockets on ports now, from the kernel in-process (ss where netlink fails)."""
+    try:
+        found = sockdiag.dump([sockdiag.TCP_TIME_WAIT], ports)
+    except (OSError, ValueError):
+        return ss_time_wait(ports, recent_s)
+    return count_time_wait(found, ports, recent_s)
+
+
 def ss_time_wait(ports: Collection[int], recent_s: float | None = None) -> TimeWait:
     """TIME_WAIT sockets on ports now; the kernel filters them (fast with 40k sockets)."""
     selector = " or ".join(f"sport = :{p} or dport = :{p}" for p in sorted(set(ports)))
@@ -149,9 +185,21 @@ def ss_listen(port: int) -> tuple[int, int] | None:
     return parse_ss_listen(result.stdout) if result.returncode == 0 else None
 
 
+def listen_state(port: int) -> tuple[int, int] | None:
+    """ss_listen's (accept queue, backlog), from the kernel in-process (ss where netlink fails)."""
+    try:
+        found = sockdiag.dump([sockdiag.TCP_LISTEN], [port])
+    except (OSError, ValueError):
+        return ss_listen(port)
+    mine = [s for s in found if s.state == sockdiag.TCP_LISTEN and s.sport == port]
+    if not mine:
+        return None
+    return sum(s.rqueue for s in mine), max(s.wqueue for s in mine)
+
+
 def listen_backlog(port: int) -> int | None:
     """The effective listen backlog on port: what the server asked, capped by somaxconn."""
-    found = ss_listen(port)
+    found = listen_state(port)
     return found[1] if found else None
 
 
@@ -309,7 +357,7 @@ class Sampler:
         if self.port is None:
             return
         self._sample_sockets()
-        queue = ss_listen(self.port)
+        queue = listen_state(self.port)
         self._queue_max = max(self._queue_max, queue[0] if queue else 0)
         if self.pool_probe is not None and time.monotonic() >= self._pool_next:
             # psql is a process start per sample: once a second is plenty for a pool.
@@ -326,7 +374,7 @@ class Sampler:
         # the warmup and earlier runs linger for 60 s and are not this run's.
         front = self.proxy_port if self.proxy_port is not None else self.port
         ports = self._ports() | ({self.db_port} if self.db_port is not None else set())
-        found = ss_time_wait(ports, time.monotonic() - self._started)
+        found = time_wait(ports, time.monotonic() - self._started)
         if self.db_port is not None:
             self._time_wait_db_max = max(
                 self._time_wait_db_max, found.recent_by_port.get(self.db_port, 0)
@@ -356,7 +404,7 @@ class Sampler:
         self._counters_first = listen_counters()
         # Sockets the primer and warmup left in TIME_WAIT (they linger 60 s) are not this run's.
         self._started = time.monotonic()
-        self._time_wait_before = ss_time_wait(self._ports()).total if self.port else 0
+        self._time_wait_before = time_wait(self._ports()).total if self.port else 0
         self._tick()
         self._thread = threading.Thread(target=self._loop, name="sampler", daemon=True)
         self._thread.start()
