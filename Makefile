@@ -76,10 +76,10 @@ capacity: setup ## each server's highest rate with p99 <= SLO_P99_MS (open loop,
 serve: setup ## stack + one verified server up for your tools until Ctrl-C; prints the URLs
 	$(PY) -m bench serve $(SERVE_OPTS)
 
-overhead: setup ## the harness's req/s against bare wrk, alternated (SERVER SCENARIO CONCURRENCY DURATION ROUNDS)
+overhead: setup ## harness req/s vs bare wrk, alternated (SERVER SCENARIO CONCURRENCY DURATION ROUNDS LEGACY)
 	$(PY) -m bench.overhead $(call opt,SERVER,server) $(call opt,SCENARIO,scenario) \
 	  $(call opt,CONCURRENCY,concurrency) $(call opt,DURATION,duration) $(call opt,ROUNDS,rounds) \
-	  $(call opt,LOAD_THREADS,load-threads)
+	  $(call opt,LOAD_THREADS,load-threads) $(call opt,LEGACY,legacy)
 
 study: setup ## re-run a source document's experiment (NAME=<study>|all; DURATION, RESULTS apply)
 	$(PY) -m bench study $(call opt,NAME,name) $(call opt,DURATION,duration) \

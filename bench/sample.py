@@ -137,7 +137,8 @@ def count_time_wait(
 
 
 def time_wait(ports: Collection[int], recent_s: float | None = None) -> TimeWait:
-    """TIME_WAIT sockets on ports now, from the kernel in-process (ss where netlink fails)."""
+    """TIME_WAIT sockets on ports now, from the kernel in-process (ss where netlink fails);
+    IPv4, where every socket of the stack is."""
     try:
         found = sockdiag.dump([sockdiag.TCP_TIME_WAIT], ports)
     except (OSError, ValueError):
@@ -232,18 +233,49 @@ def _cpu_seconds(proc: psutil.Process) -> float:
     return times.user + times.system
 
 
-def _tree_cpu_seconds(pid: int) -> float | None:
+# Listing a process's descendants reads the /proc entry of every process on the host (psutil
+# has no cheaper way): ~10 ms with a few hundred processes, per tree and sample. A tree is
+# re-listed this often, and at once when one of its processes is gone.
+FAMILY_REFRESH_S = 2.0
+
+
+@dataclass
+class Family:
+    """A process and its descendants (a server's master and workers, nginx, Locust)."""
+
+    pid: int
+    refresh_s: float = FAMILY_REFRESH_S
+    _procs: list[psutil.Process] | None = None
+    _next: float = 0.0
+
+    def procs(self) -> list[psutil.Process]:
+        """The family as last listed (re-listed when due or when one was gone)."""
+        now = time.monotonic()
+        if self._procs is None or now >= self._next:
+            try:
+                root = psutil.Process(self.pid)
+                self._procs = [root, *root.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                self._procs = []
+            self._next = now + self.refresh_s
+        return self._procs
+
+    def gone(self) -> None:
+        """One of them exited: list them again at the next call."""
+        self._next = 0.0
+
+
+def _tree_cpu_seconds(family: Family) -> float | None:
     # A load tool or proxy may be several processes (Locust workers, nginx workers).
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
+    procs = family.procs()
+    if not procs:
         return None
     total = 0.0
     for proc in procs:
         try:
             total += _cpu_seconds(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
+            family.gone()
             continue
     return total
 
@@ -299,6 +331,11 @@ class Sampler:
     # pgbouncer's port: an app that connects per request leaves TIME_WAIT there (source 004).
     db_port: int | None = None
     pool_interval_s: float = 1.0
+    # How sockets are read: in-process from the kernel (bench.overhead swaps in the `ss`
+    # process starts of before, to measure what they cost).
+    time_wait_probe: Callable[..., TimeWait] = time_wait
+    listen_probe: Callable[[int], tuple[int, int] | None] = listen_state
+    _families: dict[int, Family] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _cpu_first: dict[int, float] = field(default_factory=dict)
@@ -321,35 +358,36 @@ class Sampler:
     _started: float = 0.0
     _elapsed: float = 0.0
 
-    def _tree(self) -> list[psutil.Process]:
-        if self.server_pid is None:
-            return []
-        try:
-            root = psutil.Process(self.server_pid)
-            return [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            return []
+    def _family(self, pid: int) -> Family:
+        if pid not in self._families:
+            self._families[pid] = Family(pid)
+        return self._families[pid]
 
     def _tick(self) -> None:
         rss = 0
-        for proc in self._tree():
+        server = self._family(self.server_pid) if self.server_pid is not None else None
+        for proc in server.procs() if server is not None else []:
             try:
                 seconds = _cpu_seconds(proc)
                 rss += proc.memory_info().rss
             except (psutil.NoSuchProcess, psutil.AccessDenied):
+                if server is not None:
+                    server.gone()
                 continue
             self._cpu_first.setdefault(proc.pid, seconds)
             self._cpu_last[proc.pid] = seconds
         self._rss_max = max(self._rss_max, rss)
         if self.load_pid is not None:
-            seconds = _tree_cpu_seconds(self.load_pid)
+            seconds = _tree_cpu_seconds(self._family(self.load_pid))
             if seconds is not None:
-                seconds += sum(_tree_cpu_seconds(pid) or 0.0 for pid in self.extra_load_pids)
+                seconds += sum(
+                    _tree_cpu_seconds(self._family(pid)) or 0.0 for pid in self.extra_load_pids
+                )
                 if self._load_first is None:
                     self._load_first = seconds
                 self._load_last = seconds
         if self.proxy_pid is not None:
-            seconds = _tree_cpu_seconds(self.proxy_pid)
+            seconds = _tree_cpu_seconds(self._family(self.proxy_pid))
             if seconds is not None:
                 if self._proxy_first is None:
                     self._proxy_first = seconds
@@ -357,10 +395,11 @@ class Sampler:
         if self.port is None:
             return
         self._sample_sockets()
-        queue = listen_state(self.port)
+        queue = self.listen_probe(self.port)
         self._queue_max = max(self._queue_max, queue[0] if queue else 0)
         if self.pool_probe is not None and time.monotonic() >= self._pool_next:
-            # psql is a process start per sample: once a second is plenty for a pool.
+            # Once a second, as when each sample started a psql (bench.pools now keeps one
+            # session): peaks stay comparable with earlier records.
             self._pool_next = time.monotonic() + self.pool_interval_s
             try:
                 pools = self.pool_probe()
@@ -374,7 +413,7 @@ class Sampler:
         # the warmup and earlier runs linger for 60 s and are not this run's.
         front = self.proxy_port if self.proxy_port is not None else self.port
         ports = self._ports() | ({self.db_port} if self.db_port is not None else set())
-        found = time_wait(ports, time.monotonic() - self._started)
+        found = self.time_wait_probe(ports, time.monotonic() - self._started)
         if self.db_port is not None:
             self._time_wait_db_max = max(
                 self._time_wait_db_max, found.recent_by_port.get(self.db_port, 0)
@@ -404,7 +443,7 @@ class Sampler:
         self._counters_first = listen_counters()
         # Sockets the primer and warmup left in TIME_WAIT (they linger 60 s) are not this run's.
         self._started = time.monotonic()
-        self._time_wait_before = time_wait(self._ports()).total if self.port else 0
+        self._time_wait_before = self.time_wait_probe(self._ports()).total if self.port else 0
         self._tick()
         self._thread = threading.Thread(target=self._loop, name="sampler", daemon=True)
         self._thread.start()

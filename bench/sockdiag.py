@@ -116,12 +116,17 @@ def receive(family: int, states: int, ports: Collection[int]) -> bytes:
                 return b"".join(chunks)
 
 
-def dump(states: Collection[int], ports: Collection[int]) -> list[DiagSocket]:
-    """TCP sockets (IPv4 and IPv6) in `states` with a local or remote port in `ports`."""
+def dump(
+    states: Collection[int], ports: Collection[int], families: Collection[int] = (socket.AF_INET,)
+) -> list[DiagSocket]:
+    """TCP sockets in `states` with a local or remote port in `ports`. IPv4 by default: every
+    socket of the stack is (127.0.0.1, the studies' 198.18.0.0/15), and each family is one
+    walk of the kernel's whole connection table, ~3 ms with 8,000 TIME_WAIT sockets of other
+    runs on the host (LISTEN alone is a separate, small table)."""
     mask = 0
     for state in states:
         mask |= 1 << state
     found: list[DiagSocket] = []
-    for family in (socket.AF_INET, socket.AF_INET6):
+    for family in families:
         found += parse_dump(receive(family, mask, ports))[0]
     return found

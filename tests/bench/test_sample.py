@@ -43,3 +43,43 @@ def test_ss_time_wait_counts_only_recent_sockets_when_asked() -> None:
     assert sample.parse_ss_time_wait(text, {45417}, recent_s=60).recent == 30
     assert sample.parse_ss_time_wait(text, {45417}, recent_s=5).recent == 0
     assert sample.parse_ss_time_wait(text, {1}, recent_s=52).total == 0
+
+
+def test_a_family_is_listed_once_per_refresh_and_again_when_one_is_gone() -> None:
+    """A process with a sleeping child: both listed; a child started later is not seen until
+    the family is re-listed (when due, or after one of them was gone), then it is."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    script = (
+        "import subprocess, sys\n"
+        "for line in sys.stdin:\n"
+        "    print(subprocess.Popen(['sleep', '60']).pid, flush=True)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert parent.stdin is not None and parent.stdout is not None
+    kids: list[int] = []
+
+    def another() -> int:
+        parent.stdin.write("\n")
+        parent.stdin.flush()
+        kids.append(int(parent.stdout.readline()))
+        return kids[-1]
+
+    try:
+        first = another()
+        family = sample.Family(parent.pid, refresh_s=3600)
+        assert {p.pid for p in family.procs()} == {parent.pid, first}
+        second = another()
+        assert {p.pid for p in family.procs()} == {parent.pid, first}  # not due yet
+        family.gone()
+        assert {p.pid for p in family.procs()} == {parent.pid, first, second}
+    finally:
+        for pid in kids:
+            os.kill(pid, signal.SIGKILL)
+        parent.kill()
+        parent.wait()
