@@ -59,6 +59,8 @@ help: ## list targets and variables
 	@echo "               (RATE's first value starts the search: default 50; DURATION 5, WARMUP 1)"
 	@echo "  make serve   takes SERVER (one id), PROXY, KEEPALIVE, UPSTREAM_KEEPALIVE, PROXY_TIMEOUT,"
 	@echo "               WORKERS THREADS CONNECTIONS BACKLOG, PIN, ARCH"
+	@echo "  ROUNDS       make overhead: rounds of bare wrk vs the harness per server and route (default: 8)"
+	@echo "  LEGACY       make overhead: 1 adds the observer as it was before it was made cheap (default: 0)"
 	@echo "  NAME         make study: $$(ls bench/studies | sed 's/.toml//' | tr '\n' ' ')all"
 	@echo "Servers: $$(ls servers | tr '\n' ' ')"
 

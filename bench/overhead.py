@@ -103,6 +103,11 @@ class Legacy:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.served, name)
 
+    @property
+    def name(self) -> str:
+        """Raw files apart from the current observer's."""
+        return f"{self.served.name}-legacy"
+
     def sampler(self) -> Sampler:
         """The served sampler with the old probes."""
         sampler = self.served.sampler()

@@ -35,6 +35,8 @@ from pathlib import Path
 #    `by_message` (the tool's own error texts); raw files may be gzip-compressed (2026-11).
 # 5: (2026-11, second round) keys for the statistics, load-balancer and production issues;
 #    each key added is listed here:
+#    - errors.by_status (wrk) may be {}: not counted by status (no proxy in front and no
+#      failed status in the warmup); errors.non_2xx is wrk's own count either way.
 FORMAT_VERSION = 5
 KNOWN_VERSIONS = (1, 2, 3, 4, 5)
 STATUSES = ("ok", "failed", "unsupported")
