@@ -70,3 +70,25 @@ def test_the_kernel_filters_a_real_listener_and_a_real_time_wait_by_port() -> No
         assert (counted.total, counted.recent) == (1, 1)
         other = sockdiag.dump([sockdiag.TCP_LISTEN, sockdiag.TCP_TIME_WAIT], [port + 1])
         assert all(port not in (s.sport, s.dport) for s in other)
+
+
+def test_columns_count_what_the_message_loop_counts() -> None:
+    """The captured dump read as numpy columns (the fast path) gives the same sockets and the
+    same TIME_WAIT counts as parse_dump's loop; a dump with something else is left to it."""
+    data = (FIXTURES / "time_wait.bin").read_bytes()
+    rows = sockdiag.columns(data)
+    assert rows is not None
+    found, _ = sockdiag.parse_dump(data)
+    assert [
+        sockdiag.DiagSocket(
+            *(int(r[k]) for k in ("state", "sport", "dport", "expires", "rqueue", "wqueue"))
+        )
+        for r in rows
+    ] == found
+    for recent_s in (None, 5, 10, 20, 30, 45):
+        assert sample.count_time_wait_rows(rows, TW_PORTS, recent_s) == sample.count_time_wait(
+            found, TW_PORTS, recent_s
+        )
+    assert sockdiag.columns(data[:-20]) is None  # no NLMSG_DONE at the end
+    assert sockdiag.columns(data[96:]) is not None  # one socket fewer, still whole
+    assert sockdiag.columns(data[4:]) is None  # not messages
