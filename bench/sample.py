@@ -7,6 +7,8 @@ dicts for the record. Parsers take /proc text so they are tested over captured f
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import socket
 import subprocess
@@ -261,10 +263,41 @@ def _cpu_seconds(proc: psutil.Process) -> float:
     return times.user + times.system
 
 
-# Listing a process's descendants reads the /proc entry of every process on the host (psutil
-# has no cheaper way): ~10 ms with a few hundred processes, per tree and sample. A tree is
-# re-listed this often, and at once when one of its processes is gone.
+# psutil lists a process's descendants by reading the /proc entry of every process on the
+# host: ~10 ms with a few hundred processes, per tree and sample. The kernel's own list
+# (/proc/<pid>/task/<tid>/children, CONFIG_PROC_CHILDREN) is read instead where it exists,
+# and a tree is re-listed only this often, and at once when one of its processes is gone.
 FAMILY_REFRESH_S = 2.0
+
+
+def _kernel_children(pid: int) -> list[int]:
+    kids: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return kids
+    for tid in tasks:
+        try:
+            kids += [int(k) for k in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+        except OSError:
+            continue  # the thread ended meanwhile
+    return kids
+
+
+def descendants(pid: int) -> list[int]:
+    """The PIDs below pid, from the kernel's children lists (psutil where there are none)."""
+    if not Path(f"/proc/self/task/{os.getpid()}/children").exists():
+        try:
+            return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+    found: list[int] = []
+    todo = _kernel_children(pid)
+    while todo:
+        child = todo.pop()
+        found.append(child)
+        todo += _kernel_children(child)
+    return found
 
 
 @dataclass
@@ -282,7 +315,11 @@ class Family:
         if self._procs is None or now >= self._next:
             try:
                 root = psutil.Process(self.pid)
-                self._procs = [root, *root.children(recursive=True)]
+                procs = [root]
+                for pid in descendants(self.pid):
+                    with contextlib.suppress(psutil.NoSuchProcess):
+                        procs.append(psutil.Process(pid))
+                self._procs = procs
             except psutil.NoSuchProcess:
                 self._procs = []
             self._next = now + self.refresh_s

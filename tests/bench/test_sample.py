@@ -83,3 +83,26 @@ def test_a_family_is_listed_once_per_refresh_and_again_when_one_is_gone() -> Non
             os.kill(pid, signal.SIGKILL)
         parent.kill()
         parent.wait()
+
+
+def test_descendants_from_the_kernel_match_psutil() -> None:
+    """A shell with two children, one of which has its own: the kernel's children lists give
+    the same three descendants as psutil's scan of /proc."""
+    import subprocess
+    import time
+
+    import psutil
+
+    shell = subprocess.Popen(["sh", "-c", "sleep 60 & sh -c 'sleep 60 & wait' & wait"])
+    try:
+        deadline = time.monotonic() + 10
+        while len(psutil.Process(shell.pid).children(recursive=True)) < 3:
+            assert time.monotonic() < deadline, "the shell never started its children"
+            time.sleep(0.02)
+        expected = {p.pid for p in psutil.Process(shell.pid).children(recursive=True)}
+        assert set(sample.descendants(shell.pid)) == expected and len(expected) == 3
+    finally:
+        for proc in psutil.Process(shell.pid).children(recursive=True):
+            proc.kill()
+        shell.kill()
+        shell.wait()
