@@ -8,8 +8,9 @@ still in the code, so before and after are measured in the same minutes.
 Output on stdout: per server and route and arm, the requests/s (median over the rounds), the
 arm/bare ratio per round (median, min, max), and what the observer itself used while the
 measured window ran: the harness process's CPU % (sampler thread, watchdog) and its children's
-CPU per request (wrk, plus `ss`/`psql` where they are started), in µs; the raw wrk output in
-the run directory. The stack and each server start once; each round runs the arms in turn
+CPU per request (wrk, plus `ss`/`psql` where they are started), in µs, and both together as
+the observer's share of one core ("obs %", beyond bare wrk's own); the raw wrk output in the
+run directory. The stack and each server start once; each round runs the arms in turn
 (bare `wrk -t<LOAD_THREADS> -c<c> -d<s>s`, then the harness's own measured point: warmup,
 drain, samplers, watchdog, as make bench runs it), the order rotating per round so that drift
 on a shared machine falls on every arm. A benchmark, not a test: nothing asserted, nothing
@@ -149,21 +150,32 @@ def bare_wrk(settings: Settings, served: LocalServed, run: plan.RunSpec, threads
 
 HEADER = (
     f"{'server':<14} {'route':<10} {'arm':<8} {'req/s':>9} {'ratio':>6} {'min':>6} "
-    f"{'max':>6} {'self %':>7} {'µs/req':>7} {'n':>3}"
+    f"{'max':>6} {'self %':>7} {'µs/req':>7} {'obs %':>6} {'n':>3}"
 )
+
+
+def observer_pct(arm: Cost, bare: Cost) -> float:
+    """What the observer took of one core in a round: the harness process, plus its children's
+    CPU per request beyond bare wrk's (wrk's Lua, ss, psql) at the arm's rate."""
+    extra_us = max(0.0, arm.children_us_per_request - bare.children_us_per_request)
+    return arm.self_cpu_pct + extra_us * arm.rps / 1e4
 
 
 def summarize(server: str, scenario: str, arms: dict[str, list[Cost]]) -> list[str]:
     """Per arm: median req/s, the ratio to bare per round (median, min, max), median costs."""
     lines = []
     for arm, costs in arms.items():
-        ratios = [c.rps / b.rps for c, b in zip(costs, arms["bare"], strict=True) if b.rps]
+        pairs = list(zip(costs, arms["bare"], strict=True))
+        ratios = [c.rps / b.rps for c, b in pairs if b.rps]
+        observer = statistics.median(observer_pct(c, b) for c, b in pairs)
         lines.append(
             f"{server:<14} {scenario:<10} {arm:<8} "
             f"{statistics.median(c.rps for c in costs):>9,.0f} "
             f"{statistics.median(ratios):>6.3f} {min(ratios):>6.3f} {max(ratios):>6.3f} "
             f"{statistics.median(c.self_cpu_pct for c in costs):>7.1f} "
-            f"{statistics.median(c.children_us_per_request for c in costs):>7.1f} {len(costs):>3}"
+            f"{statistics.median(c.children_us_per_request for c in costs):>7.1f} "
+            f"{observer:>6.1f} "
+            f"{len(costs):>3}"
         )
     return lines
 
