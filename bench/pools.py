@@ -93,6 +93,10 @@ class PoolSession:
         """The text of `SHOW <what>`; RuntimeError (and a fresh session next time) on failure."""
         with self._lock:
             if self.proc is None or self.proc.exit_code() is not None:
+                # Started by LocalSite.open() in the main thread; a replacement started here in
+                # a sampler thread dies with that thread (PR_SET_PDEATHSIG follows the thread
+                # that forked), so the next window starts its own: a login per window, only
+                # after a failure.
                 self.proc = self._start()
             try:
                 return self._ask(self.proc, f"SHOW {what}", timeout_s)
