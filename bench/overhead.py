@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import psutil
+
 from bench import cli, plan
 from bench.load import LoadRequest, LoadResult, LoadTool, run_bounded
 from bench.load.wrk import Wrk, parse_wrk, wrk_binary
@@ -36,7 +38,7 @@ from bench.placement import cpu_placement
 from bench.prepare import Environment, Unavailable
 from bench.procs import Interrupted, ProcessTable, signals_ignored, signals_raise
 from bench.registry import load_all
-from bench.sample import Sampler, ss_listen, ss_time_wait
+from bench.sample import Family, Sampler, ss_listen, ss_time_wait
 from bench.site import LocalServed, LocalSite, ServeError
 from bench.state import LockedError, run_lock, state_base
 
@@ -93,10 +95,32 @@ class Accounted:
 
 
 @dataclass
+class EveryTime(Family):
+    """A process tree listed as before: psutil's scan of every /proc entry, at every sample."""
+
+    def procs(self) -> list[psutil.Process]:
+        """The root and psutil's descendants, listed now."""
+        try:
+            root = psutil.Process(self.pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+
+@dataclass
+class LegacySampler(Sampler):
+    """Sampler with the process-tree listing of before."""
+
+    def _family(self, pid: int) -> Family:
+        return EveryTime(pid)
+
+
+@dataclass
 class Legacy:
     """The observer before it was made cheap: `ss` started twice per sample, a psql per pool
-    sample, and (as the old wrk_report.lua had no other mode) wrk counting every response by
-    status, which measure_point asks for when a proxy's log is to be read."""
+    sample, process trees scanned by psutil at every sample, and (as the old wrk_report.lua
+    had no other mode) wrk counting every response by status, which measure_point asks for
+    when a proxy's log is to be read."""
 
     served: LocalServed
     proxied: bool = True
@@ -110,12 +134,19 @@ class Legacy:
         return f"{self.served.name}-legacy"
 
     def sampler(self) -> Sampler:
-        """The served sampler with the old probes."""
-        sampler = self.served.sampler()
-        sampler.pool_probe = self.served.db.pgbouncer_pools
-        sampler.time_wait_probe = ss_time_wait
-        sampler.listen_probe = ss_listen
-        return sampler
+        """The served sampler's settings with the old probes and tree listing."""
+        current = self.served.sampler()
+        given = {
+            f.name: getattr(current, f.name)
+            for f in dataclasses.fields(Sampler)
+            if f.init and not f.name.startswith("_")
+        }
+        given |= {
+            "pool_probe": self.served.db.pgbouncer_pools,
+            "time_wait_probe": ss_time_wait,
+            "listen_probe": ss_listen,
+        }
+        return LegacySampler(**given)
 
 
 def bare_wrk(settings: Settings, served: LocalServed, run: plan.RunSpec, threads: int) -> Cost:
