@@ -133,8 +133,9 @@ def measure_point(
     if tool.primes and settings.warmup_s:
         warm = tool.run(settings.table, request(run.concurrency, settings.warmup_s, "warmup"))
     # Responses by status cost the load tool per response (bench/load/wrk_report.lua): counted
-    # when a proxy is in front (its log is read inside the tool's window) or when the warmup
-    # at this point saw failed statuses; else the tool's own non-2xx count stands alone.
+    # when a proxy is in front (its log is read inside the tool's window), when the warmup at
+    # this point saw failed statuses, or without a warmup to tell; else the tool's own non-2xx
+    # count stands alone.
     statuses = served.proxied or warm is None or warm.errors.non_2xx > 0
     served.wait_idle()
     before = served.db_stats()
