@@ -333,17 +333,20 @@ class Family:
 
 
 def _tree_cpu_seconds(family: Family) -> float | None:
+    """CPU seconds of the family's live processes; None once its root has exited (the load
+    tool has ended: the last sample taken before stands)."""
     # A load tool or proxy may be several processes (Locust workers, nginx workers).
     procs = family.procs()
     if not procs:
         return None
     total = 0.0
-    for proc in procs:
+    for index, proc in enumerate(procs):
         try:
             total += _cpu_seconds(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             family.gone()
-            continue
+            if index == 0:
+                return None
     return total
 
 

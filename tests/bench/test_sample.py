@@ -106,3 +106,25 @@ def test_descendants_from_the_kernel_match_psutil() -> None:
             proc.kill()
         shell.kill()
         shell.wait()
+
+
+def test_the_load_tools_cpu_survives_its_exit_before_the_last_sample() -> None:
+    """A load tool that burns CPU, then exits and is reaped before the sampler's last sample
+    (as run_bounded does): its CPU % is what the samples saw while it ran, not reset."""
+    import subprocess
+    import sys
+    import time
+
+    tool = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\nend = time.time() + 0.6\nwhile time.time() < end: pass",
+        ]
+    )
+    sampler = sample.Sampler(None, None, load_pid=tool.pid, interval_s=0.05)
+    sampler.start()
+    tool.wait()
+    time.sleep(0.1)
+    sampler.stop()
+    assert sampler.resources().load_cpu_pct > 0
