@@ -22,8 +22,14 @@ BENCH_OPTS = $(call opt,SERVER,server) $(call opt,SCENARIO,scenario) \
   $(call opt,PIN,pin) $(call opt,LOAD,load) $(call opt,LOCUST_WORKERS,locust-workers) \
   $(call opt,TARGET,target) $(call opt,RATE,rate) $(call opt,CPU_QUOTA,cpu-quota) \
   $(call opt,LIFECYCLE,lifecycle) $(call opt,RECYCLE,recycle)
+# make serve: what starts a server (no load, no results)
+SERVE_OPTS = $(call opt,SERVER,server) $(call opt,ARCH,arch) $(call opt,WORKERS,workers) \
+  $(call opt,THREADS,threads) $(call opt,CONNECTIONS,connections) $(call opt,BACKLOG,backlog) \
+  $(call opt,PROXY,proxy) $(call opt,KEEPALIVE,keepalive) \
+  $(call opt,UPSTREAM_KEEPALIVE,upstream-keepalive) $(call opt,PROXY_TIMEOUT,proxy-timeout) \
+  $(call opt,PIN,pin)
 
-.PHONY: help setup bench capacity soak study report compare test lint format lock compose-up compose-bench compose-down
+.PHONY: help setup bench capacity serve overhead soak study report compare test lint format lock compose-up compose-bench compose-down
 
 help: ## list targets and variables
 	@echo "Targets:"
@@ -63,6 +69,10 @@ help: ## list targets and variables
 	@echo "  SLO_P999_MS  make capacity: a p99.9 objective in ms too (default: none)"
 	@echo "  CAPACITY_BUDGET  make capacity: seconds per server and scenario (default: 300)"
 	@echo "               (RATE's first value starts the search: default 50; DURATION 5, WARMUP 1)"
+	@echo "  make serve   takes SERVER (one id), PROXY, KEEPALIVE, UPSTREAM_KEEPALIVE, PROXY_TIMEOUT,"
+	@echo "               WORKERS THREADS CONNECTIONS BACKLOG, PIN, ARCH"
+	@echo "  ROUNDS       make overhead: rounds of bare wrk vs the harness per server and route (default: 8)"
+	@echo "  LEGACY       make overhead: 1 adds the observer as it was before it was made cheap (default: 0)"
 	@echo "  NAME         make study: $$(ls bench/studies bench/lbstudies | grep toml | sed 's/.toml//' | tr '\n' ' ')all"
 	@echo "Servers: $$(ls servers | tr '\n' ' ')"
 
@@ -76,6 +86,14 @@ capacity: export OHA := 1
 capacity: setup ## each server's highest rate with p99 <= SLO_P99_MS (open loop, oha)
 	$(PY) -m bench capacity $(BENCH_OPTS) $(call opt,SLO_P99_MS,slo-p99-ms) \
 	  $(call opt,SLO_P999_MS,slo-p999-ms) $(call opt,CAPACITY_BUDGET,budget)
+
+serve: setup ## stack + one verified server up for your tools until Ctrl-C; prints the URLs
+	$(PY) -m bench serve $(SERVE_OPTS)
+
+overhead: setup ## harness req/s vs bare wrk, alternated (SERVER SCENARIO CONCURRENCY DURATION ROUNDS LEGACY)
+	$(PY) -m bench.overhead $(call opt,SERVER,server) $(call opt,SCENARIO,scenario) \
+	  $(call opt,CONCURRENCY,concurrency) $(call opt,DURATION,duration) $(call opt,ROUNDS,rounds) \
+	  $(call opt,LOAD_THREADS,load-threads) $(call opt,LEGACY,legacy)
 
 # Open-loop study arms and the load-balancer studies (bench/lbstudies) drive oha.
 study: export OHA := 1

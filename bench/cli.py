@@ -184,6 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     capacity.add_argument("--slo-p99-ms", default=str(defaults.SLO_P99_MS))
     capacity.add_argument("--slo-p999-ms", default=None)
     capacity.add_argument("--budget", default=str(defaults.CAPACITY_BUDGET_S))
+    serve = sub.add_parser("serve", help="a verified stack and server left up until Ctrl-C")
+    add_run_arguments(serve)
     soak = sub.add_parser("soak", help="memory of every server process over a long fixed-rate run")
     add_run_arguments(soak)
     soak.set_defaults(
@@ -419,6 +421,14 @@ def with_objective(options: plan.Options, args: argparse.Namespace) -> plan.Opti
     return dataclasses.replace(options, rates=(objective.start_rps,), objective=objective)
 
 
+def check_serve(options: plan.Options) -> None:
+    """make serve: exactly one server, started here."""
+    if len(options.servers) != 1:
+        raise UsageError(f"make serve starts one server; valid SERVER: {', '.join(server_ids())}")
+    if options.target is not None:
+        raise UsageError("make serve starts the server here; TARGET applies to make bench only")
+
+
 def with_soak(options: plan.Options, raw_interval: str) -> plan.Options:
     """make soak: one rate, a local server, RSS sampled every SOAK_INTERVAL seconds (at least
     3 samples in DURATION, for a slope)."""
@@ -549,6 +559,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.rate is None:
                 args.rate = str(defaults.CAPACITY_START_RPS)  # where the search starts
         options = options_from(args)
+        if args.command == "serve":
+            check_serve(options)
         if args.command == "capacity":
             if options.lifecycle or options.recycle:
                 raise UsageError(
@@ -561,6 +573,10 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, DeclarationError, StudyError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
+    if args.command == "serve":
+        from bench import serve
+
+        return serve.serve(options)
     from bench import run
 
     return run.execute(options, _sections(options.results))

@@ -66,6 +66,7 @@ class Served(Protocol):
 
     base_url: str
     name: str  # for raw file names: the server id, or "target"
+    proxied: bool  # a proxy of ours in front: its log is read inside the tool's window
 
     def watch(self) -> str | None:
         """Why the measurement is void (a process died), or None."""
@@ -117,7 +118,7 @@ def measure_point(
     """Primer (first run of a scenario), warmup, drain, then the measured run."""
     stem = settings.run_dir / f"{served.name}-{run.scenario}-c{run.concurrency}-t{run.trial}"
 
-    def request(concurrency: int, seconds: float, phase: str) -> LoadRequest:
+    def request(concurrency: int, seconds: float, phase: str, statuses: bool = True) -> LoadRequest:
         return LoadRequest(
             base_url=served.base_url,
             path=run.path,
@@ -129,13 +130,20 @@ def measure_point(
             timeout_s=settings.timeout_s,
             cpus=settings.load_cpus,
             rate=run.rate,
+            statuses=statuses,
         )
 
     if tool.primes and run.scenario not in primed:
         tool.run(settings.table, request(defaults.PRIMER_CONCURRENCY, defaults.PRIMER_S, "primer"))
         primed.add(run.scenario)
+    warm = None
     if tool.primes and settings.warmup_s:
-        tool.run(settings.table, request(run.concurrency, settings.warmup_s, "warmup"))
+        warm = tool.run(settings.table, request(run.concurrency, settings.warmup_s, "warmup"))
+    # Responses by status cost the load tool per response (bench/load/wrk_report.lua): counted
+    # when a proxy is in front (its log is read inside the tool's window), when the warmup at
+    # this point saw failed statuses, or without a warmup to tell; else the tool's own non-2xx
+    # count stands alone.
+    statuses = served.proxied or warm is None or warm.errors.non_2xx > 0
     served.wait_idle()
     before = served.db_stats()
     observers = Observers.of(
@@ -149,7 +157,7 @@ def measure_point(
     try:
         result = tool.run(
             settings.table,
-            request(run.concurrency, settings.duration_s, "measure"),
+            request(run.concurrency, settings.duration_s, "measure", statuses),
             watch=served.watch,
             sampler=sampler,
         )

@@ -134,11 +134,13 @@ class ProcessTable:
         stop_signal: int = signal.SIGTERM,
         cpus: frozenset[int] | None = None,
         stdout_path: Path | None = None,
+        pipes: bool = False,
         cgroup: Path | None = None,
     ) -> Proc:
         """Start argv in a new session (own process group), output to log_path (stdout to
         stdout_path when given: a tool's machine-readable report apart from its messages;
-        into the cgroup whose cgroup.procs file `cgroup` is, before it execs)."""
+        with pipes, stdin and stdout are pipes to the caller: a session fed commands; into
+        the cgroup whose cgroup.procs file `cgroup` is, before it execs)."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
         owner = os.environ.get(OWNER_ENV)
         if owner:
@@ -157,9 +159,9 @@ class ProcessTable:
             try:
                 popen = subprocess.Popen(
                     argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out if stdout_path is not None else log,
-                    stderr=subprocess.STDOUT if stdout_path is None else log,
+                    stdin=subprocess.PIPE if pipes else subprocess.DEVNULL,
+                    stdout=subprocess.PIPE if pipes else out if stdout_path is not None else log,
+                    stderr=subprocess.STDOUT if stdout_path is None and not pipes else log,
                     env=env,
                     cwd=cwd,
                     start_new_session=True,

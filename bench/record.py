@@ -49,6 +49,8 @@ from pathlib import Path
 #    network: the load-balancer studies' namespace facts {namespace, sysctls set inside,
 #      kernel_counters (TCP counter deltas read inside), time_wait_max, listen_queue_max,
 #      proxy_error_reasons (nginx error-log reason -> count), race (the burst pattern)}.
+#    - errors.by_status (wrk) may be {}: not counted by status (no proxy in front and no
+#      failed status in the warmup); errors.non_2xx is wrk's own count either way.
 FORMAT_VERSION = 5
 KNOWN_VERSIONS = (1, 2, 3, 4, 5)
 STATUSES = ("ok", "failed", "unsupported")

@@ -7,7 +7,10 @@ dicts for the record. Parsers take /proc text so they are tested over captured f
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import socket
 import subprocess
 import threading
 import time
@@ -15,7 +18,10 @@ from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import psutil
+
+from bench import sockdiag
 
 TCP_LISTEN = "0A"
 INTERVAL_S = 0.5
@@ -51,6 +57,8 @@ def listen_queue(port: int) -> int | None:
 
 # How long a socket stays in TIME_WAIT on Linux (TCP_TIMEWAIT_LEN): not tunable.
 TIME_WAIT_S = 60
+# The share of one core the sampler may spend listing TIME_WAIT sockets (Sampler._tick).
+TIME_WAIT_BUDGET = 0.01
 _TIMER = re.compile(r"timer:\(timewait,([^,)]+)")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|sec|min)")
 
@@ -109,6 +117,67 @@ def parse_ss_time_wait(text: str, ports: Collection[int], recent_s: float | None
     return TimeWait(total, by_port, recent, recent_by_port)
 
 
+def count_time_wait(
+    sockets: list[sockdiag.DiagSocket], ports: Collection[int], recent_s: float | None
+) -> TimeWait:
+    """parse_ss_time_wait's counts from sock_diag's TIME_WAIT sockets (the timer in ms; the
+    same 1 s of slack, so both ways count the same sockets)."""
+    wanted = set(ports)
+    total = recent = 0
+    by_port = dict.fromkeys(sorted(wanted), 0)
+    recent_by_port = dict.fromkeys(sorted(wanted), 0)
+    for sock in sockets:
+        if sock.state != sockdiag.TCP_TIME_WAIT:
+            continue
+        touched = {sock.sport, sock.dport} & wanted
+        if not touched:
+            continue
+        total += 1
+        for port in touched:
+            by_port[port] += 1
+        if recent_s is not None and sock.expires_ms / 1000 >= TIME_WAIT_S - recent_s - 1:
+            recent += 1
+            for port in touched:
+                recent_by_port[port] += 1
+    return TimeWait(total, by_port, recent, recent_by_port)
+
+
+def count_time_wait_rows(
+    rows: np.ndarray, ports: Collection[int], recent_s: float | None
+) -> TimeWait:
+    """count_time_wait over sockdiag.columns(): the same counts, as array operations."""
+    wanted = sorted(set(ports))
+    rows = rows[rows["state"] == sockdiag.TCP_TIME_WAIT]
+    recent_rows = (
+        rows["expires"] >= (TIME_WAIT_S - recent_s - 1) * 1000
+        if recent_s is not None
+        else np.zeros(len(rows), dtype=bool)
+    )
+    anywhere = np.zeros(len(rows), dtype=bool)
+    by_port, recent_by_port = {}, {}
+    for port in wanted:
+        touched = (rows["sport"] == port) | (rows["dport"] == port)
+        anywhere |= touched
+        by_port[port] = int(touched.sum())
+        recent_by_port[port] = int((touched & recent_rows).sum())
+    return TimeWait(
+        int(anywhere.sum()), by_port, int((anywhere & recent_rows).sum()), recent_by_port
+    )
+
+
+def time_wait(ports: Collection[int], recent_s: float | None = None) -> TimeWait:
+    """TIME_WAIT sockets on ports now, from the kernel in-process (ss where netlink fails);
+    IPv4, where every socket of the stack is."""
+    try:
+        data = sockdiag.receive(socket.AF_INET, 1 << sockdiag.TCP_TIME_WAIT, ports)
+        rows = sockdiag.columns(data)
+        if rows is not None:
+            return count_time_wait_rows(rows, ports, recent_s)
+        return count_time_wait(sockdiag.parse_dump(data)[0], ports, recent_s)
+    except (OSError, ValueError):
+        return ss_time_wait(ports, recent_s)
+
+
 def ss_time_wait(ports: Collection[int], recent_s: float | None = None) -> TimeWait:
     """TIME_WAIT sockets on ports now; the kernel filters them (fast with 40k sockets)."""
     selector = " or ".join(f"sport = :{p} or dport = :{p}" for p in sorted(set(ports)))
@@ -149,9 +218,21 @@ def ss_listen(port: int) -> tuple[int, int] | None:
     return parse_ss_listen(result.stdout) if result.returncode == 0 else None
 
 
+def listen_state(port: int) -> tuple[int, int] | None:
+    """ss_listen's (accept queue, backlog), from the kernel in-process (ss where netlink fails)."""
+    try:
+        found = sockdiag.dump([sockdiag.TCP_LISTEN], [port])
+    except (OSError, ValueError):
+        return ss_listen(port)
+    mine = [s for s in found if s.state == sockdiag.TCP_LISTEN and s.sport == port]
+    if not mine:
+        return None
+    return sum(s.rqueue for s in mine), max(s.wqueue for s in mine)
+
+
 def listen_backlog(port: int) -> int | None:
     """The effective listen backlog on port: what the server asked, capped by somaxconn."""
-    found = ss_listen(port)
+    found = listen_state(port)
     return found[1] if found else None
 
 
@@ -184,19 +265,88 @@ def _cpu_seconds(proc: psutil.Process) -> float:
     return times.user + times.system
 
 
-def _tree_cpu_seconds(pid: int) -> float | None:
-    # A load tool or proxy may be several processes (Locust workers, nginx workers).
+# psutil lists a process's descendants by reading the /proc entry of every process on the
+# host: ~10 ms with a few hundred processes, per tree and sample. The kernel's own list
+# (/proc/<pid>/task/<tid>/children, CONFIG_PROC_CHILDREN) is read instead where it exists,
+# and a tree is re-listed only this often, and at once when one of its processes is gone.
+FAMILY_REFRESH_S = 2.0
+
+
+def _kernel_children(pid: int) -> list[int]:
+    kids: list[int] = []
     try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return kids
+    for tid in tasks:
+        try:
+            kids += [int(k) for k in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+        except OSError:
+            continue  # the thread ended meanwhile
+    return kids
+
+
+def descendants(pid: int) -> list[int]:
+    """The PIDs below pid, from the kernel's children lists (psutil where there are none)."""
+    if not Path(f"/proc/self/task/{os.getpid()}/children").exists():
+        try:
+            return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+    found: list[int] = []
+    todo = _kernel_children(pid)
+    while todo:
+        child = todo.pop()
+        found.append(child)
+        todo += _kernel_children(child)
+    return found
+
+
+@dataclass
+class Family:
+    """A process and its descendants (a server's master and workers, nginx, Locust)."""
+
+    pid: int
+    refresh_s: float = FAMILY_REFRESH_S
+    _procs: list[psutil.Process] | None = None
+    _next: float = 0.0
+
+    def procs(self) -> list[psutil.Process]:
+        """The family as last listed (re-listed when due or when one was gone)."""
+        now = time.monotonic()
+        if self._procs is None or now >= self._next:
+            try:
+                root = psutil.Process(self.pid)
+                procs = [root]
+                for pid in descendants(self.pid):
+                    with contextlib.suppress(psutil.NoSuchProcess):
+                        procs.append(psutil.Process(pid))
+                self._procs = procs
+            except psutil.NoSuchProcess:
+                self._procs = []
+            self._next = now + self.refresh_s
+        return self._procs
+
+    def gone(self) -> None:
+        """One of them exited: list them again at the next call."""
+        self._next = 0.0
+
+
+def _tree_cpu_seconds(family: Family) -> float | None:
+    """CPU seconds of the family's live processes; None once its root has exited (the load
+    tool has ended: the last sample taken before stands)."""
+    # A load tool or proxy may be several processes (Locust workers, nginx workers).
+    procs = family.procs()
+    if not procs:
         return None
     total = 0.0
-    for proc in procs:
+    for index, proc in enumerate(procs):
         try:
             total += _cpu_seconds(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
+            family.gone()
+            if index == 0:
+                return None
     return total
 
 
@@ -251,6 +401,11 @@ class Sampler:
     # pgbouncer's port: an app that connects per request leaves TIME_WAIT there (source 004).
     db_port: int | None = None
     pool_interval_s: float = 1.0
+    # How sockets are read: in-process from the kernel (bench.overhead swaps in the `ss`
+    # process starts of before, to measure what they cost).
+    time_wait_probe: Callable[..., TimeWait] = time_wait
+    listen_probe: Callable[[int], tuple[int, int] | None] = listen_state
+    _families: dict[int, Family] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _cpu_first: dict[int, float] = field(default_factory=dict)
@@ -264,6 +419,7 @@ class Sampler:
     _time_wait_db_max: int = 0
     _time_wait_before: int = 0
     _time_wait_now: int = 0
+    _time_wait_next: float = 0.0
     _proxy_first: float | None = None
     _proxy_last: float | None = None
     _pool_max: dict[str, int] = field(default_factory=dict)
@@ -273,46 +429,58 @@ class Sampler:
     _started: float = 0.0
     _elapsed: float = 0.0
 
-    def _tree(self) -> list[psutil.Process]:
-        if self.server_pid is None:
-            return []
-        try:
-            root = psutil.Process(self.server_pid)
-            return [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            return []
+    def _family(self, pid: int) -> Family:
+        if pid not in self._families:
+            self._families[pid] = Family(pid)
+        return self._families[pid]
 
-    def _tick(self) -> None:
+    def _tick(self, last: bool = False) -> None:
         rss = 0
-        for proc in self._tree():
+        server = self._family(self.server_pid) if self.server_pid is not None else None
+        for proc in server.procs() if server is not None else []:
             try:
                 seconds = _cpu_seconds(proc)
                 rss += proc.memory_info().rss
             except (psutil.NoSuchProcess, psutil.AccessDenied):
+                if server is not None:
+                    server.gone()
                 continue
             self._cpu_first.setdefault(proc.pid, seconds)
             self._cpu_last[proc.pid] = seconds
         self._rss_max = max(self._rss_max, rss)
         if self.load_pid is not None:
-            seconds = _tree_cpu_seconds(self.load_pid)
+            seconds = _tree_cpu_seconds(self._family(self.load_pid))
             if seconds is not None:
-                seconds += sum(_tree_cpu_seconds(pid) or 0.0 for pid in self.extra_load_pids)
+                seconds += sum(
+                    _tree_cpu_seconds(self._family(pid)) or 0.0 for pid in self.extra_load_pids
+                )
                 if self._load_first is None:
                     self._load_first = seconds
                 self._load_last = seconds
         if self.proxy_pid is not None:
-            seconds = _tree_cpu_seconds(self.proxy_pid)
+            seconds = _tree_cpu_seconds(self._family(self.proxy_pid))
             if seconds is not None:
                 if self._proxy_first is None:
                     self._proxy_first = seconds
                 self._proxy_last = seconds
         if self.port is None:
             return
-        self._sample_sockets()
-        queue = ss_listen(self.port)
+        now = time.monotonic()
+        if last or now >= self._time_wait_next:
+            # A server that closes every connection leaves tens of thousands of sockets in
+            # TIME_WAIT, and listing them costs the kernel ~1 µs each: the listing is spaced so
+            # that it takes at most TIME_WAIT_BUDGET of a core. Within a window shorter than
+            # their 60 s they only accumulate, so the last listing (after the load) holds the
+            # peak; earlier ones see the rare drop of a reused port.
+            spent = time.thread_time()
+            self._sample_sockets()
+            spent = time.thread_time() - spent
+            self._time_wait_next = now + max(self.interval_s, spent / TIME_WAIT_BUDGET)
+        queue = self.listen_probe(self.port)
         self._queue_max = max(self._queue_max, queue[0] if queue else 0)
         if self.pool_probe is not None and time.monotonic() >= self._pool_next:
-            # psql is a process start per sample: once a second is plenty for a pool.
+            # Once a second, as when each sample started a psql (bench.pools now keeps one
+            # session): peaks stay comparable with earlier records.
             self._pool_next = time.monotonic() + self.pool_interval_s
             try:
                 pools = self.pool_probe()
@@ -326,7 +494,7 @@ class Sampler:
         # the warmup and earlier runs linger for 60 s and are not this run's.
         front = self.proxy_port if self.proxy_port is not None else self.port
         ports = self._ports() | ({self.db_port} if self.db_port is not None else set())
-        found = ss_time_wait(ports, time.monotonic() - self._started)
+        found = self.time_wait_probe(ports, time.monotonic() - self._started)
         if self.db_port is not None:
             self._time_wait_db_max = max(
                 self._time_wait_db_max, found.recent_by_port.get(self.db_port, 0)
@@ -356,14 +524,14 @@ class Sampler:
         self._counters_first = listen_counters()
         # Sockets the primer and warmup left in TIME_WAIT (they linger 60 s) are not this run's.
         self._started = time.monotonic()
-        self._time_wait_before = ss_time_wait(self._ports()).total if self.port else 0
+        self._time_wait_before = self.time_wait_probe(self._ports()).total if self.port else 0
         self._tick()
         self._thread = threading.Thread(target=self._loop, name="sampler", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         """Take the last sample and stop the thread."""
-        self._tick()
+        self._tick(last=True)
         self._elapsed = time.monotonic() - self._started
         self._stop.set()
         if self._thread is not None:

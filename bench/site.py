@@ -10,6 +10,7 @@ and the logs that say why.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -26,11 +27,12 @@ from bench.cgroup import CgroupError, CpuCgroup, remove_cgroup, remove_leftovers
 from bench.parse import parse_proxy_log
 from bench.placement import Placement
 from bench.plan import Options
+from bench.pools import PoolSession
 from bench.prepare import Environment, Prepared, prepare_servers
 from bench.procs import ProcessTable, StartError, process_tree
 from bench.registry import ServerSpec, resolve_knobs
 from bench.sample import Sampler
-from bench.stack import Database, RunningProxy, RunningServer, Stack
+from bench.stack import DB_NAME, DB_USER, Database, RunningProxy, RunningServer, Stack
 from bench.verify import Verification, VerifyError, verify_server, verify_static
 
 
@@ -76,6 +78,8 @@ class LocalServed:
     name: str = ""
     cgroup: CpuCgroup | None = None  # CPU_QUOTA=: the server's own cgroup
     _pids: set[int] = field(default_factory=set)
+    # pgbouncer's pools while load runs (one long-lived session); None: a psql per sample
+    pool_probe: Callable[[], dict[str, int]] | None = None
 
     @property
     def base_url(self) -> str:
@@ -86,6 +90,11 @@ class LocalServed:
     def argv(self) -> list[str]:
         """The server's command line."""
         return self.server.argv
+
+    @property
+    def proxied(self) -> bool:
+        """nginx in front."""
+        return self.proxy is not None
 
     def watch(self) -> str | None:
         """The stack, the server, a worker or nginx died: the measurement is void."""
@@ -137,7 +146,7 @@ class LocalServed:
             self.server.port,
             proxy_pid=self.proxy.proc.pid if self.proxy else None,
             proxy_port=self.proxy.port if self.proxy else None,
-            pool_probe=self.db.pgbouncer_pools,
+            pool_probe=self.pool_probe or self.db.pgbouncer_pools,
             db_port=self.db.pgbouncer_port,
         )
 
@@ -185,6 +194,7 @@ class LocalSite:
         self.emulator = emulator
         self.stack = Stack(table, run_dir)
         self.db: Database | None = None
+        self.pools: PoolSession | None = None
 
     def open(self) -> None:
         """PostgreSQL, pgbouncer and the upstream stub; ServeError with their logs. Cgroups a
@@ -194,6 +204,18 @@ class LocalSite:
         try:
             self.db = self.stack.start_database()
             self.stack.start_upstream(sys.executable)
+            self.pools = PoolSession(
+                self.table,
+                self.db.pgbouncer_port,
+                DB_USER,
+                self.db.password,
+                DB_NAME,
+                self.run_dir / "psql-pools.log",
+            )
+            # Logged in now, not inside the first measured window; a failure here is the
+            # sampler's to live with (no pool peaks), as before.
+            with contextlib.suppress(RuntimeError):
+                self.pools.pools()
         except StartError as exc:
             raise ServeError(
                 f"stack did not start: {_first_line(exc)}", self.stack_logs()
@@ -254,7 +276,14 @@ class LocalSite:
                 quota.remove()
             reason = f"server did not start: {_first_line(exc)}"
             raise ServeError(reason, {"server.log": read_log(log_path)}) from None
-        served = LocalServed(server, self.db, self.problem, name=spec.id, cgroup=quota)
+        served = LocalServed(
+            server,
+            self.db,
+            self.problem,
+            name=spec.id,
+            cgroup=quota,
+            pool_probe=self.pools.pools if self.pools is not None else None,
+        )
         served._pids = process_tree(server.proc.pid)
         try:
             if self.emulator is not None and not is_emulated(server.proc.pid):
@@ -320,6 +349,7 @@ class RemoteServed:
     backlog: int | None = None
     argv: list[str] | None = None
     name: str = "target"
+    proxied: bool = False  # a proxy there is not ours: its log is not read
 
     def watch(self) -> str | None:
         """Nothing of ours can die."""

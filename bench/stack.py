@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import defaults, ready, seed
+from bench import defaults, pools, ready, seed
 from bench.procs import Proc, ProcessTable, StartError, listeners, process_tree
 from bench.registry import APPS, ROOT, ServerSpec, render_argv, render_config, render_env
 from bench.state import service_user, state_base
@@ -114,20 +114,10 @@ class Database:
 
     def pgbouncer_pools(self) -> dict[str, int]:
         """pgbouncer's SHOW POOLS counters for the bench database: server connections active
-        (sv_active), clients waiting for one (cl_waiting), ..."""
-        lines = self.psql("SHOW POOLS", via_pgbouncer=True, dbname="pgbouncer").splitlines()
-        header = lines[0].split("|")
-        totals: dict[str, int] = {}
-        for line in lines[1:]:
-            cells = dict(zip(header, line.split("|"), strict=False))
-            if cells.get("database") != DB_NAME:
-                continue
-            for key in ("cl_active", "cl_waiting", "sv_active", "sv_idle", "sv_used"):
-                if cells.get(key, "").isdigit():
-                    totals[key] = totals.get(key, 0) + int(cells[key])
-        # Server connections open to PostgreSQL, whatever their state at this instant.
-        totals["sv_open"] = sum(totals.get(k, 0) for k in ("sv_active", "sv_idle", "sv_used"))
-        return totals
+        (sv_active), clients waiting for one (cl_waiting), ... (a psql process per call:
+        bench.pools.PoolSession is the cheap way while load runs)."""
+        text = self.psql("SHOW POOLS", via_pgbouncer=True, dbname="pgbouncer")
+        return pools.pool_totals(pools.parse_show(text), DB_NAME)
 
     def world(self) -> dict[int, int]:
         """The current `world` table, id -> randomnumber (for verifying /db answers)."""

@@ -82,6 +82,7 @@ class FakeServed:
     verification: dict | None = None
     backlog: int | None = 128
     argv: list[str] = field(default_factory=lambda: ["fake-server"])
+    proxied: bool = False
 
     def watch(self) -> str | None:
         """The site's scripted death, once its time has come."""

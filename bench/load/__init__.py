@@ -135,6 +135,9 @@ class LoadRequest:
     timeout_s: int = DEFAULT_TIMEOUT_S
     cpus: frozenset[int] | None = None  # where the tool may run (PIN=1)
     rate: int | None = None  # offered requests/s (open-loop tools); None: closed-loop
+    # Count responses by status and time the last one (wrk: a Lua call per response, ~15 % of
+    # its CPU). Off: by_status stays empty and the tool's window is None; non-2xx still count.
+    statuses: bool = True
 
     @property
     def url(self) -> str:

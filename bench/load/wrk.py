@@ -167,7 +167,8 @@ def wrk_argv(request: LoadRequest, threads: int) -> list[str]:
     if not request.keepalive:
         # every request on a new connection, closed after the response
         argv += ["-H", "Connection: close"]
-    return [*argv, request.url]
+    # wrk_report.lua's own argument: count by status (its response() exists only then)
+    return [*argv, request.url, *(["--", "statuses"] if request.statuses else [])]
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """wrk output -> numbers, over real wrk output captured on this project's machine."""
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,24 @@ def test_nginx_log_times_are_read_to_the_millisecond() -> None:
 def test_wrk_without_a_window_reports_none() -> None:
     """Older raw files (and a wrk without LuaJIT's ffi) have no window_us: None, not a guess."""
     assert parse_wrk((WRK / "ok.txt").read_text()).window is None
+
+
+def test_a_run_without_status_counting_has_no_by_status_but_its_non_2xx() -> None:
+    """gunicorn-sync measured without `-- statuses` (no response() in wrk's Lua): requests,
+    percentiles and wrk's own non-2xx count as always; by_status empty, no window."""
+    result = parse_wrk((WRK / "no_statuses.txt").read_text())
+    assert result.requests == 5_527
+    assert result.latency.p999 is not None
+    assert result.errors == Errors()
+    assert result.errors.by_status == {} and result.window is None
+
+
+def test_wrk_is_asked_to_count_statuses_only_when_the_request_says_so() -> None:
+    """The script's argument `statuses` follows the URL after `--`, or is absent."""
+    from bench.load import LoadRequest
+    from bench.load.wrk import wrk_argv
+
+    request = LoadRequest("http://127.0.0.1:8000", "/db", "db", 50, 5, Path("x"))
+    assert wrk_argv(request, 1)[-3:] == ["http://127.0.0.1:8000/db", "--", "statuses"]
+    quiet = wrk_argv(dataclasses.replace(request, statuses=False), 1)
+    assert quiet[-1] == "http://127.0.0.1:8000/db" and "--" not in quiet

@@ -43,3 +43,88 @@ def test_ss_time_wait_counts_only_recent_sockets_when_asked() -> None:
     assert sample.parse_ss_time_wait(text, {45417}, recent_s=60).recent == 30
     assert sample.parse_ss_time_wait(text, {45417}, recent_s=5).recent == 0
     assert sample.parse_ss_time_wait(text, {1}, recent_s=52).total == 0
+
+
+def test_a_family_is_listed_once_per_refresh_and_again_when_one_is_gone() -> None:
+    """A process with a sleeping child: both listed; a child started later is not seen until
+    the family is re-listed (when due, or after one of them was gone), then it is."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    script = (
+        "import subprocess, sys\n"
+        "for line in sys.stdin:\n"
+        "    print(subprocess.Popen(['sleep', '60']).pid, flush=True)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert parent.stdin is not None and parent.stdout is not None
+    kids: list[int] = []
+
+    def another() -> int:
+        parent.stdin.write("\n")
+        parent.stdin.flush()
+        kids.append(int(parent.stdout.readline()))
+        return kids[-1]
+
+    try:
+        first = another()
+        family = sample.Family(parent.pid, refresh_s=3600)
+        assert {p.pid for p in family.procs()} == {parent.pid, first}
+        second = another()
+        assert {p.pid for p in family.procs()} == {parent.pid, first}  # not due yet
+        family.gone()
+        assert {p.pid for p in family.procs()} == {parent.pid, first, second}
+    finally:
+        for pid in kids:
+            os.kill(pid, signal.SIGKILL)
+        parent.kill()
+        parent.wait()
+
+
+def test_descendants_from_the_kernel_match_psutil() -> None:
+    """A shell with two children, one of which has its own: the kernel's children lists give
+    the same three descendants as psutil's scan of /proc."""
+    import subprocess
+    import time
+
+    import psutil
+
+    shell = subprocess.Popen(["sh", "-c", "sleep 60 & sh -c 'sleep 60 & wait' & wait"])
+    try:
+        deadline = time.monotonic() + 10
+        while len(psutil.Process(shell.pid).children(recursive=True)) < 3:
+            assert time.monotonic() < deadline, "the shell never started its children"
+            time.sleep(0.02)
+        expected = {p.pid for p in psutil.Process(shell.pid).children(recursive=True)}
+        assert set(sample.descendants(shell.pid)) == expected and len(expected) == 3
+    finally:
+        for proc in psutil.Process(shell.pid).children(recursive=True):
+            proc.kill()
+        shell.kill()
+        shell.wait()
+
+
+def test_the_load_tools_cpu_survives_its_exit_before_the_last_sample() -> None:
+    """A load tool that burns CPU, then exits and is reaped before the sampler's last sample
+    (as run_bounded does): its CPU % is what the samples saw while it ran, not reset."""
+    import subprocess
+    import sys
+    import time
+
+    tool = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\nend = time.time() + 0.6\nwhile time.time() < end: pass",
+        ]
+    )
+    sampler = sample.Sampler(None, None, load_pid=tool.pid, interval_s=0.05)
+    sampler.start()
+    tool.wait()
+    time.sleep(0.1)
+    sampler.stop()
+    assert sampler.resources().load_cpu_pct > 0

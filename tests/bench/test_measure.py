@@ -1,0 +1,52 @@
+"""When the measured run counts responses by status (a cost per response in wrk): behind a
+proxy, after a warmup that saw failed statuses, or without a warmup; otherwise not."""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from bench import plan
+from bench.load import Errors, LoadResult
+from bench.measure import Settings, measure_point
+from bench.procs import ProcessTable
+from tests.fakes import FakeServed, FakeSite, FakeTool, result
+
+
+@dataclasses.dataclass
+class WarmupSays(FakeTool):
+    """A fake tool whose warmup answers with `warmup_non_2xx` failed statuses."""
+
+    warmup_non_2xx: int = 0
+
+    def run(self, table, request, watch=None, sampler=None) -> LoadResult:
+        """The warmup's scripted failures; everything else as FakeTool."""
+        if sampler is None and request.out.name.endswith(".warmup"):
+            self.calls.append(request)
+            return dataclasses.replace(
+                result(), errors=Errors(non_2xx=self.warmup_non_2xx, by_status={503: 1})
+            )
+        return super().run(table, request, watch, sampler)
+
+
+@pytest.mark.parametrize(
+    ("proxied", "warmup_s", "warmup_non_2xx", "counted"),
+    [
+        (False, 2, 0, False),  # the server alone, a clean warmup: wrk's own non-2xx suffices
+        (False, 2, 3, True),  # failures seen in the warmup: count them by status
+        (True, 2, 0, True),  # a proxy's log is read inside the tool's window
+        (False, 0, 0, True),  # no warmup, no evidence: count
+    ],
+)
+def test_statuses_are_counted_only_when_needed(
+    proxied: bool, warmup_s: int, warmup_non_2xx: int, counted: bool, tmp_path: Path
+) -> None:
+    """The measured request asks for status counting exactly in the cases that need it; the
+    primer and the warmup always count (they are not measured)."""
+    tool = WarmupSays(warmup_non_2xx=warmup_non_2xx)
+    served = FakeServed(FakeSite(), "granian", proxied=proxied)
+    settings = Settings(ProcessTable(), tmp_path, 2, warmup_s, True, 10, None)
+    run = plan.RunSpec("granian", "plaintext", 10, 1)
+    measure_point(settings, tool, served, run, set())
+    assert [r.statuses for r in tool.measured] == [counted]
+    assert all(r.statuses for r in tool.calls if r not in tool.measured)
