@@ -451,9 +451,9 @@ def _os_problem(exc: OSError) -> str:
     return f"{where}: {exc.strerror}" if where and exc.strerror else str(exc)
 
 
-def _result_set(name: str, raw: str | None) -> list:
-    """The records of an existing results directory (BASE= or HEAD=), with the reference's
-    when the directory is the reference itself."""
+def _result_set(name: str, raw: str | None, other: str | None) -> list:
+    """The records of an existing results directory (BASE= or HEAD=), without those of the
+    other set when it is nested inside this one (results and results/after)."""
     from bench.record import load_records
 
     if not raw:
@@ -463,7 +463,9 @@ def _result_set(name: str, raw: str | None) -> list:
     path = Path(raw)
     if not path.is_dir():
         raise UsageError(f"{name}={raw!r} is not a directory of results")
-    records, problems = load_records(path)
+    inner = Path(other).resolve() if other else None
+    nested = inner is not None and inner != path.resolve() and inner.is_relative_to(path.resolve())
+    records, problems = load_records(path, exclude=inner if nested else None)
     for problem in problems:
         print(f"compare: {name}: {problem}", file=sys.stderr)
     return records
@@ -473,8 +475,8 @@ def _compare(base_dir: str | None, head_dir: str | None) -> int:
     """`make compare`: the report on stdout; sets it cannot compare are bad input."""
     from bench import compare
 
-    base = _result_set("BASE", base_dir)
-    head = _result_set("HEAD", head_dir)
+    base = _result_set("BASE", base_dir, head_dir)
+    head = _result_set("HEAD", head_dir, base_dir)
     try:
         lines = compare.render(base, head, str(base_dir), str(head_dir))
     except compare.CompareError as exc:

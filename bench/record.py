@@ -195,13 +195,19 @@ def write_record(results_dir: Path, rec: Record, raw: dict[str, str | bytes]) ->
 REFERENCE_DIR = "reference"
 
 
-def load_records(results_dir: Path, with_reference: bool = False) -> tuple[list[Record], list[str]]:
-    """Every record below results_dir (the shipped reference's only with_reference), and a
-    line per JSON file that is not a usable one."""
+def load_records(
+    results_dir: Path, with_reference: bool = False, exclude: Path | None = None
+) -> tuple[list[Record], list[str]]:
+    """Every record below results_dir (the shipped reference's only with_reference; none
+    below `exclude`, another set nested in this one), and a line per JSON file that is not a
+    usable one."""
     records, problems = [], []
     if not results_dir.exists():
         return records, problems
+    nested = exclude.resolve() if exclude is not None else None
     for path in sorted(results_dir.rglob("*.json")):
+        if nested is not None and path.resolve().is_relative_to(nested):
+            continue
         parts = path.relative_to(results_dir).parts
         if path.name.startswith(".tmp-") or "raw" in parts[:-1]:
             continue  # raw outputs (oha's JSON among them) sit in raw/ beside the records

@@ -100,3 +100,16 @@ def test_a_real_a_a_run_comes_out_as_ties() -> None:
 
     lead = difference(trials("gunicorn-sync"), trials("granian"))
     assert lead.significant and lead.ratio is not None and lead.ratio > 1
+
+
+def test_a_set_nested_in_the_other_is_not_counted_twice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """BASE=results HEAD=results/after: BASE's trials are its own, not HEAD's too."""
+    base = tmp_path / "results"
+    shutil.copytree(FIXTURES / "machine-a", base)
+    shutil.copytree(FIXTURES / "machine-a", base / "after")
+    assert cli.main(["compare", f"--base={base}", f"--head={base / 'after'}"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "| gunicorn-sync | w2 t4 b1024 |" in line)
+    assert row.endswith("| 2 / 2 |") and "1.00×" in row
