@@ -1379,9 +1379,11 @@ def summary_sections(records: list[Record], results_dir: Path | None = None) -> 
             lines += [f"## Study: {name}", "", f"The study file cannot be read: {exc}", ""]
             continue
         plot = None
-        if results_dir is not None:
+        series = study_series(study, mine)
+        if results_dir is not None and any(series.values()):
+            # (a study whose arms are all open loop has no closed-loop series: no empty plot)
             path = results_dir / "plots" / f"study-{name}.png"
-            plot_study(study.title, METRICS[study.plot_metric], study_series(study, mine), path)
+            plot_study(study.title, METRICS[study.plot_metric], series, path)
             plot = str(path.relative_to(results_dir))
         lines += study_section(study, mine, plot)
     return lines
