@@ -332,22 +332,34 @@ class Family:
         self._next = 0.0
 
 
-def _tree_cpu_seconds(family: Family) -> float | None:
-    """CPU seconds of the family's live processes; None once its root has exited (the load
-    tool has ended: the last sample taken before stands)."""
-    # A load tool or proxy may be several processes (Locust workers, nginx workers).
-    procs = family.procs()
-    if not procs:
-        return None
-    total = 0.0
-    for index, proc in enumerate(procs):
-        try:
-            total += _cpu_seconds(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            family.gone()
-            if index == 0:
-                return None
-    return total
+@dataclass
+class CpuTime:
+    """CPU seconds a group of processes used since each was first seen. Counted per process,
+    so one that exits keeps what it used (a sum over the live tree would drop it and could
+    go negative: a Locust or nginx worker leaving the tree)."""
+
+    _first: dict[int, float] = field(default_factory=dict)
+    _last: dict[int, float] = field(default_factory=dict)
+
+    def sample(self, family: Family) -> int:
+        """Read every process of the family; the RSS bytes of those read."""
+        rss = 0
+        for proc in family.procs():
+            try:
+                seconds = _cpu_seconds(proc)
+                rss += proc.memory_info().rss
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                family.gone()
+                continue
+            self._first.setdefault(proc.pid, seconds)
+            self._last[proc.pid] = seconds
+        return rss
+
+    def seconds(self) -> float | None:
+        """CPU seconds used over the samples; None when no process was ever read."""
+        if not self._last:
+            return None
+        return sum(self._last[pid] - self._first[pid] for pid in self._last)
 
 
 @dataclass(frozen=True)
@@ -408,10 +420,9 @@ class Sampler:
     _families: dict[int, Family] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
-    _cpu_first: dict[int, float] = field(default_factory=dict)
-    _cpu_last: dict[int, float] = field(default_factory=dict)
-    _load_first: float | None = None
-    _load_last: float | None = None
+    _server_cpu: CpuTime = field(default_factory=CpuTime)
+    _load_cpu: CpuTime = field(default_factory=CpuTime)
+    _proxy_cpu: CpuTime = field(default_factory=CpuTime)
     _rss_max: int = 0
     _time_wait_max: int = 0
     _time_wait_client_max: int = 0
@@ -420,8 +431,6 @@ class Sampler:
     _time_wait_before: int = 0
     _time_wait_now: int = 0
     _time_wait_next: float = 0.0
-    _proxy_first: float | None = None
-    _proxy_last: float | None = None
     _pool_max: dict[str, int] = field(default_factory=dict)
     _pool_next: float = 0.0
     _queue_max: int = 0
@@ -435,34 +444,15 @@ class Sampler:
         return self._families[pid]
 
     def _tick(self, last: bool = False) -> None:
-        rss = 0
-        server = self._family(self.server_pid) if self.server_pid is not None else None
-        for proc in server.procs() if server is not None else []:
-            try:
-                seconds = _cpu_seconds(proc)
-                rss += proc.memory_info().rss
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                if server is not None:
-                    server.gone()
-                continue
-            self._cpu_first.setdefault(proc.pid, seconds)
-            self._cpu_last[proc.pid] = seconds
-        self._rss_max = max(self._rss_max, rss)
+        if self.server_pid is not None:
+            rss = self._server_cpu.sample(self._family(self.server_pid))
+            self._rss_max = max(self._rss_max, rss)
+        # A load tool or proxy may be several processes (Locust workers, nginx workers).
         if self.load_pid is not None:
-            seconds = _tree_cpu_seconds(self._family(self.load_pid))
-            if seconds is not None:
-                seconds += sum(
-                    _tree_cpu_seconds(self._family(pid)) or 0.0 for pid in self.extra_load_pids
-                )
-                if self._load_first is None:
-                    self._load_first = seconds
-                self._load_last = seconds
+            for pid in (self.load_pid, *self.extra_load_pids):
+                self._load_cpu.sample(self._family(pid))
         if self.proxy_pid is not None:
-            seconds = _tree_cpu_seconds(self._family(self.proxy_pid))
-            if seconds is not None:
-                if self._proxy_first is None:
-                    self._proxy_first = seconds
-                self._proxy_last = seconds
+            self._proxy_cpu.sample(self._family(self.proxy_pid))
         if self.port is None:
             return
         now = time.monotonic()
@@ -540,23 +530,17 @@ class Sampler:
     def resources(self) -> Resources:
         """CPU % (100 = one core) of the server tree and of the load tool, peak RSS of the tree."""
         elapsed = self._elapsed or 1e-9
-        server_cpu = sum(self._cpu_last[p] - self._cpu_first[p] for p in self._cpu_last)
-        load_cpu = (
-            (self._load_last - self._load_first) / elapsed * 100
-            if self._load_first is not None and self._load_last is not None
-            else None
-        )
-        proxy_cpu = (
-            (self._proxy_last - self._proxy_first) / elapsed * 100
-            if self._proxy_first is not None and self._proxy_last is not None
-            else None
-        )
+
+        def pct(cpu: CpuTime) -> float | None:
+            seconds = cpu.seconds()
+            return round(seconds / elapsed * 100, 1) if seconds is not None else None
+
         remote = self.server_pid is None
         return Resources(
-            server_cpu_pct=None if remote else round(server_cpu / elapsed * 100, 1),
+            server_cpu_pct=None if remote else (pct(self._server_cpu) or 0.0),
             server_rss_mb=None if remote else round(self._rss_max / 2**20, 1),
-            load_cpu_pct=round(load_cpu, 1) if load_cpu is not None else None,
-            proxy_cpu_pct=round(proxy_cpu, 1) if proxy_cpu is not None else None,
+            load_cpu_pct=pct(self._load_cpu),
+            proxy_cpu_pct=pct(self._proxy_cpu),
         )
 
     def pools(self) -> dict[str, int]:
