@@ -41,15 +41,7 @@ def problem(served: LocalServed) -> str | None:
 
     Unlike a measured window, a worker replaced by its master (max_requests, a crash the
     master repairs) is the server's own business here: only the leaders count."""
-    found = served.site_problem()
-    if found is not None:
-        return found
-    code = served.server.proc.exit_code()
-    if code is not None:
-        return f"server exited with code {code}"
-    if served.proxy is not None and served.proxy.proc.exit_code() is not None:
-        return f"nginx (proxy) exited with code {served.proxy.proc.exit_code()}"
-    return None
+    return served.watch(leaders_only=True, when="")
 
 
 def _log_tail(text: str, lines: int = 20) -> str:

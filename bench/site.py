@@ -96,22 +96,23 @@ class LocalServed:
         """nginx in front."""
         return self.proxy is not None
 
-    def watch(self) -> str | None:
-        """The stack, the server, a worker or nginx died: the measurement is void."""
+    def watch(self, leaders_only: bool = False, when: str = " during load") -> str | None:
+        """The stack, the server, a worker or nginx died: the measurement is void.
+        leaders_only: a replaced worker is the server's own business (make serve)."""
         problem = self.site_problem()
         if problem is not None:
             return problem
         code = self.server.proc.exit_code()
         if code is not None:
-            return f"server exited with code {code} during load"
+            return f"server exited with code {code}{when}"
         # RECYCLE=: workers are replaced by design; the leader alone must live.
         recycling = "max_requests" in self.server.knobs
-        pids = {self.server.proc.pid} if recycling else self._pids
+        pids = {self.server.proc.pid} if recycling or leaders_only else self._pids
         gone = sorted(pid for pid in pids if not psutil.pid_exists(pid))
         if gone:
-            return f"server process(es) {gone} died during load"
+            return f"server process(es) {gone} died{when}"
         if self.proxy is not None and self.proxy.proc.exit_code() is not None:
-            return f"nginx (proxy) exited with code {self.proxy.proc.exit_code()} during load"
+            return f"nginx (proxy) exited with code {self.proxy.proc.exit_code()}{when}"
         return None
 
     def reload(self) -> None:
