@@ -10,7 +10,7 @@ log scale, because benchmark noise is multiplicative and the figure we report is
 - Two configurations differ significantly when Welch's t-test on the log values gives
   p < 0.05, with the conservative degrees of freedom min(n_A, n_B) − 1 (`scipy.stats.t`):
   the Welch–Satterthwaite estimate of the degrees of freedom is unstable with 3–5 trials and
-  left the false-positive rate at 4.5–5.7 % in our simulations; the conservative one keeps it
+  left the false-positive rate at 3.3–5.7 % in our simulations; the conservative one keeps it
   near 2 % (tests/bench/test_stats.py measures it: equal distributions come out "no
   difference" in more than 95 % of repetitions). The ratio of the geometric means B/A has the
   95 % interval of the same test, so "significant" and "the interval excludes 1.00×" are one
