@@ -21,15 +21,16 @@ BENCH_OPTS = $(call opt,SERVER,server) $(call opt,SCENARIO,scenario) \
   $(call opt,UPSTREAM_KEEPALIVE,upstream-keepalive) $(call opt,PROXY_TIMEOUT,proxy-timeout) \
   $(call opt,PIN,pin) $(call opt,LOAD,load) $(call opt,LOCUST_WORKERS,locust-workers) \
   $(call opt,TARGET,target) $(call opt,RATE,rate) $(call opt,CPU_QUOTA,cpu-quota) \
-  $(call opt,LIFECYCLE,lifecycle) $(call opt,RECYCLE,recycle)
+  $(call opt,LIFECYCLE,lifecycle) $(call opt,RECYCLE,recycle) \
+  $(call opt,RUNTIME,runtime) $(call opt,CPUS,cpus) $(call opt,MEMORY,memory)
 # make serve: what starts a server (no load, no results)
 SERVE_OPTS = $(call opt,SERVER,server) $(call opt,ARCH,arch) $(call opt,WORKERS,workers) \
   $(call opt,THREADS,threads) $(call opt,CONNECTIONS,connections) $(call opt,BACKLOG,backlog) \
   $(call opt,PROXY,proxy) $(call opt,KEEPALIVE,keepalive) \
   $(call opt,UPSTREAM_KEEPALIVE,upstream-keepalive) $(call opt,PROXY_TIMEOUT,proxy-timeout) \
-  $(call opt,PIN,pin)
+  $(call opt,PIN,pin) $(call opt,RUNTIME,runtime) $(call opt,CPUS,cpus) $(call opt,MEMORY,memory)
 
-.PHONY: help setup bench capacity serve overhead soak study report compare test lint format lock compose-up compose-bench compose-down
+.PHONY: images help setup bench capacity serve overhead soak study report compare test lint format lock compose-up compose-bench compose-down
 
 help: ## list targets and variables
 	@echo "Targets:"
@@ -62,6 +63,8 @@ help: ## list targets and variables
 	@echo "  REFERENCE    1: merge the shipped reference (results/reference/) into your summary (default: 0)"
 	@echo "  MACHINE      a label for this machine in records and summaries (default: hostname + identity)"
 	@echo "  CPU_QUOTA    CPUs the server may use (any fraction), a cgroup quota as containers set it, needs root (default: none)"
+	@echo "  RUNTIME      native, or docker: the server in its image (make images first) (default: native)"
+	@echo "  CPUS MEMORY  RUNTIME=docker: the container's limits, docker's --cpus and --memory (e.g. 1, 512m) (default: none)"
 	@echo "  SOAK_INTERVAL  make soak: seconds between RSS samples (default: 5; DURATION 600, RATE 100, SCENARIO db)"
 	@echo "  RECYCLE      requests per worker before the server's own recycling replaces it (default: none)"
 	@echo "  LIFECYCLE    reload: each server's own graceful reload mid-window (needs LOAD=oha RATE=) (default: none)"
@@ -78,6 +81,10 @@ help: ## list targets and variables
 
 setup: ## install what is missing: distro packages, uv, the harness venv
 	@bash bench/setup.sh
+
+images: export IMAGES := 1
+images: setup ## build the base image (debootstrap) and one image per server (SERVER, ARCH)
+	$(PY) -m bench images $(call opt,SERVER,server) $(call opt,ARCH,arch)
 
 bench: setup ## start the stack, verify, measure, write records and summary.md
 	$(PY) -m bench run $(BENCH_OPTS)

@@ -163,6 +163,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default=None)
     parser.add_argument("--runtime", default=defaults.RUNTIME)
     parser.add_argument("--cpu-quota", default=None)
+    parser.add_argument("--cpus", default=None)
+    parser.add_argument("--memory", default=None)
     parser.add_argument("--lifecycle", default=None)
     parser.add_argument("--recycle", default=None)
 
@@ -202,6 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare = sub.add_parser("compare", help="two result sets side by side (BASE, HEAD)")
     compare.add_argument("--base", default=None)
     compare.add_argument("--head", default=None)
+    images = sub.add_parser("images", help="build the base image and one image per server")
+    images.add_argument("--server", default=defaults.SERVER)
+    images.add_argument("--arch", default=None)
     study = sub.add_parser("study", help="re-run a source document's experiment")
     study.add_argument("--name", default=None)
     study.add_argument("--duration", default=None)
@@ -326,6 +331,65 @@ def validate_cpu_quota(raw: str | None, target: str | None = None) -> float | No
     return quota
 
 
+def validate_runtime(
+    args: argparse.Namespace, servers: tuple[str, ...], arch: str, target: str | None
+) -> dict[str, object]:
+    """RUNTIME, CPUS and MEMORY: RUNTIME=docker needs an engine and each server's current
+    image; CPUS and MEMORY are the container's limits, in docker's own syntax."""
+    runtime = validate_choice("runtime", args.runtime, plan.RUNTIMES)
+    cpus_raw = (args.cpus or "").strip()
+    memory_raw = (args.memory or "").strip()
+    if runtime != "docker":
+        if cpus_raw or memory_raw:
+            raise UsageError(
+                "CPUS and MEMORY limit the server's container: add RUNTIME=docker "
+                "(a native server's CPU limit is CPU_QUOTA=)"
+            )
+        return {"runtime": runtime}
+    from bench.host import docker, images
+    from bench.registry import load_all
+
+    available = os.cpu_count() or 1
+    limits: dict[str, object] = {"runtime": runtime, "cpus": None, "memory_bytes": None}
+    if cpus_raw:
+        try:
+            limits["cpus"] = docker.parse_cpus(cpus_raw, available)
+        except ValueError:
+            raise UsageError(
+                f"CPUS={args.cpus!r} is not a number of CPUs in {docker.CPUS_MIN:g}..{available} "
+                "(e.g. 0.5, 1)"
+            ) from None
+    if memory_raw:
+        try:
+            limits["memory_bytes"] = docker.parse_memory(memory_raw)
+        except ValueError:
+            raise UsageError(
+                f"MEMORY={args.memory!r} is not a size of at least 6m: a number with k, m or g "
+                "(e.g. 512m, 1g)"
+            ) from None
+    for name, value in (("TARGET", target), ("CPU_QUOTA", args.cpu_quota)):
+        if value:
+            raise UsageError(
+                f"RUNTIME=docker starts the server in its container here: not with {name}= "
+                "(its CPU limit is CPUS=)"
+            )
+    for name, value in (("LIFECYCLE", args.lifecycle), ("RECYCLE", args.recycle)):
+        if value:
+            raise UsageError(f"{name} is not supported with RUNTIME=docker; valid: RUNTIME=native")
+    if validate_switch("pin", args.pin):
+        raise UsageError("PIN=1 is not supported with RUNTIME=docker; valid: PIN=0")
+    problem = images.arch_problem(arch, host_arch()) or docker.engine_problem()
+    if problem is not None:
+        raise UsageError(problem)
+    specs = load_all()
+    for server in servers:
+        try:
+            images.image_for(specs[server], arch)
+        except images.ImageError as exc:
+            raise UsageError(str(exc)) from None
+    return limits
+
+
 def validate_lifecycle(raw: str | None, load: dict[str, object], target: str | None) -> str | None:
     """LIFECYCLE: an event in the middle of each measured window, at a fixed arrival rate."""
     if raw is None or not raw.strip():
@@ -389,7 +453,7 @@ def options_from(args: argparse.Namespace) -> plan.Options:
         load_threads=load_threads or default_load_threads(),
         seed=seed,
         pin=pin,
-        runtime=validate_choice("runtime", args.runtime, plan.RUNTIMES),
+        **validate_runtime(args, servers, arch, proxy["target"]),  # type: ignore[arg-type]
         cpu_quota=validate_cpu_quota(args.cpu_quota, proxy["target"]),  # type: ignore[arg-type]
         lifecycle=validate_lifecycle(args.lifecycle, load, proxy["target"]),  # type: ignore[arg-type]
         recycle=validate_recycle(args.recycle, proxy["target"]),  # type: ignore[arg-type]
@@ -485,6 +549,37 @@ def _compare(base_dir: str | None, head_dir: str | None) -> int:
     return 0
 
 
+def _images(args: argparse.Namespace) -> int:
+    """`make images`: the base, then each server's image; 1 when one failed."""
+    from bench.host import images
+    from bench.state import state_base
+
+    servers = validate_choices("server", args.server, server_ids(), allow_all=True)
+    try:
+        arch = normalize_arch(args.arch) if args.arch else host_arch()
+    except ArchError as exc:
+        raise UsageError(str(exc)) from None
+    problem = images.arch_problem(arch, host_arch())
+    if problem is not None:
+        raise UsageError(problem)
+    specs = load_all()
+    skipped = [s for s in servers if images.not_buildable(specs[s])]
+    if skipped and args.server.strip() != "all":
+        raise UsageError(images.not_buildable(specs[skipped[0]]) or "")
+    wanted = [specs[s] for s in servers if s not in skipped]
+    log = state_base() / "images.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print(f"images: building {', '.join(s.id for s in wanted)} (log: {log})", file=sys.stderr)
+    try:
+        built = images.build_images(
+            wanted, arch, lambda text: print(f"images: {text}", file=sys.stderr, flush=True), log
+        )
+    except images.ImageError as exc:
+        print(f"images: {exc}", file=sys.stderr)
+        return 1
+    return 0 if all(built.values()) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `python -m bench`."""
     from bench import netns
@@ -494,6 +589,11 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"bench: removed network namespace {name} left by a harness that died", file=sys.stderr
         )
+    from bench.host import docker
+
+    # Containers and networks of a killed harness (owner label, pid gone) likewise.
+    for name in docker.remove_leftovers():
+        print(f"bench: removed {name} left by a harness that died", file=sys.stderr)
     try:
         args = build_parser().parse_args(argv)
         try:
@@ -512,6 +612,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "compare":
             return _compare(args.base, args.head)
+        if args.command == "images":
+            return _images(args)
         if args.command == "study":
             from bench import study
 

@@ -56,6 +56,7 @@ class Measurement:
     sockets: Sockets | None = None
     proxy_by_status: dict[int, int] | None = None
     cgroup: dict[str, object] | None = None  # CPU_QUOTA=: the quota and its throttling
+    container: dict[str, object] | None = None  # RUNTIME=docker: the container's cgroup window
     lifecycle: dict[str, object] | None = None  # LIFECYCLE=: the event and what the load saw
     series: dict[str, object] | None = None  # make soak: RSS and rate over time
     recycles: dict[str, int] | None = None  # RECYCLE=: the workers started in the window

@@ -15,6 +15,7 @@ from typing import Any
 
 from bench import lifecycle, soak
 from bench.cgroup import CpuCgroup, Throttling
+from bench.host.container_cgroup import ContainerCgroup, Snapshot, window
 from bench.load import LoadResult
 from bench.load.oha import REQUESTS_NAME
 from bench.recycle import WorkerWatch
@@ -32,6 +33,10 @@ class Observers:
     trigger: lifecycle.Trigger | None = None
     rss: soak.RssSampler | None = None
     workers: WorkerWatch | None = None
+    # RUNTIME=docker: the container's cgroup, its counters when the window started
+    container: ContainerCgroup | None = None
+    container_before: Snapshot | None = None
+    container_peak_reset: bool = False
 
     @classmethod
     def of(
@@ -46,6 +51,11 @@ class Observers:
         group = getattr(served, "cgroup", None)
         if isinstance(group, CpuCgroup):
             found.group, found.before = group, group.stat()
+        container = getattr(served, "container_cgroup", None)
+        if isinstance(container, ContainerCgroup):
+            found.container = container
+            found.container_peak_reset = container.reset_peak()
+            found.container_before = container.snapshot()
         reload = getattr(served, "reload", None)
         if event == "reload" and reload is not None:
             found.trigger = lifecycle.Trigger(duration_s / 2, reload)
@@ -73,10 +83,18 @@ class Observers:
         """The Measurement's cgroup, lifecycle, series and recycles."""
         return {
             "cgroup": self._cgroup(),
+            "container": self._container(),
             "lifecycle": self._lifecycle(result, rate),
             "series": self._series(result),
             "recycles": self.workers.outcome(self.served.server.knobs) if self.workers else None,
         }
+
+    def _container(self) -> dict[str, object] | None:
+        """The container's CPU, throttling, memory and OOM kills over the window."""
+        if self.container is None or self.container_before is None:
+            return None
+        after = self.container.snapshot()
+        return window(self.container, self.container_before, after, self.container_peak_reset)
 
     def _cgroup(self) -> dict[str, object] | None:
         """The quota and the throttling since the window started (CPU_QUOTA=)."""

@@ -22,7 +22,8 @@ LOAD_SCENARIOS: dict[str, tuple[str, ...]] = {t: scenario.scenarios_for(t) for t
 # alb: nginx configured as a cloud load balancer (proxy/alb.conf.template, issue 15)
 PROXIES = ("none", "nginx", "alb")
 # native: the harness started the server here; compose: in containers (make compose-bench)
-RUNTIMES = ("native", "compose")
+# docker: the server under test in its image (bench.containers; RUNTIME=docker)
+RUNTIMES = ("native", "docker", "compose")
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,9 @@ class Options:
     soak_interval_s: float | None = None
     # RECYCLE=: workers recycle after this many requests, by the server's own flags
     recycle: int | None = None
+    # RUNTIME=docker: the container's limits (the engine's --cpus and --memory); None: none
+    cpus: float | None = None
+    memory_bytes: int | None = None
 
 
 @dataclass(frozen=True)

@@ -51,8 +51,15 @@ from pathlib import Path
 #      proxy_error_reasons (nginx error-log reason -> count), race (the burst pattern)}.
 #    - errors.by_status (wrk) may be {}: not counted by status (no proxy in front and no
 #      failed status in the warmup); errors.non_2xx is wrk's own count either way.
-FORMAT_VERSION = 5
-KNOWN_VERSIONS = (1, 2, 3, 4, 5)
+# 6: (2026-11, issue 24) container {image, image_id, image_tags, cpus, memory_bytes (the
+#    engine's --cpus/--memory; null: none), network ("host"), name, engine {version,
+#    cgroup_driver, cgroup_version}; over the measured window, from the container's own cgroup:
+#    cgroup_version, quota_us, period_us, memory_limit_bytes, cpu_pct, nr_periods,
+#    nr_throttled, throttled_ms, memory_mb_end, memory_peak_mb, memory_peak_scope (window or
+#    container), oom_kills, memory_failcnt}: RUNTIME=docker runs only (metadata.runtime
+#    "docker"); null otherwise.
+FORMAT_VERSION = 6
+KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6)
 STATUSES = ("ok", "failed", "unsupported")
 
 
@@ -106,6 +113,7 @@ class Record:
     series: dict | None = None
     recycles: dict | None = None
     network: dict | None = None
+    container: dict | None = None
 
     def to_dict(self) -> dict:
         """The JSON-ready form."""

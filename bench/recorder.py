@@ -34,6 +34,7 @@ class ServerFacts:
     meta: dict[str, object] = field(default_factory=dict)
     verification: dict | None = None
     backlog: int | None = None
+    container: dict[str, object] | None = None  # RUNTIME=docker: image, limits, network
 
 
 @dataclass
@@ -164,6 +165,9 @@ class Recorder:
             **self._measured_fields(measured),  # type: ignore[arg-type]
         )
         rec = dataclasses.replace(rec, cgroup=self._cgroup(opts, facts, measured))
+        if facts.container is not None:
+            window = (measured.container if measured else None) or {}
+            rec = dataclasses.replace(rec, container={**facts.container, **window})
         if measured is None and status == "failed":
             # What was asked of a run that failed, so that the summary says "failed", not
             # "not measured".

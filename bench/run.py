@@ -41,6 +41,10 @@ def measure_block(
 ) -> None:
     """Start one server, verify it, measure every run of the block against it, stop it."""
     facts = ServerFacts(spec.app, h.site.knobs(spec, opts.overrides), env.meta(spec))
+    # RUNTIME=docker: the image and limits, in every record of the block (failed ones too).
+    container_facts = getattr(h.site, "container_facts", None)
+    if container_facts is not None:
+        facts.container = container_facts(spec.id)
     runs = block.runs
     if spec.scenarios is not None:
         skipped = tuple(r for r in runs if r.scenario not in spec.scenarios)
@@ -71,6 +75,8 @@ def measure_block(
     if facts.meta["argv"] is None:
         del facts.meta["argv"]
     facts.verification = getattr(served, "verification", None)
+    if facts.container is not None and hasattr(served, "facts"):
+        facts.container |= served.facts()
     facts.backlog = getattr(served, "backlog", None)
     session = Session(h, opts, facts, served)
     try:
@@ -148,6 +154,11 @@ def make_harness(
         if first.target is not None
         else LocalSite(table, run_dir, placement)
     )
+    if first.runtime == "docker":
+        from bench.containers import ContainerSite
+        from bench.host.docker import Limits
+
+        site = ContainerSite(table, run_dir, placement, Limits(first.cpus, first.memory_bytes))
     proxy_version = tool_version(["nginx", "-v"]) if any(o.proxy for o in arms) else None
     recorder = Recorder(host_metadata(), placement, tool, progress, proxy_version)
     return Harness(site, tool, recorder, table, run_dir, progress)

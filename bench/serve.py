@@ -86,6 +86,13 @@ def serve(opts: plan.Options, out: TextIO = sys.stdout, say: TextIO = sys.stderr
         with run_lock(base), signals_raise():
             table = ProcessTable()
             site = LocalSite(table, run_dir, cpu_placement(opts.pin))
+            if opts.runtime == "docker":
+                from bench.containers import ContainerSite
+                from bench.host.docker import Limits
+
+                site = ContainerSite(
+                    table, run_dir, cpu_placement(opts.pin), Limits(opts.cpus, opts.memory_bytes)
+                )
             try:
                 return _up(site, opts, out, say)
             except ServeError as exc:

@@ -37,6 +37,11 @@ arch_wanted=${ARCH:-}
 if [ "${PYWEBBENCH_TEST:-0}" = 1 ]; then
   command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
 fi
+# make images (IMAGES=1) and the test suite build the base image from Debian's packages with
+# debootstrap (bench/host/images.py).
+if [ "${IMAGES:-0}" = 1 ] || [ "${PYWEBBENCH_TEST:-0}" = 1 ]; then
+  command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)
+fi
 if [ "$(uname -m)" = x86_64 ] && { [ "$arch_wanted" = arm64 ] || [ "$arch_wanted" = aarch64 ] \
     || [ "${PYWEBBENCH_TEST:-0}" = 1 ]; }; then
   [ -x /usr/bin/qemu-aarch64-static ] || missing+=(qemu-user-static)

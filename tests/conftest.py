@@ -50,3 +50,35 @@ def no_process_left_behind() -> Iterator[None]:
     yield
     left = stack_processes()
     assert not left, f"processes left running by the tests: {left}"
+    containers = session_containers()
+    assert not containers, f"containers or networks left by the tests: {containers}"
+
+
+def session_containers() -> list[str]:
+    """Names of the containers and networks labelled with this session's token (none when no
+    engine is installed)."""
+    import shutil
+    import subprocess
+
+    from bench.host.docker import TOKEN_LABEL
+
+    docker = shutil.which("docker")
+    if docker is None:
+        return []
+    names = []
+    for args in (["ps", "--all"], ["network", "ls"]):
+        result = subprocess.run(
+            [
+                docker,
+                *args,
+                "--filter",
+                f"label={TOKEN_LABEL}={TOKEN}",
+                "--format",
+                "{{.Names}}" if args[0] == "ps" else "{{.Name}}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        names += result.stdout.split()
+    return names

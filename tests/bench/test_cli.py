@@ -42,6 +42,16 @@ BAD = [
     (["--target=ftp://10.0.0.5:21"], "is not http://host:port"),
     (["--target=http://10.0.0.5"], "is not http://host:port"),
     (["--target=http://127.0.0.1:8000", "--proxy=nginx"], "valid: PROXY=none"),
+    (["--runtime=foo"], "valid: native, docker, compose"),
+    (["--runtime=docker", "--cpus=abc"], "CPUS='abc' is not a number of CPUs in 0.01.."),
+    (["--runtime=docker", "--cpus=0"], "CPUS='0' is not a number of CPUs"),
+    (["--runtime=docker", "--cpus=4096"], "CPUS='4096' is not a number of CPUs"),
+    (["--runtime=docker", "--memory=12q"], "MEMORY='12q' is not a size of at least 6m"),
+    (["--runtime=docker", "--memory=1m"], "MEMORY='1m' is not a size of at least 6m"),
+    (["--cpus=1"], "add RUNTIME=docker"),
+    (["--memory=512m"], "add RUNTIME=docker"),
+    (["--runtime=docker", "--cpu-quota=0.5"], "not with CPU_QUOTA="),
+    (["--runtime=docker", "--server=nginx-static"], "nginx-static is not a Python server"),
 ]
 
 
@@ -275,3 +285,59 @@ def test_python_m_bench_study_with_a_bad_file_prints_no_traceback(tmp_path: Path
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "missing `source`" in result.stderr
+
+
+def test_docker_runtime_without_an_image_names_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RUNTIME=docker for a server whose image was never built: one line naming
+    `make images SERVER=<id>`, exit 2, before anything starts (the engine is asked nothing
+    else: its image store is replaced by an empty one)."""
+    from bench.host import docker, images
+
+    monkeypatch.setattr(docker, "engine_problem", lambda: None)
+    monkeypatch.setattr(images, "image_inspect", lambda ref: None)
+    results = tmp_path / "results"
+    argv = ["run", f"--results={results}", "--runtime=docker", "--server=granian,uvicorn"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["bench: RUNTIME=docker: no image of granian; run `make images SERVER=granian`"]
+    assert not results.exists()
+
+
+def test_docker_runtime_with_a_stale_image_names_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An image built from other inputs (its label differs from the checkout's hash): one
+    line saying it is out of date, exit 2."""
+    from bench.host import docker, images
+
+    monkeypatch.setattr(docker, "engine_problem", lambda: None)
+    stale = {"Id": "sha256:00", "Config": {"Labels": {images.INPUTS_LABEL: "other"}}}
+    monkeypatch.setattr(images, "image_inspect", lambda ref: stale)
+    assert cli.main(["run", f"--results={tmp_path}/r", "--runtime=docker"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "out of date" in err[0] and "make images SERVER=granian" in err[0]
+
+
+def test_docker_runtime_limits_reach_the_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CPUS and MEMORY in docker's syntax become the options' limits (bytes for memory)."""
+    from bench.host import docker, images
+
+    monkeypatch.setattr(docker, "engine_problem", lambda: None)
+    monkeypatch.setattr(images, "image_for", lambda spec, arch: None)
+    args = cli.build_parser().parse_args(["run", "--runtime=docker", "--cpus=0.5", "--memory=512m"])
+    opts = cli.options_from(args)
+    assert (opts.runtime, opts.cpus, opts.memory_bytes) == ("docker", 0.5, 512 * 2**20)
+
+
+def test_make_images_refuses_an_emulated_arch_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """make images ARCH=<the other arch>: one line saying it is not built, exit 2."""
+    from bench.arch import host_arch
+
+    other = "arm64" if host_arch() == "amd64" else "amd64"
+    assert cli.main(["images", f"--arch={other}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"ARCH={other} images are not built" in err[0], err

@@ -1,0 +1,131 @@
+"""bench.host.container_cgroup over captured (v1, this machine) and written (v2) files: where a
+container's cgroup is, and its window's CPU, throttling, memory and OOM kills."""
+
+from pathlib import Path
+
+import pytest
+
+from bench.host.container_cgroup import (
+    ContainerCgroup,
+    ContainerCgroupError,
+    parse_mountinfo,
+    parse_proc_cgroup,
+    window,
+)
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "container_cgroup"
+
+
+def test_v1_hybrid_host_is_read_as_v1() -> None:
+    """This machine: the v1 controllers' mounts; the controller-less cgroup2 mount is not
+    mistaken for the container's hierarchy."""
+    mounts, unified = parse_mountinfo((FIXTURES / "mountinfo-v1-hybrid").read_text())
+    assert mounts["cpu"] == Path("/sys/fs/cgroup/cpu")
+    assert mounts["memory"] == Path("/sys/fs/cgroup/memory")
+    assert unified == Path("/sys/fs/cgroup/unified")
+    paths, v2 = parse_proc_cgroup((FIXTURES / "proc-cgroup-v1-docker").read_text())
+    group = ContainerCgroup.locate(mounts, unified, paths, v2)
+    assert group.version == "v1"
+    assert group.dirs["cpu"].parent == Path("/sys/fs/cgroup/cpu/docker")
+    assert group.dirs["memory"].name == group.dirs["cpu"].name  # the container's full id
+
+
+def test_v2_host_needs_the_controllers_enabled(tmp_path: Path) -> None:
+    """v2: the unified mount + the 0:: path, when cpu and memory are enabled there; without
+    them one clear error."""
+    text = (FIXTURES / "mountinfo-v2").read_text().replace("/sys/fs/cgroup", str(tmp_path))
+    mounts, unified = parse_mountinfo(text)
+    assert mounts == {} and unified == tmp_path
+    paths, v2 = parse_proc_cgroup((FIXTURES / "proc-cgroup-v2").read_text())
+    assert paths == {} and v2 is not None and v2.endswith(".scope")
+    scope = tmp_path / v2.lstrip("/")
+    scope.mkdir(parents=True)
+    with pytest.raises(ContainerCgroupError, match="neither v1 mounts nor enabled"):
+        ContainerCgroup.locate(mounts, unified, paths, v2)
+    (scope / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    group = ContainerCgroup.locate(mounts, unified, paths, v2)
+    assert group == ContainerCgroup("v2", {"unified": scope})
+
+
+def _v2_files(root: Path, usage_us: int, throttled_us: int, periods: int, oom: int) -> None:
+    (root / "cpu.max").write_text("50000 100000\n")
+    (root / "cpu.stat").write_text(
+        f"usage_usec {usage_us}\nuser_usec {usage_us // 2}\nsystem_usec {usage_us // 2}\n"
+        f"nr_periods {periods}\nnr_throttled {periods // 2}\nthrottled_usec {throttled_us}\n"
+    )
+    (root / "memory.max").write_text("536870912\n")
+    (root / "memory.current").write_text(str(300 * 2**20) + "\n")
+    (root / "memory.peak").write_text(str(400 * 2**20) + "\n")
+    (root / "memory.events").write_text(f"low 0\nhigh 0\nmax 12\noom {oom}\noom_kill {oom}\n")
+    (root / "cgroup.procs").write_text("101\n102\n")
+
+
+def test_v2_window(tmp_path: Path) -> None:
+    """cpu.max, cpu.stat (µs), memory.max/current/peak and memory.events become the window's
+    keys: CPU %, throttled ms, OOM kills as deltas; the peak counts from the cgroup's start."""
+    group = ContainerCgroup("v2", {"unified": tmp_path})
+    _v2_files(tmp_path, usage_us=1_000_000, throttled_us=5_000, periods=10, oom=0)
+    before = group.snapshot()
+    _v2_files(tmp_path, usage_us=1_500_000, throttled_us=255_000, periods=20, oom=2)
+    after = group.snapshot()
+    after = after.__class__(before.at + 1.0, *list(after.__dict__.values())[1:])
+    assert group.reset_peak() is False
+    got = window(group, before, after, peak_reset=False)
+    assert got["cgroup_version"] == "v2"
+    assert (got["quota_us"], got["period_us"], got["memory_limit_bytes"]) == (
+        50_000,
+        100_000,
+        512 * 2**20,
+    )
+    assert got["cpu_pct"] == 50.0  # 0.5 s of CPU in 1 s
+    assert (got["nr_periods"], got["nr_throttled"], got["throttled_ms"]) == (10, 5, 250.0)
+    assert (got["memory_mb_end"], got["memory_peak_mb"]) == (300.0, 400.0)
+    assert got["memory_peak_scope"] == "container"
+    assert got["oom_kills"] == 2 and got["memory_failcnt"] is None
+    assert group.pids() == {101, 102}
+
+
+def test_v2_without_limits_reads_none(tmp_path: Path) -> None:
+    """`max` in cpu.max and memory.max: no quota, no memory limit."""
+    _v2_files(tmp_path, 0, 0, 0, 0)
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    (tmp_path / "memory.max").write_text("max\n")
+    limits = ContainerCgroup("v2", {"unified": tmp_path}).limits()
+    assert limits == {"quota_us": None, "period_us": 100_000, "memory_limit_bytes": None}
+
+
+def test_v1_window(tmp_path: Path) -> None:
+    """v1: one directory per controller; throttled_time in ns, cpuacct.usage in ns, the peak
+    reset at the window's start, oom_kill from memory.oom_control, failcnt."""
+    dirs = {c: tmp_path / c for c in ("cpu", "cpuacct", "memory")}
+    for d in dirs.values():
+        d.mkdir()
+
+    def files(usage_ns: int, throttled_ns: int, oom: int, failcnt: int) -> None:
+        (dirs["cpu"] / "cpu.cfs_quota_us").write_text("100000\n")
+        (dirs["cpu"] / "cpu.cfs_period_us").write_text("100000\n")
+        (dirs["cpu"] / "cpu.stat").write_text(
+            f"nr_periods 40\nnr_throttled 8\nthrottled_time {throttled_ns}\n"
+        )
+        (dirs["cpuacct"] / "cpuacct.usage").write_text(f"{usage_ns}\n")
+        (dirs["memory"] / "memory.limit_in_bytes").write_text("9223372036854771712\n")
+        (dirs["memory"] / "memory.usage_in_bytes").write_text(str(64 * 2**20))
+        (dirs["memory"] / "memory.max_usage_in_bytes").write_text(str(80 * 2**20))
+        (dirs["memory"] / "memory.oom_control").write_text(
+            f"oom_kill_disable 0\nunder_oom 0\noom_kill {oom}\n"
+        )
+        (dirs["memory"] / "memory.failcnt").write_text(f"{failcnt}\n")
+
+    group = ContainerCgroup("v1", dirs)
+    files(2_000_000_000, 0, 1, 3)
+    before = group.snapshot()
+    assert group.reset_peak() is True
+    assert (dirs["memory"] / "memory.max_usage_in_bytes").read_text() == "0"
+    files(3_000_000_000, 1_500_000, 1, 7)
+    after = group.snapshot()
+    after = after.__class__(before.at + 2.0, *list(after.__dict__.values())[1:])
+    got = window(group, before, after, peak_reset=True)
+    assert got["memory_limit_bytes"] is None  # v1's "no limit"
+    assert got["cpu_pct"] == 50.0 and got["throttled_ms"] == 1.5
+    assert got["oom_kills"] == 0 and got["memory_failcnt"] == 4
+    assert got["memory_peak_scope"] == "window"
