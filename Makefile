@@ -143,9 +143,14 @@ COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compos
 COMPOSE_RUN = $(COMPOSE) -p pywebbench -f compose/compose.yaml
 COMPOSE_PASSWORD = .bench/compose-db-password
 
-compose-up: setup ## build and start the stack in containers (SERVER, WORKERS, THREADS, CONNECTIONS)
+# The base's tag (bench/host/images.py): the stack image is built FROM it.
+COMPOSE_BASE = $$($(PY) -c "from bench.host.images import host_base_tag; print(host_base_tag())")
+# docker-compose v1 builds with the engine's legacy builder (this engine has no buildx).
+COMPOSE_ENV = DOCKER_BUILDKIT=0 COMPOSE_DOCKER_CLI_BUILD=0 BASE=$(COMPOSE_BASE)
+
+compose-up: images ## build what is missing and start the stack in containers (SERVER, WORKERS, THREADS, CONNECTIONS)
 	@test -s $(COMPOSE_PASSWORD) || $(PY) -c "import secrets; print(secrets.token_urlsafe(18))" > $(COMPOSE_PASSWORD)
-	DB_PASSWORD=$$(cat $(COMPOSE_PASSWORD)) SERVER=$(or $(SERVER),granian) $(COMPOSE_RUN) up -d --build
+	$(COMPOSE_ENV) DB_PASSWORD=$$(cat $(COMPOSE_PASSWORD)) SERVER=$(or $(SERVER),granian) $(COMPOSE_RUN) up -d --build
 	@echo "waiting for nginx on 127.0.0.1:$(or $(NGINX_PORT),8080)"; for i in $$(seq 1 120); do \
 	  curl -fsS http://127.0.0.1:$(or $(NGINX_PORT),8080)/health >/dev/null 2>&1 && exit 0; sleep 1; done; \
 	  echo "the stack did not come up: $(COMPOSE_RUN) logs" >&2; exit 1
@@ -154,4 +159,4 @@ compose-bench: compose-up ## measure the containers through their nginx with wrk
 	$(PY) -m bench run $(BENCH_OPTS) --target=http://127.0.0.1:$(or $(NGINX_PORT),8080) --runtime=compose
 
 compose-down: ## stop and remove the containers
-	DB_PASSWORD=unused $(COMPOSE_RUN) --profile load down
+	BASE=unused DB_PASSWORD=unused $(COMPOSE_RUN) down -v --remove-orphans

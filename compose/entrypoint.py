@@ -27,6 +27,7 @@ KNOB_ENV = {
     "backlog": "BACKLOG",
 }
 CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+CGROUP_V1_CPU = Path("/sys/fs/cgroup/cpu")
 
 
 def load_registry(root: Path = ROOT) -> ModuleType:
@@ -42,15 +43,20 @@ def load_registry(root: Path = ROOT) -> ModuleType:
     return module
 
 
-def usable_cpus(cpu_max: Path = CGROUP_CPU_MAX) -> int:
+def usable_cpus(cpu_max: Path = CGROUP_CPU_MAX, cfs_dir: Path = CGROUP_V1_CPU) -> int:
     """The CPUs this container may use: its affinity, capped by its CPU quota rounded up
-    (`cpus: 1.5` -> 2), as the native path counts the CPUs a server may use."""
+    (`cpus: 1.5` -> 2), as the native path counts the CPUs a server may use. The quota is
+    cgroup v2's cpu.max, or v1's cpu.cfs_quota_us / cpu.cfs_period_us (-1: none)."""
     cpus = len(os.sched_getaffinity(0))
     try:
         quota, period = cpu_max.read_text().split()[:2]
     except (OSError, ValueError):
-        return cpus
-    if quota == "max":
+        try:
+            quota = (cfs_dir / "cpu.cfs_quota_us").read_text().strip()
+            period = (cfs_dir / "cpu.cfs_period_us").read_text().strip()
+        except OSError:
+            return cpus
+    if quota in ("max", "-1"):
         return cpus
     return max(1, min(cpus, math.ceil(int(quota) / int(period))))
 

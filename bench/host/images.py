@@ -74,6 +74,13 @@ def base_tag(arch: str) -> str:
     return f"pywebbench/base:{SUITE}-{arch}-{base_inputs_hash(arch)}"
 
 
+def host_base_tag() -> str:
+    """The base's tag for this host's arch (compose builds the stack FROM it)."""
+    from bench.arch import host_arch
+
+    return base_tag(host_arch())
+
+
 def server_inputs_hash(spec: ServerSpec, arch: str) -> str:
     """The hash of a server image's inputs: its base, the Dockerfile, its folder, the app."""
     digest = hashlib.sha256(base_tag(arch).encode() + b"\0")

@@ -1,7 +1,8 @@
-"""The container path, checked without a Docker engine (this machine has none): the compose
-file through docker-compose's own parser, the Dockerfile's shell steps run against the
-repository's files with a stand-in for uv, the entrypoint's rendering of every server.toml,
-and the images' inputs against the native path's."""
+"""The container path: compose/compose.yaml through docker-compose's own parser, the stack's
+shell scripts and the app's entrypoint against the repository's files, and (where a Docker
+engine answers) the real thing: the stack image built FROM the locally imported base,
+`docker-compose up` with granian's image, one verified benchmark through nginx, then `down`
+leaving no container, network or volume."""
 
 from __future__ import annotations
 
@@ -10,36 +11,40 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from bench import registry, seed
+from bench import registry
+from bench.host import docker, images
 
 COMPOSE = registry.ROOT / "compose"
-DOCKERFILE = (COMPOSE / "Dockerfile").read_text()
-SERVICES = {"postgres", "pgbouncer", "upstream", "app", "nginx", "locust-master", "locust-worker"}
-# Only these may publish a port, and only on loopback.
-PUBLISHED = {"nginx", "locust-master"}
+SERVICES = {"postgres", "pgbouncer", "upstream", "app", "nginx"}
+# Only nginx may publish a port, and only on loopback.
+PUBLISHED = {"nginx"}
 INSTALL_HINT = (
     "docker-compose (the validator of compose/compose.yaml) is missing: "
     "run `PYWEBBENCH_TEST=1 bash bench/setup.sh` (what `make test` does) "
     "or `sudo apt-get install docker-compose`"
 )
-PASSWORD = {"DB_PASSWORD": "not-a-secret"}
+PASSWORD = {"DB_PASSWORD": "not-a-secret", "BASE": "pywebbench/base:test"}
 
 
 # -- compose.yaml through the real validator ------------------------------------------------------
-def _compose(*args: str, **env: str) -> subprocess.CompletedProcess:
+def _compose(*args: str, project: str | None = None, **env: str) -> subprocess.CompletedProcess:
     tool = shutil.which("docker-compose")
     assert tool, INSTALL_HINT
     return subprocess.run(
-        [tool, "-f", str(COMPOSE / "compose.yaml"), "--profile", "load", *args],
+        [tool, *(["-p", project] if project else []), "-f", str(COMPOSE / "compose.yaml"), *args],
         capture_output=True,
         text=True,
         env={"PATH": "/usr/bin:/bin", **env},
+        timeout=900,
     )
 
 
@@ -76,20 +81,42 @@ def test_compose_file_passes_the_validator(env: dict[str, str]) -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_every_service_is_there_with_a_healthcheck() -> None:
-    """postgres, pgbouncer, upstream, app, nginx and Locust (master and workers) are declared,
-    each with a real healthcheck test, all on the compose network (no host networking)."""
-    services = _config(**PASSWORD)["services"]
-    assert set(services) >= SERVICES
+def test_every_service_has_a_healthcheck_on_our_own_network() -> None:
+    """postgres, pgbouncer, upstream, app and nginx, each with a real healthcheck, all on the
+    compose file's own network in 198.18.0.0/15 (never host networking, never the engine's
+    default bridge), each labelled with its owner."""
+    config = _config(**PASSWORD)
+    services = config["services"]
+    assert set(services) == SERVICES
     for name, service in services.items():
         check = service.get("healthcheck", {})
         assert check.get("test") and check["test"][0] != "NONE", f"{name} has no healthcheck"
-        assert not check.get("disable"), name
         assert service.get("network_mode") is None, f"{name} leaves the compose network"
+        assert list(service["networks"]) == ["bench"], name
+        assert service["labels"][docker.OWNER_LABEL] == "0", name
+    subnet = config["networks"]["bench"]["ipam"]["config"][0]["subnet"]
+    assert subnet.startswith("198.18.") or subnet.startswith("198.19."), subnet
 
 
-def test_only_nginx_and_locust_publish_ports_on_loopback() -> None:
-    """Nothing but nginx and Locust's web UI is reachable from the host, and only on 127.0.0.1."""
+def test_every_image_is_built_here_from_the_local_base() -> None:
+    """No FROM names a registry image: both Dockerfiles start FROM the base `make images`
+    imported (ARG BASE); the stack is built with BASE, the app is the image `make images`
+    built (pywebbench/<id>:latest, the one RUNTIME=docker runs)."""
+    for name in ("Dockerfile", "stack.Dockerfile"):
+        froms = re.findall(r"(?m)^FROM\s+(\S+)", (COMPOSE / name).read_text())
+        assert froms == ["${BASE}"], (name, froms)
+    services = _config(**PASSWORD, SERVER="uvicorn")["services"]
+    assert services["app"]["image"] == "pywebbench/uvicorn:latest"
+    assert "build" not in services["app"]
+    for name in SERVICES - {"app"}:
+        assert services[name]["image"] == "pywebbench/stack:latest", name
+        assert services[name]["build"]["args"]["BASE"] == "pywebbench/base:test"
+    missing = _compose("config", "-q", DB_PASSWORD="x")
+    assert missing.returncode != 0 and "BASE must be set" in missing.stderr
+
+
+def test_only_nginx_publishes_a_port_on_loopback() -> None:
+    """Nothing but nginx is reachable from the host, and only on 127.0.0.1."""
     services = _config(**PASSWORD)["services"]
     for name, service in services.items():
         ports = service.get("ports", [])
@@ -103,204 +130,138 @@ def test_only_nginx_and_locust_publish_ports_on_loopback() -> None:
 
 
 def test_knobs_come_from_the_environment() -> None:
-    """SERVER picks the build argument and the image; WORKERS etc. reach the app; the
-    resource limits of source 000 are the defaults and can be changed."""
+    """SERVER picks the image; WORKERS etc. reach the app; the resource limits of source 000
+    are the defaults and can be changed."""
     app = _config(**PASSWORD, SERVER="uvicorn", WORKERS="3", APP_CPUS="3", APP_MEM="1g")[
         "services"
     ]["app"]
-    assert app["build"]["args"]["SERVER"] == "uvicorn"
-    assert app["image"] == "pywebbench/app-uvicorn"
     assert app["environment"]["SERVER"] == "uvicorn"
     assert app["environment"]["WORKERS"] == "3"
     assert app["environment"]["THREADS"] == ""  # empty: the entrypoint uses server.toml's
     assert float(app["cpus"]) == 3 and str(app["mem_limit"]).lower() in ("1g", str(2**30))
     default = _config(**PASSWORD)["services"]["app"]
-    assert default["build"]["args"]["SERVER"] == "granian"
     assert float(default["cpus"]) == 1.5 and str(default["mem_limit"]).lower() in ("2g", str(2**31))
 
 
 def test_compose_refuses_to_start_without_a_password() -> None:
     """No password is written in the repository: without DB_PASSWORD the file is refused."""
-    result = _compose("config", "-q")
+    result = _compose("config", "-q", BASE="x")
     assert result.returncode != 0 and "DB_PASSWORD must be set" in result.stderr
 
 
-def test_locust_worker_scales() -> None:
-    """locust-worker has no container name or published port, so --scale N can start N."""
-    worker = _config(**PASSWORD)["services"]["locust-worker"]
-    assert "container_name" not in worker and not worker.get("ports")
-    assert "--worker" in worker["command"]
-
-
-# -- nginx: the image fills proxy/site.conf.template ---------------------------------------------
-def test_nginx_template_is_filled_by_the_image() -> None:
-    """Every ${NAME} of proxy/site.conf.template is set in the nginx service and passes the
-    image's NGINX_ENVSUBST_FILTER; substituting as the image does leaves no ${...}; the main
-    config replaces the image's (which logs every request)."""
-    nginx = _config(**PASSWORD)["services"]["nginx"]
-    env = nginx["environment"]
-    # `config` keeps compose's $$ escape; the container sees a single $.
-    pattern = re.compile(env["NGINX_ENVSUBST_FILTER"].replace("$$", "$"))
-    template = (registry.ROOT / "proxy" / "site.conf.template").read_text()
-    # its header comment explains ${NAME}: only directives count
-    template = re.sub(r"(?m)^\s*#.*\n", "", template)
+def test_nginx_fills_exactly_the_templates_names() -> None:
+    """compose/nginx.sh substitutes every ${NAME} of proxy/site.conf.template (and only
+    those: nginx's own $variables pass through), each set in the nginx service."""
+    env = _config(**PASSWORD)["services"]["nginx"]["environment"]
+    template = re.sub(
+        r"(?m)^\s*#.*\n", "", (registry.ROOT / "proxy" / "site.conf.template").read_text()
+    )
     names = set(re.findall(r"\$\{(\w+)\}", template))
-    assert names and names <= set(env), names - set(env)
-    assert all(pattern.search(n) for n in names)
-    assert not any(pattern.search(n) for n in ("PATH", "HOSTNAME", "HOME", "NGINX_VERSION"))
-    filled = re.sub(
-        r"\$\{(\w+)\}", lambda m: str(env[m[1]]) if pattern.search(m[1]) else m[0], template
+    script = (COMPOSE / "nginx.sh").read_text()
+    listed = set(re.findall(r"\$\{(\w+)\}", script.split("vars=", 1)[1].splitlines()[0]))
+    assert names and listed == names and names <= set(env)
+    filled = subprocess.run(
+        ["envsubst", " ".join(f"${{{n}}}" for n in sorted(names))],
+        input=template,
+        capture_output=True,
+        text=True,
+        env={k: str(v) for k, v in env.items()},
     )
-    assert "${" not in filled and "server app:8000;" in filled
-    mounts = {v.split(":")[1]: v.split(":")[0] for v in nginx["volumes"]}
-    assert Path(mounts["/etc/nginx/nginx.conf"]) == COMPOSE / "nginx.conf"
-    assert Path(mounts["/etc/nginx/templates/default.conf.template"]) == (
-        registry.ROOT / "proxy" / "site.conf.template"
-    )
+    if filled.returncode == 0:  # gettext-base on the host: check the result as the image does
+        assert "${" not in filled.stdout and "server app:8000;" in filled.stdout
     main = re.sub(r"(?m)^\s*#.*\n", "", (COMPOSE / "nginx.conf").read_text())
     assert "access_log" not in main and "include /etc/nginx/conf.d/*.conf;" in main
 
 
-# -- the Dockerfile, stage by stage ---------------------------------------------------------------
-def _stages(text: str = DOCKERFILE) -> dict[str, list[str]]:
-    """stage name -> its instructions (continuations joined, comments dropped)."""
-    stages: dict[str, list[str]] = {}
-    current: list[str] = []
-    pending = ""
-    for line in text.splitlines():
-        if not pending and (not line.strip() or line.lstrip().startswith("#")):
-            continue
-        if line.rstrip().endswith("\\"):
-            pending += line.rstrip()[:-1] + " "
-            continue
-        instruction = (pending + line).strip()
-        pending = ""
-        found = re.match(r"FROM\s+\S+\s+AS\s+(\S+)", instruction, re.IGNORECASE)
-        if found:
-            current = stages.setdefault(found.group(1), [])
-        current.append(instruction)
-    return stages
+# -- the real thing: build, up, one verified benchmark, down --------------------------------------
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
-def _run_step(stage: str, needle: str, tmp_path: Path, env: dict[str, str]):
-    """Run the RUN step of `stage` containing `needle` with /src/ moved under tmp_path and
-    uv replaced by a stand-in that logs its arguments."""
-    step = next(i for i in _stages()[stage] if i.startswith("RUN ") and needle in i)
-    script = step[4:].replace("/src/", f"{tmp_path}/src/")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    log = tmp_path / "uv.log"
-    uv = bin_dir / "uv"
-    uv.write_text(
-        f'#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done >> {log}\necho -- >> {log}\n'
+@pytest.fixture(scope="module")
+def compose_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+    """granian's image and the stack image (cached after their first build), then
+    `docker-compose up` under a harness-style project name owned by this process; `down -v`
+    at the end, whatever happened."""
+    problem = docker.engine_problem()
+    if problem is not None:
+        pytest.skip(f"no Docker engine: {problem}")
+    from bench.arch import host_arch
+    from tests.conftest import TOKEN
+
+    spec = registry.load_all()["granian"]
+    log = tmp_path_factory.mktemp("compose") / "images.log"
+    assert images.build_images([spec], host_arch(), lambda text: None, log)["granian"], (
+        log.read_text()[-3000:]
     )
-    uv.chmod(0o755)
-    python3 = bin_dir / "python3"
-    python3.symlink_to(sys.executable)
-    result = subprocess.run(
-        ["sh", "-c", script],
-        capture_output=True,
-        text=True,
-        env={"PATH": f"{bin_dir}:/usr/bin:/bin", **env},
-    )
-    calls = log.read_text().split("--\n")[:-1] if log.exists() else []
-    return result, [c.splitlines() for c in calls]
+    project = f"{docker.PREFIX}-{os.getpid()}-compose"
+    port = _free_port()
+    env = {
+        "DB_PASSWORD": "compose-test",
+        "BASE": images.base_tag(host_arch()),
+        "SERVER": "granian",
+        "NGINX_PORT": str(port),
+        "PWB_OWNER": str(os.getpid()),
+        "PWB_TOKEN": TOKEN,
+        "APP_CPUS": "1",
+        "DOCKER_BUILDKIT": "0",
+        "COMPOSE_DOCKER_CLI_BUILD": "0",
+        "SUBNET": "198.18.224.0/24",
+    }
+    try:
+        up = _compose("up", "-d", "--build", project=project, **env)
+        assert up.returncode == 0, (up.stdout + up.stderr)[-4000:]
+        yield project, port
+    finally:
+        down = _compose("down", "-v", "--remove-orphans", project=project, **env)
+        assert down.returncode == 0, down.stderr[-2000:]
 
 
-def test_every_stage_is_there_on_a_multi_arch_base() -> None:
-    """app, upstream, postgres, pgbouncer and locust stages; bases are multi-arch images,
-    nothing names an architecture; the app runs as a non-root user."""
-    stages = _stages()
-    assert set(stages) >= {"build", "seed", "postgres", "pgbouncer", "upstream", "locust", "app"}
-    assert not re.search(r"amd64|arm64|x86_64|aarch64", DOCKERFILE.split("FROM", 1)[1])
-    assert "ARG PYTHON_IMAGE=python:3.11-slim-bookworm" in DOCKERFILE
-    for name in ("app", "upstream", "locust"):
-        users = [i for i in stages[name] if i.startswith("USER ")]
-        assert users and users[-1] != "USER root", name
-    upstream_cmd = next(i for i in stages["upstream"] if i.startswith("CMD "))
-    assert json.loads(upstream_cmd[4:]) == [
-        "python", "-m", "app_common.upstream", "--host", "0.0.0.0", "--port", "9000"
-    ]  # fmt: skip
+def test_compose_up_serves_a_verified_benchmark_and_down_leaves_nothing(
+    compose_up: tuple[str, int], tmp_path: Path
+) -> None:
+    """Through nginx on 127.0.0.1: the harness verifies every route (TARGET=: rows by shape)
+    and measures /db for a second, an ok record with runtime compose; then (the fixture's
+    `down`, checked in the next test) nothing of the project remains."""
+    project, port = compose_up
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=2):
+                break
+        except OSError:
+            time.sleep(1)
+    results = tmp_path / "results"
+    run = subprocess.run(
+        [sys.executable, "-m", "bench", "run", f"--target=http://127.0.0.1:{port}",
+         "--runtime=compose", "--scenario=db", "--concurrency=2", "--duration=1",
+         "--warmup=0", "--trials=1", f"--results={results}"],
+        cwd=registry.ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    (path,) = (results / "records").glob("*.json")
+    rec = json.loads(path.read_text())
+    assert rec["status"] == "ok" and rec["metadata"]["runtime"] == "compose"
+    assert rec["verify"]["checked"] and rec["requests"] > 0 and rec["errors"]["non_2xx"] == 0
 
 
-@pytest.mark.parametrize("server", registry.server_ids())
-def test_builder_installs_the_native_requirements(server: str, tmp_path: Path) -> None:
-    """The builder stage, run for each server: it copies servers/<id>/ and installs exactly
-    servers/<id>/requirements.txt (the file bench/venv.py installs natively) with the
-    server's install_flags; a server without one (nginx-static) stops the build with a message."""
-    stages = _stages()
-    assert "ARG SERVER=granian" in stages["build"]
-    assert "COPY servers/${SERVER}/ /src/servers/${SERVER}/" in stages["build"]
-    shutil.copytree(registry.SERVERS_DIR / server, tmp_path / "src" / "servers" / server)
-    spec = registry.load_spec(registry.SERVERS_DIR / server / "server.toml")
-    result, calls = _run_step("build", "requirements.txt", tmp_path, {"SERVER": server})
-    if spec.requirements is None:
-        assert spec.app == "static"
-        assert result.returncode != 0 and "not a Python server, no app image" in result.stderr
-        assert calls == []
-        return
-    assert result.returncode == 0, result.stderr
-    installed = tmp_path / "src" / "servers" / server / "requirements.txt"
-    assert calls == [
-        ["venv", "/venv", "--python", "/usr/local/bin/python3"],
-        ["pip", "install", "--no-cache", "--python", "/venv/bin/python",
-         *spec.install_flags, "-r", str(installed)],
-    ]  # fmt: skip
-    # The native path: bench/venv.py installs spec.requirements = servers/<id>/requirements.txt.
-    assert spec.requirements == registry.SERVERS_DIR / server / "requirements.txt"
-    assert installed.read_bytes() == spec.requirements.read_bytes()
-
-
-def test_native_path_installs_the_same_file() -> None:
-    """bench/venv.py installs spec.requirements with the same uv subcommand and flag order."""
-    source = (registry.ROOT / "bench" / "venv.py").read_text()
-    assert "make_venv(spec.id, spec.requirements, tuple(spec.install_flags)" in source
-    assert '"pip", "install", "-q", "--python", str(python), *flags, "-r"' in source
-
-
-def test_uv_is_pinned_as_in_setup() -> None:
-    """The builder's uv comes from PyPI at the version bench/setup.sh pins."""
-    assert 'pip install --no-cache-dir "uv==${UV_VERSION}"' in DOCKERFILE
-    uv_pin = re.search(r"ARG UV_VERSION=(\S+)", DOCKERFILE).group(1)
-    assert f"uv_version={uv_pin}" in (registry.ROOT / "bench" / "setup.sh").read_text()
-
-
-def test_seed_stage_writes_the_native_rows(tmp_path: Path) -> None:
-    """The postgres image's init script is bench/seed.py's own output: the same 10,000 world
-    rows from the fixed seed and the same fortunes as the native cluster."""
-    (tmp_path / "src" / "bench").mkdir(parents=True)
-    for name in ("__init__.py", "seed.py"):
-        shutil.copy(registry.ROOT / "bench" / name, tmp_path / "src" / "bench" / name)
-    shutil.copytree(registry.ROOT / "db", tmp_path / "src" / "db")
-    step = next(i for i in _stages()["seed"] if i.startswith("RUN "))
-    script = step[4:].replace("/src", f"{tmp_path}/src").replace("> /seed.sql", "")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "python").symlink_to(sys.executable)
-    result = subprocess.run(
-        ["sh", "-c", script],
-        capture_output=True,
-        text=True,
-        env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout == seed.seed_script()
-    assert len(re.findall(r"^\d+\t\d+$", result.stdout, re.MULTILINE)) >= seed.WORLD_ROWS
-    assert "COPY --from=seed /seed.sql /docker-entrypoint-initdb.d/" in DOCKERFILE
-
-
-def test_bake_file_has_a_target_per_python_server() -> None:
-    """compose/docker-bake.hcl builds an app image for every server with requirements."""
-    hcl = (COMPOSE / "docker-bake.hcl").read_text()
-    matrix = re.search(r"server = \[(.*?)\]", hcl, re.DOTALL).group(1)
-    listed = re.findall(r'"([a-z0-9-]+)"', matrix)
-    python_servers = [
-        sid
-        for sid in registry.server_ids()
-        if (registry.SERVERS_DIR / sid / "requirements.txt").exists()
-    ]
-    assert listed == python_servers
-    assert 'default = "linux/amd64,linux/arm64"' in hcl
+def test_compose_down_leaves_no_container_network_or_volume(compose_up: tuple[str, int]) -> None:
+    """`down -v` removes every container and the network of the project (the module's
+    fixture runs it again at the end: it must be idempotent)."""
+    project, _ = compose_up
+    env = {"DB_PASSWORD": "x", "BASE": "x"}
+    assert _compose("down", "-v", "--remove-orphans", project=project, **env).returncode == 0
+    listed = subprocess.run(
+        ["docker", "ps", "--all", "--filter", f"label=com.docker.compose.project={project}",
+         "--format", "{{.Names}}"], capture_output=True, text=True, timeout=60,
+    ).stdout.split()  # fmt: skip
+    networks = subprocess.run(
+        ["docker", "network", "ls", "--filter", f"label=com.docker.compose.project={project}",
+         "--format", "{{.Name}}"], capture_output=True, text=True, timeout=60,
+    ).stdout.split()  # fmt: skip
+    assert listed == [] and networks == []
 
 
 # -- pgbouncer: db/pgbouncer.ini filled for the container network --------------------------------
@@ -423,8 +384,13 @@ def test_cpus_follow_the_container_quota(tmp_path: Path, cpu_max: str, cap: int 
     (tmp_path / "cpu.max").write_text(cpu_max)
     affinity = len(os.sched_getaffinity(0))
     want = affinity if cap is None else min(cap, affinity)
-    assert _entrypoint().usable_cpus(tmp_path / "cpu.max") == want
-    assert _entrypoint().usable_cpus(tmp_path / "absent") == affinity
+    assert _entrypoint().usable_cpus(tmp_path / "cpu.max", tmp_path) == want
+    assert _entrypoint().usable_cpus(tmp_path / "absent", tmp_path / "absent") == affinity
+    # cgroup v1 (this project's machine): cpu.cfs_quota_us / cpu.cfs_period_us, -1 = none.
+    quota, period = cpu_max.split()
+    (tmp_path / "cpu.cfs_quota_us").write_text("-1\n" if quota == "max" else quota + "\n")
+    (tmp_path / "cpu.cfs_period_us").write_text(period + "\n")
+    assert _entrypoint().usable_cpus(tmp_path / "absent", tmp_path) == want
 
 
 def test_config_files_are_rendered_for_the_container(tmp_path: Path) -> None:
