@@ -225,7 +225,7 @@ def test_compose_up_serves_a_verified_benchmark_and_down_leaves_nothing(
     """Through nginx on 127.0.0.1: the harness verifies every route (TARGET=: rows by shape)
     and measures /db for a second, an ok record with runtime compose; then (the fixture's
     `down`, checked in the next test) nothing of the project remains."""
-    project, port = compose_up
+    _, port = compose_up
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
