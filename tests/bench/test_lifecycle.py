@@ -1,4 +1,4 @@
-"""bench.lifecycle over real captured runs: oha at 300 req/s on /db for 10 s, SIGHUP to the
+"""bench.observe.lifecycle over real captured runs: oha at 300 req/s on /db for 10 s, SIGHUP to the
 server at 5 s (LIFECYCLE=reload): Gunicorn sync (2 workers) stalled ~0.9 s while its new
 workers started, Granian (2 workers) respawned them one by one."""
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import lifecycle
+from bench.core.record import Record
 from bench.load.oha import parse_oha, to_load_result
-from bench.record import Record
+from bench.observe import lifecycle
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "lifecycle"
 
