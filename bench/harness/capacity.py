@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from bench.core import defaults, plan
+from bench.core.outcome import Outcome
 from bench.harness.measure import Measurement
 from bench.harness.session import Session
 
@@ -75,8 +76,7 @@ def verdict(measured: Measurement | None, rate: int, objective: plan.Objective) 
     if measured is None:
         return False, "the load tool failed (see the record)"
     result, errors = measured.result, measured.result.errors
-    failed = errors.connect + errors.read + errors.write + errors.timeout + errors.non_2xx
-    failed += errors.other or 0
+    failed = Outcome.of(result.requests, errors.to_dict()).failed
     if failed:
         return False, f"{failed} failed requests"
     achieved = result.achieved_rps or 0.0

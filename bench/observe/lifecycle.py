@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from bench.core.outcome import Outcome
+
 EVENTS = ("reload",)
 AROUND_S = 2.0
 BIN_S = 0.5
@@ -37,7 +39,6 @@ HEALTHY_SHARE = 0.99
 LIMIT_FLOOR_MS = 100.0
 # The last second of a window holds requests cut off by the tool's deadline: not judged.
 TAIL_S = 1.0
-FAILED_CLASSES = ("connect", "read", "write", "timeout", "other", "non_2xx", "unsent")
 
 
 @dataclass
@@ -92,7 +93,7 @@ def p99(latencies: list[float]) -> float | None:
 
 def failed_by_class(errors: dict[str, object]) -> dict[str, int]:
     """The record's errors -> the classes a reload can cause, non-zero ones only."""
-    return {k: int(errors.get(k) or 0) for k in FAILED_CLASSES if int(errors.get(k) or 0)}  # type: ignore[call-overload]
+    return Outcome.of(0, errors).by_class()
 
 
 def due(rate: float, start_s: float, end_s: float) -> int:

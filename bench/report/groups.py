@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
+from bench.core.outcome import Outcome
 from bench.core.record import Record
 from bench.report.cells import host_of
 from bench.report.stats import Estimate, Ranked, estimate, tie_ranks
@@ -68,8 +69,8 @@ def groups(records: Iterable[Record]) -> dict[tuple, list[Record]]:
 
 
 def socket_errors(rec: Record) -> int:
-    errors = rec.errors or {}
-    return sum(int(errors.get(k, 0)) for k in ("connect", "read", "write", "timeout"))
+    """Requests of the run that got no answer (bench.core.outcome)."""
+    return Outcome.of_record(rec).socket_errors
 
 
 def served_share(rec: Record) -> float | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from bench.core.outcome import Outcome
 from bench.core.record import Record
 from bench.load.oha import OhaParseError, latency_summary_ms, per_request_latencies_ms
 from bench.report.cells import host_of, knobs_label, machine, median, num, section_value, via_label
@@ -65,10 +66,8 @@ PAST_NOTE = (
 
 
 def failed_requests(rec: Record) -> int:
-    """Requests that got no usable answer: socket errors, timeouts, others and non-2xx."""
-    errors = rec.errors or {}
-    keys = ("connect", "read", "write", "timeout", "other", "non_2xx")
-    return sum(int(errors.get(k) or 0) for k in keys)
+    """Requests without a 2xx answer, arrivals never sent included (bench.core.outcome)."""
+    return Outcome.of_record(rec).failed
 
 
 def is_open_loop(rec: Record) -> bool:

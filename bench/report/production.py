@@ -19,6 +19,7 @@ or "not measured" with the command that measures it — never blank.
 
 from __future__ import annotations
 
+from bench.core.outcome import Outcome
 from bench.core.record import Record
 from bench.core.registry import load_all
 from bench.report.soak import slope_text, soak_records
@@ -27,7 +28,6 @@ from bench.report.table import markdown_table
 NOT_CATALOG = ("nginx-static",)  # the ceiling baseline, not a Python server
 QUOTA_STUDY = "cpu-quota"
 RECYCLE_STUDY = "recycle"
-FAILED = ("connect", "read", "write", "timeout", "other", "non_2xx", "unsent")
 
 
 def _latest(records: list[Record]) -> Record | None:
@@ -100,8 +100,7 @@ def quota_cell(server: str, records: list[Record], has_workers: bool) -> str:
 
 
 def _failed(rec: Record) -> int:
-    errors = rec.errors or {}
-    return sum(int(errors.get(k) or 0) for k in FAILED)
+    return Outcome.of_record(rec).unserved
 
 
 def _study_record(records: list[Record], study: str, arm: str) -> Record | None:

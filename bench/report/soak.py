@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bench.core.outcome import Outcome
 from bench.core.record import Record
 from bench.report.table import markdown_table
 
@@ -44,13 +45,8 @@ def slope_text(rec: Record) -> str:
 
 
 def _failed_pct(rec: Record) -> str:
-    errors = rec.errors or {}
-    failed = sum(
-        int(errors.get(k) or 0)
-        for k in ("connect", "read", "write", "timeout", "other", "non_2xx", "unsent")
-    )
-    arrivals = (rec.requests or 0) + failed - int(errors.get("non_2xx") or 0)
-    return f"{100 * failed / arrivals:.2f}" if arrivals else "–"
+    pct = Outcome.of_record(rec).unserved_pct
+    return "–" if pct is None else f"{pct:.2f}"
 
 
 def _row(rec: Record) -> list[str]:

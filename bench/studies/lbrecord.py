@@ -8,7 +8,6 @@ record's usual keys, and the raw outputs to keep beside it.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 
 from bench.core import record
@@ -16,7 +15,7 @@ from bench.core.registry import load_all
 from bench.host.arch import host_arch
 from bench.host.metadata import now_iso
 from bench.host.venv import tool_version
-from bench.load.oha import OhaParseError, parse_oha
+from bench.load.oha import OhaParseError, parse_oha, to_load_result
 from bench.load.race import RaceResult
 from bench.stack import namespace as nsstack
 from bench.studies.lbfile import LbArm, LbStudy, is_race
@@ -61,16 +60,9 @@ def to_record(
             requests, duration = parsed.responses, parsed.duration_s
             rps = parsed.responses / duration if duration > 0 else 0.0
             achieved, latency = parsed.achieved_rps, parsed.latency_ms
-            # Arrivals oha scheduled but never sent (every connection busy at the deadline)
-            # are in none of its counts (bench.load.oha.to_load_result).
-            scheduled = math.floor(float(rate or 0) * (float(arm.get("duration", 5)) - 0.01))
-            errors = {
-                **parsed.errors,
-                "unsent": max(0, scheduled - parsed.requests),
-                "aborted": parsed.aborted,
-                "by_status": {str(k): v for k, v in parsed.by_status.items()},
-                "by_message": parsed.error_distribution,
-            }
+            # unsent and aborted as every oha run counts them (bench.load.oha.to_load_result)
+            duration_s = float(arm.get("duration", 5))
+            errors = to_load_result(parsed, float(rate or 0), duration_s, {}).errors.to_dict()
         except OhaParseError as exc:
             status, reason = "failed", f"unreadable oha output: {exc}"
     if measured is not None and measured.race is not None:

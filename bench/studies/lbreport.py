@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from bench.core.outcome import Outcome
 from bench.core.record import Record
 from bench.core.registry import load_all
 from bench.report.table import markdown_table
@@ -37,8 +38,7 @@ def _status_count(rec: Record, status: int) -> int:
 
 
 def _client_errors(rec: Record) -> int:
-    errors = rec.errors or {}
-    return sum(int(errors.get(k) or 0) for k in ("connect", "read", "write", "timeout", "other"))
+    return Outcome.of_record(rec).socket_errors
 
 
 def _top_reason(rec: Record) -> str:
@@ -89,14 +89,8 @@ def idle_close_text(rec: Record) -> str:
 def failed_pct_text(rec: Record) -> str:
     """The share of arrivals without a 2xx answer: 502/504 from the front, client errors,
     arrivals oha never sent (requests oha cut off at its own deadline count on neither side)."""
-    errors = rec.errors or {}
-    by = errors.get("by_status") or {}
-    non_2xx = sum(int(v) for k, v in by.items() if not str(k).startswith("2"))
-    unsent = int(errors.get("unsent") or 0)
-    arrivals = (rec.requests or 0) + _client_errors(rec) + unsent
-    if not arrivals:
-        return "–"
-    return f"{100 * (non_2xx + _client_errors(rec) + unsent) / arrivals:.2f}"
+    pct = Outcome.of_record(rec).unserved_pct
+    return "–" if pct is None else f"{pct:.2f}"
 
 
 def per_10k(rec: Record) -> str:

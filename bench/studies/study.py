@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.core import defaults, plan
+from bench.core.outcome import Outcome as RunOutcome
 from bench.core.record import Record, load_records
 from bench.core.registry import server_ids
 from bench.host import cgroup
@@ -830,31 +831,13 @@ def execute_studies(
 # -- judging and reporting --------------------------------------------------------------------
 
 
-def _errors(rec: Record) -> int:
-    errors = rec.errors or {}
-    return sum(int(errors.get(k, 0)) for k in ("connect", "read", "write", "timeout", "non_2xx"))
-
-
-def _failed_pct(rec: Record) -> float | None:
-    """Open loop: the share of arrivals without a 2xx answer — socket errors, timeouts, non-2xx
-    and arrivals never sent (every connection busy). Requests the tool cut off at its own
-    deadline (`aborted`) count on neither side: the run ended, not the server."""
-    errors = rec.errors or {}
-    socket = sum(int(errors.get(k) or 0) for k in ("connect", "read", "write", "timeout", "other"))
-    unsent = int(errors.get("unsent") or 0)
-    arrivals = (rec.requests or 0) + socket + unsent
-    failed = socket + unsent + int(errors.get("non_2xx") or 0)
-    return 100 * failed / arrivals if arrivals else None
-
-
 def metric_value(rec: Record, metric: str) -> float | None:
     """One record's value of a study metric (None: not measured or no sample)."""
     latency = rec.latency_ms or {}
     proxy = (rec.errors or {}).get("proxy_by_status") or {}
     sockets = rec.sockets or {}
-    attempts = (rec.requests or 0) + sum(
-        int((rec.errors or {}).get(k, 0)) for k in ("connect", "read", "write", "timeout")
-    )
+    outcome = RunOutcome.of_record(rec)
+    attempts = outcome.arrivals
     if metric == "rps":
         return rec.rps
     if metric == "offered_rps":
@@ -867,9 +850,9 @@ def metric_value(rec: Record, metric: str) -> float | None:
     if metric in ("p50_ms", "p90_ms", "p99_ms", "p999_ms"):
         return latency.get(metric.removesuffix("_ms"))
     if metric == "errors_pct":
-        return 100 * _errors(rec) / attempts if attempts else None
+        return 100 * outcome.failed / attempts if attempts else None
     if metric == "failed_pct":
-        return _failed_pct(rec)
+        return outcome.unserved_pct
     if metric == "gateway_errors_pct":
         bad = int(proxy.get("502", 0)) + int(proxy.get("504", 0))
         return 100 * bad / attempts if attempts else None

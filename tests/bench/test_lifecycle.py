@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.core.outcome import Outcome
 from bench.core.record import Record
 from bench.load.oha import parse_oha, to_load_result
 from bench.observe import lifecycle
@@ -41,7 +42,7 @@ def test_failed_is_the_load_tools_count(server: str) -> None:
     requests, errors, _ = _run(server)
     outcome = lifecycle.analyse(requests, errors, 300, 10, 5.0)
     assert outcome["failed"] == sum(outcome["failed_by_class"].values())  # type: ignore[arg-type]
-    assert outcome["failed"] == sum(int(errors.get(k) or 0) for k in lifecycle.FAILED_CLASSES)
+    assert outcome["failed"] == Outcome.of(0, errors).unserved
 
 
 def test_gunicorn_stall_shows_around_the_reload_and_recovers() -> None:
