@@ -212,12 +212,16 @@ class Interrupted(BaseException):
 
 @contextlib.contextmanager
 def signals_raise() -> Iterator[None]:
-    """Turn SIGTERM/SIGHUP into an exception so that every `finally` runs and stops the stack."""
+    """Turn SIGTERM/SIGHUP into an exception so that every `finally` runs and stops the stack;
+    SIGINT raises KeyboardInterrupt even where it arrived ignored (a background job, `make
+    bench &`, a CI runner: Python then installs no handler of its own and Ctrl-C or a kill -INT
+    would pass unseen)."""
 
     def handler(signum: int, _frame: object) -> None:
         raise Interrupted(signal.Signals(signum).name)
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
