@@ -165,11 +165,11 @@ def resolve_app(app: AppSpec, specs: list[ServerSpec], say: object = None) -> Ap
     log = APPS_STATE / "venv.log"
     APPS_STATE.mkdir(parents=True, exist_ok=True)
     if callable(say):
-        say(f"APP {app.name}: preparing {python_specs[0].id}'s environment with its requirements")
+        say(f"APP {app.name}: importing it in {python_specs[0].id}'s environment")
     app = probe_entries(ensure_app_venv(python_specs[0], app, log), app)
     for spec in python_specs[1:]:
         if app.entry_for(spec.app) is not None:
             if callable(say):
-                say(f"APP {app.name}: preparing {spec.id}'s environment with its requirements")
+                say(f"APP {app.name}: preparing {spec.id}'s environment")
             ensure_app_venv(spec, app, log)
     return app
