@@ -102,7 +102,7 @@ def test_the_identity_changes_with_a_file_or_the_requirements(tmp_path: Path) ->
         == parse_app("tests/fixtures/apps/tiny/tinyapp.py:app", cwd=ROOT).files_sha256
     )
     # caches are not the app's source
-    (copy / "__pycache__").mkdir()
+    (copy / "__pycache__").mkdir(exist_ok=True)
     (copy / "__pycache__" / "tinyapp.cpython-311.pyc").write_bytes(b"x")
     assert parse_app(f"{copy}/tinyapp.py:app", cwd=tmp_path).sha256 == first.sha256
     (copy / "tinyapp.py").write_text((copy / "tinyapp.py").read_text().replace('"1"', '"2"'))
