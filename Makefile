@@ -1,10 +1,10 @@
 # Every target is a verb; every variable below is a contract users and scripts rely on.
-# Defaults live in bench/defaults.py so `python -m bench` and make agree; unset variables are not
+# Defaults live in bench/core/defaults.py so `python -m bench` and make agree; unset variables are not
 # passed. `make help` states them (tests/bench/test_defaults.py holds it to them).
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
 PY := .bench/venv/bin/python
-# MACHINE=: the user's name for this machine in records and the summary (bench/metadata.py)
+# MACHINE=: the user's name for this machine in records and the summary (bench/host/metadata.py)
 export PYWEBBENCH_MACHINE = $(MACHINE)
 # REFERENCE=1: merge the shipped reference run (results/reference/) into your summary
 export PYWEBBENCH_REFERENCE = $(REFERENCE)
@@ -80,7 +80,7 @@ help: ## list targets and variables
 	@echo "               WORKERS THREADS CONNECTIONS BACKLOG, PIN, ARCH, APP and its companions"
 	@echo "  ROUNDS       make overhead: rounds of bare wrk vs the harness per server and route (default: 8)"
 	@echo "  LEGACY       make overhead: 1 adds the observer as it was before it was made cheap (default: 0)"
-	@echo "  NAME         make study: $$(ls bench/studies bench/lbstudies | grep toml | sed 's/.toml//' | tr '\n' ' ')all"
+	@echo "  NAME         make study: $$(ls studies studies/lb | grep toml | sed 's/.toml//' | tr '\n' ' ')all"
 	@echo "Servers: $$(ls servers | tr '\n' ' ')"
 
 setup: ## install what is missing: distro packages, uv, the harness venv
@@ -102,7 +102,7 @@ overhead: setup ## harness req/s vs bare wrk, alternated (SERVER SCENARIO CONCUR
 	  $(call opt,CONCURRENCY,concurrency) $(call opt,DURATION,duration) $(call opt,ROUNDS,rounds) \
 	  $(call opt,LOAD_THREADS,load-threads) $(call opt,LEGACY,legacy)
 
-# Open-loop study arms and the load-balancer studies (bench/lbstudies) drive oha.
+# Open-loop study arms and the load-balancer studies (studies/lb) drive oha.
 study: export OHA := 1
 study: setup ## re-run a source document's experiment (NAME=<study>|all; DURATION, RESULTS apply)
 	$(PY) -m bench study $(call opt,NAME,name) $(call opt,DURATION,duration) \
@@ -130,8 +130,8 @@ format: setup ## apply ruff format and safe fixes
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
 
-lock: setup ## re-pin every requirements.txt (bench/, bench/locust/, servers/*/) from its .in
-	@for dir in bench/ bench/locust/ servers/*/; do \
+lock: setup ## re-pin every requirements.txt (bench/, locust/, servers/*/) from its .in
+	@for dir in bench/ locust/ servers/*/; do \
 	  [ -f "$$dir/requirements.in" ] || continue; \
 	  echo "pinning $$dir"; \
 	  (cd "$$dir" && $$(cat $(CURDIR)/.bench/uv-path) pip compile -q --universal --python-version 3.11 \

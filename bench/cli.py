@@ -17,13 +17,13 @@ import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import defaults, plan
-from bench.arch import ArchError, check_emulation_supported, host_arch, normalize_arch
+from bench.core import defaults, plan
 from bench.core.app import AppError, AppSpec, parse_app
+from bench.core.registry import OVERRIDABLE, DeclarationError, load_all, server_ids
+from bench.host.arch import ArchError, check_emulation_supported, host_arch, normalize_arch
+from bench.host.metadata import machine_label
 from bench.load import default_load_threads, tools
-from bench.metadata import machine_label
-from bench.registry import OVERRIDABLE, DeclarationError, load_all, server_ids
-from bench.study import StudyError
+from bench.studies.study import StudyError
 
 # name -> (lowest, highest) accepted
 LIMITS = {
@@ -215,8 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def study_names_from(raw: str | None) -> list[str]:
     """NAME: one study, a comma list, or all."""
-    from bench.lbfile import lb_study_names
-    from bench.study import study_names
+    from bench.studies.lbfile import lb_study_names
+    from bench.studies.study import study_names
 
     valid = study_names() + lb_study_names()
     if not raw:
@@ -226,7 +226,7 @@ def study_names_from(raw: str | None) -> list[str]:
 
 def _sections(results: Path) -> Callable[[list], list[str]]:
     """The studies' summary sections, for report.write_summary."""
-    from bench import lbreport, study
+    from bench.studies import lbreport, study
 
     return lambda records: (
         study.summary_sections(records, results) + lbreport.summary_sections(records)
@@ -266,7 +266,7 @@ def validate_load(args: argparse.Namespace, app: AppSpec | None = None) -> dict[
     """LOAD, SCENARIO and the load tool's own variables, checked against what the tool takes."""
     load_tool = validate_choice("load", args.load, tuple(plan.LOAD_SCENARIOS))
     if app is not None:
-        from bench.scenario import URL_TOOLS
+        from bench.core.scenario import URL_TOOLS
 
         if load_tool not in URL_TOOLS:
             raise UsageError(
@@ -358,7 +358,7 @@ def validate_cpu_quota(raw: str | None, target: str | None = None) -> float | No
     refused where this process cannot create cgroups (not root, no cpu controller)."""
     if raw is None or not raw.strip():
         return None
-    from bench import cgroup
+    from bench.host import cgroup
 
     try:
         quota = float(raw.strip())
@@ -380,7 +380,7 @@ def validate_lifecycle(raw: str | None, load: dict[str, object], target: str | N
     """LIFECYCLE: an event in the middle of each measured window, at a fixed arrival rate."""
     if raw is None or not raw.strip():
         return None
-    from bench.lifecycle import EVENTS
+    from bench.observe.lifecycle import EVENTS
 
     event = validate_choice("lifecycle", raw, EVENTS)
     if not load["rates"]:
@@ -528,7 +528,7 @@ def _os_problem(exc: OSError) -> str:
 def _result_set(name: str, raw: str | None, other: str | None) -> list:
     """The records of an existing results directory (BASE= or HEAD=), without those of the
     other set when it is nested inside this one (results and results/after)."""
-    from bench.record import load_records
+    from bench.core.record import load_records
 
     if not raw:
         raise UsageError(
@@ -547,7 +547,7 @@ def _result_set(name: str, raw: str | None, other: str | None) -> list:
 
 def _compare(base_dir: str | None, head_dir: str | None) -> int:
     """`make compare`: the report on stdout; sets it cannot compare are bad input."""
-    from bench import compare
+    from bench.report import compare
 
     base = _result_set("BASE", base_dir, head_dir)
     head = _result_set("HEAD", head_dir, base_dir)
@@ -561,7 +561,7 @@ def _compare(base_dir: str | None, head_dir: str | None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `python -m bench`."""
-    from bench import netns
+    from bench.host import netns
 
     # Namespaces a killed harness left behind (its pid gone) are removed at the next start.
     for name in netns.remove_leftovers():
@@ -575,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         if args.command == "report":
-            from bench import report
+            from bench.report import summary as report
 
             results = validate_results(args.results)
             try:
@@ -587,14 +587,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "compare":
             return _compare(args.base, args.head)
         if args.command == "study":
-            from bench import study
+            from bench.studies import study
 
             names = study_names_from(args.name)
             duration = validate_int("duration", args.duration) if args.duration else None
-            from bench.lbfile import lb_study_names
-            from bench.netns import root_problem
+            from bench.host.netns import root_problem
+            from bench.studies.lbfile import lb_study_names
 
-            # Load-balancer studies run each arm in a namespace of their own (bench.lbstudy);
+            # Load-balancer studies run each arm in a namespace of their own (bench.studies.lbstudy)
             # the others through the common harness.
             lb_names = [n for n in names if n in lb_study_names()]
             names = [n for n in names if n not in lb_names]
@@ -605,7 +605,8 @@ def main(argv: list[str] | None = None) -> int:
                 lb_names = []
             lb_status = 0
             if lb_names:
-                from bench import lbstudy, report
+                from bench.report import summary as report
+                from bench.studies import lbstudy
 
                 results = validate_results(args.results)
                 lb_status = lbstudy.execute(
@@ -622,10 +623,10 @@ def main(argv: list[str] | None = None) -> int:
                     + ([f"--seed={args.seed}"] if args.seed else [])
                 )
             )
-            from bench import run
+            from bench.harness import run
 
             # Two phases per study: the arms that need nothing measured, then those whose
-            # rates and knobs come from the first phase's records (bench.study).
+            # rates and knobs come from the first phase's records (bench.studies.study).
             return max(
                 lb_status,
                 study.execute_studies(names, base, duration, run.execute, _sections(base.results)),
@@ -652,9 +653,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
     if args.command == "serve":
-        from bench import serve
+        from bench.harness import serve
 
         return serve.serve(options)
-    from bench import run
+    from bench.harness import run
 
     return run.execute(options, _sections(options.results))

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bench.prepare import Prepared, Unavailable
-from bench.site import ServeError, read_log
+from bench.host.prepare import Prepared, Unavailable
+from bench.stack.site import ServeError, read_log
 
 if TYPE_CHECKING:
-    from bench import plan
-    from bench.registry import ServerSpec
-    from bench.session import Harness
+    from bench.core import plan
+    from bench.core.registry import ServerSpec
+    from bench.harness.session import Harness
 
 
 class AppRejected(RuntimeError):

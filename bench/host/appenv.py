@@ -16,9 +16,9 @@ import subprocess
 from pathlib import Path
 
 from bench.core.app import AppSpec, Entry, app_env
-from bench.registry import ROOT, ServerSpec
-from bench.state import STATE
-from bench.venv import VenvError, make_venv, requirements_stamp
+from bench.core.registry import ROOT, ServerSpec
+from bench.host.state import STATE
+from bench.host.venv import VenvError, make_venv, requirements_stamp
 
 APPS_STATE = STATE / "apps"
 PROBE_TIMEOUT_S = 120

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from bench import cli
-from bench.cells import app_label
 from bench.core.app import AppError, parse_app, parse_routes
-from bench.groups import machine_group_key, point_key
-from bench.record import Record
-from bench.registry import ROOT
+from bench.core.record import Record
+from bench.core.registry import ROOT
+from bench.report.cells import app_label
+from bench.report.groups import machine_group_key, point_key
 from tests.bench.test_record import _record
 
 APPS = ROOT / "tests" / "fixtures" / "apps"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import ready
-from bench.procs import ProcessTable, StartError, process_tree
+from bench.host import ready
+from bench.host.procs import ProcessTable, StartError, process_tree
 from tests.conftest import alive
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import registry, seed
+from bench.core import registry, seed
 
 COMPOSE = registry.ROOT / "compose"
 DOCKERFILE = (COMPOSE / "Dockerfile").read_text()
@@ -226,7 +226,7 @@ def test_every_stage_is_there_on_a_multi_arch_base() -> None:
 @pytest.mark.parametrize("server", registry.server_ids())
 def test_builder_installs_the_native_requirements(server: str, tmp_path: Path) -> None:
     """The builder stage, run for each server: it copies servers/<id>/ and installs exactly
-    servers/<id>/requirements.txt (the file bench/venv.py installs natively) with the
+    servers/<id>/requirements.txt (the file bench/host/venv.py installs natively) with the
     server's install_flags; a server without one (nginx-static) stops the build with a message."""
     stages = _stages()
     assert "ARG SERVER=granian" in stages["build"]
@@ -246,13 +246,13 @@ def test_builder_installs_the_native_requirements(server: str, tmp_path: Path) -
         ["pip", "install", "--no-cache", "--python", "/venv/bin/python",
          *spec.install_flags, "-r", str(installed)],
     ]  # fmt: skip
-    # The native path: bench/venv.py installs spec.requirements = servers/<id>/requirements.txt.
+    # The native path: bench/host/venv.py installs spec.requirements (servers/<id>/...txt).
     assert spec.requirements == registry.SERVERS_DIR / server / "requirements.txt"
     assert installed.read_bytes() == spec.requirements.read_bytes()
 
 
 def test_native_path_installs_the_same_file() -> None:
-    """bench/venv.py installs spec.requirements with the same uv subcommand and flag order."""
+    """bench/host/venv.py installs spec.requirements with the same uv subcommand and flag order."""
     source = (registry.ROOT / "bench" / "venv.py").read_text()
     assert "make_venv(spec.id, spec.requirements, tuple(spec.install_flags)" in source
     assert '"pip", "install", "-q", "--python", str(python), *flags, "-r"' in source
@@ -266,7 +266,7 @@ def test_uv_is_pinned_as_in_setup() -> None:
 
 
 def test_seed_stage_writes_the_native_rows(tmp_path: Path) -> None:
-    """The postgres image's init script is bench/seed.py's own output: the same 10,000 world
+    """The postgres image's init script is bench/core/seed.py's own output: the same 10,000 world
     rows from the fixed seed and the same fortunes as the native cluster."""
     (tmp_path / "src" / "bench").mkdir(parents=True)
     for name in ("__init__.py", "seed.py"):
@@ -429,7 +429,7 @@ def test_cpus_follow_the_container_quota(tmp_path: Path, cpu_max: str, cap: int 
 
 def test_config_files_are_rendered_for_the_container(tmp_path: Path) -> None:
     """A declaration with a native config file gets it rendered into the run dir, listening
-    on all interfaces, and {config} points at it (as bench/stack.py does natively)."""
+    on all interfaces, and {config} points at it (as bench/stack/components.py does natively)."""
     root = tmp_path / "root"
     (root / "bench").mkdir(parents=True)
     shutil.copy(registry.ROOT / "bench" / "registry.py", root / "bench" / "registry.py")

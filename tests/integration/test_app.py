@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.registry import ROOT
+from bench.core.registry import ROOT
 from tests.conftest import stack_processes
 from tests.integration.conftest import run_bench
 
