@@ -21,13 +21,16 @@ BENCH_OPTS = $(call opt,SERVER,server) $(call opt,SCENARIO,scenario) \
   $(call opt,UPSTREAM_KEEPALIVE,upstream-keepalive) $(call opt,PROXY_TIMEOUT,proxy-timeout) \
   $(call opt,PIN,pin) $(call opt,LOAD,load) $(call opt,LOCUST_WORKERS,locust-workers) \
   $(call opt,TARGET,target) $(call opt,RATE,rate) $(call opt,CPU_QUOTA,cpu-quota) \
-  $(call opt,LIFECYCLE,lifecycle) $(call opt,RECYCLE,recycle)
+  $(call opt,LIFECYCLE,lifecycle) $(call opt,RECYCLE,recycle) $(APP_OPTS)
+# APP=: the user's own WSGI/ASGI app (bench/core/app.py) instead of app_common
+APP_OPTS = $(call opt,APP,app) $(call opt,APP_ROUTES,app-routes) \
+  $(call opt,APP_REQUIREMENTS,app-requirements) $(call opt,APP_KIND,app-kind)
 # make serve: what starts a server (no load, no results)
 SERVE_OPTS = $(call opt,SERVER,server) $(call opt,ARCH,arch) $(call opt,WORKERS,workers) \
   $(call opt,THREADS,threads) $(call opt,CONNECTIONS,connections) $(call opt,BACKLOG,backlog) \
   $(call opt,PROXY,proxy) $(call opt,KEEPALIVE,keepalive) \
   $(call opt,UPSTREAM_KEEPALIVE,upstream-keepalive) $(call opt,PROXY_TIMEOUT,proxy-timeout) \
-  $(call opt,PIN,pin)
+  $(call opt,PIN,pin) $(APP_OPTS)
 
 .PHONY: help setup bench capacity serve overhead soak study report compare test lint format lock compose-up compose-bench compose-down
 
@@ -69,8 +72,12 @@ help: ## list targets and variables
 	@echo "  SLO_P999_MS  make capacity: a p99.9 objective in ms too (default: none)"
 	@echo "  CAPACITY_BUDGET  make capacity: seconds per server and scenario (default: 300)"
 	@echo "               (RATE's first value starts the search: default 50; DURATION 5, WARMUP 1)"
+	@echo "  APP          your own app: <path or module>:<callable>, or a WSGI and an ASGI entry, comma-separated"
+	@echo "  APP_ROUTES   APP: TOML list of [[route]] (name, method, path, status, body, weight) (default: routes.toml beside the app)"
+	@echo "  APP_REQUIREMENTS  APP: pinned requirements layered on each server's (default: requirements.txt beside the app)"
+	@echo "  APP_KIND     APP: wsgi or asgi per entry, where it cannot be detected (default: detected)"
 	@echo "  make serve   takes SERVER (one id), PROXY, KEEPALIVE, UPSTREAM_KEEPALIVE, PROXY_TIMEOUT,"
-	@echo "               WORKERS THREADS CONNECTIONS BACKLOG, PIN, ARCH"
+	@echo "               WORKERS THREADS CONNECTIONS BACKLOG, PIN, ARCH, APP and its companions"
 	@echo "  ROUNDS       make overhead: rounds of bare wrk vs the harness per server and route (default: 8)"
 	@echo "  LEGACY       make overhead: 1 adds the observer as it was before it was made cheap (default: 0)"
 	@echo "  NAME         make study: $$(ls studies studies/lb | grep toml | sed 's/.toml//' | tr '\n' ' ')all"

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.core import defaults, plan
+from bench.core.app import AppError, AppSpec, parse_app
 from bench.core.registry import OVERRIDABLE, DeclarationError, load_all, server_ids
 from bench.host.arch import ArchError, check_emulation_supported, host_arch, normalize_arch
 from bench.host.metadata import machine_label
@@ -165,6 +166,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpu-quota", default=None)
     parser.add_argument("--lifecycle", default=None)
     parser.add_argument("--recycle", default=None)
+    for name in ("app", "app-routes", "app-requirements", "app-kind"):
+        parser.add_argument(f"--{name}", default=None)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -230,9 +233,47 @@ def _sections(results: Path) -> Callable[[list], list[str]]:
     )
 
 
-def validate_load(args: argparse.Namespace) -> dict[str, object]:
+def validate_app_scenarios(app: AppSpec, raw: str | None, load_tool: str) -> dict[str, object]:
+    """APP=: SCENARIO names routes of APP_ROUTES (default: every route with weight > 0), each
+    measured on its own with a tool that requests one URL."""
+    loaded = [r.name for r in app.loaded_routes]
+    names = validate_choices("scenario", raw or "all", loaded, allow_all=True)
+    routes = {r.name: r for r in app.loaded_routes}
+    return {
+        "scenarios": tuple(app.scenario(routes[n]) for n in names),
+        "paths": {app.scenario(routes[n]): routes[n].path for n in names},
+    }
+
+
+def validate_app(args: argparse.Namespace) -> AppSpec | None:
+    """APP, APP_ROUTES, APP_REQUIREMENTS, APP_KIND (files read, nothing imported yet)."""
+    raw = getattr(args, "app", None)
+    companions = ("app_routes", "app_requirements", "app_kind")
+    if not raw:
+        given = [n.upper() for n in companions if getattr(args, n, None)]
+        if given:
+            raise UsageError(f"{', '.join(given)} needs APP=<path or module>:<callable>")
+        return None
+    if args.target:
+        raise UsageError("APP starts your app here; TARGET drives a server elsewhere: not both")
+    try:
+        return parse_app(raw, args.app_routes, args.app_requirements, args.app_kind)
+    except AppError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def validate_load(args: argparse.Namespace, app: AppSpec | None = None) -> dict[str, object]:
     """LOAD, SCENARIO and the load tool's own variables, checked against what the tool takes."""
     load_tool = validate_choice("load", args.load, tuple(plan.LOAD_SCENARIOS))
+    if app is not None:
+        from bench.core.scenario import URL_TOOLS
+
+        if load_tool not in URL_TOOLS:
+            raise UsageError(
+                f"APP runs with LOAD={' or '.join(URL_TOOLS)}; LOAD={load_tool} plays its own mix"
+            )
+        # The user's routes, not app_common's scenarios (checked below).
+        args = argparse.Namespace(**{**vars(args), "scenario": "plaintext"})
     drivable = plan.LOAD_SCENARIOS[load_tool]
     # The default scenarios, or (a tool that drives none of them: Locust) all of the tool's.
     default = [s for s in defaults.SCENARIOS if s in drivable] or list(drivable)
@@ -263,6 +304,15 @@ def validate_load(args: argparse.Namespace) -> dict[str, object]:
     # An open-loop tool's CONCURRENCY is its connection pool: by default sized per rate.
     default_concurrency = "" if tool.open_loop else ",".join(map(str, defaults.CONCURRENCY))
     raw = args.concurrency if args.concurrency is not None else default_concurrency
+    if app is not None:
+        return {
+            "load_tool": load_tool,
+            "load_workers": locust_workers,
+            "rates": rates,
+            "concurrency": validate_int_list("concurrency", raw) if raw else (),
+            "app": app,
+            **validate_app_scenarios(app, getattr(args, "app_scenario", None), load_tool),
+        }
     return {
         "load_tool": load_tool,
         "scenarios": scenarios,
@@ -356,7 +406,10 @@ def options_from(args: argparse.Namespace) -> plan.Options:
     """Validate every run option; raise UsageError on the first bad one."""
     load_all()  # a broken declaration is bad input too: refuse before anything starts
     servers = validate_choices("server", args.server, server_ids(), allow_all=True)
-    load = validate_load(args)
+    app = validate_app(args)
+    if app is not None:
+        args.app_scenario = args.scenario
+    load = validate_load(args, app)
     proxy = validate_proxy(args)
     pin = validate_switch("pin", args.pin)
     if pin and len(os.sched_getaffinity(0)) < 2:
@@ -427,6 +480,27 @@ def check_serve(options: plan.Options) -> None:
         raise UsageError(f"make serve starts one server; valid SERVER: {', '.join(server_ids())}")
     if options.target is not None:
         raise UsageError("make serve starts the server here; TARGET applies to make bench only")
+
+
+def with_app(options: plan.Options) -> plan.Options:
+    """APP=: the app imported in its environments before anything starts (its kind detected
+    where APP_KIND does not say it); a requirement that does not resolve, an import error or
+    a callable that is neither WSGI nor ASGI is bad input."""
+    from bench.host.appenv import AppEnvError, resolve_app
+
+    assert options.app is not None
+    if options.arch != host_arch():
+        raise UsageError(f"APP runs natively only: ARCH={options.arch} would emulate it")
+    specs = load_all()
+    try:
+        app = resolve_app(
+            options.app,
+            [specs[s] for s in options.servers],
+            lambda text: print(f"bench: {text}", file=sys.stderr),
+        )
+    except AppEnvError as exc:
+        raise UsageError(str(exc)) from None
+    return dataclasses.replace(options, app=app)
 
 
 def with_soak(options: plan.Options, raw_interval: str) -> plan.Options:
@@ -573,6 +647,8 @@ def main(argv: list[str] | None = None) -> int:
             options = with_objective(options, args)
         if args.command == "soak":
             options = with_soak(options, args.interval)
+        if options.app is not None:
+            options = with_app(options)
     except (UsageError, DeclarationError, StudyError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2

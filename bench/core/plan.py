@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.core import defaults, scenario
+from bench.core.app import AppSpec
 
 # Scenarios are declared in bench.core.scenario; which load tool drives which is theirs to say.
 SCENARIOS = scenario.SCENARIOS
@@ -93,6 +94,9 @@ class Options:
     soak_interval_s: float | None = None
     # RECYCLE=: workers recycle after this many requests, by the server's own flags
     recycle: int | None = None
+    # APP=: the user's own app instead of app_common (bench.core.app); its routes are the
+    # scenarios (`<app>:<route>`, their paths in `paths`)
+    app: AppSpec | None = None
 
 
 @dataclass(frozen=True)

@@ -51,8 +51,12 @@ from pathlib import Path
 #      proxy_error_reasons (nginx error-log reason -> count), race (the burst pattern)}.
 #    - errors.by_status (wrk) may be {}: not counted by status (no proxy in front and no
 #      failed status in the warmup); errors.non_2xx is wrk's own count either way.
-FORMAT_VERSION = 5
-KNOWN_VERSIONS = (1, 2, 3, 4, 5)
+# 6: + user_app {name, sha256 (files and requirements together), files_sha256, files,
+#    requirements_sha256, entry (module:callable served), kind (wsgi/asgi), framework,
+#    routes}: APP= runs only (null otherwise); their scenario is `<app name>:<route name>`,
+#    app_framework the detected framework, verify.db_queries the routes' queries (2026-11).
+FORMAT_VERSION = 6
+KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6)
 STATUSES = ("ok", "failed", "unsupported")
 
 
@@ -106,6 +110,7 @@ class Record:
     series: dict | None = None
     recycles: dict | None = None
     network: dict | None = None
+    user_app: dict | None = None
 
     def to_dict(self) -> dict:
         """The JSON-ready form."""

@@ -139,7 +139,11 @@ class Recorder:
             run_id=uuid.uuid4().hex,
             server=run.server,
             app=facts.app,
-            app_framework=FRAMEWORKS.get(facts.app),
+            app_framework=(
+                opts.app.identity(facts.app)["framework"]
+                if opts.app is not None
+                else FRAMEWORKS.get(facts.app)
+            ),
             scenario=run.scenario,
             path=run.path,
             concurrency=run.concurrency,
@@ -161,6 +165,7 @@ class Recorder:
             backlog=facts.backlog,
             target=opts.target,
             offered_rps=float(run.rate) if run.rate is not None else None,
+            user_app=opts.app.identity(facts.app) if opts.app is not None else None,
             **self._measured_fields(measured),  # type: ignore[arg-type]
         )
         rec = dataclasses.replace(rec, cgroup=self._cgroup(opts, facts, measured))

@@ -19,6 +19,7 @@ from bench.core import plan, record
 from bench.core.progress import Progress
 from bench.core.registry import ServerSpec, load_all
 from bench.harness.capacity import search_capacity
+from bench.harness.preflight import AppRejected, preflight_app
 from bench.harness.recorder import Recorder, ServerFacts
 from bench.harness.session import BlockVoid, Harness, Session, Site
 from bench.host.metadata import host_metadata
@@ -109,6 +110,8 @@ def run_arms(
                 opts, block.runs, ServerFacts(specs[block.server].app), str(exc), exc.logs
             )
         return 1
+    if plans[0][0].app is not None:
+        preflight_app(h, plans[0][0], specs, prepared)
     stack_reason: str | None = None
     for number, (opts, block) in enumerate(arm_blocks):
         spec = specs[block.server]
@@ -147,7 +150,7 @@ def make_harness(
     site: Site = (
         RemoteSite(first.target)
         if first.target is not None
-        else LocalSite(table, run_dir, placement)
+        else LocalSite(table, run_dir, placement, app=first.app)
     )
     proxy_version = tool_version(["nginx", "-v"]) if any(o.proxy for o in arms) else None
     recorder = Recorder(host_metadata(), placement, tool, progress, proxy_version)
@@ -192,6 +195,13 @@ def execute(
             try:
                 h = harness(first, arms, table, run_dir, progress)
                 status = run_arms(h, plans, load_all())
+            except AppRejected as exc:
+                # APP= failed before any load: bad input, one line (then the log's tail).
+                print(f"bench: APP rejected: {exc}", file=sys.stderr)
+                for name, text in exc.logs.items():
+                    tail = "\n".join(text.strip().splitlines()[-15:])
+                    print(f"--- {name} (last lines)\n{tail}", file=sys.stderr)
+                status = 2
             except (KeyboardInterrupt, Interrupted) as exc:
                 print(
                     f"bench: interrupted ({exc or 'SIGINT'}): stopping everything", file=sys.stderr
@@ -204,6 +214,8 @@ def execute(
     except LockedError as exc:
         print(f"bench: {exc}; wait for it to finish", file=sys.stderr)
         return 1
+    if status == 2:
+        return status  # nothing was measured: the summary stays as it was
     summary = report.write_summary(first.results, sections)
     print(f"bench: wrote {summary}", file=sys.stderr)
     return status

@@ -29,7 +29,8 @@ POLL_S = 1.0  # how often a dead server or stack is noticed while nobody is look
 
 def urls(served: LocalServed) -> list[str]:
     """The lines a user's tools need: the server, nginx in front, pgbouncer's DSN."""
-    lines = [f"server http://127.0.0.1:{served.server.port} ({served.name})"]
+    app = f", APP {served.app_name}" if getattr(served, "app_name", None) else ""
+    lines = [f"server http://127.0.0.1:{served.server.port} ({served.name}{app})"]
     if served.proxy is not None:
         lines.append(f"nginx http://127.0.0.1:{served.proxy.port} (in front of {served.name})")
     lines.append(f"pgbouncer {served.db.app_url}")
@@ -85,7 +86,7 @@ def serve(opts: plan.Options, out: TextIO = sys.stdout, say: TextIO = sys.stderr
     try:
         with run_lock(base), signals_raise():
             table = ProcessTable()
-            site = LocalSite(table, run_dir, cpu_placement(opts.pin))
+            site = LocalSite(table, run_dir, cpu_placement(opts.pin), app=opts.app)
             try:
                 return _up(site, opts, out, say)
             except ServeError as exc:

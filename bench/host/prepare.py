@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.core.app import AppSpec
 from bench.core.registry import ServerSpec
 from bench.host.arch import (
     EmulationError,
@@ -62,7 +63,25 @@ Prepared = Environment | Unavailable
 LOGS = ("venv.log", "emulation.log")
 
 
-def _native(spec: ServerSpec, run_dir: Path) -> Prepared:
+def _with_app(spec: ServerSpec, app: AppSpec, run_dir: Path) -> Prepared:
+    """APP=: the server's venv with the app's requirements on top, when it can serve one of
+    the app's entries (a WSGI server a WSGI callable, an ASGI server an ASGI one)."""
+    from bench.host.appenv import AppEnvError, ensure_app_venv
+
+    if app.entry_for(spec.app) is None:
+        given = ", ".join(f"{e.kind or '?'} ({e.given})" for e in app.entries)
+        reason = f"{spec.id} serves {spec.app}; APP gives {given}"
+        return Unavailable(reason, "unsupported")
+    try:
+        python = ensure_app_venv(spec, app, run_dir / "venv.log")
+    except AppEnvError as exc:
+        return Unavailable(str(exc), logs=LOGS)
+    return Environment(python, installed_packages(python), python_version(python))
+
+
+def _native(spec: ServerSpec, run_dir: Path, app: AppSpec | None = None) -> Prepared:
+    if app is not None:
+        return _with_app(spec, app, run_dir)
     if spec.requirements is None:
         # Not a Python server (nginx-static): no venv; its version comes from the tool.
         version = tool_version(spec.version_argv) if spec.version_argv else None
@@ -94,9 +113,14 @@ def _emulated(spec: ServerSpec, emulator: Emulator, run_dir: Path) -> Prepared:
 
 
 def prepare_servers(
-    specs: list[ServerSpec], arch: str, run_dir: Path, say: Callable[[str], None]
+    specs: list[ServerSpec],
+    arch: str,
+    run_dir: Path,
+    say: Callable[[str], None],
+    app: AppSpec | None = None,
 ) -> tuple[dict[str, Prepared], Emulator | None]:
-    """One Environment or Unavailable per server, and the emulator if the arch needs one."""
+    """One Environment or Unavailable per server (with APP=: the app's requirements layered
+    on the server's), and the emulator if the arch needs one."""
     emulator = None
     if needs_emulation(arch):
         say(f"preparing the {arch} interpreter under qemu")
@@ -113,5 +137,5 @@ def prepare_servers(
         else:
             if spec.requirements is not None:
                 say(f"{spec.id}: preparing its venv")
-            prepared[spec.id] = _native(spec, run_dir)
+            prepared[spec.id] = _native(spec, run_dir, app)
     return prepared, emulator

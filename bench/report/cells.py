@@ -38,6 +38,15 @@ def server_version(meta: dict) -> str:
     return version or "?"
 
 
+def app_label(rec: Record) -> str:
+    """APP= runs: the app's entry and version (` · wsgi django@1a2b3c4d`), so two versions of
+    one app read apart; '' for app_common's runs."""
+    app = getattr(rec, "user_app", None)
+    if not app:
+        return ""
+    return f" · {app.get('kind') or '?'} {app.get('name')}@{str(app.get('sha256'))[:8]}"
+
+
 def section_value(rec: Record, section: str, key: str) -> float | None:
     values = getattr(rec, section) or {}
     return values.get(key)

@@ -55,8 +55,11 @@ def point_key(rec: Record) -> tuple:
 
 
 def machine_group_key(rec: Record) -> tuple:
-    """A point on one machine: the trials of one measurement."""
-    return (*point_key(rec), rec.arch, rec.emulated, host_of(rec))
+    """A point on one machine: the trials of one measurement. Runs of two versions of a
+    user's app (APP=) are never trials of one another; across result sets they meet on
+    point_key (the app's name is in the scenario), so `make compare` pairs them."""
+    version = (getattr(rec, "user_app", None) or {}).get("sha256")
+    return (*point_key(rec), rec.arch, rec.emulated, host_of(rec), version)
 
 
 def groups(records: Iterable[Record]) -> dict[tuple, list[Record]]:

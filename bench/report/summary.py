@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bench.core.record import Record, load_records
 from bench.report.cells import (
+    app_label,
     host_of,
     knobs_label,
     machine,
@@ -187,7 +188,7 @@ def _speed_row(
     return [
         _rank_cell(rank[0]),
         _rank_cell(rank[1]),
-        f"{first.server} {server_version(first.metadata)}",
+        f"{first.server} {server_version(first.metadata)}{app_label(first)}",
         knobs_label(first.knobs or {}),
         via_label(first),
         conc,
@@ -210,7 +211,7 @@ def _system_row(group: list[Record], served: float | None) -> list[str]:
     """One configuration's row of the system table: CPU, memory, sockets, pools."""
     first = group[0]
     return [
-        f"{first.server} {server_version(first.metadata)}",
+        f"{first.server} {server_version(first.metadata)}{app_label(first)}",
         knobs_label(first.knobs or {}),
         via_label(first),
         str(first.concurrency),

@@ -385,14 +385,20 @@ class Stack:
 
     # -- the server under test --------------------------------------------------------------
     def _server_fill(
-        self, spec: ServerSpec, knobs: dict[str, int], python: Path, port: int
+        self,
+        spec: ServerSpec,
+        knobs: dict[str, int],
+        python: Path,
+        port: int,
+        app_target: str | None = None,
     ) -> dict[str, object]:
-        """The values of a server's placeholders; its native config rendered into the run dir."""
+        """The values of a server's placeholders; its native config rendered into the run dir.
+        app_target: the user's module:callable (APP=) instead of app_common's."""
         fill: dict[str, object] = {
             **knobs,
             "python": python,
             "port": port,
-            "app": APPS[spec.app],
+            "app": app_target or APPS[spec.app],
             "run_dir": self.run_dir,
             "root": ROOT,
             "venv": python.parent.parent,
@@ -448,22 +454,26 @@ class Stack:
         cpus: frozenset[int] | None = None,
         extra_env: dict[str, str] | None = None,
         cgroup: Path | None = None,
+        app: tuple[str, Path] | None = None,
     ) -> RunningServer:
         """Start one server variant from its declaration and wait until it answers (in the
-        cgroup whose cgroup.procs file `cgroup` is, when given)."""
+        cgroup whose cgroup.procs file `cgroup` is, when given). app: the user's
+        (module:callable, its folder): importable from that folder, run from it."""
         port = ready.free_port()
-        fill = self._server_fill(spec, knobs, python, port)
+        fill = self._server_fill(spec, knobs, python, port, app[0] if app else None)
         argv = render_argv(spec, fill)
         if "max_requests" in knobs and spec.recycle_argv is not None:
             # RECYCLE=: the server's own recycling flags ([recycle] in its server.toml).
             argv += [arg.format(**fill) for arg in spec.recycle_argv]
         env = {**self._server_env(python, db), **render_env(spec, fill), **(extra_env or {})}
+        if app is not None:
+            env["PYTHONPATH"] = f"{app[1]}:{ROOT}"
         proc = self.table.start(
             spec.id,
             argv,
             self.run_dir / log_name,
             env=env,
-            cwd=ROOT,
+            cwd=app[1] if app else ROOT,
             stop_signal=getattr(signal, spec.stop_signal),
             cpus=cpus,
             cgroup=cgroup,

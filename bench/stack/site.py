@@ -11,7 +11,9 @@ with the reason and the logs that say why.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
+import secrets
 import signal
 import sys
 import time
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import psutil
 
+from bench.core.app import AppSpec, app_env
 from bench.core.parse import parse_proxy_log
 from bench.core.plan import Options
 from bench.core.registry import ServerSpec, resolve_knobs
@@ -33,6 +36,7 @@ from bench.host.procs import ProcessTable, StartError, process_tree
 from bench.observe import sample
 from bench.observe.pools import PoolSession
 from bench.observe.sample import Sampler
+from bench.stack.appverify import verify_routes
 from bench.stack.components import DB_NAME, DB_USER, Database, RunningProxy, RunningServer, Stack
 from bench.stack.verify import Verification, VerifyError, verify_server, verify_static
 
@@ -81,6 +85,7 @@ class LocalServed:
     _pids: set[int] = field(default_factory=set)
     # pgbouncer's pools while load runs (one long-lived session); None: a psql per sample
     pool_probe: Callable[[], dict[str, int]] | None = None
+    app_name: str | None = None  # APP=: the user's app it serves
 
     @property
     def base_url(self) -> str:
@@ -189,11 +194,15 @@ class LocalSite:
         run_dir: Path,
         placement: Placement,
         emulator: Emulator | None = None,
+        app: AppSpec | None = None,
     ) -> None:
         self.table = table
         self.run_dir = run_dir
         self.placement = placement
         self.emulator = emulator
+        self.app = app  # APP=: the user's app instead of app_common
+        # The app's SECRET_KEY and the like: new for every run, never in a file.
+        self.app_secret = secrets.token_urlsafe(48)
         self.stack = Stack(table, run_dir)
         self.db: Database | None = None
         self.pools: PoolSession | None = None
@@ -246,7 +255,7 @@ class LocalSite:
         self, specs: list[ServerSpec], arch: str, say: Callable[[str], None]
     ) -> dict[str, Prepared]:
         """Each server's venv or emulated site."""
-        prepared, self.emulator = prepare_servers(specs, arch, self.run_dir, say)
+        prepared, self.emulator = prepare_servers(specs, arch, self.run_dir, say, self.app)
         return prepared
 
     def serve(
@@ -262,6 +271,13 @@ class LocalSite:
         server_cpus = self.placement.server_cpus if self.placement.pinned else None
         log_path = self.run_dir / log_name
         quota = self._cgroup(opts.cpu_quota)
+        app = opts.app
+        entry = app.entry_for(spec.app) if app is not None else None
+        app_env_vars = app_env(self.db.app_url, self.app_secret) if app is not None else {}
+        if app is not None:
+            # Ready when the app's own first GET route answers 200 (app_common's /plaintext
+            # is not the user's).
+            spec = dataclasses.replace(spec, ready_path=app.ready_path)
         try:
             server = self.stack.start_server(
                 spec,
@@ -270,8 +286,9 @@ class LocalSite:
                 self.db,
                 log_name,
                 cpus=server_cpus,
-                extra_env={**environment.env, **opts.app_env},
+                extra_env={**environment.env, **opts.app_env, **app_env_vars},
                 cgroup=quota.procs_file if quota else None,
+                app=(entry.target, entry.root) if entry is not None else None,
             )
         except StartError as exc:
             if quota is not None:
@@ -285,13 +302,17 @@ class LocalSite:
             name=spec.id,
             cgroup=quota,
             pool_probe=self.pools.pools if self.pools is not None else None,
+            app_name=app.name if app is not None else None,
         )
         served._pids = process_tree(server.proc.pid)
         try:
             if self.emulator is not None and not is_emulated(server.proc.pid):
                 raise ServeError("not running under qemu", {}, server.argv)
             try:
-                served.verification = _verify(server.port, spec, self.db, "127.0.0.1")
+                if app is not None:
+                    served.verification = verify_routes(server.port, app.routes, self.db)
+                else:
+                    served.verification = _verify(server.port, spec, self.db, "127.0.0.1")
             except (VerifyError, OSError) as exc:
                 logs = {"server.log": read_log(log_path)}
                 raise ServeError(f"verification failed: {exc}", logs, server.argv) from None
