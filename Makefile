@@ -1,10 +1,10 @@
 # Every target is a verb; every variable below is a contract users and scripts rely on.
-# Defaults live in bench/defaults.py so `python -m bench` and make agree; unset variables are not
+# Defaults live in bench/core/defaults.py so `python -m bench` and make agree; unset variables are not
 # passed. `make help` states them (tests/bench/test_defaults.py holds it to them).
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
 PY := .bench/venv/bin/python
-# MACHINE=: the user's name for this machine in records and the summary (bench/metadata.py)
+# MACHINE=: the user's name for this machine in records and the summary (bench/host/metadata.py)
 export PYWEBBENCH_MACHINE = $(MACHINE)
 # REFERENCE=1: merge the shipped reference run (results/reference/) into your summary
 export PYWEBBENCH_REFERENCE = $(REFERENCE)
@@ -21,14 +21,17 @@ BENCH_OPTS = $(call opt,SERVER,server) $(call opt,SCENARIO,scenario) \
   $(call opt,UPSTREAM_KEEPALIVE,upstream-keepalive) $(call opt,PROXY_TIMEOUT,proxy-timeout) \
   $(call opt,PIN,pin) $(call opt,LOAD,load) $(call opt,LOCUST_WORKERS,locust-workers) \
   $(call opt,TARGET,target) $(call opt,RATE,rate) $(call opt,CPU_QUOTA,cpu-quota) \
-  $(call opt,LIFECYCLE,lifecycle) $(call opt,RECYCLE,recycle) \
+  $(call opt,LIFECYCLE,lifecycle) $(call opt,RECYCLE,recycle) $(APP_OPTS) \
   $(call opt,RUNTIME,runtime) $(call opt,CPUS,cpus) $(call opt,MEMORY,memory)
+# APP=: the user's own WSGI/ASGI app (bench/core/app.py) instead of app_common
+APP_OPTS = $(call opt,APP,app) $(call opt,APP_ROUTES,app-routes) \
+  $(call opt,APP_REQUIREMENTS,app-requirements) $(call opt,APP_KIND,app-kind)
 # make serve: what starts a server (no load, no results)
 SERVE_OPTS = $(call opt,SERVER,server) $(call opt,ARCH,arch) $(call opt,WORKERS,workers) \
   $(call opt,THREADS,threads) $(call opt,CONNECTIONS,connections) $(call opt,BACKLOG,backlog) \
   $(call opt,PROXY,proxy) $(call opt,KEEPALIVE,keepalive) \
   $(call opt,UPSTREAM_KEEPALIVE,upstream-keepalive) $(call opt,PROXY_TIMEOUT,proxy-timeout) \
-  $(call opt,PIN,pin) $(call opt,RUNTIME,runtime) $(call opt,CPUS,cpus) $(call opt,MEMORY,memory)
+  $(call opt,PIN,pin) $(APP_OPTS) $(call opt,RUNTIME,runtime) $(call opt,CPUS,cpus) $(call opt,MEMORY,memory)
 
 .PHONY: images help setup bench capacity serve overhead soak study report compare test lint format lock compose-up compose-bench compose-down
 
@@ -72,11 +75,15 @@ help: ## list targets and variables
 	@echo "  SLO_P999_MS  make capacity: a p99.9 objective in ms too (default: none)"
 	@echo "  CAPACITY_BUDGET  make capacity: seconds per server and scenario (default: 300)"
 	@echo "               (RATE's first value starts the search: default 50; DURATION 5, WARMUP 1)"
+	@echo "  APP          your own app: <path or module>:<callable>, or a WSGI and an ASGI entry, comma-separated"
+	@echo "  APP_ROUTES   APP: TOML list of [[route]] (name, method, path, status, body, weight) (default: routes.toml beside the app)"
+	@echo "  APP_REQUIREMENTS  APP: pinned requirements layered on each server's (default: requirements.txt beside the app)"
+	@echo "  APP_KIND     APP: wsgi or asgi per entry, where it cannot be detected (default: detected)"
 	@echo "  make serve   takes SERVER (one id), PROXY, KEEPALIVE, UPSTREAM_KEEPALIVE, PROXY_TIMEOUT,"
-	@echo "               WORKERS THREADS CONNECTIONS BACKLOG, PIN, ARCH"
+	@echo "               WORKERS THREADS CONNECTIONS BACKLOG, PIN, ARCH, APP and its companions"
 	@echo "  ROUNDS       make overhead: rounds of bare wrk vs the harness per server and route (default: 8)"
 	@echo "  LEGACY       make overhead: 1 adds the observer as it was before it was made cheap (default: 0)"
-	@echo "  NAME         make study: $$(ls bench/studies bench/lbstudies | grep toml | sed 's/.toml//' | tr '\n' ' ')all"
+	@echo "  NAME         make study: $$(ls studies studies/lb | grep toml | sed 's/.toml//' | tr '\n' ' ')all"
 	@echo "Servers: $$(ls servers | tr '\n' ' ')"
 
 setup: ## install what is missing: distro packages, uv, the harness venv
@@ -102,7 +109,7 @@ overhead: setup ## harness req/s vs bare wrk, alternated (SERVER SCENARIO CONCUR
 	  $(call opt,CONCURRENCY,concurrency) $(call opt,DURATION,duration) $(call opt,ROUNDS,rounds) \
 	  $(call opt,LOAD_THREADS,load-threads) $(call opt,LEGACY,legacy)
 
-# Open-loop study arms and the load-balancer studies (bench/lbstudies) drive oha.
+# Open-loop study arms and the load-balancer studies (studies/lb) drive oha.
 study: export OHA := 1
 study: setup ## re-run a source document's experiment (NAME=<study>|all; DURATION, RESULTS apply)
 	$(PY) -m bench study $(call opt,NAME,name) $(call opt,DURATION,duration) \
@@ -130,8 +137,8 @@ format: setup ## apply ruff format and safe fixes
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
 
-lock: setup ## re-pin every requirements.txt (bench/, bench/locust/, servers/*/) from its .in
-	@for dir in bench/ bench/locust/ servers/*/; do \
+lock: setup ## re-pin every requirements.txt (bench/, locust/, servers/*/) from its .in
+	@for dir in bench/ locust/ servers/*/; do \
 	  [ -f "$$dir/requirements.in" ] || continue; \
 	  echo "pinning $$dir"; \
 	  (cd "$$dir" && $$(cat $(CURDIR)/.bench/uv-path) pip compile -q --universal --python-version 3.11 \

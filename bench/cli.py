@@ -17,12 +17,13 @@ import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import defaults, plan
-from bench.arch import ArchError, check_emulation_supported, host_arch, normalize_arch
+from bench.core import defaults, plan
+from bench.core.app import AppError, AppSpec, parse_app
+from bench.core.registry import OVERRIDABLE, DeclarationError, load_all, server_ids
+from bench.host.arch import ArchError, check_emulation_supported, host_arch, normalize_arch
+from bench.host.metadata import machine_label
 from bench.load import default_load_threads, tools
-from bench.metadata import machine_label
-from bench.registry import OVERRIDABLE, DeclarationError, load_all, server_ids
-from bench.study import StudyError
+from bench.studies.study import StudyError
 
 # name -> (lowest, highest) accepted
 LIMITS = {
@@ -167,6 +168,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory", default=None)
     parser.add_argument("--lifecycle", default=None)
     parser.add_argument("--recycle", default=None)
+    for name in ("app", "app-routes", "app-requirements", "app-kind"):
+        parser.add_argument(f"--{name}", default=None)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -217,8 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def study_names_from(raw: str | None) -> list[str]:
     """NAME: one study, a comma list, or all."""
-    from bench.lbfile import lb_study_names
-    from bench.study import study_names
+    from bench.studies.lbfile import lb_study_names
+    from bench.studies.study import study_names
 
     valid = study_names() + lb_study_names()
     if not raw:
@@ -228,16 +231,54 @@ def study_names_from(raw: str | None) -> list[str]:
 
 def _sections(results: Path) -> Callable[[list], list[str]]:
     """The studies' summary sections, for report.write_summary."""
-    from bench import lbreport, study
+    from bench.studies import lbreport, study
 
     return lambda records: (
         study.summary_sections(records, results) + lbreport.summary_sections(records)
     )
 
 
-def validate_load(args: argparse.Namespace) -> dict[str, object]:
+def validate_app_scenarios(app: AppSpec, raw: str | None, load_tool: str) -> dict[str, object]:
+    """APP=: SCENARIO names routes of APP_ROUTES (default: every route with weight > 0), each
+    measured on its own with a tool that requests one URL."""
+    loaded = [r.name for r in app.loaded_routes]
+    names = validate_choices("scenario", raw or "all", loaded, allow_all=True)
+    routes = {r.name: r for r in app.loaded_routes}
+    return {
+        "scenarios": tuple(app.scenario(routes[n]) for n in names),
+        "paths": {app.scenario(routes[n]): routes[n].path for n in names},
+    }
+
+
+def validate_app(args: argparse.Namespace) -> AppSpec | None:
+    """APP, APP_ROUTES, APP_REQUIREMENTS, APP_KIND (files read, nothing imported yet)."""
+    raw = getattr(args, "app", None)
+    companions = ("app_routes", "app_requirements", "app_kind")
+    if not raw:
+        given = [n.upper() for n in companions if getattr(args, n, None)]
+        if given:
+            raise UsageError(f"{', '.join(given)} needs APP=<path or module>:<callable>")
+        return None
+    if args.target:
+        raise UsageError("APP starts your app here; TARGET drives a server elsewhere: not both")
+    try:
+        return parse_app(raw, args.app_routes, args.app_requirements, args.app_kind)
+    except AppError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def validate_load(args: argparse.Namespace, app: AppSpec | None = None) -> dict[str, object]:
     """LOAD, SCENARIO and the load tool's own variables, checked against what the tool takes."""
     load_tool = validate_choice("load", args.load, tuple(plan.LOAD_SCENARIOS))
+    if app is not None:
+        from bench.core.scenario import URL_TOOLS
+
+        if load_tool not in URL_TOOLS:
+            raise UsageError(
+                f"APP runs with LOAD={' or '.join(URL_TOOLS)}; LOAD={load_tool} plays its own mix"
+            )
+        # The user's routes, not app_common's scenarios (checked below).
+        args = argparse.Namespace(**{**vars(args), "scenario": "plaintext"})
     drivable = plan.LOAD_SCENARIOS[load_tool]
     # The default scenarios, or (a tool that drives none of them: Locust) all of the tool's.
     default = [s for s in defaults.SCENARIOS if s in drivable] or list(drivable)
@@ -268,6 +309,15 @@ def validate_load(args: argparse.Namespace) -> dict[str, object]:
     # An open-loop tool's CONCURRENCY is its connection pool: by default sized per rate.
     default_concurrency = "" if tool.open_loop else ",".join(map(str, defaults.CONCURRENCY))
     raw = args.concurrency if args.concurrency is not None else default_concurrency
+    if app is not None:
+        return {
+            "load_tool": load_tool,
+            "load_workers": locust_workers,
+            "rates": rates,
+            "concurrency": validate_int_list("concurrency", raw) if raw else (),
+            "app": app,
+            **validate_app_scenarios(app, getattr(args, "app_scenario", None), load_tool),
+        }
     return {
         "load_tool": load_tool,
         "scenarios": scenarios,
@@ -313,7 +363,7 @@ def validate_cpu_quota(raw: str | None, target: str | None = None) -> float | No
     refused where this process cannot create cgroups (not root, no cpu controller)."""
     if raw is None or not raw.strip():
         return None
-    from bench import cgroup
+    from bench.host import cgroup
 
     try:
         quota = float(raw.strip())
@@ -346,8 +396,8 @@ def validate_runtime(
                 "(a native server's CPU limit is CPU_QUOTA=)"
             )
         return {"runtime": runtime}
+    from bench.core.registry import load_all
     from bench.host import docker, images
-    from bench.registry import load_all
 
     available = os.cpu_count() or 1
     limits: dict[str, object] = {"runtime": runtime, "cpus": None, "memory_bytes": None}
@@ -373,7 +423,8 @@ def validate_runtime(
                 f"RUNTIME=docker starts the server in its container here: not with {name}= "
                 "(its CPU limit is CPUS=)"
             )
-    for name, value in (("LIFECYCLE", args.lifecycle), ("RECYCLE", args.recycle)):
+    unsupported = (("LIFECYCLE", args.lifecycle), ("RECYCLE", args.recycle))
+    for name, value in (*unsupported, ("APP", getattr(args, "app", None))):
         if value:
             raise UsageError(f"{name} is not supported with RUNTIME=docker; valid: RUNTIME=native")
     if validate_switch("pin", args.pin):
@@ -394,7 +445,7 @@ def validate_lifecycle(raw: str | None, load: dict[str, object], target: str | N
     """LIFECYCLE: an event in the middle of each measured window, at a fixed arrival rate."""
     if raw is None or not raw.strip():
         return None
-    from bench.lifecycle import EVENTS
+    from bench.observe.lifecycle import EVENTS
 
     event = validate_choice("lifecycle", raw, EVENTS)
     if not load["rates"]:
@@ -420,7 +471,10 @@ def options_from(args: argparse.Namespace) -> plan.Options:
     """Validate every run option; raise UsageError on the first bad one."""
     load_all()  # a broken declaration is bad input too: refuse before anything starts
     servers = validate_choices("server", args.server, server_ids(), allow_all=True)
-    load = validate_load(args)
+    app = validate_app(args)
+    if app is not None:
+        args.app_scenario = args.scenario
+    load = validate_load(args, app)
     proxy = validate_proxy(args)
     pin = validate_switch("pin", args.pin)
     if pin and len(os.sched_getaffinity(0)) < 2:
@@ -493,6 +547,27 @@ def check_serve(options: plan.Options) -> None:
         raise UsageError("make serve starts the server here; TARGET applies to make bench only")
 
 
+def with_app(options: plan.Options) -> plan.Options:
+    """APP=: the app imported in its environments before anything starts (its kind detected
+    where APP_KIND does not say it); a requirement that does not resolve, an import error or
+    a callable that is neither WSGI nor ASGI is bad input."""
+    from bench.host.appenv import AppEnvError, resolve_app
+
+    assert options.app is not None
+    if options.arch != host_arch():
+        raise UsageError(f"APP runs natively only: ARCH={options.arch} would emulate it")
+    specs = load_all()
+    try:
+        app = resolve_app(
+            options.app,
+            [specs[s] for s in options.servers],
+            lambda text: print(f"bench: {text}", file=sys.stderr),
+        )
+    except AppEnvError as exc:
+        raise UsageError(str(exc)) from None
+    return dataclasses.replace(options, app=app)
+
+
 def with_soak(options: plan.Options, raw_interval: str) -> plan.Options:
     """make soak: one rate, a local server, RSS sampled every SOAK_INTERVAL seconds (at least
     3 samples in DURATION, for a slope)."""
@@ -518,7 +593,7 @@ def _os_problem(exc: OSError) -> str:
 def _result_set(name: str, raw: str | None, other: str | None) -> list:
     """The records of an existing results directory (BASE= or HEAD=), without those of the
     other set when it is nested inside this one (results and results/after)."""
-    from bench.record import load_records
+    from bench.core.record import load_records
 
     if not raw:
         raise UsageError(
@@ -537,7 +612,7 @@ def _result_set(name: str, raw: str | None, other: str | None) -> list:
 
 def _compare(base_dir: str | None, head_dir: str | None) -> int:
     """`make compare`: the report on stdout; sets it cannot compare are bad input."""
-    from bench import compare
+    from bench.report import compare
 
     base = _result_set("BASE", base_dir, head_dir)
     head = _result_set("HEAD", head_dir, base_dir)
@@ -552,7 +627,7 @@ def _compare(base_dir: str | None, head_dir: str | None) -> int:
 def _images(args: argparse.Namespace) -> int:
     """`make images`: the base, then each server's image; 1 when one failed."""
     from bench.host import images
-    from bench.state import state_base
+    from bench.host.state import state_base
 
     servers = validate_choices("server", args.server, server_ids(), allow_all=True)
     try:
@@ -582,7 +657,7 @@ def _images(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `python -m bench`."""
-    from bench import netns
+    from bench.host import netns
 
     # Namespaces a killed harness left behind (its pid gone) are removed at the next start.
     for name in netns.remove_leftovers():
@@ -601,7 +676,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         if args.command == "report":
-            from bench import report
+            from bench.report import summary as report
 
             results = validate_results(args.results)
             try:
@@ -615,14 +690,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "images":
             return _images(args)
         if args.command == "study":
-            from bench import study
+            from bench.studies import study
 
             names = study_names_from(args.name)
             duration = validate_int("duration", args.duration) if args.duration else None
-            from bench.lbfile import lb_study_names
-            from bench.netns import root_problem
+            from bench.host.netns import root_problem
+            from bench.studies.lbfile import lb_study_names
 
-            # Load-balancer studies run each arm in a namespace of their own (bench.lbstudy);
+            # Load-balancer studies run each arm in a namespace of their own (bench.studies.lbstudy)
             # the others through the common harness.
             lb_names = [n for n in names if n in lb_study_names()]
             names = [n for n in names if n not in lb_names]
@@ -633,7 +708,8 @@ def main(argv: list[str] | None = None) -> int:
                 lb_names = []
             lb_status = 0
             if lb_names:
-                from bench import lbstudy, report
+                from bench.report import summary as report
+                from bench.studies import lbstudy
 
                 results = validate_results(args.results)
                 lb_status = lbstudy.execute(
@@ -650,10 +726,10 @@ def main(argv: list[str] | None = None) -> int:
                     + ([f"--seed={args.seed}"] if args.seed else [])
                 )
             )
-            from bench import run
+            from bench.harness import run
 
             # Two phases per study: the arms that need nothing measured, then those whose
-            # rates and knobs come from the first phase's records (bench.study).
+            # rates and knobs come from the first phase's records (bench.studies.study).
             return max(
                 lb_status,
                 study.execute_studies(names, base, duration, run.execute, _sections(base.results)),
@@ -674,13 +750,15 @@ def main(argv: list[str] | None = None) -> int:
             options = with_objective(options, args)
         if args.command == "soak":
             options = with_soak(options, args.interval)
+        if options.app is not None:
+            options = with_app(options)
     except (UsageError, DeclarationError, StudyError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
     if args.command == "serve":
-        from bench import serve
+        from bench.harness import serve
 
         return serve.serve(options)
-    from bench import run
+    from bench.harness import run
 
     return run.execute(options, _sections(options.results))

@@ -30,17 +30,18 @@ from typing import Any
 
 import psutil
 
-from bench import cli, plan
+from bench import cli
+from bench.core import plan
+from bench.core.registry import load_all
+from bench.harness.measure import Settings, measure_point
+from bench.host.placement import cpu_placement
+from bench.host.prepare import Environment, Unavailable
+from bench.host.procs import Interrupted, ProcessTable, signals_ignored, signals_raise
+from bench.host.state import LockedError, run_lock, state_base
 from bench.load import LoadRequest, LoadResult, LoadTool, run_bounded
 from bench.load.wrk import Wrk, parse_wrk, wrk_binary
-from bench.measure import Settings, measure_point
-from bench.placement import cpu_placement
-from bench.prepare import Environment, Unavailable
-from bench.procs import Interrupted, ProcessTable, signals_ignored, signals_raise
-from bench.registry import load_all
-from bench.sample import Family, Sampler, ss_listen, ss_time_wait
-from bench.site import LocalServed, LocalSite, ServeError
-from bench.state import LockedError, run_lock, state_base
+from bench.observe.sample import Family, Sampler, ss_listen, ss_time_wait
+from bench.stack.site import LocalServed, LocalSite, ServeError
 
 SERVERS = "gunicorn-sync,granian"
 SCENARIOS = "plaintext,db"

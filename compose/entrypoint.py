@@ -2,8 +2,9 @@
 
 Input: the environment (SERVER, PORT, WORKERS, THREADS, CONNECTIONS, BACKLOG, and the app's
 APP_DATABASE_URL / APP_UPSTREAM_URL). Output: exec of the server's argv, rendered by the
-harness's own bench/registry.py (stdlib only: tomllib) exactly as bench/stack.py does, with
-the declaration's [env] set and its config file rendered, listening on all interfaces (a
+harness's own bench/core/registry.py (stdlib only: tomllib) exactly as
+bench/stack/components.py does, with the declaration's [env] set and its config file rendered,
+listening on all interfaces (a
 container is reached through its network, not loopback).
 
 Importing this module has no side effect (the tests call `render`); only `main` execs.
@@ -19,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent.parent
-# make's variable for each overridable knob (bench/registry.py OVERRIDABLE).
+# make's variable for each overridable knob (bench/core/registry.py OVERRIDABLE).
 KNOB_ENV = {
     "workers": "WORKERS",
     "threads": "THREADS",
@@ -31,8 +32,10 @@ CGROUP_V1_CPU = Path("/sys/fs/cgroup/cpu")
 
 
 def load_registry(root: Path = ROOT) -> ModuleType:
-    """bench/registry.py of `root`, loaded by path: sys.path and sys.modules stay untouched."""
-    spec = importlib.util.spec_from_file_location("_compose_registry", root / "bench/registry.py")
+    """bench/core/registry.py of `root`, loaded by path: sys.path and sys.modules stay untouched."""
+    spec = importlib.util.spec_from_file_location(
+        "_compose_registry", root / "bench/core/registry.py"
+    )
     module = importlib.util.module_from_spec(spec)
     # dataclasses look their module up in sys.modules while the class body runs.
     sys.modules[spec.name] = module

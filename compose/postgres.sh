@@ -1,6 +1,6 @@
 #!/bin/sh
 # PostgreSQL for the compose path: a cluster made once per volume as the native path makes it
-# (bench/stack.py: initdb with scram-sha-256 over TCP, db/postgresql.conf, the `bench` role
+# (bench/stack/components.py: initdb with scram-sha-256 over TCP, db/postgresql.conf, the `bench` role
 # and database, the seed rows), then the postmaster in the foreground as `postgres`.
 set -eu
 : "${DB_PASSWORD:?DB_PASSWORD must be set}"

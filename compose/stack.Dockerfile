@@ -1,7 +1,7 @@
 # The rest of the stack for compose.yaml, FROM the same locally built base as the servers
 # (bench/host/images.py; nothing is pulled): Debian's PostgreSQL 15, pgbouncer and nginx from
 # deb.debian.org, the upstream stub (app_common/upstream.py, stdlib only) and the seed SQL the
-# native path loads (bench/seed.py: the same rows). One image, one role per service (command).
+# native path loads (bench/core/seed.py: the same rows). One image, one role per service (command).
 #   docker build --network host -f compose/stack.Dockerfile --build-arg BASE=<base tag> \
 #     -t pywebbench/stack:latest .
 ARG BASE=pywebbench/base:missing
@@ -14,8 +14,9 @@ RUN printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbi
        postgresql-15 postgresql-client-15 pgbouncer nginx gettext-base curl >/dev/null \
     && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb
 COPY db/ /opt/bench/db/
-COPY bench/__init__.py bench/seed.py /opt/bench/bench/
-RUN cd /opt/bench && python3 -c "from bench import seed; print(seed.seed_script(), end='')" \
+COPY bench/__init__.py /opt/bench/bench/
+COPY bench/core/__init__.py bench/core/seed.py /opt/bench/bench/core/
+RUN cd /opt/bench && python3 -c "from bench.core import seed; print(seed.seed_script(), end='')" \
     > /opt/bench/seed.sql
 COPY app_common/__init__.py app_common/upstream.py /opt/bench/app_common/
 COPY db/pgbouncer.ini /etc/pgbouncer/pgbouncer.ini.template

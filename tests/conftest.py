@@ -1,7 +1,7 @@
 """Suite-wide guard: nothing the tests start may outlive the suite.
 
 Every process the harness starts carries the session's PYWEBBENCH_OWNER token in its
-environment (bench.procs passes it on), so the guard finds the tests' own processes, and
+environment (bench.host.procs passes it on), so the guard finds the tests' own processes, and
 only those, even after the harness that started them has exited.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from bench.procs import OWNER_ENV
+from bench.host.procs import OWNER_ENV
 
 TOKEN = f"tests-{uuid.uuid4().hex}"
 os.environ[OWNER_ENV] = TOKEN

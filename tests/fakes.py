@@ -10,11 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.core.registry import ServerSpec
+from bench.host.prepare import Environment, Prepared
 from bench.load import Errors, Latency, LoadAborted, LoadRequest, LoadResult
-from bench.prepare import Environment, Prepared
-from bench.registry import ServerSpec
-from bench.sample import Sampler
-from bench.site import ServeError
+from bench.observe.sample import Sampler
+from bench.stack.site import ServeError
 
 
 def result(requests: int = 1000, duration_s: float = 2.0) -> LoadResult:
@@ -124,7 +124,7 @@ class FakeSite:
         self, specs: list[ServerSpec], arch: str, say: Callable[[str], None]
     ) -> dict[str, Prepared]:
         """Every server ready, or unsupported when listed."""
-        from bench.prepare import Unavailable
+        from bench.host.prepare import Unavailable
 
         return {
             s.id: Unavailable("not here", "unsupported")

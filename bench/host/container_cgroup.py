@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.cgroup import Throttling, parse_cpu_stat
+from bench.host.cgroup import Throttling, parse_cpu_stat
 
 V1_CONTROLLERS = ("cpu", "cpuacct", "memory")
 

@@ -119,7 +119,7 @@ def container_name(what: str, owner: int | None = None) -> str:
 def owner_labels(owner: int | None = None) -> dict[str, str]:
     """The labels that say whose a container or network is."""
     labels = {OWNER_LABEL: str(owner if owner is not None else os.getpid())}
-    from bench.procs import OWNER_ENV
+    from bench.host.procs import OWNER_ENV
 
     token = os.environ.get(OWNER_ENV)
     if token:

@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.core.registry import ROOT, ServerSpec
 from bench.host.docker import EngineError, docker_binary, image_inspect
-from bench.registry import ROOT, ServerSpec
 
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
@@ -76,7 +76,7 @@ def base_tag(arch: str) -> str:
 
 def host_base_tag() -> str:
     """The base's tag for this host's arch (compose builds the stack FROM it)."""
-    from bench.arch import host_arch
+    from bench.host.arch import host_arch
 
     return base_tag(host_arch())
 

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from bench import defaults
+from bench.core import defaults
 
 if TYPE_CHECKING:
-    from bench.procs import Proc, ProcessTable
-    from bench.sample import Sampler
+    from bench.host.procs import Proc, ProcessTable
+    from bench.observe.sample import Sampler
 
 OVERSTAY_S = 30
 WATCH_INTERVAL_S = 0.5

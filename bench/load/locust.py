@@ -2,7 +2,7 @@
 
 Input: a LoadRequest (users = its concurrency, the mix = its scenario). Output: a LoadResult
 mapped from Locust's stats CSV and our per-status counts (status.json, written by
-bench/locust/saas.py), with per-task figures; the CSV is kept beside the record
+locust/saas.py), with per-task figures; the CSV is kept beside the record
 (`locust_stats.csv`). Locust's users start cold, as the paper's did: no primer, no warmup.
 """
 
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.core.parse import ParseError
 from bench.load import (
     OVERSTAY_S,
     Errors,
@@ -27,11 +28,10 @@ from bench.load import (
     Watch,
     wait_watching,
 )
-from bench.parse import ParseError
 
 if TYPE_CHECKING:
-    from bench.procs import Proc, ProcessTable
-    from bench.sample import Sampler
+    from bench.host.procs import Proc, ProcessTable
+    from bench.observe.sample import Sampler
 
 RAW_NAME = "locust_stats.csv"
 
@@ -129,7 +129,7 @@ def parse_locust_tasks(stats_csv: str) -> dict[str, dict[str, float | int | None
     }
 
 
-LOCUST_DIR = Path(__file__).resolve().parent.parent / "locust"
+LOCUST_DIR = Path(__file__).resolve().parents[2] / "locust"
 LOCUSTFILES = {"saas": LOCUST_DIR / "saas.py"}
 # How long Locust's master waits for its workers to connect before it gives up.
 WORKERS_WAIT_S = 30
@@ -180,7 +180,7 @@ def _start_distributed(
     cpus: frozenset[int] | None,
     procs: list[Proc],
 ) -> Proc:
-    from bench.ready import free_port
+    from bench.host.ready import free_port
 
     port = free_port()
     master_args = ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port)]
@@ -267,7 +267,7 @@ def run_locust(
 
 @dataclass
 class Locust:
-    """Locust in its own venv (bench/locust/), one process or a master and `workers`."""
+    """Locust in its own venv (locust/), one process or a master and `workers`."""
 
     workers: int = 0
     name: str = "locust"
@@ -279,8 +279,8 @@ class Locust:
     version: str | None = None  # read by prepare()
 
     def prepare(self, log: Path) -> None:
-        """Locust's venv, created with uv from bench/locust/requirements.txt when stale."""
-        from bench.venv import VenvError, make_venv
+        """Locust's venv, created with uv from locust/requirements.txt when stale."""
+        from bench.host.venv import VenvError, make_venv
 
         try:
             self.python = make_venv("_locust", LOCUST_DIR / "requirements.txt", log=log)

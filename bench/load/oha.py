@@ -34,11 +34,16 @@ import math
 import re
 import sqlite3
 import subprocess
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.core.parse import ParseError
+from bench.host.netns import Namespace
+from bench.host.procs import ProcessTable, StartError
+from bench.host.state import STATE
 from bench.load import (
     OVERSTAY_S,
     Errors,
@@ -49,12 +54,10 @@ from bench.load import (
     Watch,
     run_bounded,
 )
-from bench.parse import ParseError
-from bench.state import STATE
 
 if TYPE_CHECKING:
-    from bench.procs import ProcessTable
-    from bench.sample import Sampler
+    from bench.host.procs import ProcessTable
+    from bench.observe.sample import Sampler
 
 #: The percentiles a record carries, key -> percent.
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
@@ -492,3 +495,34 @@ class Oha:
         except OhaParseError as exc:
             raise LoadError(f"unreadable oha output: {exc}", raw) from exc
         return to_load_result(parsed, request.rate, request.duration_s, raw)
+
+
+def run_oha(
+    table: ProcessTable,
+    ns: Namespace,
+    out: Path,
+    url: str,
+    rate: float,
+    connections: int,
+    duration_s: float,
+    timeout_s: float,
+    keepalive: bool,
+) -> str:
+    """oha inside ns for duration_s at `rate` arrivals/s; its JSON summary. Bounded: stopped
+    at duration + timeout + 30 s whatever happens."""
+    argv = oha_argv(oha_binary(), url, rate, connections, duration_s, timeout_s, keepalive, None)
+    json_path = out.with_suffix(".oha.json")
+    json_path.unlink(missing_ok=True)
+    proc = table.start(
+        "oha", ns.exec_argv(argv), out.with_suffix(".oha.log"), stdout_path=json_path
+    )
+    deadline = time.monotonic() + duration_s + timeout_s + 30
+    while proc.exit_code() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if proc.exit_code() is None:
+        table.stop(proc, grace_s=2)
+        raise StartError(f"oha did not stop by itself within {duration_s + timeout_s + 30:.0f} s")
+    table.stop(proc)
+    if proc.exit_code() != 0:
+        raise StartError(f"oha exited with {proc.exit_code()}: {proc.log_tail(5)}")
+    return json_path.read_text(errors="replace")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.core.parse import ParseError
 from bench.load import (
     DEFAULT_TIMEOUT_S,
     OVERSTAY_S,
@@ -27,11 +28,10 @@ from bench.load import (
     Watch,
     run_bounded,
 )
-from bench.parse import ParseError
 
 if TYPE_CHECKING:
-    from bench.procs import ProcessTable
-    from bench.sample import Sampler
+    from bench.host.procs import ProcessTable
+    from bench.observe.sample import Sampler
 
 WRK_SCRIPT = Path(__file__).resolve().parent / "wrk_report.lua"
 RAW_NAME = "wrk.txt"

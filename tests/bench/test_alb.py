@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.stack import render_proxy
+from bench.stack.components import render_proxy
 
 
 def _upstream_block(site: str) -> str:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from bench import plan
-from bench.capacity import Search, verdict
+from bench.core import plan
+from bench.harness.capacity import Search, verdict
+from bench.harness.measure import Measurement
 from bench.load import Errors, Latency, LoadResult
-from bench.measure import Measurement
 
 
 def _search(

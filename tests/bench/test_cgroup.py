@@ -1,5 +1,6 @@
-"""bench.cgroup: cpu.stat parsing over captured files, quota arithmetic, leftovers by name; and,
-where this process may (root, a cpu controller), a real cgroup that throttles and is removed."""
+"""bench.host.cgroup: cpu.stat parsing over captured files, quota arithmetic, leftovers by
+name; and, where this process may (root, a cpu controller), a real cgroup that throttles and
+is removed."""
 
 import os
 import subprocess
@@ -8,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import cgroup, cli
+from bench import cli
+from bench.host import cgroup
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "cgroup"
 
@@ -86,7 +88,7 @@ def test_bench_exits_2_on_a_bad_quota() -> None:
         [sys.executable, "-m", "bench", "run", "--cpu-quota=lots"],
         capture_output=True,
         text=True,
-        cwd=Path(cgroup.__file__).resolve().parent.parent,
+        cwd=Path(cgroup.__file__).resolve().parents[2],
     )
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench import cli
-from bench.registry import ROOT
+from bench.core.registry import ROOT
 
 BAD = [
     (["--server=nope"], "valid: "),
@@ -152,7 +152,7 @@ def test_alb_front_keeps_upstream_alive() -> None:
 def test_arch_values_and_emulation() -> None:
     """x86_64/aarch64 are normalised; arm64 on an amd64 host is emulated; amd64 on an arm64
     host is refused (not built), naming what is valid."""
-    from bench import arch
+    from bench.host import arch
 
     assert arch.normalize_arch("x86_64") == "amd64" and arch.normalize_arch("AArch64") == "arm64"
     if arch.host_arch() == "amd64":
@@ -174,7 +174,7 @@ def _one_line(capsys: pytest.CaptureFixture[str], *needles: str) -> str:
     return err
 
 
-STUDY = (ROOT / "bench" / "studies" / "keepalive-timewait.toml").read_text()
+STUDY = (ROOT / "studies" / "keepalive-timewait.toml").read_text()
 BAD_STUDIES = [
     (STUDY.replace("source =", "# source ="), "missing `source`"),
     ("title = 'unterminated\n", "broken.toml"),
@@ -201,7 +201,7 @@ def test_a_bad_study_file_is_one_line_and_exit_2(
 ) -> None:
     """`make study NAME=<a malformed file>`: the file and what is wrong in one line, no
     traceback, nothing run."""
-    from bench import study
+    from bench.studies import study
 
     assert STUDY.count("[[arm]]") >= 1 and text != STUDY
     monkeypatch.setattr(study, "STUDIES_DIR", tmp_path / "studies")
@@ -235,7 +235,7 @@ def test_a_bad_server_declaration_is_one_line_and_exit_2(
 ) -> None:
     """A malformed servers/<id>/server.toml (here in a copy of the folder) refuses every run,
     naming the file and the field."""
-    from bench import registry
+    from bench.core import registry
 
     servers = tmp_path / "servers"
     shutil.copytree(registry.SERVERS_DIR / "granian", servers / "granian")
@@ -278,7 +278,7 @@ def test_python_m_bench_study_with_a_bad_file_prints_no_traceback(tmp_path: Path
     """As a user runs it, in a process of its own: status 2 and one line on stderr."""
     (tmp_path / "broken.toml").write_text(STUDY.replace("source =", "# source ="))
     code = (
-        "import sys, pathlib; from bench import cli, study; "
+        "import sys, pathlib; from bench import cli; from bench.studies import study; "
         f"study.STUDIES_DIR = pathlib.Path({str(tmp_path)!r}); "
         f"sys.exit(cli.main(['study', '--name=broken', '--results={tmp_path / 'r'}']))"
     )
@@ -335,7 +335,7 @@ def test_make_images_refuses_an_emulated_arch_in_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """make images ARCH=<the other arch>: one line saying it is not built, exit 2."""
-    from bench.arch import host_arch
+    from bench.host.arch import host_arch
 
     other = "arm64" if host_arch() == "amd64" else "amd64"
     assert cli.main(["images", f"--arch={other}"]) == 2

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from bench import cli
-from bench.compare import compare, render
-from bench.groups import rps_values
-from bench.record import load_records
-from bench.stats import difference
+from bench.core.record import load_records
+from bench.report.compare import compare, render
+from bench.report.groups import rps_values
+from bench.report.stats import difference
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "records"
 

@@ -1,14 +1,15 @@
-"""Every shared default has one definition (bench/defaults.py) that the rest agrees with."""
+"""Every shared default has one definition (bench/core/defaults.py) that the rest agrees with."""
 
 import subprocess
 from pathlib import Path
 
-from bench import cli, defaults
-from bench.registry import ROOT
+from bench import cli
+from bench.core import defaults
+from bench.core.registry import ROOT
 
 
 def test_make_bench_without_variables_gets_the_defaults() -> None:
-    """`python -m bench run` with nothing set: the options carry bench/defaults.py's values."""
+    """`python -m bench run` with nothing set: the options carry bench/core/defaults.py's values."""
     opts = cli.options_from(cli.build_parser().parse_args(["run"]))
     assert opts.servers == (defaults.SERVER,)
     assert opts.scenarios == defaults.SCENARIOS

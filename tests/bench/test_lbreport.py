@@ -5,16 +5,16 @@ from pathlib import Path
 
 import pytest
 
-from bench.lbfile import lb_study_names, load_lb_study
-from bench.lbreport import upper_bound_per_10k
-from bench.parse import parse_proxy_errors
+from bench.core.parse import parse_proxy_errors
+from bench.studies.lbfile import lb_study_names, load_lb_study
+from bench.studies.lbreport import upper_bound_per_10k
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nginx"
 
 
 @pytest.mark.parametrize("name", lb_study_names())
 def test_lb_study_files_validate(name: str) -> None:
-    """Every bench/lbstudies file loads, names known servers, and sets sysctls only by name."""
+    """Every studies/lb file loads, names known servers, and sets sysctls only by name."""
     study = load_lb_study(name)
     assert study.arms
     for arm in study.arms:
@@ -49,8 +49,8 @@ def test_section_from_a_real_port_exhaustion_record() -> None:
     """A real record (port-exhaustion, keep-alive off, tcp_tw_reuse=0, 1,024 ports): the
     section shows its 502s, the errno-99 reason, the TIME_WAIT peak past the range, and no
     defaults table (the race did not run)."""
-    from bench.lbreport import summary_sections
-    from bench.record import load_records
+    from bench.core.record import load_records
+    from bench.studies.lbreport import summary_sections
 
     records, problems = load_records(FIXTURES.parent / "lb")
     assert not problems and len(records) == 1
@@ -71,8 +71,8 @@ def test_race_rows_and_defaults_from_real_records() -> None:
     """Two real race records: Gunicorn gevent (idle close measured at 2.00 s, one 502 in 480,
     a reset by peer at the 1953 ms gap) and the sync worker (closes at once: a new upstream
     connection per request, no race possible). The defaults table says so per server."""
-    from bench.lbreport import defaults_table, summary_sections
-    from bench.record import load_records
+    from bench.core.record import load_records
+    from bench.studies.lbreport import defaults_table, summary_sections
 
     records, problems = load_records(FIXTURES.parent / "lb-race")
     assert not problems and len(records) == 2

@@ -5,8 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import cli, lbfile, netns
-from bench.study import StudyError
+from bench import cli
+from bench.host import netns
+from bench.studies import lbfile
+from bench.studies.study import StudyError
 
 
 def test_refused_without_root(
@@ -36,7 +38,7 @@ def test_all_without_root_skips_namespace_studies(
         seen.append(list(names))
         return 0
 
-    monkeypatch.setattr("bench.study.execute_studies", fake_execute)
+    monkeypatch.setattr("bench.studies.study.execute_studies", fake_execute)
     assert cli.main(["study", "--name=all", f"--results={tmp_path}"]) == 0
     assert seen and not set(seen[0]) & set(lbfile.lb_study_names())
 

@@ -1,4 +1,4 @@
-"""bench.lifecycle over real captured runs: oha at 300 req/s on /db for 10 s, SIGHUP to the
+"""bench.observe.lifecycle over real captured runs: oha at 300 req/s on /db for 10 s, SIGHUP to the
 server at 5 s (LIFECYCLE=reload): Gunicorn sync (2 workers) stalled ~0.9 s while its new
 workers started, Granian (2 workers) respawned them one by one."""
 
@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import lifecycle
+from bench.core.outcome import Outcome
+from bench.core.record import Record
 from bench.load.oha import parse_oha, to_load_result
-from bench.record import Record
+from bench.observe import lifecycle
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "lifecycle"
 
@@ -41,7 +42,7 @@ def test_failed_is_the_load_tools_count(server: str) -> None:
     requests, errors, _ = _run(server)
     outcome = lifecycle.analyse(requests, errors, 300, 10, 5.0)
     assert outcome["failed"] == sum(outcome["failed_by_class"].values())  # type: ignore[arg-type]
-    assert outcome["failed"] == sum(int(errors.get(k) or 0) for k in lifecycle.FAILED_CLASSES)
+    assert outcome["failed"] == Outcome.of(0, errors).unserved
 
 
 def test_gunicorn_stall_shows_around_the_reload_and_recovers() -> None:

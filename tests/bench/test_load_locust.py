@@ -1,6 +1,6 @@
 """Locust's statistics -> the record's numbers, over real captures (tests/fixtures/locust).
 
-The captures: granian (1 worker, 16 threads) on the real stack, bench/locust/saas.py with 10
+The captures: granian (1 worker, 16 threads) on the real stack, locust/saas.py with 10
 users for 5 s, one Locust process (`local_*`) and a master with 2 workers (`distributed_*`);
 and 2 users for 2 s against a port nobody listens on (`refused_*`).
 """
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import bench.parse
+import bench.core.parse
 from bench.load import Errors
 from bench.load.locust import parse_locust, parse_locust_tasks
 
@@ -90,11 +90,11 @@ def test_without_status_counts_the_csv_alone_is_used() -> None:
 def test_not_locust_output_is_refused(stats: str | None, status: str | None) -> None:
     """Anything but Locust's stats CSV with an Aggregated row, or status counts that are not
     {status: count}, is a ParseError."""
-    with pytest.raises(bench.parse.ParseError):
+    with pytest.raises(bench.core.parse.ParseError):
         parse_locust(_capture("local")[0] if stats is None else stats, status, 5)
 
 
 def test_a_task_row_with_a_bad_count_is_refused() -> None:
     """parse_locust_tasks refuses what parse_locust refuses."""
-    with pytest.raises(bench.parse.ParseError):
+    with pytest.raises(bench.core.parse.ParseError):
         parse_locust_tasks("Type,Name,Request Count,Failure Count\nGET,login,x,0\n")

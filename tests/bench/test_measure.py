@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import plan
+from bench.core import plan
+from bench.harness.measure import Settings, measure_point
+from bench.host.procs import ProcessTable
 from bench.load import Errors, LoadResult
-from bench.measure import Settings, measure_point
-from bench.procs import ProcessTable
 from tests.fakes import FakeServed, FakeSite, FakeTool, result
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from bench.core.record import load_records
 from bench.load.oha import latency_summary_ms, per_request_latencies_ms
-from bench.openloop import capacity_sections, open_loop_sections, write_knee_plots
-from bench.record import load_records
-from bench.stats import quantile_interval
+from bench.report.openloop import capacity_sections, open_loop_sections, write_knee_plots
+from bench.report.stats import quantile_interval
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "openloop"
 

@@ -1,4 +1,4 @@
-"""The orchestrator in-process: bench.run.execute with a fake site and a fake load tool, so
+"""The orchestrator in-process: bench.harness.run.execute with a fake site and a fake load tool, so
 plan -> prepare -> serve -> measure -> record runs without a subprocess, and every record it
 writes is read back from disk."""
 
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from bench import plan
+from bench.core import plan
+from bench.harness.recorder import Recorder
+from bench.harness.run import Harness, execute
+from bench.host.placement import cpu_placement
+from bench.host.procs import Interrupted
 from bench.load import LoadError
-from bench.placement import cpu_placement
-from bench.procs import Interrupted
-from bench.recorder import Recorder
-from bench.run import Harness, execute
 from tests.fakes import FakeSite, FakeTool, result
 
 
@@ -42,7 +42,7 @@ def _own_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for, nor block, a real harness run on this checkout."""
     state = tmp_path / "state"
     state.mkdir()
-    monkeypatch.setattr("bench.run.state_base", lambda: state)
+    monkeypatch.setattr("bench.harness.run.state_base", lambda: state)
 
 
 def _run(results: Path, site: FakeSite, tool: FakeTool, **kw: object) -> tuple[int, list[dict]]:

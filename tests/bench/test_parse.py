@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.core.parse import ParseError
 from bench.load import Errors
 from bench.load.wrk import parse_wrk, to_ms
-from bench.parse import ParseError
 
 WRK = Path(__file__).resolve().parent.parent / "fixtures" / "wrk"
 
@@ -74,7 +74,7 @@ def test_nginx_log_counts_failures_inside_the_load_window() -> None:
     """A real overflow behind nginx (gunicorn-sync, 1 worker, backlog 4, c=200, 2 s proxy
     timeouts): 387 504s logged, but 192 of them a second after wrk stopped, for clients that
     had gone; inside wrk's window the count (195) equals wrk's own."""
-    from bench.parse import parse_proxy_log
+    from bench.core.parse import parse_proxy_log
 
     text = (WRK.parent / "nginx" / "overflow-access.log").read_text()
     assert parse_proxy_log(text) == {499: 15, 504: 387}
@@ -90,7 +90,7 @@ def test_nginx_log_inside_wrks_own_window_matches_what_wrk_counted() -> None:
     (5.047 s). Requests that started and ended inside wrk's window are exactly the 242 504s
     wrk saw; the primer's leftovers and the 499s of wrk's exit are outside. A window of wrk's
     duration from any other start (the harness's clock before wrk's start-up) is off by a burst."""
-    from bench.parse import parse_proxy_log
+    from bench.core.parse import parse_proxy_log
 
     log = (WRK.parent / "nginx" / "backlog-access.log").read_text()
     wrk = parse_wrk((WRK.parent / "nginx" / "backlog.wrk.txt").read_text())
@@ -106,7 +106,7 @@ def test_nginx_log_inside_wrks_own_window_matches_what_wrk_counted() -> None:
 def test_nginx_log_times_are_read_to_the_millisecond() -> None:
     """A request counts when it started at or after `since` and ended at or before `until`,
     both compared in nginx's whole milliseconds; a line without a readable time is skipped."""
-    from bench.parse import parse_proxy_log
+    from bench.core.parse import parse_proxy_log
 
     log = (
         '100.000 504 504 2.000 "GET / HTTP/1.1"\n'  # started 98.000

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from bench import plan
+from bench.core import plan
 
 
 def _options(**kw: object) -> plan.Options:

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from bench.pools import parse_show, pool_totals
+from bench.observe.pools import parse_show, pool_totals
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "pgbouncer" / "show_pools.txt"
 

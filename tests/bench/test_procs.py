@@ -2,12 +2,14 @@
 
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from bench import ready
-from bench.procs import ProcessTable, StartError, process_tree
+from bench.host import ready
+from bench.host.procs import ProcessTable, StartError, process_tree
 from tests.conftest import alive
 
 
@@ -53,3 +55,27 @@ def test_a_component_that_exits_early_is_reported_with_its_log(tmp_path: Path) -
     with pytest.raises(StartError, match=r"exited with code 3[\s\S]*boom"):
         ready.wait_until(lambda: False, "ready", proc, timeout_s=30)
     table.stop_all()
+
+
+def test_sigint_interrupts_even_when_it_arrived_ignored() -> None:
+    """A harness started as a background job inherits SIGINT ignored; inside signals_raise a
+    SIGINT still raises KeyboardInterrupt (so the run is recorded and the stack stopped)."""
+    code = (
+        "import os, signal\n"
+        "from bench.host.procs import signals_raise\n"
+        "assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN\n"
+        "try:\n"
+        "    with signals_raise():\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        raise SystemExit(3)\n"
+        "except KeyboardInterrupt:\n"
+        "    raise SystemExit(130)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parents[2],
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 130, result.stderr

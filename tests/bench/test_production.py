@@ -6,9 +6,9 @@ import dataclasses
 import json
 from pathlib import Path
 
-from bench.production import NOT_CATALOG, production_sections
-from bench.record import Record
-from bench.registry import server_ids
+from bench.core.record import Record
+from bench.core.registry import server_ids
+from bench.report.production import NOT_CATALOG, production_sections
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

@@ -1,7 +1,7 @@
 """The race's arrival pattern as pure functions: gaps around a measured close, cut to a
 budget of idle time."""
 
-from bench.race import gaps_around, within_budget
+from bench.load.race import gaps_around, within_budget
 
 
 def test_gaps_around_a_measured_close() -> None:

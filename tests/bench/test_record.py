@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.record import (
+from bench.core.record import (
     FORMAT_VERSION,
     Record,
     RecordError,
@@ -99,7 +99,7 @@ def test_a_users_results_are_ignored_by_git_and_the_reference_is_not() -> None:
     stays tracked."""
     import subprocess
 
-    from bench.registry import ROOT
+    from bench.core.registry import ROOT
 
     def ignored(path: str) -> bool:
         return subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", path]).returncode == 0

@@ -5,8 +5,8 @@ import shutil
 import statistics
 from pathlib import Path
 
-from bench.record import load_records
-from bench.report import render_summary, render_system, server_version, write_summary
+from bench.core.record import load_records
+from bench.report.summary import render_summary, render_system, server_version, write_summary
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 GOLDEN = FIXTURES / "summary" / "summary.md"
@@ -88,7 +88,7 @@ def test_starved_connections_flag_the_latency_as_optimistic() -> None:
     connections) flags p99 with a dagger and the footnote; all connections served does not."""
     from dataclasses import replace
 
-    from bench.report import served_share
+    from bench.report.summary import served_share
 
     rec = load_records(FIXTURES / "records")[0][0]
     starved = replace(
@@ -184,7 +184,7 @@ def test_compare_arches_ratio_and_emulated_apart() -> None:
 def test_plots_get_one_series_per_scenario(tmp_path: Path) -> None:
     """Each scenario has its own plot data (records of other scenarios never join its lines),
     and write_summary links a PNG per scenario."""
-    from bench.report import plot_series
+    from bench.report.summary import plot_series
 
     records, _ = load_records(FIXTURES / "records")
     series = plot_series(records)

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from bench import sample
-from bench.sample import parse_listen_queue, parse_netstat
+from bench.observe import sample
+from bench.observe.sample import parse_listen_queue, parse_netstat
 
 PROC = Path(__file__).resolve().parent.parent / "fixtures" / "proc"
 

@@ -1,6 +1,6 @@
 """The seed data is deterministic and the script loads exactly what the verifier expects."""
 
-from bench import seed
+from bench.core import seed
 
 
 def test_world_rows_are_deterministic_and_in_range() -> None:

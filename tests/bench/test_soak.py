@@ -1,13 +1,14 @@
-"""bench.soak and the soak section over a captured 20 s soak of granian (50 req/s on /db, 2 workers,
-RSS every 2 s) and the captured reload runs' per-request files."""
+"""bench.observe.soak and the soak section over a captured 20 s soak of granian (50 req/s on /db,
+2 workers, RSS every 2 s) and the captured reload runs' per-request files."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from bench import soak, soakreport
-from bench.record import Record
+from bench.core.record import Record
+from bench.observe import soak
+from bench.report import soak as soakreport
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

@@ -1,4 +1,4 @@
-"""Sockets from the kernel in-process (bench.sockdiag) count what `ss` lists: the same captured
+"""Sockets from the kernel in-process (bench.host.sockdiag) count what `ss` lists: the same captured
 sockets give the same figures both ways, and the port filter is accepted by the kernel."""
 
 import socket
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import sample, sockdiag
+from bench.host import sockdiag
+from bench.observe import sample
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "sockdiag"
 TW_PORTS = (52331, 57091)  # tests/fixtures/sockdiag/ports.txt

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from bench.stats import difference, estimate, quantile_interval, tie_ranks
+from bench.report.stats import difference, estimate, quantile_interval, tie_ranks
 
 REPS = 2000
 

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import cli, study
-from bench.record import load_records
+from bench import cli
+from bench.core.record import load_records
+from bench.studies import study
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -174,7 +175,7 @@ def test_a_group_without_measurements_skips_its_open_loop_arm_only() -> None:
 def test_make_study_runs_the_second_phase_from_the_first_phases_records(tmp_path: Path) -> None:
     """One `make study`: the closed-loop sweep (wrk) is executed first; its records, read back
     from RESULTS, size the open-loop arms (oha), executed after, with the same study_run."""
-    from bench.record import write_record
+    from bench.core.record import write_record
 
     calls = []
     template = _sweep_record("x", 0.0)

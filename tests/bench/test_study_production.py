@@ -5,8 +5,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from bench import study
-from bench.record import Record
+from bench.core.record import Record
+from bench.studies import study
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "lifecycle"
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bench.table import markdown_table
+from bench.report.table import markdown_table
 
 
 def test_table_lines_and_alignment_rule() -> None:

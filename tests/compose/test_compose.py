@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import registry
+from bench.core import registry
 from bench.host import docker, images
 
 COMPOSE = registry.ROOT / "compose"
@@ -188,7 +188,7 @@ def compose_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
     problem = docker.engine_problem()
     if problem is not None:
         pytest.skip(f"no Docker engine: {problem}")
-    from bench.arch import host_arch
+    from bench.host.arch import host_arch
     from tests.conftest import TOKEN
 
     spec = registry.load_all()["granian"]
@@ -395,10 +395,12 @@ def test_cpus_follow_the_container_quota(tmp_path: Path, cpu_max: str, cap: int 
 
 def test_config_files_are_rendered_for_the_container(tmp_path: Path) -> None:
     """A declaration with a native config file gets it rendered into the run dir, listening
-    on all interfaces, and {config} points at it (as bench/stack.py does natively)."""
+    on all interfaces, and {config} points at it (as bench/stack/components.py does natively)."""
     root = tmp_path / "root"
-    (root / "bench").mkdir(parents=True)
-    shutil.copy(registry.ROOT / "bench" / "registry.py", root / "bench" / "registry.py")
+    (root / "bench" / "core").mkdir(parents=True)
+    shutil.copy(
+        registry.ROOT / "bench" / "core" / "registry.py", root / "bench" / "core" / "registry.py"
+    )
     folder = root / "servers" / "confd"
     folder.mkdir(parents=True)
     (folder / "requirements.txt").write_text("")

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from bench import registry
-from bench.procs import ProcessTable
-from bench.registry import ROOT
-from bench.stack import Database, RunningServer, Stack
-from bench.venv import ensure_venv
+from bench.core import registry
+from bench.core.registry import ROOT
+from bench.host.procs import ProcessTable
+from bench.host.venv import ensure_venv
+from bench.stack.components import Database, RunningServer, Stack
 
 
 def bench_command(results: Path, **options: object) -> list[str]:

@@ -6,10 +6,10 @@ from urllib.parse import quote
 
 import pytest
 
-from bench import registry
-from bench.stack import Database, Stack
-from bench.venv import ensure_venv
-from bench.verify import fetch
+from bench.core import registry
+from bench.host.venv import ensure_venv
+from bench.stack.components import Database, Stack
+from bench.stack.verify import fetch
 
 pytestmark = pytest.mark.integration
 VALUES = [

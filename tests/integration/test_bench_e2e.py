@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.record import FORMAT_VERSION
+from bench.core.record import FORMAT_VERSION
 from tests.conftest import stack_processes
 from tests.integration.conftest import run_bench
 

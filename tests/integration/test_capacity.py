@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.registry import ROOT
-from bench.scenario import SLEEP_MS
+from bench.core.registry import ROOT
+from bench.core.scenario import SLEEP_MS
 
 pytestmark = pytest.mark.integration
 

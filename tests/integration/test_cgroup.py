@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import cgroup
-from bench.registry import ROOT
+from bench.core.registry import ROOT
+from bench.host import cgroup
 from tests.integration.conftest import bench_command
 
 pytestmark = [

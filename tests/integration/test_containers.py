@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from bench import registry
-from bench.arch import host_arch
+from bench.core import record, registry
+from bench.core.registry import ROOT
 from bench.host import docker, images
-from bench.registry import ROOT
-from bench.venv import ensure_venv, installed_packages
+from bench.host.arch import host_arch
+from bench.host.venv import ensure_venv, installed_packages
 from tests.conftest import TOKEN, session_containers
 from tests.integration.conftest import run_bench
 
@@ -47,7 +47,7 @@ def _records(results: Path) -> list[dict]:
 def test_image_holds_the_native_venvs_packages(image: images.Image) -> None:
     """The same pinned requirements give the same distributions and versions in the image
     as in the native venv; the image is tagged with the server's version and the commit."""
-    from bench.containers import image_packages
+    from bench.stack.containers import image_packages
 
     in_image, python = image_packages(image)
     native = installed_packages(ensure_venv(registry.load_all()[SERVER]))
@@ -79,7 +79,7 @@ def test_bench_in_the_container_under_limits(image: images.Image, tmp_path: Path
     records = _records(results)
     assert [r["scenario"] for r in records] and all(r["status"] == "ok" for r in records)
     for rec in records:
-        assert rec["format_version"] == 6 and rec["metadata"]["runtime"] == "docker"
+        assert rec["format_version"] == record.FORMAT_VERSION and rec["metadata"]["runtime"] == "docker"
         box = rec["container"]
         assert box["image_id"] == image.id and box["network"] == "host"
         assert box["cpus"] == 0.5 and box["memory_bytes"] == 256 * 2**20

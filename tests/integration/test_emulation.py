@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.arch import host_arch
+from bench.host.arch import host_arch
 from tests.conftest import stack_processes
 from tests.integration.conftest import run_bench
 

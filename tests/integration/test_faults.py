@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bench.registry import ROOT
+from bench.core.registry import ROOT
 from tests.conftest import alive
 from tests.integration.conftest import bench_command, run_bench
 
@@ -145,7 +145,7 @@ def _quick_run(results: Path) -> subprocess.CompletedProcess:
 
 def _hold_lock() -> subprocess.Popen:
     """Another process holding the harness lock, as a concurrent run would."""
-    from bench.state import state_base
+    from bench.host.state import state_base
 
     code = (
         "import fcntl, sys, time; fh = open(sys.argv[1], 'a+'); "

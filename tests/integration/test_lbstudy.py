@@ -1,14 +1,14 @@
-"""Load-balancer studies in a namespace (bench/lbstudy.py): port exhaustion on a tiny range.
+"""Load-balancer studies in a namespace (bench/studies/lbstudy.py): port exhaustion on a tiny range.
 Needs root (skipped otherwise)."""
 
 from pathlib import Path
 
 import pytest
 
-from bench import netns
-from bench.lbfile import LbArm
-from bench.lbstudy import measure_arm
-from bench.procs import ProcessTable
+from bench.host import netns
+from bench.host.procs import ProcessTable
+from bench.studies.lbfile import LbArm
+from bench.studies.lbstudy import measure_arm
 
 pytestmark = [
     pytest.mark.integration,

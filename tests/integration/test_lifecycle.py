@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import lifecycle
 from bench.load.oha import parse_oha
+from bench.observe import lifecycle
 from tests.integration.conftest import run_bench
 
 pytestmark = pytest.mark.integration

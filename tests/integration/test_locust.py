@@ -7,12 +7,12 @@ from pathlib import Path
 import psutil
 import pytest
 
+from bench.host.procs import ProcessTable
+from bench.host.venv import make_venv
 from bench.load import Errors, LoadAborted
 from bench.load.locust import LOCUST_DIR, parse_locust, parse_locust_tasks, run_locust
-from bench.procs import ProcessTable
-from bench.sample import Sampler
-from bench.stack import RunningServer
-from bench.venv import make_venv
+from bench.observe.sample import Sampler
+from bench.stack.components import RunningServer
 from tests.conftest import stack_processes
 from tests.integration.conftest import run_bench
 

@@ -1,4 +1,4 @@
-"""Network namespaces of the harness (bench/netns.py): created, used, removed, and a killed
+"""Network namespaces of the harness (bench/host/netns.py): created, used, removed, and a killed
 harness's leftovers removed at the next start. Needs root (skipped otherwise)."""
 
 import os
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import netns
-from bench.procs import ProcessTable
-from bench.registry import ROOT
+from bench.core.registry import ROOT
+from bench.host import netns
+from bench.host.procs import ProcessTable
 
 pytestmark = [
     pytest.mark.integration,

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from bench.core.record import FORMAT_VERSION
+from bench.host.procs import ProcessTable, process_tree
 from bench.load import LoadRequest, LoadResult
 from bench.load.oha import OHA_VERSION, Oha, latency_summary_ms, per_request_latencies_ms
-from bench.procs import ProcessTable, process_tree
-from bench.record import FORMAT_VERSION
-from bench.stack import RunningServer
+from bench.stack.components import RunningServer
 from tests.conftest import stack_processes
 from tests.integration.conftest import run_bench
 

@@ -1,13 +1,13 @@
-"""pgbouncer's pools through one long-lived psql session (bench.pools.PoolSession)."""
+"""pgbouncer's pools through one long-lived psql session (bench.observe.pools.PoolSession)."""
 
 import os
 import signal
 
 import pytest
 
-from bench.pools import PoolSession
-from bench.procs import ProcessTable
-from bench.stack import DB_NAME, DB_USER, Database
+from bench.host.procs import ProcessTable
+from bench.observe.pools import PoolSession
+from bench.stack.components import DB_NAME, DB_USER, Database
 
 pytestmark = pytest.mark.integration
 

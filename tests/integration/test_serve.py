@@ -11,7 +11,7 @@ import urllib.request
 import psutil
 import pytest
 
-from bench.registry import ROOT
+from bench.core.registry import ROOT
 from tests.conftest import alive, stack_processes
 
 pytestmark = pytest.mark.integration

@@ -8,10 +8,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bench import registry, verify
-from bench.procs import ProcessTable
-from bench.stack import Database, Stack
-from bench.venv import ensure_venv
+from bench.core import registry
+from bench.host.procs import ProcessTable
+from bench.host.venv import ensure_venv
+from bench.stack import verify
+from bench.stack.components import Database, Stack
 
 pytestmark = pytest.mark.integration
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -90,8 +91,8 @@ def test_a_foreign_server_on_our_port_is_refused(
     import http.server
     import threading
 
-    from bench import stack as stack_module
-    from bench.procs import StartError
+    from bench.host.procs import StartError
+    from bench.stack import components as stack_module
 
     class Impostor(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:

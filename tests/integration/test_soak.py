@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import soak
-from bench.registry import ROOT
+from bench.core.registry import ROOT
+from bench.observe import soak
 
 pytestmark = pytest.mark.integration
 

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import registry
-from bench.stack import Database, Stack
-from bench.venv import ensure_venv
+from bench.core import registry
+from bench.host.venv import ensure_venv
+from bench.stack.components import Database, Stack
 from tests.conftest import stack_processes
 from tests.integration.conftest import run_bench
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import registry
+from bench.core import registry
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "servers"
 

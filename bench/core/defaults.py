@@ -1,0 +1,72 @@
+"""Defaults: the one definition of every default the CLI, the plan, the studies and the stack share.
+
+Input: nothing (a leaf module: constants only, no imports from bench). Output: the value each
+make variable takes when it is not set, and each key a study file may leave out. The Makefile's
+`make help` and the README state them too; tests/bench/test_defaults.py holds `make help` to these.
+"""
+
+from __future__ import annotations
+
+# -- make bench (python -m bench run) --------------------------------------------------------
+SERVER = "granian"  # one server keeps a first `make bench` to minutes
+# The server's own overhead, serialisation, one database round trip: TechEmpower's basics.
+SCENARIOS = ("plaintext", "json", "db")
+# The source paper's user counts (study sync-vs-gevent): below, at and past a sync worker pool.
+CONCURRENCY = (5, 10, 30, 50, 100)
+DURATION_S = 10  # enough requests for a stable p99 at these rates; a 5-point sweep stays short
+WARMUP_S = 2  # connection pools and lazy imports fill before the measured window
+# the fewest trials that separate a 30 % difference 9 times in 10 at this machine's noise
+# (sd 10 % of log req/s; `python -m bench.report.stats` prints the simulation)
+TRIALS = 5
+RESULTS = "results"  # relative to where make runs: the checkout
+PROXY = "none"  # the server alone; nginx in front is a choice (PROXY=nginx)
+KEEPALIVE = True  # what wrk, browsers and HTTP/1.1 clients do unless told otherwise
+PROXY_TIMEOUT_S = 60  # nginx's own default for proxy_connect_timeout and proxy_read_timeout
+PIN = False  # pinning needs 2+ CPUs and halves what the server may use; opt in with PIN=1
+LOAD_TOOL = "wrk"  # one URL at a time, the lowest client overhead
+LOCUST_WORKERS = 0  # one local Locust process; workers only when it saturates a core
+RUNTIME = "native"  # the harness starts the server here; `compose` is set by make compose-bench
+
+# -- every run (studies may change the load timeout) -----------------------------------------
+# wrk's --timeout: a response slower than this counts as a timeout error, not a latency sample.
+# wrk's own 2 s would turn a queueing server's slow answers into errors.
+LOAD_TIMEOUT_S = 10
+# The first run of a scenario on a fresh server: a short load that wakes lazy code paths so the
+# warmup of the first concurrency is not the only one that pays for them.
+PRIMER_S = 1
+PRIMER_CONCURRENCY = 8  # more than one worker's worth, fewer than overload the slowest server
+
+# -- open-loop load (LOAD=oha) ----------------------------------------------------------------
+# CONCURRENCY unset: the connection pool an arrival rate is sent from holds the requests in
+# flight if each took 50 ms (Little's law): ample for a server within a latency objective of
+# tens of ms; past that arrivals queue in the tool, and that wait counts in the latency
+# (latency is measured from each request's intended send time).
+OPEN_LOOP_POOL_S = 0.05
+OPEN_LOOP_POOL_MIN = 10  # a low rate still gets some parallelism
+OPEN_LOOP_POOL_MAX = 1000  # file descriptors and the server's accept queue stay reasonable
+
+# -- make capacity ---------------------------------------------------------------------------
+SLO_P99_MS = 100  # a common web latency objective; set SLO_P99_MS to yours
+CAPACITY_BUDGET_S = 300  # per server and scenario: ~25 steps of 1 s warmup + 5 s + the gaps
+CAPACITY_START_RPS = 50  # below any server's capacity here; doubled until a step fails
+CAPACITY_PRECISION = 0.05  # bisect until the passing and failing rates are within 5 %
+CAPACITY_MIN_ACHIEVED = 0.99  # served at least 99 % of the offered rate
+CAPACITY_DURATION_S = 5  # per step: 5,000+ samples at 1,000 req/s: a p99 from 50 of them
+CAPACITY_WARMUP_S = 1  # per step, at the step's rate
+# Past capacity: what a user sees when the load grows beyond it.
+CAPACITY_PAST = (1.2, 1.5)
+# Below capacity: the latency a user sees with headroom.
+CAPACITY_PROFILE = (0.5, 0.8)
+
+# -- study files: what [run] or an arm may leave out -----------------------------------------
+STUDY_SCENARIO = "upstream"  # the source documents are about slow I/O behind the server
+STUDY_CONCURRENCY = (10,)
+STUDY_WARMUP_S = 0  # the source experiments measured from a cold start
+STUDY_TRIALS = 1  # a verdict compares ratios measured within one run
+
+# -- make soak (memory over time at a fixed rate) --------------------------------------------
+SOAK_DURATION_S = 600  # source 002's long run: 10 minutes
+SOAK_RATE = 100  # req/s: about source 002's 100 users (66-69 req/s served there)
+SOAK_INTERVAL_S = 5  # RSS of every server process every 5 s: 120 samples in 10 minutes
+SOAK_WARMUP_S = 5  # pools and lazy imports filled before memory is followed
+SOAK_SCENARIO = "db"  # a database round trip per request: pools, drivers, the app's objects

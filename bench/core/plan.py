@@ -1,0 +1,175 @@
+"""The plan: validated options -> the ordered list of runs.
+
+Input: Options (already validated by bench.cli). Output: Blocks, one per (trial, server) —
+the server is started once per block and measured on every scenario × concurrency in it.
+Servers come in a random order per trial (seeded, recorded), so that drift of the machine
+over time does not favour whichever server always runs first.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.core import defaults, scenario
+from bench.core.app import AppSpec
+
+# Scenarios are declared in bench.core.scenario; which load tool drives which is theirs to say.
+SCENARIOS = scenario.SCENARIOS
+LOAD_SCENARIOS: dict[str, tuple[str, ...]] = {t: scenario.scenarios_for(t) for t in scenario.TOOLS}
+# alb: nginx configured as a cloud load balancer (proxy/alb.conf.template, issue 15)
+PROXIES = ("none", "nginx", "alb")
+# native: the harness started the server here; compose: in containers (make compose-bench)
+# docker: the server under test in its image (bench.containers; RUNTIME=docker)
+RUNTIMES = ("native", "docker", "compose")
+
+
+@dataclass(frozen=True)
+class Objective:
+    """A capacity search's target (make capacity): the highest offered rate at which p99
+    (and p99.9 when given) stay within these, no request fails and at least
+    `min_achieved` of the offered rate is served."""
+
+    p99_ms: float
+    p999_ms: float | None = None
+    budget_s: int = defaults.CAPACITY_BUDGET_S  # per server: the search stops past it
+    start_rps: int = defaults.CAPACITY_START_RPS
+    precision: float = defaults.CAPACITY_PRECISION
+    min_achieved: float = defaults.CAPACITY_MIN_ACHIEVED
+
+    def to_dict(self) -> dict[str, float | int | None]:
+        """The record's metadata.capacity.objective."""
+        return {
+            "p99_ms": self.p99_ms,
+            "p999_ms": self.p999_ms,
+            "budget_s": self.budget_s,
+            "start_rps": self.start_rps,
+            "precision": self.precision,
+            "min_achieved": self.min_achieved,
+        }
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything a harness run needs, validated."""
+
+    servers: tuple[str, ...]
+    scenarios: tuple[str, ...]
+    concurrency: tuple[int, ...]
+    duration_s: int
+    warmup_s: int
+    trials: int
+    arch: str
+    results: Path
+    overrides: dict[str, int]
+    load_threads: int
+    seed: int
+    proxy: str | None = None  # "nginx", "alb", or None: the load tool talks to the server directly
+    keepalive: bool = defaults.KEEPALIVE  # client keep-alive (off: wrk sends `Connection: close`)
+    upstream_keepalive: bool | None = None  # nginx -> server; None without a proxy
+    proxy_timeout_s: int = (
+        defaults.PROXY_TIMEOUT_S
+    )  # nginx's connect/read timeouts (its default is 60 s)
+    pin: bool = defaults.PIN  # load tool and server on separate CPUs
+    load_tool: str = defaults.LOAD_TOOL
+    load_workers: int = defaults.LOCUST_WORKERS  # Locust worker processes (0: one local process)
+    target: str | None = None  # http://host:port of a server running elsewhere (TARGET=)
+    runtime: str = defaults.RUNTIME
+    # Set by studies (bench/studies/study.py), not by make variables:
+    paths: dict[str, str] = field(default_factory=dict)  # scenario -> another URL path
+    app_env: dict[str, str] = field(default_factory=dict)  # extra environment of the app
+    # a response slower than this counts as a timeout error
+    load_timeout_s: int = defaults.LOAD_TIMEOUT_S
+    # RATE=: offered requests/s of an open-loop tool (oha); empty for closed-loop tools. With
+    # rates, an empty `concurrency` means: each rate's connection pool by pool_for().
+    rates: tuple[int, ...] = ()
+    objective: Objective | None = None  # make capacity: search each server's capacity
+    meta: dict[str, object] = field(default_factory=dict)  # into every record's metadata
+    # CPU_QUOTA=: the server in a cgroup of its own limited to this many CPUs (bench.host.cgroup)
+    cpu_quota: float | None = None
+    # LIFECYCLE=: an event in the middle of each measured window ("reload": bench.observe.lifecycle)
+    lifecycle: str | None = None
+    # make soak: RSS of every server process sampled this often (seconds; bench.observe.soak)
+    soak_interval_s: float | None = None
+    # RECYCLE=: workers recycle after this many requests, by the server's own flags
+    recycle: int | None = None
+    # RUNTIME=docker: the container's limits (the engine's --cpus and --memory); None: none
+    cpus: float | None = None
+    memory_bytes: int | None = None
+    # APP=: the user's own app instead of app_common (bench.core.app); its routes are the
+    # scenarios (`<app>:<route>`, their paths in `paths`)
+    app: AppSpec | None = None
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One measured run."""
+
+    server: str
+    scenario: str
+    concurrency: int
+    trial: int
+    path_override: str | None = None
+    rate: int | None = None  # offered requests/s (open-loop); None: closed-loop
+
+    @property
+    def path(self) -> str:
+        """The URL path the load tool requests."""
+        return self.path_override or SCENARIOS[self.scenario].path
+
+
+@dataclass(frozen=True)
+class Block:
+    """One server start: every run measured against it, in order."""
+
+    trial: int
+    server: str
+    runs: tuple[RunSpec, ...]
+
+
+def pool_for(rate: int) -> int:
+    """An open-loop tool's connection pool at a rate: the requests in flight if each took
+    defaults.OPEN_LOOP_POOL_S (Little's law), within the pool's bounds."""
+    wanted = math.ceil(rate * defaults.OPEN_LOOP_POOL_S)
+    return max(defaults.OPEN_LOOP_POOL_MIN, min(defaults.OPEN_LOOP_POOL_MAX, wanted))
+
+
+def points(options: Options) -> list[tuple[int, int | None]]:
+    """(connections, rate) of each measured point of a scenario, in order."""
+    if not options.rates:
+        return [(conc, None) for conc in options.concurrency]
+    return [
+        (conc, rate) for rate in options.rates for conc in options.concurrency or (pool_for(rate),)
+    ]
+
+
+def make_plan(options: Options) -> list[Block]:
+    """Blocks in execution order: trials in turn, servers shuffled within each trial."""
+    rng = random.Random(options.seed)
+    blocks = []
+    for trial in range(1, options.trials + 1):
+        order = list(options.servers)
+        rng.shuffle(order)
+        for server in order:
+            runs = tuple(
+                RunSpec(server, scenario, conc, trial, options.paths.get(scenario), rate)
+                for scenario in options.scenarios
+                for conc, rate in points(options)
+            )
+            blocks.append(Block(trial, server, runs))
+    return blocks
+
+
+def run_seconds(options: Options, scenario_primed: bool) -> int:
+    """Load time of one run: primer (first run of a scenario), warmup, measurement."""
+    return (0 if scenario_primed else defaults.PRIMER_S) + options.warmup_s + options.duration_s
+
+
+def estimate_seconds(options: Options, blocks: list[Block]) -> int:
+    """Load time of the whole plan, for the progress line (start-up and verify not counted)."""
+    per_block = len(options.scenarios) * defaults.PRIMER_S + sum(
+        options.warmup_s + options.duration_s for _ in blocks[0].runs
+    )
+    return per_block * len(blocks) if blocks else 0

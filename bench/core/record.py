@@ -1,0 +1,236 @@
+"""Records: one measured run -> one JSON file, written atomically and never overwritten.
+
+Input: a Record and its raw outputs. Output: RESULTS/records/<stem>.json and
+RESULTS/raw/<stem>.<suffix>; and back: every record below RESULTS (any sub-folder, so records
+copied from other machines merge), with one problem line per file that is not a usable record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import tempfile
+from dataclasses import MISSING, asdict, dataclass, fields
+from pathlib import Path
+
+# Format history:
+# 1: first format (2026-11): status/reason, server/app/scenario/concurrency/trial, arch,
+#    load tool, knobs, requests/rps, latency_ms, errors (+by_status), db, verify, metadata.
+# 2: + resources {server_cpu_pct, server_rss_mb, load_cpu_pct} and sockets {time_wait_before,
+#    time_wait_max, time_wait_after, listen_queue_max, listen_overflows, listen_drops} (2026-11).
+# 3: + proxy ("nginx" or null), keepalive {client, upstream}, backlog (the listen backlog
+#    the kernel reports for the server's socket), load_workers, tasks (Locust, per task),
+#    errors.proxy_by_status (from nginx's log), resources.proxy_cpu_pct, db.server_conns_max
+#    (open), db.server_conns_active_max and db.clients_waiting_max (pgbouncer SHOW POOLS,
+#    sampled once a second), sockets.time_wait_client_max, time_wait_upstream_max and
+#    time_wait_db_max; time_wait_* now count only sockets that entered TIME_WAIT during the
+#    run; target (TARGET=: a server elsewhere, no server-side samples); metadata.cpu_placement,
+#    metadata.study*, metadata.emulator (2026-11).
+# 4: + offered_rps (the arrival rate an open-loop tool was asked for; null for closed-loop
+#    tools) and achieved_rps (successful responses per second; null for closed-loop tools);
+#    latency_ms of open-loop runs is measured from each request's intended send time, and
+#    errors may carry `other` and `aborted` (requests cut off by the tool's deadline) and
+#    `by_message` (the tool's own error texts); raw files may be gzip-compressed (2026-11).
+# 5: (2026-11, second round) keys for the statistics, load-balancer and production issues;
+#    each key added is listed here:
+#    metadata.machine_id (a stable hashed identity of the host: two hosts with one name stay
+#    apart), metadata.machine_label (MACHINE=, the user's name for it).
+#    cgroup {cpu_quota (CPUs), cgroup_version (v1/v2), quota_us, period_us, nr_periods,
+#    nr_throttled, throttled_ms: cpu.stat deltas over the measured window; workers, the
+#    server's workers and workers_rule, how they were chosen}: CPU_QUOTA= runs only.
+#    lifecycle {event, signal, planned_at_s, at_s, failed, failed_by_class, p99_before_ms,
+#    p99_around_ms, p99_after_ms, latency_limit_ms, recovery_s, disrupted_s}: LIFECYCLE=.
+#    series {interval_s, leader_pid, t_s, rss_mb {pid: [MB per sample]}, rss_total_mb,
+#    rss_slope_mb_per_h {slope, ci_low, ci_high, r}, minutes [{minute, responses_per_s,
+#    non_2xx}]}: make soak.
+#    recycles {max_requests, max_requests_jitter, workers_at_start, workers_started}: RECYCLE=.
+#    network: the load-balancer studies' namespace facts {namespace, sysctls set inside,
+#      kernel_counters (TCP counter deltas read inside), time_wait_max, listen_queue_max,
+#      proxy_error_reasons (nginx error-log reason -> count), race (the burst pattern)}.
+#    - errors.by_status (wrk) may be {}: not counted by status (no proxy in front and no
+#      failed status in the warmup); errors.non_2xx is wrk's own count either way.
+# 6: + user_app {name, sha256 (files and requirements together), files_sha256, files,
+#    requirements_sha256, entry (module:callable served), kind (wsgi/asgi), framework,
+#    routes}: APP= runs only (null otherwise); their scenario is `<app name>:<route name>`,
+#    app_framework the detected framework, verify.db_queries the routes' queries (2026-11).
+# 7: (2026-11, issue 24) container {image, image_id, image_tags, cpus, memory_bytes (the
+#    engine's --cpus/--memory; null: none), network ("host"), name, engine {version,
+#    cgroup_driver, cgroup_version}; over the measured window, from the container's own cgroup:
+#    cgroup_version, quota_us, period_us, memory_limit_bytes, cpu_pct, nr_periods,
+#    nr_throttled, throttled_ms, memory_mb_end, memory_peak_mb, memory_peak_scope (window or
+#    container), oom_kills, memory_failcnt}: RUNTIME=docker runs only (metadata.runtime
+#    "docker"); null otherwise.
+FORMAT_VERSION = 7
+KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
+STATUSES = ("ok", "failed", "unsupported")
+
+
+class RecordError(ValueError):
+    """A JSON document that is not a record this code can read."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One measured run (or one that could not be measured, with its reason)."""
+
+    format_version: int
+    status: str
+    reason: str | None
+    run_id: str
+    server: str
+    app: str
+    app_framework: str | None
+    scenario: str
+    path: str
+    concurrency: int
+    trial: int
+    duration_s: float
+    arch: str
+    host_arch: str
+    emulated: bool
+    load_tool: str
+    load_tool_version: str | None
+    load_threads: int | None
+    knobs: dict
+    requests: int | None
+    rps: float | None
+    latency_ms: dict | None
+    errors: dict | None
+    db: dict | None
+    verify: dict | None
+    metadata: dict
+    raw_files: list[str]
+    resources: dict | None = None
+    sockets: dict | None = None
+    proxy: str | None = None
+    keepalive: dict | None = None
+    backlog: int | None = None
+    load_workers: int | None = None
+    tasks: dict | None = None
+    target: str | None = None
+    offered_rps: float | None = None
+    achieved_rps: float | None = None
+    cgroup: dict | None = None
+    lifecycle: dict | None = None
+    series: dict | None = None
+    recycles: dict | None = None
+    network: dict | None = None
+    user_app: dict | None = None
+    container: dict | None = None
+
+    def to_dict(self) -> dict:
+        """The JSON-ready form."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Record:
+        """A Record from its JSON form; unknown keys are ignored, unknown versions refused."""
+        if not isinstance(data, dict) or "format_version" not in data:
+            raise RecordError("no format_version: not a record")
+        if data["format_version"] not in KNOWN_VERSIONS:
+            raise RecordError(
+                f"format_version {data['format_version']!r} is unknown "
+                f"(this code reads {list(KNOWN_VERSIONS)})"
+            )
+        names = [f.name for f in fields(cls)]
+        # Keys added by later versions have defaults: older records load without them.
+        required = [f.name for f in fields(cls) if f.default is MISSING]
+        missing = [name for name in required if name not in data]
+        if missing:
+            raise RecordError(f"missing keys {missing}")
+        if data["status"] not in STATUSES:
+            raise RecordError(f"status {data['status']!r} is not one of {STATUSES}")
+        return cls(**{name: data[name] for name in names if name in data})
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", text).strip("-") or "x"
+
+
+def record_name(rec: Record) -> str:
+    """File stem: start time, host, server, scenario, concurrency, trial, run id."""
+    started = str(rec.metadata.get("started_at", "")).replace("-", "").replace(":", "")
+    host = str(rec.metadata.get("hostname", "host"))
+    parts = [
+        started or "unknown-time",
+        host,
+        rec.server,
+        rec.scenario,
+        *([rec.proxy] if rec.proxy else []),
+        *(["close"] if rec.keepalive and rec.keepalive.get("client") is False else []),
+        *([f"q{rec.offered_rps:g}"] if rec.offered_rps is not None else []),
+        f"c{rec.concurrency}",
+        f"t{rec.trial}",
+        rec.run_id[:8],
+    ]
+    return "_".join(_safe(p) for p in parts)
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Write data to path through a temp file; never replace an existing file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        # link() fails if the name exists: an earlier record is never overwritten, and a
+        # reader never sees a half-written file under the final name.
+        os.link(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def write_record(results_dir: Path, rec: Record, raw: dict[str, str | bytes]) -> Path:
+    """Write the raw outputs, then the record that lists them; FileExistsError if it exists."""
+    stem = record_name(rec)
+    path = results_dir / "records" / f"{stem}.json"
+    if path.exists():
+        raise FileExistsError(path)
+    raw_files = []
+    for suffix, text in sorted(raw.items()):
+        if not text:
+            continue
+        raw_path = results_dir / "raw" / f"{stem}.{suffix}"
+        _write_new(raw_path, text.encode() if isinstance(text, str) else text)
+        raw_files.append(str(raw_path.relative_to(results_dir)))
+    data = {**rec.to_dict(), "raw_files": raw_files}
+    _write_new(path, (json.dumps(data, sort_keys=True, indent=2) + "\n").encode())
+    return path
+
+
+# The shipped reference run lives in results/reference/: a user's own RESULTS=results never
+# merges it unless asked (REFERENCE=1); RESULTS=results/reference reads it as any other set.
+REFERENCE_DIR = "reference"
+
+
+def load_records(
+    results_dir: Path, with_reference: bool = False, exclude: Path | None = None
+) -> tuple[list[Record], list[str]]:
+    """Every record below results_dir (the shipped reference's only with_reference; none
+    below `exclude`, another set nested in this one), and a line per JSON file that is not a
+    usable one."""
+    records, problems = [], []
+    if not results_dir.exists():
+        return records, problems
+    nested = exclude.resolve() if exclude is not None else None
+    for path in sorted(results_dir.rglob("*.json")):
+        if nested is not None and path.resolve().is_relative_to(nested):
+            continue
+        parts = path.relative_to(results_dir).parts
+        if path.name.startswith(".tmp-") or "raw" in parts[:-1]:
+            continue  # raw outputs (oha's JSON among them) sit in raw/ beside the records
+        if parts[0] == REFERENCE_DIR and not with_reference:
+            continue
+        rel = path.relative_to(results_dir)
+        try:
+            records.append(Record.from_dict(json.loads(path.read_text())))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            problems.append(f"{rel}: unreadable JSON ({exc.__class__.__name__}), skipped")
+        except (RecordError, TypeError) as exc:
+            problems.append(f"{rel}: {exc}, skipped")
+    return records, problems

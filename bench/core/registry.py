@@ -1,0 +1,336 @@
+"""Server declarations: servers/<id>/server.toml -> validated ServerSpec.
+
+Input: the servers/ folder. Output: ServerSpec objects, or DeclarationError naming the file
+and the field. A server is data: adding one is adding a folder, never changing this module.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVERS_DIR = ROOT / "servers"
+
+APPS = {"wsgi": "app_common.wsgi:app", "asgi": "app_common.asgi:app", "static": ""}
+# Placeholders the harness always fills; every other {name} must be a declared knob.
+BUILTIN_PLACEHOLDERS = {"python", "port", "app", "run_dir", "root", "venv", "config"}
+# Knobs a user may override from make (WORKERS=, THREADS=, CONNECTIONS=, BACKLOG=).
+OVERRIDABLE = ("workers", "threads", "connections", "backlog")
+# Top-level keys of server.toml -> the TOML type each must have.
+TOP_TYPES: dict[str, type] = {
+    "description": str,
+    "app": str,
+    "package": str,
+    "argv": list,
+    "env": dict,
+    "knobs": dict,
+    "ready_path": str,
+    "stop_signal": str,
+    "config": str,
+    "scenarios": list,
+    "version_argv": list,
+    "install_flags": list,
+    "reload": dict,
+    "recycle": dict,
+}
+TOP_KEYS = set(TOP_TYPES)
+_TYPE_NAMES = {str: "a string", list: "a list", dict: "a table"}
+KNOB_KEYS = {"default", "server_default", "why"}
+ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+class DeclarationError(ValueError):
+    """A server.toml that does not follow the declaration format."""
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One tunable of a server, its value here and the server's own default."""
+
+    name: str
+    default: int | str
+    server_default: int | str | None
+    why: str | None
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """A validated server declaration."""
+
+    id: str
+    description: str
+    app: str
+    package: str | None
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    knobs: dict[str, Knob]
+    ready_path: str
+    stop_signal: str
+    folder: Path
+    config: str | None = None
+    scenarios: tuple[str, ...] | None = None
+    version_argv: tuple[str, ...] | None = None
+    install_flags: tuple[str, ...] = ()
+    # [reload]: the server's own documented graceful reload (LIFECYCLE=reload), or why it has
+    # none. reload_signal None: not supported by the server.
+    reload_signal: str | None = None
+    reload_why: str = "no [reload] declared"
+    # [recycle]: the server's own worker-recycling flags (RECYCLE=), appended to argv; None:
+    # not supported by the server (recycle_why says why).
+    recycle_argv: tuple[str, ...] | None = None
+    recycle_why: str = "no [recycle] declared"
+
+    @property
+    def requirements(self) -> Path | None:
+        """Pinned requirements file, or None for servers that need no venv."""
+        path = self.folder / "requirements.txt"
+        return path if path.exists() else None
+
+
+def placeholders(text: str) -> set[str]:
+    """Names of the {placeholders} in a template string."""
+    return {name for _, name, _, _ in string.Formatter().parse(text) if name}
+
+
+def validate_knob(path: Path, name: str, raw: object) -> Knob:
+    """Check one [knobs.<name>] table."""
+    if not isinstance(raw, dict):
+        raise DeclarationError(f"{path}: [knobs.{name}] must be a table")
+    unknown = set(raw) - KNOB_KEYS
+    if unknown:
+        raise DeclarationError(f"{path}: [knobs.{name}] unknown keys {sorted(unknown)}")
+    if "default" not in raw:
+        raise DeclarationError(f"{path}: [knobs.{name}] needs a default")
+    default = raw["default"]
+    if not (isinstance(default, int) and default > 0) and default != "cpus":
+        raise DeclarationError(
+            f"{path}: [knobs.{name}] default must be a positive integer or 'cpus', got {default!r}"
+        )
+    server_default = raw.get("server_default")
+    why = raw.get("why")
+    # The fairness rule: a value that differs from the server's own default says why.
+    if server_default != default and not (isinstance(why, str) and why.strip()):
+        raise DeclarationError(
+            f"{path}: [knobs.{name}] default {default!r} differs from the server's "
+            f"default {server_default!r}: add why = '...'"
+        )
+    return Knob(name, default, server_default, why)
+
+
+def _check_top_level(path: Path, data: dict) -> None:
+    """Known top-level keys, the required ones present, each of its TOML type, a known app."""
+    unknown = set(data) - TOP_KEYS
+    if unknown:
+        raise DeclarationError(
+            f"{path}: unknown keys {sorted(unknown)} (allowed: {sorted(TOP_KEYS)})"
+        )
+    for key in ("description", "app", "argv"):
+        if key not in data:
+            raise DeclarationError(f"{path}: missing required key {key!r}")
+    for key, kind in TOP_TYPES.items():
+        if key in data and not isinstance(data[key], kind):
+            raise DeclarationError(f"{path}: {key} must be {_TYPE_NAMES[kind]}")
+    if data["app"] not in APPS:
+        raise DeclarationError(f"{path}: app must be one of {sorted(APPS)}, got {data['app']!r}")
+
+
+def _check_command(path: Path, data: dict) -> set[str]:
+    """argv a non-empty list of strings, [env] values strings; the placeholders they use."""
+    argv = data["argv"]
+    if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)):
+        raise DeclarationError(f"{path}: argv must be a non-empty list of strings")
+    env = data.get("env", {})
+    if not (isinstance(env, dict) and all(isinstance(v, str) for v in env.values())):
+        raise DeclarationError(f"{path}: [env] values must be strings")
+    return set().union(*(placeholders(a) for a in [*argv, *env.values()]))
+
+
+def _check_placeholders(path: Path, used: set[str], knobs: dict[str, Knob]) -> None:
+    """Every placeholder used is a declared knob or one the harness fills."""
+    undeclared = used - BUILTIN_PLACEHOLDERS - set(knobs)
+    if undeclared:
+        raise DeclarationError(
+            f"{path}: placeholders {sorted(undeclared)} are neither knobs nor "
+            f"built-ins {sorted(BUILTIN_PLACEHOLDERS)}"
+        )
+
+
+def _check_config(path: Path, data: dict, used: set[str]) -> None:
+    """The port is bound somewhere; a declared config file exists and {config} has one."""
+    config_text = ""
+    if isinstance(data.get("config"), str) and (path.parent / data["config"]).is_file():
+        config_text = (path.parent / data["config"]).read_text()
+    if "port" not in used and "{port}" not in config_text:
+        raise DeclarationError(f"{path}: argv, env or the config file must bind to {{port}}")
+    config = data.get("config")
+    if config is not None and not (path.parent / config).is_file():
+        raise DeclarationError(f"{path}: config file {config!r} not found beside it")
+    if "config" in used and config is None:
+        raise DeclarationError(f"{path}: argv uses {{config}} but no config = '...' is declared")
+
+
+def _check_options(path: Path, data: dict) -> None:
+    """The optional lists and names: scenarios, version_argv, install_flags, stop_signal."""
+    scenarios = data.get("scenarios")
+    if scenarios is not None and not (
+        isinstance(scenarios, list) and scenarios and all(isinstance(x, str) for x in scenarios)
+    ):
+        raise DeclarationError(f"{path}: scenarios must be a non-empty list of names")
+    version_argv = data.get("version_argv")
+    if version_argv is not None and not all(isinstance(a, str) for a in version_argv):
+        raise DeclarationError(f"{path}: version_argv must be a list of strings")
+    if data.get("install_flags", []) not in ([], ["--no-deps"]):
+        raise DeclarationError(f"{path}: install_flags may only be ['--no-deps']")
+    if data.get("stop_signal", "SIGTERM") not in ("SIGTERM", "SIGINT", "SIGQUIT"):
+        raise DeclarationError(f"{path}: stop_signal must be SIGTERM, SIGINT or SIGQUIT")
+
+
+RELOAD_SIGNALS = ("SIGHUP", "SIGUSR1", "SIGUSR2")
+
+
+def validate_reload(path: Path, raw: dict) -> tuple[str | None, str]:
+    """[reload]: signal = "SIGHUP" with why = "<the server's documentation says ...>", or
+    unsupported = "<why the server has no graceful reload>"."""
+    keys = set(raw)
+    signal_ok = keys == {"signal", "why"} and raw["signal"] in RELOAD_SIGNALS
+    if signal_ok and isinstance(raw["why"], str) and raw["why"].strip():
+        return str(raw["signal"]), raw["why"].strip()
+    if keys == {"unsupported"} and isinstance(raw["unsupported"], str) and raw["unsupported"]:
+        return None, raw["unsupported"].strip()
+    raise DeclarationError(
+        f"{path}: [reload] must be signal = one of {', '.join(RELOAD_SIGNALS)} with why = "
+        "'...', or unsupported = '<why>'"
+    )
+
+
+RECYCLE_PLACEHOLDERS = {"max_requests", "max_requests_jitter"}
+
+
+def validate_recycle(path: Path, raw: dict) -> tuple[tuple[str, ...] | None, str]:
+    """[recycle]: argv = [flags with {max_requests} / {max_requests_jitter}] with why, or
+    unsupported = "<why>"."""
+    if set(raw) == {"unsupported"} and isinstance(raw["unsupported"], str) and raw["unsupported"]:
+        return None, raw["unsupported"].strip()
+    argv = raw.get("argv")
+    if (
+        set(raw) == {"argv", "why"}
+        and isinstance(argv, list)
+        and argv
+        and all(isinstance(a, str) for a in argv)
+        and isinstance(raw["why"], str)
+        and raw["why"].strip()
+    ):
+        unknown = set().union(*(placeholders(a) for a in argv)) - RECYCLE_PLACEHOLDERS
+        if not unknown:
+            return tuple(argv), raw["why"].strip()
+    raise DeclarationError(
+        f"{path}: [recycle] must be argv = [flags using {sorted(RECYCLE_PLACEHOLDERS)}] with "
+        "why = '...', or unsupported = '<why>'"
+    )
+
+
+def validate_spec(path: Path, data: dict) -> ServerSpec:
+    """Turn one parsed server.toml into a ServerSpec, or raise DeclarationError."""
+    server_id = path.parent.name
+    if not ID_RE.match(server_id):
+        raise DeclarationError(f"{path}: folder name {server_id!r} is not a valid server id")
+    _check_top_level(path, data)
+    used = _check_command(path, data)
+    knobs = {name: validate_knob(path, name, raw) for name, raw in data.get("knobs", {}).items()}
+    _check_placeholders(path, used, knobs)
+    _check_config(path, data, used)
+    _check_options(path, data)
+    scenarios = data.get("scenarios")
+    version_argv = data.get("version_argv")
+    reload_signal, reload_why = (
+        validate_reload(path, data["reload"])
+        if "reload" in data
+        else (None, "no [reload] declared")
+    )
+    recycle_argv, recycle_why = (
+        validate_recycle(path, data["recycle"])
+        if "recycle" in data
+        else (None, "no [recycle] declared")
+    )
+    return ServerSpec(
+        id=server_id,
+        description=str(data["description"]),
+        app=data["app"],
+        package=data.get("package"),
+        argv=tuple(data["argv"]),
+        env=dict(data.get("env", {})),
+        knobs=knobs,
+        ready_path=data.get("ready_path", "/plaintext"),
+        stop_signal=data.get("stop_signal", "SIGTERM"),
+        folder=path.parent,
+        config=data.get("config"),
+        scenarios=tuple(scenarios) if scenarios else None,
+        version_argv=tuple(version_argv) if version_argv else None,
+        install_flags=tuple(data.get("install_flags", [])),
+        reload_signal=reload_signal,
+        reload_why=reload_why,
+        recycle_argv=recycle_argv,
+        recycle_why=recycle_why,
+    )
+
+
+def load_spec(path: Path) -> ServerSpec:
+    """Read and validate one server.toml."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise DeclarationError(f"{path}: not valid TOML: {exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DeclarationError(f"{path}: cannot be read: {exc}") from exc
+    spec = validate_spec(path, data)
+    if spec.app != "static" and spec.requirements is None:
+        raise DeclarationError(f"{path.parent}: needs a pinned requirements.txt")
+    return spec
+
+
+# servers_dir None: SERVERS_DIR as it is at call time (a test may point it at a temporary copy).
+def server_ids(servers_dir: Path | None = None) -> list[str]:
+    """Every declared server id, sorted."""
+    servers_dir = servers_dir or SERVERS_DIR
+    return sorted(p.parent.name for p in servers_dir.glob("*/server.toml"))
+
+
+def load_all(servers_dir: Path | None = None) -> dict[str, ServerSpec]:
+    """Every declaration, validated."""
+    servers_dir = servers_dir or SERVERS_DIR
+    return {sid: load_spec(servers_dir / sid / "server.toml") for sid in server_ids(servers_dir)}
+
+
+def resolve_knobs(spec: ServerSpec, cpus: int, overrides: dict[str, int]) -> dict[str, int]:
+    """Knob values for one run: declared defaults, 'cpus' resolved, user overrides applied."""
+    values: dict[str, int] = {}
+    for name, knob in spec.knobs.items():
+        values[name] = cpus if knob.default == "cpus" else int(knob.default)
+    for name, value in overrides.items():
+        if name in values:
+            values[name] = value
+    return values
+
+
+def render_argv(spec: ServerSpec, fill: dict[str, object]) -> list[str]:
+    """The server's argv with every placeholder filled."""
+    return [arg.format(**fill) for arg in spec.argv]
+
+
+def render_config(template: str, fill: dict[str, object], pattern: str = r"\{(\w+)\}") -> str:
+    """A native config file with {name} (or what `pattern` matches) replaced for known names
+    only: nginx's own braces and $variables pass through untouched."""
+    return re.sub(
+        pattern,
+        lambda m: str(fill[m.group(1)]) if m.group(1) in fill else m.group(0),
+        template,
+    )
+
+
+def render_env(spec: ServerSpec, fill: dict[str, object]) -> dict[str, str]:
+    """The server's extra environment with every placeholder filled."""
+    return {key: value.format(**fill) for key, value in spec.env.items()}

@@ -1,0 +1,258 @@
+"""Scenarios: what a run requests, how the answer is verified, which load tools drive it.
+
+Input: nothing (declarations). Output: SCENARIOS, name -> Scenario, in verification order.
+Each Scenario owns its URL path, the checks verify_server runs on its route(s) before any
+load (as each TechEmpower test type owns its URL and verify()), and the load tools that can
+drive it. Adding a scenario touches this file only. Expected answers come from the database
+and db/ (never from the app's own code).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bench.core import seed
+
+FORTUNE_EXTRA = (0, "Additional fortune added at request time.")
+# TechEmpower's query-count cases: (raw n, expected row count).
+QUERY_CASES = [("", 1), ("foo", 1), ("0", 1), ("-1", 1), ("20", 20), ("501", 500)]
+UPSTREAM_MS = 50
+SLEEP_MS = 10  # the sleep scenario's wait: one sync worker serves at most 1000/SLEEP_MS req/s
+COMPUTE_N = 1000
+# Load tools that request one URL, and those that play a mix of routes.
+URL_TOOLS = ("wrk", "oha")
+MIX_TOOLS = ("locust",)
+# Every load tool a scenario may name, in the order error messages list them.
+TOOLS = ("wrk", "locust", "oha")
+
+
+@dataclass
+class Response:
+    """One HTTP answer, headers lower-cased."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    elapsed_s: float
+
+    def json(self) -> object:
+        """The body parsed as JSON."""
+        return json.loads(self.body)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a check may compare against: the world table (None for a remote target) and a
+    reader of the live table (for /updates)."""
+
+    world: dict[int, int] | None
+    read_world: Callable[[], dict[int, int]] | None
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verified request: its path, content type, body check and the SELECTs it costs."""
+
+    path: str
+    content_type: str
+    body: Callable[[Response, Facts], list[str]]
+    selects: int = 0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One thing to measure."""
+
+    name: str
+    path: str  # what the load tool requests (a mix's name for Locust)
+    about: str
+    checks: tuple[Check, ...]
+    tools: tuple[str, ...] = URL_TOOLS
+
+
+def escape_html(text: str) -> str:
+    """HTML escaping as Jinja2/MarkupSafe does it (the app's template engine)."""
+    return (
+        text.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace('"', "&#34;")
+        .replace("'", "&#39;")
+    )
+
+
+def expected_fortunes_html() -> bytes:
+    """The exact /fortunes page for the seeded fortune table."""
+    rows = sorted([*seed.fortunes(), FORTUNE_EXTRA], key=lambda r: r[1])
+    cells = "".join(f"<tr><td>{i}</td><td>{escape_html(m)}</td></tr>" for i, m in rows)
+    return (
+        "<!DOCTYPE html><html><head><title>Fortunes</title></head><body><table>"
+        f"<tr><th>id</th><th>message</th></tr>{cells}</table></body></html>"
+    ).encode()
+
+
+def _check_row(row: object, world: dict[int, int] | None, where: str) -> list[str]:
+    if not (isinstance(row, dict) and set(row) == {"id", "randomNumber"}):
+        return [f"{where}: row {row!r} is not {{id, randomNumber}}"]
+    ident, number = row["id"], row["randomNumber"]
+    if not (isinstance(ident, int) and 1 <= ident <= seed.WORLD_ROWS):
+        return [f"{where}: id {ident!r} out of 1..{seed.WORLD_ROWS}"]
+    if not (isinstance(number, int) and 1 <= number <= 10_000):
+        return [f"{where}: randomNumber {number!r} out of 1..10000"]
+    if world is not None and world[ident] != number:
+        return [f"{where}: id {ident} has randomNumber {world[ident]} in the DB, got {number}"]
+    return []
+
+
+def _rows(resp: Response, count: int, world: dict[int, int] | None, where: str) -> list[str]:
+    try:
+        rows = resp.json()
+    except ValueError:
+        return [f"{where}: body is not JSON: {resp.body[:80]!r}"]
+    if not isinstance(rows, list) or len(rows) != count:
+        size = len(rows) if isinstance(rows, list) else type(rows).__name__
+        return [f"{where}: expected a list of {count} rows, got {size}"]
+    return [p for row in rows for p in _check_row(row, world, where)]
+
+
+def _json(resp: Response, where: str) -> tuple[object, list[str]]:
+    try:
+        return resp.json(), []
+    except ValueError:
+        return None, [f"{where}: body is not JSON: {resp.body[:80]!r}"]
+
+
+def _plaintext(r: Response, facts: Facts) -> list[str]:
+    return [] if r.body == b"Hello, World!" else [f"/plaintext: body {r.body[:80]!r}"]
+
+
+def _json_body(r: Response, facts: Facts) -> list[str]:
+    data, problems = _json(r, "/json")
+    ok = not problems and data == {"message": "Hello, World!"}
+    return [] if ok else [f"/json: body {r.body[:80]!r}"]
+
+
+def _one_row(r: Response, facts: Facts) -> list[str]:
+    data, problems = _json(r, "/db")
+    return problems or _check_row(data, facts.world, "/db")
+
+
+def _fortunes(r: Response, facts: Facts) -> list[str]:
+    want = expected_fortunes_html()
+    return [] if r.body == want else [f"/fortunes: body differs from {want[:60]!r}..."]
+
+
+def _updates(r: Response, facts: Facts) -> list[str]:
+    found = _rows(r, 5, None, "/updates")
+    if found or facts.read_world is None:
+        return found
+    now = facts.read_world()
+    return [
+        f"/updates: id {row['id']} is {now[row['id']]} in the DB, answer said {row['randomNumber']}"
+        for row in r.json()
+        if now[row["id"]] != row["randomNumber"]
+    ]
+
+
+def _upstream(r: Response, facts: Facts) -> list[str]:
+    data, problems = _json(r, "/upstream")
+    if problems:
+        return problems
+    if not isinstance(data, dict) or data.get("upstream_ms") != UPSTREAM_MS:
+        return [f"/upstream: body {data!r}"]
+    if r.elapsed_s < UPSTREAM_MS / 1000:
+        return [f"/upstream: answered in {r.elapsed_s * 1000:.0f} ms < {UPSTREAM_MS} ms"]
+    return []
+
+
+def _sleep(r: Response, facts: Facts) -> list[str]:
+    data, problems = _json(r, "/sleep")
+    if problems:
+        return problems
+    if data != {"slept_ms": SLEEP_MS}:
+        return [f"/sleep: body {data!r}"]
+    if r.elapsed_s < SLEEP_MS / 1000:
+        return [f"/sleep: answered in {r.elapsed_s * 1000:.1f} ms < {SLEEP_MS} ms"]
+    return []
+
+
+def _compute(r: Response, facts: Facts) -> list[str]:
+    data, problems = _json(r, "/compute")
+    if problems:
+        return problems
+    ok = isinstance(data, dict) and data.get("n") == COMPUTE_N
+    return [] if ok and isinstance(data.get("result"), int) else [f"/compute: {data!r}"]
+
+
+def _queries_check(raw: str, count: int) -> Check:
+    where = f"/queries?n={raw}"
+    return Check(
+        where, "application/json", lambda r, f: _rows(r, count, f.world, where), selects=count
+    )
+
+
+JSON = "application/json"
+_ALL = (
+    Scenario(
+        "plaintext",
+        "/plaintext",
+        "fixed text body: the server's own overhead",
+        (Check("/plaintext", "text/plain", _plaintext),),
+    ),
+    Scenario(
+        "json", "/json", "JSON serialisation per request", (Check("/json", JSON, _json_body),)
+    ),
+    Scenario("db", "/db", "one random row through pgbouncer", (Check("/db", JSON, _one_row, 1),)),
+    Scenario(
+        "queries",
+        "/queries?n=20",
+        "20 single-row queries per request",
+        tuple(_queries_check(raw, count) for raw, count in QUERY_CASES),
+    ),
+    Scenario(
+        "fortunes",
+        "/fortunes",
+        "query, sort and HTML template render",
+        (Check("/fortunes", "text/html", _fortunes, 1),),
+    ),
+    Scenario(
+        "updates",
+        "/updates?n=20",
+        "20 reads and a batched update per request",
+        (Check("/updates?n=5", JSON, _updates, 5),),
+    ),
+    Scenario(
+        "upstream",
+        "/upstream?ms=100",
+        "a real HTTP call to a stub answering after 100 ms",
+        (Check(f"/upstream?ms={UPSTREAM_MS}", JSON, _upstream),),
+    ),
+    Scenario(
+        "compute",
+        "/compute?n=10000",
+        "CPU-bound pure Python work",
+        (Check(f"/compute?n={COMPUTE_N}", JSON, _compute),),
+    ),
+    Scenario(
+        "sleep",
+        f"/sleep?ms={SLEEP_MS}",
+        f"a {SLEEP_MS} ms wait in the worker: capacity known by construction (workers / wait)",
+        (Check(f"/sleep?ms={SLEEP_MS}", JSON, _sleep),),
+    ),
+    # The mix's routes are the ones above: nothing more to verify.
+    Scenario(
+        "saas",
+        "saas mix",
+        "seed 000 SaaS users (locust/saas.py): DB and ~3 s upstream",
+        (),
+        MIX_TOOLS,
+    ),
+)
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in _ALL}
+
+
+def scenarios_for(tool: str) -> tuple[str, ...]:
+    """The scenarios a load tool can drive, in declaration order."""
+    return tuple(s.name for s in _ALL if tool in s.tools)

@@ -1,0 +1,161 @@
+"""Capacity at a latency objective: per server and scenario, the highest offered rate at
+which p99 stays within the objective, no request fails and the offered rate is served; then
+what a user sees below it (50 %, 80 %) and past it (120 %, 150 %).
+
+Input: a Session on a started server (open-loop load tool), the block's runs (one per
+scenario: the template of each search) and Options.objective. Output: one record per step,
+each with metadata.capacity {search, objective, phase, step, passed, why} and, on the step
+that confirms it, result_rps. The search is a step-up (doubling from the start rate), then a
+bisection to within the objective's precision, then a confirming repeat; bounded by the
+objective's time budget per server and scenario. Search is pure: tested without a server.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from bench.core import defaults, plan
+from bench.core.outcome import Outcome
+from bench.harness.measure import Measurement
+from bench.harness.session import Session
+
+SEARCH_PHASES = ("step-up", "step-down", "bisect", "confirm")
+
+
+@dataclass
+class Search:
+    """Which rate to try next, given which passed and which failed."""
+
+    start: int
+    precision: float
+    passes: list[int] = field(default_factory=list)
+    failed: int | None = None  # the lowest rate that failed
+    result: int | None = None  # confirmed capacity
+    done: bool = False
+
+    @property
+    def passed(self) -> int | None:
+        """The highest rate that passed below the lowest that failed."""
+        below = [p for p in self.passes if self.failed is None or p < self.failed]
+        return max(below) if below else None
+
+    def next(self) -> tuple[int, str] | None:
+        """(rate, phase) of the next step, or None when the search is over."""
+        if self.done:
+            return None
+        passed, failed = self.passed, self.failed
+        if failed is None:
+            return (self.start if passed is None else passed * 2), "step-up"
+        if passed is None:
+            rate = failed // 2
+            return (rate, "step-down") if rate >= 1 else None
+        mid = (passed + failed) // 2
+        if (failed - passed) / passed > self.precision and passed < mid < failed:
+            return mid, "bisect"
+        return passed, "confirm"
+
+    def observe(self, rate: int, phase: str, ok: bool) -> None:
+        """Take a step's verdict."""
+        if ok:
+            self.passes.append(rate)
+            if phase == "confirm":
+                self.result, self.done = rate, True
+            return
+        # A failed confirmation makes the rate a failing one: search below it again.
+        self.failed = rate if self.failed is None else min(self.failed, rate)
+        self.passes = [p for p in self.passes if p < rate]
+        if phase == "step-down" and rate <= 1:
+            self.done = True
+
+
+def verdict(measured: Measurement | None, rate: int, objective: plan.Objective) -> tuple[bool, str]:
+    """Whether a step meets the objective, and why not."""
+    if measured is None:
+        return False, "the load tool failed (see the record)"
+    result, errors = measured.result, measured.result.errors
+    failed = Outcome.of(result.requests, errors.to_dict()).failed
+    if failed:
+        return False, f"{failed} failed requests"
+    achieved = result.achieved_rps or 0.0
+    if achieved < objective.min_achieved * rate:
+        return False, f"served {achieved:,.0f} of {rate:,} req/s"
+    p99, p999 = result.latency.p99, result.latency.p999
+    if p99 is None or p99 > objective.p99_ms:
+        return False, f"p99 {p99} ms > {objective.p99_ms:g} ms"
+    if objective.p999_ms is not None and (p999 is None or p999 > objective.p999_ms):
+        return False, f"p99.9 {p999} ms > {objective.p999_ms:g} ms"
+    return True, "within the objective"
+
+
+def _step(
+    session: Session,
+    template: plan.RunSpec,
+    rate: int,
+    phase: str,
+    number: int,
+    search_id: str,
+) -> bool:
+    """Measure one step at `rate` and record it with its verdict; whether it passed."""
+    objective = session.opts.objective
+    assert objective is not None
+    pool = session.opts.concurrency[0] if session.opts.concurrency else plan.pool_for(rate)
+    run = dataclasses.replace(template, rate=rate, concurrency=pool)
+    outcome: dict[str, object] = {}
+
+    def judge(measured: Measurement | None) -> dict:
+        ok, why = verdict(measured, rate, objective)
+        outcome["ok"] = ok
+        capacity = {
+            "search": search_id,
+            "objective": objective.to_dict(),
+            "phase": phase,
+            "step": number,
+            "passed": ok,
+            "why": why,
+        }
+        if phase == "confirm" and ok:
+            capacity["result_rps"] = rate
+        return {"capacity": capacity}
+
+    session.measure(run, judge=judge)
+    return bool(outcome.get("ok"))
+
+
+def search_one(session: Session, template: plan.RunSpec) -> int | None:
+    """Search one scenario's capacity, then measure below and past it; the capacity found."""
+    objective = session.opts.objective
+    assert objective is not None
+    deadline = time.monotonic() + objective.budget_s
+    search = Search(objective.start_rps, objective.precision)
+    search_id = uuid.uuid4().hex[:12]
+    number = 0
+    while (step := search.next()) is not None and time.monotonic() < deadline:
+        rate, phase = step
+        number += 1
+        search.observe(rate, phase, _step(session, template, rate, phase, number, search_id))
+    if search.result is None:
+        return None
+    extra = [("profile", f) for f in defaults.CAPACITY_PROFILE]
+    extra += [("past", f) for f in defaults.CAPACITY_PAST]
+    for phase, factor in extra:
+        if time.monotonic() >= deadline:
+            break
+        number += 1
+        rate = max(1, round(search.result * factor))
+        _step(session, template, rate, phase, number, search_id)
+    return search.result
+
+
+def search_capacity(session: Session, runs: tuple[plan.RunSpec, ...]) -> None:
+    """Each scenario's capacity on this server (one search per scenario in the block)."""
+    seen: set[str] = set()
+    for template in runs:
+        if template.scenario in seen:
+            continue
+        seen.add(template.scenario)
+        found = search_one(session, template)
+        label = f"{found:,} req/s" if found is not None else "not found within the budget"
+        session.h.progress.say(f"{template.server} {template.scenario}: capacity {label}")

@@ -1,0 +1,148 @@
+"""What the production runs follow during a measured window, beside the load: the cgroup's
+throttling (CPU_QUOTA), the reload trigger and what the load saw around it (LIFECYCLE), the
+RSS of every server process (make soak) and the workers started (RECYCLE).
+
+Input: the Served (only a local server, bench.stack.site.LocalServed, has a cgroup, a leader to
+signal and processes to sample), the window's length and what the run asked for. Output:
+start()/stop() around the load tool, then outcome(): the Measurement's cgroup, lifecycle,
+series and recycles (None for whatever was not asked).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bench.host.cgroup import CpuCgroup, Throttling
+from bench.host.container_cgroup import ContainerCgroup, Snapshot, window
+from bench.load import LoadResult
+from bench.load.oha import REQUESTS_NAME
+from bench.observe import lifecycle, soak
+from bench.observe.recycle import WorkerWatch
+
+
+@dataclass
+class Observers:
+    """The observers one measured window needs (each None when not asked for)."""
+
+    served: Any
+    duration_s: float
+    event: str | None = None
+    group: CpuCgroup | None = None
+    before: Throttling | None = None
+    trigger: lifecycle.Trigger | None = None
+    rss: soak.RssSampler | None = None
+    workers: WorkerWatch | None = None
+    # RUNTIME=docker: the container's cgroup, its counters when the window started
+    container: ContainerCgroup | None = None
+    container_before: Snapshot | None = None
+    container_peak_reset: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        served: Any,
+        duration_s: float,
+        event: str | None = None,
+        soak_interval_s: float | None = None,
+    ) -> Observers:
+        """The observers a window of this Served needs; the cgroup's counters are read now."""
+        found = cls(served, duration_s, event)
+        group = getattr(served, "cgroup", None)
+        if isinstance(group, CpuCgroup):
+            found.group, found.before = group, group.stat()
+        container = getattr(served, "container_cgroup", None)
+        if isinstance(container, ContainerCgroup):
+            found.container = container
+            found.container_peak_reset = container.reset_peak()
+            found.container_before = container.snapshot()
+        reload = getattr(served, "reload", None)
+        if event == "reload" and reload is not None:
+            found.trigger = lifecycle.Trigger(duration_s / 2, reload)
+        server = getattr(served, "server", None)
+        if soak_interval_s is not None and server is not None:
+            count = soak.samples_in(duration_s, soak_interval_s)
+            found.rss = soak.RssSampler(server.proc.pid, soak_interval_s, count)
+        if server is not None and "max_requests" in server.knobs:
+            found.workers = WorkerWatch(server.proc.pid)
+        return found
+
+    def start(self) -> None:
+        """Just before the load tool starts."""
+        for observer in (self.trigger, self.rss, self.workers):
+            if observer is not None:
+                observer.start()
+
+    def stop(self) -> None:
+        """When the load tool has ended (or failed)."""
+        for observer in (self.trigger, self.rss, self.workers):
+            if observer is not None:
+                observer.stop()
+
+    def outcome(self, result: LoadResult, rate: int | None) -> dict[str, object]:
+        """The Measurement's cgroup, lifecycle, series and recycles."""
+        return {
+            "cgroup": self._cgroup(),
+            "container": self._container(),
+            "lifecycle": self._lifecycle(result, rate),
+            "series": self._series(result),
+            "recycles": self.workers.outcome(self.served.server.knobs) if self.workers else None,
+        }
+
+    def _container(self) -> dict[str, object] | None:
+        """The container's CPU, throttling, memory and OOM kills over the window."""
+        if self.container is None or self.container_before is None:
+            return None
+        after = self.container.snapshot()
+        return window(self.container, self.container_before, after, self.container_peak_reset)
+
+    def _cgroup(self) -> dict[str, object] | None:
+        """The quota and the throttling since the window started (CPU_QUOTA=)."""
+        if self.group is None or self.before is None:
+            return None
+        delta = self.group.stat().minus(self.before)
+        quota_us, period_us = self.group.limits()
+        return {
+            "cpu_quota": self.group.quota,
+            "cgroup_version": self.group.version,
+            "quota_us": quota_us,
+            "period_us": period_us,
+            "nr_periods": delta.nr_periods,
+            "nr_throttled": delta.nr_throttled,
+            "throttled_ms": delta.throttled_ms,
+        }
+
+    def _lifecycle(self, result: LoadResult, rate: int | None) -> dict[str, object] | None:
+        """When the signal went, and what the load saw around it (LIFECYCLE=reload)."""
+        trigger = self.trigger
+        if trigger is None:
+            return None
+        spec = getattr(getattr(self.served, "server", None), "spec", None)
+        outcome: dict[str, object] = {
+            "event": self.event,
+            "signal": getattr(spec, "reload_signal", None),
+            "planned_at_s": trigger.planned_at_s,
+            "at_s": trigger.fired_at_s,
+        }
+        if trigger.error is not None or trigger.fired_at_s is None:
+            return outcome | {"error": trigger.error or "the run ended before the planned second"}
+        requests = result.raw.get(REQUESTS_NAME)
+        if requests is None or rate is None:
+            return outcome | {"error": "no per-request file: LIFECYCLE needs an open-loop tool"}
+        errors = result.errors.to_dict()
+        return outcome | lifecycle.analyse(
+            requests, errors, rate, self.duration_s, trigger.fired_at_s
+        )
+
+    def _series(self, result: LoadResult) -> dict[str, object] | None:
+        """RSS per process and in all, its slope, and the rate per minute (make soak)."""
+        rss = self.rss
+        if rss is None:
+            return None
+        requests = result.raw.get(REQUESTS_NAME)
+        minutes = soak.per_minute(requests, self.duration_s) if requests is not None else None
+        return {
+            "interval_s": rss.interval_s,
+            **soak.rss_series(rss.times, rss.rss, rss.pid),
+            "minutes": minutes,
+        }

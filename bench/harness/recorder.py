@@ -1,0 +1,241 @@
+"""The one place where a measurement or a failure becomes a Record on disk.
+
+Input: the run-level facts (host, placement, load tool, emulator), per block the facts about
+the server (ServerFacts), per run a Measurement or a reason. Output: records written through
+bench.core.record (atomic, never overwritten), a progress line per run, and the count of failed
+runs (the exit status's source).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.core import plan, record
+from bench.core.progress import Progress
+from bench.harness.measure import Measurement
+from bench.host.arch import Emulator, host_arch
+from bench.host.metadata import now_iso
+from bench.host.placement import Placement
+from bench.load import LoadTool
+
+FRAMEWORKS = {"wsgi": "flask", "asgi": "quart", "static": None}
+
+
+@dataclass
+class ServerFacts:
+    """What every record of one server start says about the server."""
+
+    app: str = "wsgi"
+    knobs: dict[str, int] = field(default_factory=dict)
+    meta: dict[str, object] = field(default_factory=dict)
+    verification: dict | None = None
+    backlog: int | None = None
+    container: dict[str, object] | None = None  # RUNTIME=docker: image, limits, network
+
+
+@dataclass
+class Recorder:
+    """Writes the records of one harness invocation."""
+
+    host: dict[str, object]
+    placement: Placement
+    tool: LoadTool
+    progress: Progress
+    proxy_version: str | None = None
+    emulator: Emulator | None = None
+    failures: int = 0
+    written: list[Path] = field(default_factory=list)
+
+    def _metadata(
+        self,
+        opts: plan.Options,
+        facts: ServerFacts,
+        measured: Measurement | None,
+        meta: dict | None = None,
+    ) -> dict[str, object]:
+        return {
+            **(meta or {}),
+            **self.host,
+            **facts.meta,
+            "started_at": measured.started if measured else now_iso(),
+            "ended_at": now_iso(),
+            "seed": opts.seed,
+            "cpu_placement": self.placement.to_dict(),
+            "runtime": opts.runtime,
+            **opts.meta,
+            **({"proxy_version": self.proxy_version} if opts.proxy else {}),
+            **({"emulator": self.emulator.metadata()} if self.emulator else {}),
+        }
+
+    def _measured_fields(self, measured: Measurement | None) -> dict[str, object]:
+        """The record's keys that come from the measurement (all None without one)."""
+        if measured is None:
+            return dict.fromkeys(
+                ("requests", "rps", "latency_ms", "errors", "db", "tasks", "achieved_rps")
+            )
+        result = measured.result
+        resources = measured.resources.to_dict() if measured.resources else None
+        if resources and self.emulator is not None:
+            # Under qemu the tree's memory is the emulator's, not the server's: kept apart.
+            resources |= {"server_rss_mb": None, "qemu_rss_mb": resources["server_rss_mb"]}
+        errors = result.errors.to_dict()
+        if measured.proxy_by_status is not None:
+            errors["proxy_by_status"] = {
+                str(k): v for k, v in sorted(measured.proxy_by_status.items())
+            }
+        return {
+            "requests": result.requests,
+            "rps": result.rps,
+            "latency_ms": result.latency.to_dict(),
+            "errors": errors,
+            "db": measured.db.to_dict() if measured.db else None,
+            "resources": resources,
+            "sockets": measured.sockets.to_dict() if measured.sockets else None,
+            "tasks": result.tasks,
+            "achieved_rps": result.achieved_rps,
+            "lifecycle": measured.lifecycle,
+            "series": measured.series,
+            "recycles": measured.recycles,
+        }
+
+    def _cgroup(
+        self, opts: plan.Options, facts: ServerFacts, measured: Measurement | None
+    ) -> dict[str, object] | None:
+        """The record's cgroup (CPU_QUOTA=): the window's throttling and the workers the
+        server's rule chose, with the rule and the CPUs it saw (os.cpu_count()'s trap: the
+        quota is not among them)."""
+        if opts.cpu_quota is None:
+            return None
+        rule = opts.meta.get("workers_rule") or (
+            f"WORKERS={opts.overrides['workers']}" if "workers" in opts.overrides else "server.toml"
+        )
+        window = (measured.cgroup if measured else None) or {"cpu_quota": opts.cpu_quota}
+        return {
+            **window,
+            "workers": facts.knobs.get("workers"),
+            "workers_rule": rule,
+            "cpus_seen": len(self.placement.server_cpus),
+        }
+
+    def _write(
+        self,
+        opts: plan.Options,
+        run: plan.RunSpec,
+        facts: ServerFacts,
+        status: str,
+        reason: str | None,
+        raw: dict[str, str | bytes],
+        measured: Measurement | None = None,
+        meta: dict | None = None,
+    ) -> Path:
+        settings = self.tool.settings(run.concurrency)
+        rec = record.Record(
+            format_version=record.FORMAT_VERSION,
+            status=status,
+            reason=reason,
+            run_id=uuid.uuid4().hex,
+            server=run.server,
+            app=facts.app,
+            app_framework=(
+                opts.app.identity(facts.app)["framework"]
+                if opts.app is not None
+                else FRAMEWORKS.get(facts.app)
+            ),
+            scenario=run.scenario,
+            path=run.path,
+            concurrency=run.concurrency,
+            trial=run.trial,
+            duration_s=float(opts.duration_s),
+            arch=opts.arch,
+            host_arch=host_arch(),
+            emulated=opts.arch != host_arch(),
+            load_tool=self.tool.name,
+            load_tool_version=self.tool.version,
+            load_threads=settings["load_threads"],
+            load_workers=settings["load_workers"],
+            knobs=facts.knobs,
+            verify=facts.verification,
+            metadata=self._metadata(opts, facts, measured, meta),
+            raw_files=[],
+            proxy=opts.proxy,
+            keepalive={"client": opts.keepalive, "upstream": opts.upstream_keepalive},
+            backlog=facts.backlog,
+            target=opts.target,
+            offered_rps=float(run.rate) if run.rate is not None else None,
+            user_app=opts.app.identity(facts.app) if opts.app is not None else None,
+            **self._measured_fields(measured),  # type: ignore[arg-type]
+        )
+        rec = dataclasses.replace(rec, cgroup=self._cgroup(opts, facts, measured))
+        if facts.container is not None:
+            window = (measured.container if measured else None) or {}
+            rec = dataclasses.replace(rec, container={**facts.container, **window})
+        if measured is None and status == "failed":
+            # What was asked of a run that failed, so that the summary says "failed", not
+            # "not measured".
+            if opts.lifecycle:
+                rec = dataclasses.replace(rec, lifecycle={"event": opts.lifecycle})
+            if "max_requests" in facts.knobs:
+                rec = dataclasses.replace(
+                    rec, recycles={"max_requests": facts.knobs["max_requests"]}
+                )
+        if status == "failed":  # unsupported is a fact about the server, not a failed run
+            self.failures += 1
+        path = record.write_record(opts.results, rec, raw)
+        self.written.append(path)
+        self.progress.done += 1
+        return path
+
+    def measured(
+        self,
+        opts: plan.Options,
+        run: plan.RunSpec,
+        facts: ServerFacts,
+        measured: Measurement,
+        meta: dict | None = None,
+    ) -> Path:
+        """A measured run: ok, or failed when no request completed."""
+        result = measured.result
+        reason = "no request completed" if result.requests == 0 else None
+        status = "ok" if reason is None else "failed"
+        path = self._write(opts, run, facts, status, reason, result.raw, measured, meta)
+        if result.latency.p99 is not None:
+            print(
+                f"        {result.rps:>10,.0f} rps  p50 {result.latency.p50:.2f} ms  "
+                f"p99 {result.latency.p99:.2f} ms  -> {path.name}",
+                file=sys.stderr,
+                flush=True,
+            )
+        return path
+
+    def failed(
+        self,
+        opts: plan.Options,
+        runs: tuple[plan.RunSpec, ...],
+        facts: ServerFacts,
+        reason: str,
+        logs: dict[str, str | bytes],
+        *,
+        quiet: bool = False,
+        meta: dict | None = None,
+    ) -> None:
+        """A failed record for each run that could not be measured, with the logs that say
+        why."""
+        for run in runs:
+            self._write(opts, run, facts, "failed", reason, logs, meta=meta)
+        if runs and not quiet:
+            print(f"  FAILED {runs[0].server}: {reason}", file=sys.stderr, flush=True)
+
+    def unsupported(
+        self,
+        opts: plan.Options,
+        runs: tuple[plan.RunSpec, ...],
+        facts: ServerFacts,
+        reason: str,
+    ) -> None:
+        """An unsupported record for each run: a fact about the server, not a failure."""
+        for run in runs:
+            self._write(opts, run, facts, "unsupported", reason, {})

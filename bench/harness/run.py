@@ -1,0 +1,232 @@
+"""One harness run: the plan's stages in order, every process stopped on every exit path.
+
+Input: validated Options (one per study arm). Output: one record per planned run under
+RESULTS (ok, failed with its reason and logs, or unsupported), summary.md rebuilt, and the
+exit status (0 ok, 1 a run failed, 130 interrupted). Stages: plan -> load tool and server
+environments prepared -> shared stack started -> per (trial, server): start, verify, then per
+point: measure (bench.harness.measure), record (bench.harness.recorder) -> stop.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from bench.core import plan, record
+from bench.core.progress import Progress
+from bench.core.registry import ServerSpec, load_all
+from bench.harness.capacity import search_capacity
+from bench.harness.preflight import AppRejected, preflight_app
+from bench.harness.recorder import Recorder, ServerFacts
+from bench.harness.session import BlockVoid, Harness, Session, Site
+from bench.host.metadata import host_metadata
+from bench.host.placement import cpu_placement
+from bench.host.prepare import Environment, Unavailable
+from bench.host.procs import Interrupted, ProcessTable, signals_ignored, signals_raise
+from bench.host.state import LockedError, run_lock, state_base
+from bench.host.venv import tool_version
+from bench.load import LoadError, tools
+from bench.observe.recycle import jitter
+from bench.report import summary as report
+from bench.stack.site import LocalSite, RemoteSite, ServeError, read_log
+
+
+class StackDied(RuntimeError):
+    """PostgreSQL or pgbouncer died: no later run can be measured."""
+
+
+def measure_block(
+    h: Harness, opts: plan.Options, block: plan.Block, spec: ServerSpec, env: Environment
+) -> None:
+    """Start one server, verify it, measure every run of the block against it, stop it."""
+    facts = ServerFacts(spec.app, h.site.knobs(spec, opts.overrides), env.meta(spec))
+    # RUNTIME=docker: the image and limits, in every record of the block (failed ones too).
+    container_facts = getattr(h.site, "container_facts", None)
+    if container_facts is not None:
+        facts.container = container_facts(spec.id)
+    runs = block.runs
+    if spec.scenarios is not None:
+        skipped = tuple(r for r in runs if r.scenario not in spec.scenarios)
+        reason = f"{spec.id} serves only {', '.join(spec.scenarios)}"
+        h.recorder.unsupported(opts, skipped, facts, reason)
+        runs = tuple(r for r in runs if r not in skipped)
+        if not runs:
+            return
+    if opts.lifecycle == "reload" and spec.reload_signal is None:
+        reason = f"reload not supported by the server: {spec.reload_why}"
+        h.recorder.unsupported(opts, runs, facts, reason)
+        return
+    if opts.recycle is not None:
+        if spec.recycle_argv is None:
+            reason = f"worker recycling not supported by the server: {spec.recycle_why}"
+            h.recorder.unsupported(opts, runs, facts, reason)
+            return
+        facts.knobs |= {"max_requests": opts.recycle, "max_requests_jitter": jitter(opts.recycle)}
+    h.progress.say(f"{block.server} trial {block.trial}: starting {facts.knobs}")
+    try:
+        served = h.site.serve(spec, facts.knobs, env, opts, f"{block.server}-t{block.trial}.log")
+    except ServeError as exc:
+        if exc.argv is not None:
+            facts.meta["argv"] = exc.argv
+        h.recorder.failed(opts, runs, facts, str(exc), exc.logs)
+        return
+    facts.meta["argv"] = getattr(served, "argv", None)
+    if facts.meta["argv"] is None:
+        del facts.meta["argv"]
+    facts.verification = getattr(served, "verification", None)
+    if facts.container is not None and hasattr(served, "facts"):
+        facts.container |= served.facts()
+    facts.backlog = getattr(served, "backlog", None)
+    session = Session(h, opts, facts, served)
+    try:
+        if opts.objective is not None:
+            search_capacity(session, runs)
+        else:
+            session.measure_all(runs)
+    except BlockVoid as exc:
+        if h.site.problem():
+            raise StackDied(str(exc)) from None
+    finally:
+        h.site.stop(served)
+
+
+def run_arms(
+    h: Harness, plans: list[tuple[plan.Options, list[plan.Block]]], specs: dict[str, ServerSpec]
+) -> int:
+    """Prepare, start the shared stack, then every block of every arm in order."""
+    servers = list(dict.fromkeys(s for opts, _ in plans for s in opts.servers))
+    arch = plans[0][0].arch
+    prepared = h.site.prepare([specs[s] for s in servers], arch, h.progress.say)
+    h.progress.say(f"{h.tool.name}: preparing")
+    try:
+        h.tool.prepare(h.run_dir / "venv.log")
+    except LoadError as exc:
+        prepared = {s: Unavailable(str(exc), logs=("venv.log",)) for s in servers}
+    h.recorder.emulator = getattr(h.site, "emulator", None)
+    arm_blocks = [(opts, block) for opts, blocks in plans for block in blocks]
+    try:
+        h.progress.say("starting the shared stack")
+        h.site.open()
+    except ServeError as exc:
+        for opts, block in arm_blocks:
+            h.recorder.failed(
+                opts, block.runs, ServerFacts(specs[block.server].app), str(exc), exc.logs
+            )
+        return 1
+    if plans[0][0].app is not None:
+        preflight_app(h, plans[0][0], specs, prepared)
+    stack_reason: str | None = None
+    for number, (opts, block) in enumerate(arm_blocks):
+        spec = specs[block.server]
+        env = prepared[block.server]
+        if stack_reason is not None:
+            # The stack died earlier: every remaining run is recorded, none measured.
+            h.recorder.failed(opts, block.runs, ServerFacts(spec.app), stack_reason, {})
+        elif isinstance(env, Unavailable) and env.status == "unsupported":
+            h.recorder.unsupported(opts, block.runs, ServerFacts(spec.app), env.reason)
+        elif isinstance(env, Unavailable):
+            logs = {n: read_log(h.run_dir / n) for n in env.logs if (h.run_dir / n).exists()}
+            h.recorder.failed(opts, block.runs, ServerFacts(spec.app), env.reason, logs)
+        else:
+            try:
+                measure_block(h, opts, block, spec, env)
+            except StackDied as exc:
+                stack_reason = f"not measured: {exc}"
+                left = len(arm_blocks) - number - 1
+                print(
+                    f"bench: {exc}; the remaining {left} server start(s) are recorded as failed",
+                    file=sys.stderr,
+                )
+    return 1 if h.recorder.failures else 0
+
+
+def make_harness(
+    first: plan.Options,
+    arms: list[plan.Options],
+    table: ProcessTable,
+    run_dir: Path,
+    progress: Progress,
+) -> Harness:
+    """The real site (here, or TARGET=) and the load tool the options chose."""
+    placement = cpu_placement(first.pin)
+    tool = tools(first.load_threads, first.load_workers)[first.load_tool]
+    site: Site = (
+        RemoteSite(first.target)
+        if first.target is not None
+        else LocalSite(table, run_dir, placement, app=first.app)
+    )
+    if first.runtime == "docker":
+        from bench.host.docker import Limits
+        from bench.stack.containers import ContainerSite
+
+        site = ContainerSite(table, run_dir, placement, Limits(first.cpus, first.memory_bytes))
+    proxy_version = tool_version(["nginx", "-v"]) if any(o.proxy for o in arms) else None
+    recorder = Recorder(host_metadata(), placement, tool, progress, proxy_version)
+    return Harness(site, tool, recorder, table, run_dir, progress)
+
+
+HarnessFactory = Callable[[plan.Options, list[plan.Options], ProcessTable, Path, Progress], Harness]
+
+
+def execute(
+    options: plan.Options | Sequence[plan.Options],
+    sections: Callable[[list[record.Record]], list[str]] | None = None,
+    harness: HarnessFactory = make_harness,
+) -> int:
+    """Run the whole plan; write records and summary.md; return the exit status.
+
+    Several Options (a study's arms) share one stack and one run directory; `sections` adds
+    sections to the summary (the studies'); `harness` builds the site and load tool (the
+    tests pass fakes)."""
+    arms = [options] if isinstance(options, plan.Options) else list(options)
+    plans = [(opts, plan.make_plan(opts)) for opts in arms]
+    first = arms[0]
+    base = state_base()
+    run_name = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid()}"
+    run_dir = base / "runs" / run_name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    searches = [(o, b) for o, b in plans if o.objective is not None]
+    progress = Progress(
+        None if searches else sum(len(b.runs) for _, blocks in plans for b in blocks),
+        sum(
+            plan.estimate_seconds(opts, blocks)
+            if opts.objective is None
+            else opts.objective.budget_s * sum(len(b.runs) for b in blocks)
+            for opts, blocks in plans
+        ),
+    )
+    status = 0
+    try:
+        with run_lock(base), signals_raise():
+            table = ProcessTable()
+            print(f"bench: run directory {run_dir}, seed {first.seed}", file=sys.stderr)
+            try:
+                h = harness(first, arms, table, run_dir, progress)
+                status = run_arms(h, plans, load_all())
+            except AppRejected as exc:
+                # APP= failed before any load: bad input, one line (then the log's tail).
+                print(f"bench: APP rejected: {exc}", file=sys.stderr)
+                for name, text in exc.logs.items():
+                    tail = "\n".join(text.strip().splitlines()[-15:])
+                    print(f"--- {name} (last lines)\n{tail}", file=sys.stderr)
+                status = 2
+            except (KeyboardInterrupt, Interrupted) as exc:
+                print(
+                    f"bench: interrupted ({exc or 'SIGINT'}): stopping everything", file=sys.stderr
+                )
+                status = 130
+            finally:
+                # A second Ctrl-C must not cut the clean-up short and leave servers behind.
+                with signals_ignored():
+                    table.stop_all()
+    except LockedError as exc:
+        print(f"bench: {exc}; wait for it to finish", file=sys.stderr)
+        return 1
+    if status == 2:
+        return status  # nothing was measured: the summary stays as it was
+    summary = report.write_summary(first.results, sections)
+    print(f"bench: wrote {summary}", file=sys.stderr)
+    return status

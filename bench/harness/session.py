@@ -1,0 +1,144 @@
+"""One started server's measurements: each point measured (bench.harness.measure) and recorded
+(bench.harness.recorder), with the failure rules of a block in one place.
+
+Input: the harness (site, load tool, recorder), an arm's Options, the facts about the started
+server and its Served. Output: a record per point; the Measurement of a point that was
+measured, None when it failed (recorded), BlockVoid when nothing more can be measured on
+this server (the watchdog saw it or the stack die; recorded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from bench.core import plan
+from bench.harness.measure import Measurement, Served, Settings, measure_point
+from bench.harness.recorder import Recorder, ServerFacts
+from bench.host.procs import Interrupted
+from bench.load import LoadAborted, LoadError, LoadTool
+
+if TYPE_CHECKING:
+    from bench.core.progress import Progress
+    from bench.core.registry import ServerSpec
+    from bench.host.prepare import Environment, Prepared
+    from bench.host.procs import ProcessTable
+
+
+class Site(Protocol):
+    """Where servers run (bench.stack.site.LocalSite, RemoteSite; a fake in the tests)."""
+
+    def prepare(
+        self, specs: list[ServerSpec], arch: str, say: Callable[[str], None]
+    ) -> dict[str, Prepared]: ...
+    def open(self) -> None: ...
+    def problem(self) -> str | None: ...
+    def stack_logs(self) -> dict[str, str]: ...
+    def knobs(self, spec: ServerSpec, overrides: dict[str, int]) -> dict[str, int]: ...
+    def serve(
+        self,
+        spec: ServerSpec,
+        knobs: dict[str, int],
+        environment: Environment,
+        opts: plan.Options,
+        log_name: str,
+    ) -> Served: ...
+    def logs(self, served: Served) -> dict[str, str]: ...
+    def stop(self, served: Served) -> None: ...
+
+
+@dataclass
+class Harness:
+    """What one invocation runs with: the site, the load tool, the recorder, the table."""
+
+    site: Site
+    tool: LoadTool
+    recorder: Recorder
+    table: ProcessTable
+    run_dir: Path
+    progress: Progress
+
+
+Judge = Callable[[Measurement | None], dict]
+
+
+class BlockVoid(RuntimeError):
+    """The server or the stack broke during load: no further point of this block counts."""
+
+    def __init__(self, reason: str, logs: dict[str, str]) -> None:
+        super().__init__(reason)
+        self.logs = logs
+
+
+@dataclass
+class Session:
+    """Points measured against one started server."""
+
+    h: Harness
+    opts: plan.Options
+    facts: ServerFacts
+    served: Served
+    primed: set[str] = field(default_factory=set)
+
+    def settings(self) -> Settings:
+        """What every point of this arm shares."""
+        placement = self.h.recorder.placement
+        return Settings(
+            table=self.h.table,
+            run_dir=self.h.run_dir,
+            duration_s=self.opts.duration_s,
+            warmup_s=self.opts.warmup_s,
+            keepalive=self.opts.keepalive,
+            timeout_s=self.opts.load_timeout_s,
+            load_cpus=placement.load_cpus if placement.pinned else None,
+            lifecycle=self.opts.lifecycle,
+            soak_interval_s=self.opts.soak_interval_s,
+        )
+
+    def measure(self, run: plan.RunSpec, judge: Judge | None = None) -> Measurement | None:
+        """Measure and record one point; None if it failed (its record says why). `judge`
+        turns the outcome into metadata for the record (a capacity step's verdict)."""
+        meta: dict | None = None
+        step = plan.run_seconds(self.opts, run.scenario in self.primed or not self.h.tool.primes)
+        rate = f" at {run.rate} req/s" if run.rate is not None else ""
+        self.h.progress.say(
+            f"{run.server} {run.scenario}{rate} c={run.concurrency} trial "
+            f"{run.trial}/{self.opts.trials}: {step} s"
+        )
+        try:
+            measured = measure_point(self.settings(), self.h.tool, self.served, run, self.primed)
+        except LoadAborted as exc:
+            logs = self.h.site.logs(self.served)
+            meta = judge(None) if judge else None
+            self.h.recorder.failed(self.opts, (run,), self.facts, str(exc), logs, meta=meta)
+            raise BlockVoid(str(exc), logs) from None
+        except (KeyboardInterrupt, Interrupted) as exc:
+            reason = f"interrupted by {str(exc) or 'SIGINT'} during load"
+            logs = self.h.site.logs(self.served)
+            meta = judge(None) if judge else None
+            self.h.recorder.failed(self.opts, (run,), self.facts, reason, logs, meta=meta)
+            raise
+        except LoadError as exc:
+            meta = judge(None) if judge else None
+            self.h.recorder.failed(
+                self.opts, (run,), self.facts, str(exc), exc.raw, quiet=True, meta=meta
+            )
+            return None
+        finally:
+            self.h.progress.remaining_s -= step
+        meta = judge(measured) if judge else None
+        self.h.recorder.measured(self.opts, run, self.facts, measured, meta=meta)
+        return measured
+
+    def measure_all(self, runs: tuple[plan.RunSpec, ...]) -> None:
+        """Measure a fixed list of points; when one voids the block, the rest are recorded
+        failed with its reason and logs."""
+        for index, run in enumerate(runs):
+            try:
+                self.measure(run)
+            except BlockVoid as exc:
+                rest = runs[index + 1 :]
+                self.h.recorder.failed(self.opts, rest, self.facts, str(exc), exc.logs)
+                raise

@@ -1,0 +1,81 @@
+"""Cells of the summary's tables: numbers, medians, labels of servers, knobs and machines.
+
+Input: records and figures. Output: short strings for table cells, shared by every section
+of the summary (bench.report.summary, bench.report.openloop).
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from bench.core.record import Record
+
+
+def num(value: float | None, digits: int = 0) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.{digits}f}"
+
+
+def median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def machine(rec: Record) -> str:
+    label = f"{host_of(rec)} ({rec.arch}"
+    return label + (", emulated)" if rec.emulated else ")")
+
+
+def server_version(meta: dict) -> str:
+    """The server package's version from a record's metadata, "?" when it was not recorded."""
+    # server_version is a shortcut run.py writes; packages[server_package] is the source, and
+    # the only one in records written by other tools or by hand.
+    version = meta.get("server_version")
+    if not version:
+        packages = meta.get("packages") or {}
+        version = packages.get(meta.get("server_package") or "")
+    return version or "?"
+
+
+def app_label(rec: Record) -> str:
+    """APP= runs: the app's entry and version (` · wsgi django@1a2b3c4d`), so two versions of
+    one app read apart; '' for app_common's runs."""
+    app = getattr(rec, "user_app", None)
+    if not app:
+        return ""
+    return f" · {app.get('kind') or '?'} {app.get('name')}@{str(app.get('sha256'))[:8]}"
+
+
+def section_value(rec: Record, section: str, key: str) -> float | None:
+    values = getattr(rec, section) or {}
+    return values.get(key)
+
+
+def host_of(rec: Record) -> str:
+    """The machine a record comes from, as the summary names it: the user's MACHINE= label or
+    the hostname, with the first characters of its stable identity (format 5) so that two
+    hosts of one name never merge; older records have the hostname alone."""
+    meta = rec.metadata
+    name = str(meta.get("machine_label") or meta.get("hostname", "?"))
+    ident = meta.get("machine_id")
+    return f"{name}·{str(ident)[:4]}" if ident else name
+
+
+KNOB_CODES = {"workers": "w", "threads": "t", "connections": "c", "backlog": "b"}
+
+
+def knobs_label(knobs: dict) -> str:
+    """The knobs users vary, short: `w2 t4 b2048`."""
+    return " ".join(f"{code}{knobs[name]}" for name, code in KNOB_CODES.items() if name in knobs)
+
+
+def via_label(rec: Record) -> str:
+    """How the load reached the server: direct or through nginx, and keep-alive when off."""
+    keepalive = rec.keepalive or {}
+    via = rec.proxy or "direct"
+    if keepalive.get("client") is False:
+        via += ", keepalive off"
+    elif keepalive.get("upstream") is False:
+        via += ", upstream keepalive off"
+    return via

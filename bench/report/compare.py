@@ -1,0 +1,210 @@
+"""Two result sets side by side (benchstat's old/new): `make compare BASE=… HEAD=…` and the
+summary's "Compare arches".
+
+Input: the records of a BASE and a HEAD set. Output: per point present in both (same
+scenario, configuration, load; any machine) the two figures, the ratio HEAD/BASE with its
+95 % interval and whether it is significant (bench.report.stats); the points only one set has; the
+machines of each side.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from bench.core.record import Record
+from bench.report.cells import host_of, knobs_label, num, via_label
+from bench.report.groups import latency_values, point_key, rps_values
+from bench.report.stats import Difference, difference, estimate
+from bench.report.table import markdown_table
+
+SIGNIFICANT = "*"
+NOT_SIGNIFICANT = "~"
+UNTESTABLE = "?"
+MARKS_NOTE = (
+    f"`{SIGNIFICANT}`: the ratio's 95 % interval excludes 1.00× (Welch's t-test on log "
+    f"values, p < 0.05); `{NOT_SIGNIFICANT}`: not significant, the two may well be equal; "
+    f"`{UNTESTABLE}`: fewer than 2 trials on a side, no test possible. For req/s above "
+    "1.00× means HEAD is faster; for p99 above 1.00× means HEAD is slower."
+)
+
+
+class CompareError(ValueError):
+    """Two sets that cannot be compared (no records, nothing in common)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    base: list[Record]
+    head: list[Record]
+    rps: Difference
+    p99: Difference
+
+
+@dataclass(frozen=True)
+class Comparison:
+    rows: list[Row]
+    only_base: list[list[Record]]
+    only_head: list[list[Record]]
+
+
+def _points(records: list[Record]) -> dict[tuple, list[Record]]:
+    """Native ok runs per point (emulated ones are a functional check, never in a ratio)."""
+    points: dict[tuple, list[Record]] = defaultdict(list)
+    for rec in records:
+        if rec.status == "ok" and not rec.emulated:
+            points[point_key(rec)].append(rec)
+    return points
+
+
+def _order(group: list[Record]) -> tuple:
+    first = group[0]
+    return (
+        str(first.metadata.get("study") or ""),
+        first.scenario,
+        first.offered_rps or 0.0,
+        first.concurrency,
+        first.server,
+        str(point_key(first)),
+    )
+
+
+def compare(base: list[Record], head: list[Record]) -> Comparison:
+    """Every point of both sets: paired where both measured it, listed apart otherwise."""
+    base_points, head_points = _points(base), _points(head)
+    rows = [
+        Row(
+            base_points[key],
+            head_points[key],
+            difference(rps_values(base_points[key]), rps_values(head_points[key])),
+            difference(latency_values(base_points[key]), latency_values(head_points[key])),
+        )
+        for key in base_points
+        if key in head_points
+    ]
+    rows.sort(key=lambda row: _order(row.base))
+    only_base = sorted((g for k, g in base_points.items() if k not in head_points), key=_order)
+    only_head = sorted((g for k, g in head_points.items() if k not in base_points), key=_order)
+    return Comparison(rows, only_base, only_head)
+
+
+def mark(diff: Difference) -> str:
+    if not diff.testable:
+        return UNTESTABLE
+    return SIGNIFICANT if diff.significant else NOT_SIGNIFICANT
+
+
+def ratio_cell(diff: Difference) -> str:
+    """`1.12× [1.05–1.19] *`."""
+    if diff.ratio is None:
+        return "–"
+    if diff.low is None or diff.high is None:
+        return f"{diff.ratio:.2f}× {mark(diff)}"
+    return f"{diff.ratio:.2f}× [{diff.low:.2f}–{diff.high:.2f}] {mark(diff)}"
+
+
+def _figure(values: list[float], digits: int) -> str:
+    est = estimate(values)
+    return num(est.center, digits) if est else "–"
+
+
+def _machines(group: list[Record]) -> str:
+    return ", ".join(sorted({f"{host_of(r)} ({r.arch})" for r in group}))
+
+
+def _load_cell(rec: Record) -> str:
+    if rec.offered_rps is not None:
+        return f"{num(rec.offered_rps)}/s"
+    return f"c{rec.concurrency}"
+
+
+def _point_cells(rec: Record) -> list[str]:
+    study = rec.metadata.get("study")
+    where = f"{study}/{rec.metadata.get('study_arm')}" if study else rec.scenario
+    return [where, rec.server, knobs_label(rec.knobs or {}), via_label(rec), _load_cell(rec)]
+
+
+HEADER = ["scenario", "server", "knobs", "via", "load"]
+
+
+def rows_table(comparison: Comparison, base_name: str, head_name: str) -> list[str]:
+    """The paired points: figures side by side, ratios with intervals and marks."""
+    header = [
+        *HEADER,
+        f"{base_name} req/s",
+        f"{head_name} req/s",
+        f"req/s {head_name}/{base_name}",
+        f"{base_name} p99 ms",
+        f"{head_name} p99 ms",
+        f"p99 {head_name}/{base_name}",
+        "trials",
+    ]
+    rows = [
+        [
+            *_point_cells(row.base[0]),
+            _figure(rps_values(row.base), 0),
+            _figure(rps_values(row.head), 0),
+            ratio_cell(row.rps),
+            _figure(latency_values(row.base), 2),
+            _figure(latency_values(row.head), 2),
+            ratio_cell(row.p99),
+            f"{len(row.base)} / {len(row.head)}",
+        ]
+        for row in comparison.rows
+    ]
+    return markdown_table(header, rows, "lllllrrrrrrr")
+
+
+def _only_lines(groups: list[list[Record]], name: str) -> list[str]:
+    if not groups:
+        return []
+    rows = [[*_point_cells(g[0]), str(len(g))] for g in groups]
+    return [
+        f"Only in {name} ({len(groups)} points):",
+        "",
+        *markdown_table([*HEADER, "trials"], rows, "lllllr"),
+        "",
+    ]
+
+
+def summary_counts(comparison: Comparison) -> str:
+    """`12 points in both: 3 faster, 1 slower, 8 not significantly different (req/s)`."""
+    faster = sum(1 for r in comparison.rows if r.rps.significant and (r.rps.ratio or 0) > 1)
+    slower = sum(1 for r in comparison.rows if r.rps.significant and (r.rps.ratio or 0) < 1)
+    untestable = sum(1 for r in comparison.rows if not r.rps.testable)
+    same = len(comparison.rows) - faster - slower - untestable
+    text = (
+        f"{len(comparison.rows)} points in both: req/s significantly higher in {faster}, "
+        f"lower in {slower}, not significantly different in {same}"
+    )
+    return text + (f", untestable (1 trial) in {untestable}" if untestable else "")
+
+
+def render(base: list[Record], head: list[Record], base_dir: str, head_dir: str) -> list[str]:
+    """`make compare`'s report (markdown). Raises CompareError on sets it cannot compare."""
+    if not base:
+        raise CompareError(f"BASE={base_dir!r} holds no records")
+    if not head:
+        raise CompareError(f"HEAD={head_dir!r} holds no records")
+    comparison = compare(base, head)
+    if not comparison.rows:
+        raise CompareError(
+            f"BASE={base_dir!r} and HEAD={head_dir!r} have no point in common "
+            "(same scenario, server, knobs, via and load)"
+        )
+    base_ok = [r for r in base if r.status == "ok" and not r.emulated]
+    head_ok = [r for r in head if r.status == "ok" and not r.emulated]
+    return [
+        f"# Compare: HEAD `{head_dir}` against BASE `{base_dir}`",
+        "",
+        f"- BASE machines: {_machines(base_ok)}",
+        f"- HEAD machines: {_machines(head_ok)}",
+        f"- {summary_counts(comparison)}.",
+        "",
+        "Figures are geometric means over trials. " + MARKS_NOTE,
+        "",
+        *rows_table(comparison, "BASE", "HEAD"),
+        "",
+        *_only_lines(comparison.only_base, "BASE"),
+        *_only_lines(comparison.only_head, "HEAD"),
+    ]

@@ -1,0 +1,148 @@
+"""Points: the trials of one configuration at one load, and their statistics.
+
+Input: records. Output: groups of ok records that are trials of one another (same scenario,
+configuration, load and machine), their per-trial figures, and rankings with ties
+(bench.report.stats). Shared by the summary's tables, its "At a glance" and `make compare`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from bench.core.outcome import Outcome
+from bench.core.record import Record
+from bench.report.cells import host_of
+from bench.report.stats import Estimate, Ranked, estimate, tie_ranks
+
+# Below this share of connections with a request in flight (by Little's law), the latency
+# figures leave out the connections the server never served: flagged as optimistic.
+SERVED_MIN = 0.5
+CEILING = "nginx-static"  # the server whose throughput is the ceiling for the others
+
+
+def is_experiment(rec: Record) -> bool:
+    """A run that disturbs the server on purpose or watches it for long (a reload, recycling,
+    a CPU quota, a soak, a load-balancer study's namespace): reported in its own sections,
+    never ranked with steady runs."""
+    return any(
+        getattr(rec, key, None) is not None
+        for key in ("lifecycle", "recycles", "cgroup", "series", "network")
+    )
+
+
+def config_key(rec: Record) -> tuple:
+    """What makes two runs comparable as trials of one configuration (not concurrency)."""
+    keepalive = rec.keepalive or {}
+    return (
+        rec.server,
+        rec.app,
+        tuple(sorted((rec.knobs or {}).items())),
+        rec.proxy,
+        keepalive.get("client", True),
+        keepalive.get("upstream"),
+        rec.load_tool,
+        rec.load_workers,
+    )
+
+
+def point_key(rec: Record) -> tuple:
+    """A configuration at one load (concurrency, offered rate), whatever the machine: the key
+    on which two result sets meet (`make compare`, arches)."""
+    study = rec.metadata.get("study")
+    arm = rec.metadata.get("study_arm") if study else None
+    return (rec.scenario, *config_key(rec), rec.concurrency, rec.offered_rps, study, arm)
+
+
+def machine_group_key(rec: Record) -> tuple:
+    """A point on one machine: the trials of one measurement. Runs of two versions of a
+    user's app (APP=) are never trials of one another; across result sets they meet on
+    point_key (the app's name is in the scenario), so `make compare` pairs them."""
+    version = (getattr(rec, "user_app", None) or {}).get("sha256")
+    return (*point_key(rec), rec.arch, rec.emulated, host_of(rec), version)
+
+
+def groups(records: Iterable[Record]) -> dict[tuple, list[Record]]:
+    """The ok records grouped as trials of one point on one machine."""
+    out: dict[tuple, list[Record]] = defaultdict(list)
+    for rec in records:
+        if rec.status == "ok":
+            out[machine_group_key(rec)].append(rec)
+    return dict(out)
+
+
+def socket_errors(rec: Record) -> int:
+    """Requests of the run that got no answer (bench.core.outcome)."""
+    return Outcome.of_record(rec).socket_errors
+
+
+def served_share(rec: Record) -> float | None:
+    """Share of the connections that had a request in flight on average (Little's law:
+    mean latency × throughput = requests in flight). Near 1 when every connection is served;
+    low when connections wait unserved, whose requests wrk never times."""
+    mean = (rec.latency_ms or {}).get("mean")
+    if mean is None or not rec.rps or not rec.concurrency:
+        return None
+    return min(1.0, mean / 1000 * rec.rps / rec.concurrency)
+
+
+def rps_values(group: list[Record]) -> list[float]:
+    """Per-trial throughput: successful responses per second where the tool says it
+    (open loop), requests per second otherwise."""
+    return [float(r.achieved_rps if r.achieved_rps is not None else (r.rps or 0.0)) for r in group]
+
+
+def latency_values(group: list[Record], key: str = "p99") -> list[float]:
+    return [float(v) for r in group if (v := (r.latency_ms or {}).get(key)) is not None]
+
+
+def rps_estimate(group: list[Record]) -> Estimate | None:
+    return estimate(rps_values(group))
+
+
+def latency_estimate(group: list[Record], key: str = "p99") -> Estimate | None:
+    return estimate(latency_values(group, key))
+
+
+def rank_groups(
+    members: dict[tuple, list[Record]],
+) -> tuple[dict[tuple, Ranked], dict[tuple, Ranked]]:
+    """Ranks with ties among groups measured side by side (one machine, one load): by
+    requests/s (higher first) and by p99 (lower first)."""
+    by_rps = tie_ranks({k: rps_values(g) for k, g in members.items()}, higher_is_better=True)
+    by_p99 = tie_ranks(
+        {k: latency_values(g) for k, g in members.items() if latency_values(g)},
+        higher_is_better=False,
+    )
+    return {r.key: r for r in by_rps}, {r.key: r for r in by_p99}  # type: ignore[misc]
+
+
+def arena_key(rec: Record) -> tuple:
+    """Groups that compete with each other: same scenario, load tool, load and machine."""
+    return (
+        rec.scenario,
+        rec.load_tool,
+        rec.load_workers,
+        rec.concurrency,
+        rec.offered_rps,
+        rec.metadata.get("study"),
+        rec.arch,
+        rec.emulated,
+        host_of(rec),
+    )
+
+
+def ranks(
+    all_groups: dict[tuple, list[Record]],
+) -> tuple[dict[tuple, Ranked], dict[tuple, Ranked]]:
+    """Every group's rank among those of its arena, by requests/s and by p99."""
+    arenas: dict[tuple, dict[tuple, list[Record]]] = defaultdict(dict)
+    for key, group in all_groups.items():
+        arenas[arena_key(group[0])][key] = group
+    by_rps: dict[tuple, Ranked] = {}
+    by_p99: dict[tuple, Ranked] = {}
+    for members in arenas.values():
+        rps, p99 = rank_groups(members)
+        by_rps.update(rps)
+        by_p99.update(p99)
+    return by_rps, by_p99

@@ -1,0 +1,574 @@
+"""The report: every record under RESULTS -> RESULTS/summary.md.
+
+Input: records (from any number of machines) and the problem lines of files that were not.
+Output: markdown, deterministic for the same records (a golden test holds it): machines, then
+per scenario a table sorted by median p99 with the spread over trials, then the runs that
+failed or are unsupported, with their reasons, then the files that were skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+from bench.core.record import Record, load_records
+from bench.report.cells import (
+    app_label,
+    host_of,
+    knobs_label,
+    machine,
+    median,
+    num,
+    section_value,
+    server_version,
+    via_label,
+)
+from bench.report.compare import MARKS_NOTE, compare, rows_table
+from bench.report.glance import glance_section
+from bench.report.groups import (
+    CEILING,
+    SERVED_MIN,
+    config_key,
+    groups,
+    is_experiment,
+    latency_estimate,
+    point_key,
+    ranks,
+    rps_estimate,
+    served_share,
+    socket_errors,
+)
+from bench.report.openloop import open_loop_sections
+from bench.report.plots import write_plots
+from bench.report.production import production_sections
+from bench.report.soak import soak_sections
+from bench.report.stats import Estimate, Ranked
+from bench.report.table import markdown_table
+
+__all__ = ["config_key", "render_summary", "served_share", "server_version", "write_summary"]
+
+
+def _share(center: float | None, ceiling_rps: float | None) -> str:
+    # Throughput as a share of nginx answering the same route on the same machine and
+    # concurrency: what this machine and load tool can do at all.
+    if not ceiling_rps or center is None:
+        return "–"
+    return f"{center / ceiling_rps:.0%}"
+
+
+def interval_cell(est: Estimate | None, digits: int = 0) -> str:
+    """`14,000 [13,100–15,000]`: the geometric mean over trials and its 95 % interval."""
+    if est is None:
+        return "–"
+    if est.low is None or est.high is None:
+        return num(est.center, digits)
+    return f"{num(est.center, digits)} [{num(est.low, digits)}–{num(est.high, digits)}]"
+
+
+def machines_table(records: list[Record]) -> list[str]:
+    """One row per machine that produced records."""
+    rows = {}
+    for rec in records:
+        meta = rec.metadata
+        key = (host_of(rec), rec.arch, rec.emulated)
+        rows[key] = [
+            host_of(rec),
+            str(meta.get("hostname", "?")),
+            str(meta.get("machine_id") or "–"),
+            rec.arch,
+            "yes" if rec.emulated else "no",
+            str(meta.get("cpu_model", "?")),
+            str(meta.get("cpu_count", "?")),
+            str(meta.get("kernel", "?")),
+            str(meta.get("python_version", "?")),
+        ]
+    return markdown_table(
+        ["machine", "hostname", "identity", "arch", "emulated", "CPU", "CPUs", "kernel", "Python"],
+        [rows[k] for k in sorted(rows, key=str)],
+        "llllllrll",
+    )
+
+
+def load_label(rec: Record) -> str:
+    """The load tool, with its worker processes (Locust's) when it had some."""
+    if rec.load_workers:
+        return f"{rec.load_tool} ×{rec.load_workers}"
+    return rec.load_tool
+
+
+def _proxy_count(group: list[Record], status: int) -> str:
+    if not any(r.proxy for r in group):
+        return "–"
+    return num(
+        sum(int(((r.errors or {}).get("proxy_by_status") or {}).get(str(status), 0)) for r in group)
+    )
+
+
+def _time_wait(group: list[Record]) -> str:
+    total = median([section_value(r, "sockets", "time_wait_max") for r in group])
+    upstream = median([section_value(r, "sockets", "time_wait_upstream_max") for r in group])
+    if upstream is None:
+        return num(total)
+    client = median([section_value(r, "sockets", "time_wait_client_max") for r in group])
+    return f"{num(total)} ({num(client)} / {num(upstream)})"
+
+
+SPEED_HEADER = [
+    "rank req/s",
+    "rank p99",
+    "server",
+    "knobs",
+    "via",
+    "conc.",
+    "req/s [95 % CI]",
+    "p50 ms",
+    "p99 ms [95 % CI]",
+    "p99.9 ms",
+    "errors: socket / non-2xx",
+    "502 / 504",
+    "of ceiling",
+    "trials",
+    "machine",
+]
+SYSTEM_HEADER = [
+    "server",
+    "knobs",
+    "via",
+    "conc.",
+    "server CPU %",
+    "nginx CPU %",
+    "server RSS MB",
+    "load CPU %",
+    "TIME_WAIT max (client / upstream)",
+    "accept queue max",
+    "conns served",
+    "listen overflows",
+    "backlog",
+    "pgbouncer conns max",
+    "machine",
+]
+
+
+def _latency(group: list[Record], key: str) -> float | None:
+    """Median over the group's trials of one latency figure (p50, p99, p999)."""
+    return median([r.latency_ms.get(key) if r.latency_ms else None for r in group])
+
+
+def _ceilings(all_groups: dict[tuple, list[Record]]) -> dict[tuple[int, str], float]:
+    """The ceiling server's req/s per (concurrency, machine), direct runs only."""
+    return {
+        (first.concurrency, host_of(first)): est.center
+        for group in all_groups.values()
+        if (first := group[0]).server == CEILING
+        and not first.proxy
+        and (est := rps_estimate(group)) is not None
+    }
+
+
+def _rank_cell(rank: Ranked | None) -> str:
+    return rank.label if rank is not None else "–"
+
+
+def _speed_row(
+    group: list[Record],
+    starved: bool,
+    ceiling_rps: float | None,
+    rank: tuple[Ranked | None, Ranked | None],
+) -> list[str]:
+    """One configuration's row of the speed table: ranks, throughput, latency, errors."""
+    first = group[0]
+    rps = rps_estimate(group)
+    conc = str(first.concurrency)
+    if first.load_tool != "wrk":
+        conc += f" ({load_label(first)})"
+    return [
+        _rank_cell(rank[0]),
+        _rank_cell(rank[1]),
+        f"{first.server} {server_version(first.metadata)}{app_label(first)}",
+        knobs_label(first.knobs or {}),
+        via_label(first),
+        conc,
+        interval_cell(rps),
+        num(_latency(group, "p50"), 2),
+        interval_cell(latency_estimate(group), 2) + (" †" if starved else ""),
+        num(_latency(group, "p999"), 2),
+        f"{num(sum(socket_errors(r) for r in group))} / "
+        f"{num(sum(int((r.errors or {}).get('non_2xx', 0)) for r in group))}",
+        f"{_proxy_count(group, 502)} / {_proxy_count(group, 504)}"
+        if any(r.proxy for r in group)
+        else "–",
+        _share(rps.center if rps else None, ceiling_rps),
+        str(len(group)),
+        machine(first),
+    ]
+
+
+def _system_row(group: list[Record], served: float | None) -> list[str]:
+    """One configuration's row of the system table: CPU, memory, sockets, pools."""
+    first = group[0]
+    return [
+        f"{first.server} {server_version(first.metadata)}{app_label(first)}",
+        knobs_label(first.knobs or {}),
+        via_label(first),
+        str(first.concurrency),
+        num(median([section_value(r, "resources", "server_cpu_pct") for r in group])),
+        num(median([section_value(r, "resources", "proxy_cpu_pct") for r in group])),
+        num(median([section_value(r, "resources", "server_rss_mb") for r in group])),
+        num(median([section_value(r, "resources", "load_cpu_pct") for r in group])),
+        _time_wait(group),
+        num(median([section_value(r, "sockets", "listen_queue_max") for r in group])),
+        f"{served:.0%}" if served is not None else "–",
+        num(sum(section_value(r, "sockets", "listen_overflows") or 0 for r in group)),
+        num(median([r.backlog for r in group])),
+        num(median([section_value(r, "db", "server_conns_max") for r in group])),
+        machine(first),
+    ]
+
+
+STARVED_NOTE = (
+    f"† Fewer than {SERVED_MIN:.0%} of the connections had a request being timed "
+    "(conns served = mean latency × req/s ÷ connections, Little's law): the others "
+    "waited unserved through the run, typically unaccepted in the accept queue while "
+    "the server kept serving the keep-alive connections it held. wrk only times "
+    "requests that complete, so theirs are missing and this latency is optimistic."
+)
+
+
+RANK_NOTE = (
+    "Rows: one configuration at one concurrency, ranked among those measured at the same "
+    "concurrency on the same machine, by req/s (higher first) and by p99 (lower first). "
+    "`2=`: shares rank 2 — not significantly different from the configuration ranked 2 "
+    "(Welch's t-test on log values, p ≥ 0.05, or a single trial): their order is noise."
+)
+
+
+def _scenario_rows(
+    records: list[Record],
+) -> tuple[list[tuple], bool]:
+    """Per group of trials, its sort key, speed row and system row."""
+    all_groups = groups(records)
+    ceilings = _ceilings(all_groups)
+    by_rps, by_p99 = ranks(all_groups)
+    rows = []
+    for key, group in all_groups.items():
+        first = group[0]
+        served = median([served_share(r) for r in group])
+        starved = served is not None and served < SERVED_MIN
+        ceiling = ceilings.get((first.concurrency, host_of(first)))
+        rank = (by_rps.get(key), by_p99.get(key))
+        speed = _speed_row(group, starved, ceiling, rank)
+        # One machine's configurations together, per concurrency, best req/s first:
+        # rankings never mix machines.
+        rps = rps_estimate(group)
+        sort_key = (machine(first), first.concurrency, -(rps.center if rps else 0.0), str(key))
+        rows.append((sort_key, speed, _system_row(group, served), starved))
+    rows.sort(key=lambda row: row[0])  # sort_key is unique: it ends with the group's key
+    return rows, any(row[3] for row in rows)
+
+
+def scenario_section(scenario: str, records: list[Record], plot: str | None = None) -> list[str]:
+    """The speed table of one scenario: ok runs aggregated over trials, then the failed ones."""
+    path = records[0].path
+    lines = [f"## {scenario} (`{path}`)", ""]
+    if plot:
+        lines += [f"![{scenario}: req/s and p99 by concurrency]({plot})", ""]
+    rows, any_starved = _scenario_rows(records)
+    if rows:
+        lines += markdown_table(SPEED_HEADER, [row[1] for row in rows], "rrllllrrrrrrrrl")
+        if any_starved:
+            lines += ["", STARVED_NOTE]
+    else:
+        lines.append("No successful runs.")
+    lines += _failures(records)
+    return [*lines, ""]
+
+
+def system_section(scenario: str, records: list[Record]) -> list[str]:
+    """The system table of one scenario (system.md)."""
+    rows, _ = _scenario_rows(records)
+    if not rows:
+        return []
+    return [
+        f"## {scenario} (`{records[0].path}`)",
+        "",
+        *markdown_table(SYSTEM_HEADER, [row[2] for row in rows], "lllrrrrrrrrrrrl"),
+        "",
+    ]
+
+
+def _failures(records: list[Record]) -> list[str]:
+    bad = sorted(
+        (r for r in records if r.status != "ok"),
+        key=lambda r: (r.server, r.concurrency, r.trial, r.status),
+    )
+    if not bad:
+        return []
+    rows = [
+        [
+            rec.server,
+            via_label(rec),
+            str(rec.concurrency),
+            str(rec.trial),
+            rec.status,
+            (rec.reason or "").replace("|", "\\|").replace("\n", " ")[:300],
+        ]
+        for rec in bad
+    ]
+    return [
+        "",
+        "Not measured:",
+        "",
+        *markdown_table(["server", "via", "conc.", "trial", "status", "reason"], rows, "llrrll"),
+    ]
+
+
+EMULATED_HEADER = ["scenario", "server", "knobs", "arch", "host arch", "emulator", "conc."]
+EMULATED_HEADER += ["req/s", "p99 ms", "trials", "emulated/native req/s", "machine"]
+
+
+def _emulated_rows(records: list[Record]) -> list[list[str]]:
+    """One row per emulated point (geometric means over trials), with the ratio to the same
+    point measured natively on the same host where there is one."""
+    emulated = groups(r for r in records if r.emulated)
+    native = groups(r for r in records if not r.emulated)
+    native_by_point = {
+        (point_key(g[0]), host_of(g[0])): g for g in native.values() if g[0].arch == g[0].host_arch
+    }
+    rows = []
+    for group in emulated.values():
+        first = group[0]
+        emulator = first.metadata.get("emulator") or {}
+        est, p99 = rps_estimate(group), latency_estimate(group)
+        twin = native_by_point.get((point_key(first), host_of(first)))
+        ratio = "–"
+        if twin is not None and est is not None and (base := rps_estimate(twin)) is not None:
+            ratio = f"{est.center / base.center:.2f}×" if base.center else "–"
+        sort_key = (first.scenario, first.server, first.concurrency, str(point_key(first)))
+        rows.append(
+            (
+                sort_key,
+                [
+                    first.scenario,
+                    first.server,
+                    knobs_label(first.knobs or {}),
+                    first.arch,
+                    first.host_arch,
+                    f"{emulator.get('name', '?')} {emulator.get('version', '')}".strip(),
+                    str(first.concurrency),
+                    num(est.center if est else None),
+                    num(p99.center if p99 else None, 2),
+                    str(len(group)),
+                    ratio,
+                    host_of(first),
+                ],
+            )
+        )
+    return [row for _, row in sorted(rows, key=lambda row: row[0])]
+
+
+def _emulated_section(records: list[Record]) -> list[str]:
+    """The emulated runs apart, as a functional check: a note and one row per point."""
+    failed = [r for r in records if r.emulated and r.status != "ok"]
+    lines = [
+        "### Emulated runs (functional check)",
+        "",
+        "These ran the server under qemu user-mode emulation on a host of another arch: "
+        "they show that the server and app work on that arch, not how fast it is "
+        "(emulation costs 5–10× in throughput, the ranking of servers can flip, and memory "
+        "is qemu's). Not ranked, not in any ratio but their own emulated/native one (the same "
+        "point measured natively on the same host), not in the tables above.",
+        "",
+    ]
+    rows = _emulated_rows(records)
+    if rows:
+        lines += [*markdown_table(EMULATED_HEADER, rows, "lllllllrrrrl"), ""]
+    if failed:
+        lines += [
+            f"{len(failed)} emulated run(s) not measured: "
+            + "; ".join(sorted({f"{r.server} {r.scenario}: {r.status}" for r in failed})),
+            "",
+        ]
+    return lines
+
+
+def arch_section(records: list[Record]) -> list[str]:
+    """Native amd64 and arm64 side by side where both measured the same configuration (the
+    code of `make compare`); emulated runs apart, as a functional check."""
+    native = [r for r in records if not r.emulated and "study" not in r.metadata]
+    amd = [r for r in native if r.arch == "amd64"]
+    arm = [r for r in native if r.arch == "arm64"]
+    emulated = [r for r in records if r.emulated]
+    comparison = compare(amd, arm) if amd and arm else None
+    if comparison is None and not emulated:
+        return []
+    lines = ["## Compare arches", ""]
+    if comparison is not None and comparison.rows:
+        lines += [
+            "Native runs only, geometric means over trials; arm64/amd64 ratios with their 95 % "
+            "interval. " + MARKS_NOTE.replace("HEAD", "arm64") + " Different machines differ "
+            "in more than the arch (cores, clock, memory, kernel): read the machines table "
+            "(the same code as `make compare BASE=<amd64 results> HEAD=<arm64 results>`).",
+            "",
+            *rows_table(comparison, "amd64", "arm64"),
+            "",
+        ]
+    else:
+        lines += ["No configuration was measured natively on both amd64 and arm64 yet.", ""]
+    if emulated:
+        lines += _emulated_section(records)
+    return lines
+
+
+METHOD = (
+    "Requests/s and p99 are geometric means over trials with their 95 % confidence interval "
+    "(Student's t on log values); two configurations differ significantly when Welch's "
+    "t-test on log values gives p < 0.05 (conservative degrees of freedom, min(n) − 1); "
+    "configurations sharing a rank (`2=`) are not significantly different: their order is "
+    "noise. Open-loop percentiles come from every request of every trial (oha), the p99 with "
+    "its distribution-free interval (order statistics). "
+    "Closed-loop latencies are measured by wrk, whose percentiles include its own post-hoc "
+    "estimate of the requests a stalled server kept it from sending (`stats_correct`); "
+    "open-loop runs (oha) are measured from each request's intended send time. Errors: "
+    "socket errors / non-2xx responses; 502 / 504 are counted in nginx's log (behind nginx). "
+    "'of ceiling' is the share of nginx-static's rate at the same concurrency on the same "
+    "machine. CPU, memory, TIME_WAIT, accept queue and pool figures are in `system.md` beside "
+    "this file. Compare servers within one machine."
+)
+
+
+def _by_scenario(records: list[Record]) -> dict[str, list[Record]]:
+    """The closed-loop runs of the catalog per scenario: emulated runs are a functional
+    check, study runs have their own sections, and open-loop runs theirs (bench.report.openloop)."""
+    by_scenario: dict[str, list[Record]] = defaultdict(list)
+    for rec in records:
+        if (
+            not rec.emulated
+            and "study" not in rec.metadata
+            and rec.offered_rps is None
+            and not is_experiment(rec)
+        ):
+            by_scenario[rec.scenario].append(rec)
+    return by_scenario
+
+
+def render_summary(
+    records: list[Record],
+    problems: list[str],
+    plots: dict[str, str] | None = None,
+    extra: list[str] | None = None,
+) -> str:
+    """The whole summary.md text (plots: scenario -> relative path of its PNG; extra: more
+    sections, before the skipped files; At a glance takes the studies' verdicts from them)."""
+    hosts = {host_of(r) for r in records}
+    lines = [
+        "# Benchmark summary",
+        "",
+        f"{len(records)} records from {len(hosts)} machine(s); generated by `make report` "
+        "from the JSON records in this directory. " + METHOD,
+        "",
+        *glance_section(records, extra or []),
+        "## Machines",
+        "",
+        *machines_table(records),
+        "",
+    ]
+    by_scenario = _by_scenario(records)
+    for scenario in sorted(by_scenario):
+        lines += scenario_section(scenario, by_scenario[scenario], (plots or {}).get(scenario))
+    if any(by_scenario.values()):
+        lines += [RANK_NOTE, ""]
+    lines += arch_section(records)
+    lines += extra or []
+    if problems:
+        lines += ["## Skipped files", "", *(f"- {p}" for p in problems), ""]
+    return "\n".join(lines)
+
+
+SYSTEM_NOTE = (
+    "CPU % is summed over the server's process tree (100 = one core); RSS is the peak of the "
+    "tree's summed RSS; load CPU % shows whether the load generator itself was saturated. "
+    "TIME_WAIT counts the sockets that entered TIME_WAIT during the run on the server's port "
+    "and, behind nginx, the proxy's (client side / upstream side): a server that closes every "
+    "connection piles them up; listen overflows are the kernel's TcpExtListenOverflows over "
+    "the run (system-wide); conns served is mean latency × req/s ÷ connections (Little's law)."
+)
+
+
+def render_system(records: list[Record]) -> str:
+    """system.md: the resources and sockets of every closed-loop configuration, in the order
+    of summary.md's tables."""
+    lines = ["# System figures", "", SYSTEM_NOTE, ""]
+    by_scenario = _by_scenario(records)
+    for scenario in sorted(by_scenario):
+        lines += system_section(scenario, by_scenario[scenario])
+    return "\n".join(lines)
+
+
+def plot_series(records: list[Record]) -> dict[str, dict[str, list[tuple]]]:
+    """Per scenario, per configuration (and machine): (concurrency, req/s, p99, their 95 %
+    intervals) for the plots. Emulated runs are left out, as in the tables."""
+    series: dict[str, dict[str, list[tuple]]] = defaultdict(lambda: defaultdict(list))
+    hosts = {host_of(r) for r in records}
+    main = [
+        r for r in records if not r.emulated and "study" not in r.metadata and r.offered_rps is None
+    ]
+    for group in groups(main).values():
+        first = group[0]
+        label = " ".join(
+            part
+            for part in (
+                first.server,
+                knobs_label(first.knobs or {}),
+                "" if via_label(first) == "direct" else f"({via_label(first)})",
+                f"[{host_of(first)}]" if len(hosts) > 1 else "",
+            )
+            if part
+        )
+        rps, p99 = rps_estimate(group), latency_estimate(group)
+        series[first.scenario][label].append(
+            (
+                first.concurrency,
+                rps.center if rps else None,
+                p99.center if p99 else None,
+                (rps.low, rps.high) if rps and rps.low is not None else None,
+                (p99.low, p99.high) if p99 and p99.low is not None else None,
+            )
+        )
+    return {scenario: dict(lines) for scenario, lines in series.items()}
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)  # no half-written file left behind (e.g. summary.md is a directory)
+        raise
+
+
+def write_summary(
+    results_dir: Path,
+    sections: Callable[[list[Record]], list[str]] | None = None,
+) -> Path:
+    """Rebuild results_dir/summary.md and system.md from the records on disk (each replaced
+    atomically); `sections` renders more sections from the records (the studies')."""
+    # REFERENCE=1 (the Makefile exports it): the shipped reference merged into the user's set
+    with_reference = os.environ.get("PYWEBBENCH_REFERENCE") == "1"
+    records, problems = load_records(results_dir, with_reference)
+    for problem in problems:
+        print(f"report: {problem}", file=sys.stderr)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    path = results_dir / "summary.md"
+    plots = write_plots(results_dir, plot_series(records))
+    extra = open_loop_sections(records, results_dir)
+    extra += sections(records) if sections is not None else []
+    extra += production_sections(records) + soak_sections(records, results_dir)
+    _write_atomic(path, render_summary(records, problems, plots, extra))
+    _write_atomic(results_dir / "system.md", render_system(records))
+    return path

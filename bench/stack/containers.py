@@ -1,0 +1,304 @@
+"""RUNTIME=docker: the server under test in its image, the rest of the stack as for native.
+
+Input: the options' limits (CPUS=, MEMORY=), the images `make images` built, the shared stack
+of bench.site.LocalSite. Output: a ContainerSite whose serve() starts the server's container
+(`docker run --network host`, the engine's --cpus/--memory), waits until it answers, verifies
+it exactly as a native server, and hands bench.measure a ContainerServed: the watchdog follows
+the processes of the container's cgroup, the sampler the container's process tree, and the
+observers its cgroup (CPU, throttling, memory, OOM kills).
+
+Why the host network: the server reaches pgbouncer and the upstream stub on 127.0.0.1 as the
+native server does, the load tool reaches it on 127.0.0.1, and no bridge or NAT hop is added
+to what is measured; the container keeps its own cgroup limits, filesystem and pid namespace.
+The container is named and labelled by the harness (bench.host.docker) and removed on every
+exit path: by the site when the server stops, by the process table's clean-up otherwise, and
+at the next start when the harness was killed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.core.plan import Options
+from bench.core.registry import APPS, ServerSpec, render_argv, render_env, resolve_knobs
+from bench.host import docker, ready
+from bench.host.container_cgroup import ContainerCgroup, ContainerCgroupError
+from bench.host.images import Image, ImageError, image_for
+from bench.host.prepare import Environment, Prepared, Unavailable
+from bench.host.procs import ProcessTable, StartError, listeners
+from bench.observe import sample
+from bench.observe.sample import Sampler
+from bench.stack.components import RunningServer
+from bench.stack.site import LocalServed, LocalSite, ServeError, read_log
+from bench.stack.verify import VerifyError, verify_server
+
+APP_ROOT = "/app"  # where compose/Dockerfile puts app_common/ and servers/
+VENV = "/venv"
+NETWORK = "host"
+# Asks the image's own interpreter what is installed: the record's packages, as native.
+PACKAGES_PY = (
+    "import importlib.metadata as m, json, platform; print(json.dumps({'python': "
+    "platform.python_version(), 'packages': {d.metadata['Name'].lower(): d.version "
+    "for d in m.distributions()}}))"
+)
+
+
+def container_cpus(cpus: float | None, usable: int) -> int:
+    """The CPUs a container may use, as the native rule counts them (one worker each): the
+    CPUs it may run on, capped by its quota rounded up (CPUS=0.5 -> 1, 1.5 -> 2)."""
+    if cpus is None:
+        return usable
+    return max(1, min(usable, math.ceil(cpus - 1e-9)))
+
+
+def image_packages(image: Image, timeout_s: float = 120) -> tuple[dict[str, str], str | None]:
+    """(packages, Python version) inside the image, from a short harness-owned container with
+    no network."""
+    name = docker.container_name("packages")
+    labels = ",".join(f"{k}={v}" for k, v in docker.owner_labels().items())
+    argv = [
+        docker.docker_binary() or "docker",
+        "run",
+        "--rm",
+        f"--name={name}",
+        "--network=none",
+        *[f"--label={item}" for item in labels.split(",")],
+        image.ref,
+        f"{VENV}/bin/python",
+        "-c",
+        PACKAGES_PY,
+    ]
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        docker.remove_container(name)
+        raise ImageError(f"{image.ref}: listing its packages took over {timeout_s:g} s") from None
+    if result.returncode != 0:
+        raise ImageError(f"{image.ref}: cannot list its packages: {result.stderr.strip()}")
+    data = json.loads(result.stdout)
+    return data["packages"], data["python"]
+
+
+@dataclass
+class ContainerServed(LocalServed):
+    """A server in its container: the processes, sampler and cgroup are the container's."""
+
+    container: str = ""
+    image: Image | None = None
+    limits: docker.Limits = field(default_factory=docker.Limits)
+    init_pid: int | None = None
+    container_cgroup: ContainerCgroup | None = None
+
+    def _container_pids(self) -> set[int]:
+        group = self.container_cgroup
+        return group.pids() if group is not None else set()
+
+    def wait_idle(self, timeout_s: float = 60.0) -> None:
+        """As native (the accept queue is on the host's loopback); then the container's
+        processes are the ones the watchdog follows."""
+        ready.wait_until(
+            lambda: (sample.listen_queue(self.server.port) or 0) == 0,
+            "draining its accept queue",
+            self.server.proc,
+            timeout_s,
+        )
+        ready.wait_http(self.server.proc, self.server.port, self.server.spec.ready_path, timeout_s)
+        self._pids = self._container_pids()
+
+    def sampler(self) -> Sampler:
+        """The container's process tree (from its first process), sockets, pools."""
+        return Sampler(
+            self.init_pid,
+            self.server.port,
+            proxy_pid=self.proxy.proc.pid if self.proxy else None,
+            proxy_port=self.proxy.port if self.proxy else None,
+            pool_probe=self.pool_probe or self.db.pgbouncer_pools,
+            db_port=self.db.pgbouncer_port,
+        )
+
+    def facts(self) -> dict[str, object]:
+        """The record's `container` keys known at start (the window adds its own)."""
+        return container_facts(self.image, self.limits, self.container)
+
+
+def container_facts(image: Image | None, limits: docker.Limits, name: str | None) -> dict:
+    """runtime facts of a container run: image, limits, network, name."""
+    return {
+        "image": image.ref if image else None,
+        "image_id": image.id if image else None,
+        "image_tags": list(image.tags) if image else [],
+        "cpus": limits.cpus,
+        "memory_bytes": limits.memory_bytes,
+        "network": NETWORK,
+        "name": name,
+    }
+
+
+class ContainerSite(LocalSite):
+    """The shared stack here, each server in its container."""
+
+    def __init__(
+        self, table: ProcessTable, run_dir: Path, placement, limits: docker.Limits
+    ) -> None:
+        super().__init__(table, run_dir, placement)
+        self.limits = limits
+        self.images: dict[str, Image] = {}
+        self.engine: dict[str, str] | None = None
+
+    def container_facts(self, server: str) -> dict[str, object]:
+        """The record's `container` keys before the server starts: image, limits, engine."""
+        if self.engine is None:
+            self.engine = docker.engine_facts()
+        return container_facts(self.images.get(server), self.limits, None) | {"engine": self.engine}
+
+    def open(self) -> None:
+        """Containers a killed harness left behind are removed, then the native stack."""
+        for name in docker.remove_leftovers():
+            print(f"bench: removed {name} left by a harness that is gone", file=sys.stderr)
+        super().open()
+
+    def knobs(self, spec: ServerSpec, overrides: dict[str, int]) -> dict[str, int]:
+        """ "cpus" in a declaration: the CPUs the container may use (CPUS= rounded up)."""
+        usable = container_cpus(self.limits.cpus, len(self.placement.server_cpus))
+        return resolve_knobs(spec, usable, overrides)
+
+    def prepare(
+        self, specs: list[ServerSpec], arch: str, say: Callable[[str], None]
+    ) -> dict[str, Prepared]:
+        """Each server's image (built by make images) and what is installed in it."""
+        prepared: dict[str, Prepared] = {}
+        for spec in specs:
+            try:
+                image = image_for(spec, arch)
+                say(f"{spec.id}: image {image.ref} ({image.id[7:19]})")
+                packages, python = image_packages(image)
+            except (ImageError, docker.EngineError) as exc:
+                prepared[spec.id] = Unavailable(str(exc))
+                continue
+            self.images[spec.id] = image
+            prepared[spec.id] = Environment(Path(f"{VENV}/bin/python"), packages, python)
+        return prepared
+
+    def serve(
+        self,
+        spec: ServerSpec,
+        knobs: dict[str, int],
+        environment: Environment,
+        opts: Options,
+        log_name: str,
+    ) -> ContainerServed:
+        """Start the server's container, check it answers from inside it, verify it, and
+        (PROXY=nginx) front it; ServeError if any fails."""
+        assert self.db is not None
+        image = self.images[spec.id]
+        log_path = self.run_dir / log_name
+        port = ready.free_port()
+        fill: dict[str, object] = {
+            **knobs,
+            "python": f"{VENV}/bin/python",
+            "port": port,
+            "app": APPS[spec.app],
+            "run_dir": self.run_dir,
+            "root": APP_ROOT,
+            "venv": VENV,
+        }
+        argv = render_argv(spec, fill)
+        home = self.run_dir / "home"
+        home.mkdir(exist_ok=True)
+        env = {
+            "HOME": str(home),
+            "APP_DATABASE_URL": self.db.app_url,
+            "APP_UPSTREAM_URL": f"http://127.0.0.1:{self.stack.upstream_port}",
+            **render_env(spec, fill),
+            **environment.env,
+            **opts.app_env,
+        }
+        name = docker.container_name(spec.id)
+        command = docker.run_argv(
+            name,
+            image.ref,
+            argv,
+            limits=self.limits,
+            env=env,
+            # The run directory at the same path: HOME and anything the server writes there.
+            mounts=[f"{self.run_dir}:{self.run_dir}"],
+            workdir=APP_ROOT,
+            labels=docker.owner_labels(),
+            network=NETWORK,
+            stop_signal=spec.stop_signal,
+        )
+        # On any exit path the container goes, by name (stop_all runs this after the CLI).
+        self.table.on_stop(lambda: docker.remove_container(name))
+        try:
+            proc = self.table.start(
+                spec.id, command, log_path, stop_signal=getattr(signal, spec.stop_signal)
+            )
+        except StartError as exc:
+            raise ServeError(f"server did not start: {exc}", {}) from None
+        server = RunningServer(spec, port, proc, argv, knobs)
+        served = ContainerServed(
+            server,
+            self.db,
+            self.problem,
+            name=spec.id,
+            pool_probe=self.pools.pools if self.pools is not None else None,
+            container=name,
+            image=image,
+            limits=self.limits,
+        )
+        try:
+            try:
+                ready.wait_http(proc, port, spec.ready_path, timeout_s=60)
+                served.init_pid = docker.container_pid(name)
+                if served.init_pid is None:
+                    raise StartError(f"container {name} is not running")
+                served.container_cgroup = ContainerCgroup.of_pid(served.init_pid)
+                owners = listeners(port)
+                if owners and not owners & served._container_pids():
+                    raise StartError(
+                        f"port {port} is answered by pid(s) {sorted(owners)}, not by the "
+                        f"container {name}; another program took the port"
+                    )
+            except (StartError, docker.EngineError, ContainerCgroupError) as exc:
+                reason = f"server did not start: {str(exc).splitlines()[0]}"
+                raise ServeError(reason, {"server.log": read_log(log_path)}, argv) from None
+            served._pids = served._container_pids()
+            try:
+                # Every route, as for a native server (a container holds a Python server only).
+                checked = verify_server(port, self.db, "127.0.0.1")
+                served.verification = {"checked": checked.checked, "warnings": checked.warnings}
+            except (VerifyError, OSError) as exc:
+                logs = {"server.log": read_log(log_path)}
+                raise ServeError(f"verification failed: {exc}", logs, argv) from None
+            served.backlog = sample.listen_backlog(port)
+            if opts.proxy is not None:
+                try:
+                    served.proxy = self.stack.start_proxy(
+                        server,
+                        bool(opts.upstream_keepalive),
+                        opts.proxy_timeout_s,
+                        None,
+                        kind=opts.proxy,
+                    )
+                except StartError as exc:
+                    reason = f"nginx (proxy) did not start: {str(exc).splitlines()[0]}"
+                    raise ServeError(reason, {"server.log": read_log(log_path)}, argv) from None
+        except BaseException:
+            self.stop(served)
+            raise
+        return served
+
+    def stop(self, served: LocalServed) -> None:
+        """nginx, then the container (its stop signal, SIGKILL after the grace), by name."""
+        if served.proxy is not None:
+            self.table.stop(served.proxy.proc)
+        if isinstance(served, ContainerServed):
+            docker.stop_container(served.container)
+        self.stack.stop_server(served.server)

@@ -1,0 +1,132 @@
+"""Verification: every route's status, headers and body, before any load is sent.
+
+Input: a host:port serving app_common (either variant) and the running Database.
+Output: a Verification (routes checked, warnings); VerifyError listing every failure otherwise.
+The expected answers come from the database and db/ (never from the app's own code), and
+pgbouncer's counters must show that the app really queried.
+"""
+
+from __future__ import annotations
+
+import http.client
+import time
+from dataclasses import dataclass, field
+
+from bench.core.scenario import SCENARIOS, Facts, Response
+from bench.stack.components import Database
+
+
+class VerifyError(AssertionError):
+    """The server answered something other than the app's contract."""
+
+
+@dataclass
+class Verification:
+    """What verify_server checked, and what it only warns about."""
+
+    checked: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    db_queries: int = 0
+
+
+def fetch(port: int, path: str, host: str = "127.0.0.1", timeout_s: float = 10.0) -> Response:
+    """GET path on a fresh connection."""
+    conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
+    start = time.monotonic()
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        body = resp.read()
+        headers: dict[str, str] = {}
+        for key, value in resp.getheaders():
+            headers.setdefault(key.lower(), value)
+        return Response(resp.status, headers, body, time.monotonic() - start)
+    finally:
+        conn.close()
+
+
+def check_headers(resp: Response, content_type: str, path: str, result: Verification) -> list[str]:
+    """Content-Type and framing are required; Server and Date are noted when missing."""
+    problems = []
+    got = resp.headers.get("content-type", "")
+    if not got.lower().replace(" ", "").startswith(content_type.replace(" ", "")):
+        problems.append(f"{path}: Content-Type {got!r}, expected {content_type!r}")
+    length = resp.headers.get("content-length")
+    if length is None and resp.headers.get("transfer-encoding") != "chunked":
+        problems.append(f"{path}: neither Content-Length nor chunked encoding")
+    elif length is not None and int(length) != len(resp.body):
+        problems.append(f"{path}: Content-Length {length} but {len(resp.body)} bytes")
+    for name in ("server", "date"):
+        if name not in resp.headers:
+            note = f"no {name.title()} header"
+            if note not in result.warnings:
+                result.warnings.append(note)
+    return problems
+
+
+def verify_static(port: int, host: str = "127.0.0.1") -> Verification:
+    """A server that is not the app (nginx-static) only has to get /plaintext right."""
+    result = Verification()
+    resp = fetch(port, "/plaintext", host)
+    problems = check_headers(resp, "text/plain", "/plaintext", result)
+    if resp.status != 200 or resp.body != b"Hello, World!":
+        problems.append(f"/plaintext: status {resp.status}, body {resp.body[:80]!r}")
+    if problems:
+        raise VerifyError("; ".join(problems))
+    result.checked.append("/plaintext")
+    return result
+
+
+def verify_server(port: int, db: Database | None, host: str = "127.0.0.1") -> Verification:
+    """Check every scenario's routes on host:port; raise VerifyError listing all failures.
+
+    Without a Database (TARGET=: the server and its database run elsewhere) rows are
+    checked for shape and range only, and that is said in the warnings."""
+    result = Verification()
+    problems: list[str] = []
+    facts = Facts(db.world(), db.world) if db is not None else Facts(None, None)
+    stats_before = db.pgbouncer_stats() if db is not None else {}
+    if db is None:
+        result.warnings.append(
+            "remote target: database answers checked for shape and range only, not against "
+            "the rows, and pgbouncer's query count not checked"
+        )
+    expected_selects = 0
+    for check in (c for scenario in SCENARIOS.values() for c in scenario.checks):
+        expected_selects += check.selects
+        try:
+            resp = fetch(port, check.path, host)
+        except OSError as exc:
+            problems.append(f"{check.path}: request failed: {exc}")
+            continue
+        if resp.status != 200:
+            problems.append(
+                f"{check.path}: status {resp.status}, expected 200: {resp.body[:120]!r}"
+            )
+            continue
+        problems.extend(check_headers(resp, check.content_type, check.path, result))
+        problems.extend(check.body(resp, facts))
+        result.checked.append(check.path)
+
+    try:
+        missing = fetch(port, "/no-such-route", host)
+        if missing.status != 404:
+            problems.append(f"/no-such-route: status {missing.status}, expected 404")
+    except OSError as exc:
+        problems.append(f"/no-such-route: request failed: {exc}")
+
+    if db is None:
+        if problems:
+            raise VerifyError("; ".join(problems))
+        return result
+    # The app must really have gone to the database through pgbouncer.
+    stats_after = db.pgbouncer_stats()
+    queried = stats_after.get("total_query_count", 0) - stats_before.get("total_query_count", 0)
+    result.db_queries = queried
+    if queried < expected_selects:
+        problems.append(
+            f"pgbouncer saw {queried} queries, the DB routes needed at least {expected_selects}"
+        )
+    if problems:
+        raise VerifyError("; ".join(problems))
+    return result

@@ -1,0 +1,377 @@
+"""summary.md sections of the load-balancer studies, and the "Defaults behind a load balancer"
+table.
+
+Input: every record (those with metadata.study naming a studies/lb file count; the
+latest study_run of each). Output: markdown lines: per study its claim, what was expected, a
+table per arm (errors with nginx's reasons, kernel counters, TIME_WAIT), and for the race the
+502s per 10,000 requests with an upper bound where none was seen; then per server its
+defaults (keep-alive timeout, backlog) beside what the race study measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from bench.core.outcome import Outcome
+from bench.core.record import Record
+from bench.core.registry import load_all
+from bench.report.table import markdown_table
+from bench.studies.lbfile import LbStudy, lb_study_names, load_lb_study
+from bench.studies.study import StudyError
+
+RACE = "lb-keepalive-race"
+BALANCER_IDLE_S = 60
+
+
+def _latest(records: list[Record], name: str) -> list[Record]:
+    mine = [r for r in records if r.metadata.get("study") == name]
+    if not mine:
+        return []
+    latest = max(str(r.metadata.get("study_run", "")) for r in mine)
+    return [r for r in mine if str(r.metadata.get("study_run", "")) == latest]
+
+
+def _status_count(rec: Record, status: int) -> int:
+    errors = rec.errors or {}
+    by = errors.get("proxy_by_status") or errors.get("by_status") or {}
+    return int(by.get(str(status), 0))
+
+
+def _client_errors(rec: Record) -> int:
+    return Outcome.of_record(rec).socket_errors
+
+
+def _top_reason(rec: Record) -> str:
+    reasons = (rec.network or {}).get("proxy_error_reasons") or {}
+    if reasons:
+        text, count = next(iter(reasons.items()))
+        return f"{count} × {text}"
+    messages = (rec.errors or {}).get("by_message") or {}
+    failures = {k: v for k, v in messages.items() if k != "aborted due to deadline"}
+    if failures:
+        text, count = max(failures.items(), key=lambda kv: kv[1])
+        return f"{count} × {text} (client)"
+    return "–"
+
+
+def _sent(rec: Record) -> int:
+    race = (rec.network or {}).get("race") or {}
+    if "sent" in race:
+        return int(race["sent"])
+    return (rec.requests or 0) + _client_errors(rec)
+
+
+def upper_bound_per_10k(sent: int) -> float | None:
+    """One-sided 95 % upper bound, per 10,000, on a rate never seen in `sent` independent
+    tries: the p with (1 - p)^sent = 0.05 (exact binomial; about 3/sent, the rule of three)."""
+    return 10_000 * (1 - 0.05 ** (1 / sent)) if sent else None
+
+
+def _bad_gaps(rec: Record) -> str:
+    """The idle gaps whose bursts got 502s: `2002 (1), 2005 (2)`."""
+    by_gap = ((rec.network or {}).get("race") or {}).get("by_gap") or {}
+    bad = [(int(g), int(v.get("502", 0))) for g, v in by_gap.items() if v.get("502")]
+    return ", ".join(f"{g} ({n})" for g, n in sorted(bad)) or "–"
+
+
+def idle_close_text(rec: Record) -> str:
+    """The measured idle close: seconds, "0 (no keep-alive)", "open at N s", or "–"."""
+    race = (rec.network or {}).get("race") or {}
+    limit = race.get("probe_limit_s")
+    if not limit:
+        return "–"
+    close = race.get("idle_close_s")
+    if close is None:
+        return f"open at {limit} s"
+    return "0 (no keep-alive)" if close == 0 else f"{close:.2f}"
+
+
+def failed_pct_text(rec: Record) -> str:
+    """The share of arrivals without a 2xx answer: 502/504 from the front, client errors,
+    arrivals oha never sent (requests oha cut off at its own deadline count on neither side)."""
+    pct = Outcome.of_record(rec).unserved_pct
+    return "–" if pct is None else f"{pct:.2f}"
+
+
+def per_10k(rec: Record) -> str:
+    """502s per 10,000 requests sent, or the bound when none was seen."""
+    sent = _sent(rec)
+    bad = _status_count(rec, 502)
+    race = (rec.network or {}).get("race") or {}
+    if race.get("probe_limit_s") and race.get("idle_close_s") == 0 and not bad:
+        return f"no race possible: no idle connection to lose ({sent:,} sent)"
+    if not sent and race.get("probe_limit_s") and race.get("idle_close_s") is None:
+        return f"no race: idle connections outlive the balancer's {BALANCER_IDLE_S} s"
+    if not sent:
+        return "–"
+    if bad == 0:
+        bound = upper_bound_per_10k(sent)
+        return f"0 in {sent:,} (race not seen; < {bound:.0f} per 10,000 at 95 %)"
+    return f"{10_000 * bad / sent:.1f} ({bad} in {sent:,})"
+
+
+def _upstream_opens_per_request(rec: Record) -> float | None:
+    """New upstream connections per request behind the front: passive opens inside the
+    namespace minus the client's own (one per request: the race sends each on a new
+    connection, plus one warm-up burst)."""
+    network = rec.network or {}
+    race = network.get("race") or {}
+    opens = (network.get("kernel_counters") or {}).get("TcpPassiveOpens")
+    sent = race.get("sent")
+    if opens is None or not sent:
+        return None
+    # The probe's own connection went straight to the server: one passive open more.
+    client = int(sent) + int(race.get("burst", 0))
+    opens -= 1 if race.get("probe_limit_s") else 0
+    return max(0, opens - client) / client
+
+
+def _fmt(value: float | int | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}".rstrip("0").rstrip(".")
+
+
+def _sysctl_text(rec: Record, varying: set[str]) -> str:
+    sysctls = (rec.network or {}).get("sysctls") or {}
+    return ", ".join(f"{k.rsplit('.', 1)[1]}={sysctls[k]}" for k in sorted(varying) if k in sysctls)
+
+
+def _arm_table(study: LbStudy, records: list[Record]) -> list[str]:
+    labels = {a.id: a.label for a in study.arms}
+    values = [set(((r.network or {}).get("sysctls") or {}).items()) for r in records]
+    keys = {k for v in values for k, _ in v}
+    varying = {k for k in keys if len({dict(v).get(k) for v in values}) > 1}
+    race = study.name == RACE
+    if race:
+        header = [
+            "arm",
+            "server",
+            "sysctls",
+            "keep-alive s (setting)",
+            "idle close s (measured)",
+            "sent",
+            "502s",
+            "502 per 10,000",
+            "gaps ms with 502s (count)",
+            "upstream conns per request",
+            "first reason (nginx error log)",
+            "client errors",
+        ]
+    else:
+        header = [
+            "arm",
+            "server",
+            "sysctls",
+            "2xx/s",
+            "p99 ms",
+            "502s",
+            "504s",
+            "client errors",
+            "TIME_WAIT peak",
+            "overflows / drops / embryonic RSTs",
+            "first reason",
+            "not sent (oha's connections all busy)",
+            "failed % (ours)",
+            "failed % (source)",
+        ]
+    rows = []
+    for rec in sorted(
+        records,
+        key=lambda r: (
+            list(labels).index(r.metadata.get("study_arm"))
+            if r.metadata.get("study_arm") in labels
+            else 99
+        ),
+    ):
+        arm = str(rec.metadata.get("study_arm"))
+        kernel = (rec.network or {}).get("kernel_counters") or {}
+        if rec.status != "ok":
+            rows.append(
+                [labels.get(arm, arm), rec.server, f"failed: {rec.reason}"]
+                + [""] * (len(header) - 3)
+            )
+            continue
+        common = [labels.get(arm, arm), rec.server, _sysctl_text(rec, varying) or "–"]
+        if race:
+            rows.append(
+                [
+                    *common,
+                    str(rec.knobs.get("keepalive", "–")),
+                    idle_close_text(rec),
+                    f"{_sent(rec):,}",
+                    str(_status_count(rec, 502)),
+                    per_10k(rec),
+                    _bad_gaps(rec),
+                    _fmt(_upstream_opens_per_request(rec)),
+                    _top_reason(rec),
+                    str(_client_errors(rec)),
+                ]
+            )
+        else:
+            rows.append(
+                [
+                    *common,
+                    _fmt(rec.achieved_rps),
+                    _fmt((rec.latency_ms or {}).get("p99")),
+                    str(_status_count(rec, 502)),
+                    str(_status_count(rec, 504)),
+                    str(_client_errors(rec)),
+                    _fmt((rec.sockets or {}).get("time_wait_max")),
+                    " / ".join(
+                        _fmt(kernel.get(k))
+                        for k in (
+                            "TcpExtListenOverflows",
+                            "TcpExtListenDrops",
+                            "TcpExtEmbryonicRsts",
+                        )
+                    ),
+                    _top_reason(rec),
+                    str(int((rec.errors or {}).get("unsent") or 0)),
+                    failed_pct_text(rec),
+                    _fmt(study.published.get(arm)) if arm in study.published else "",
+                ]
+            )
+    return markdown_table(header, rows, "lllrrrrllrlr" if race else "lllrrrrrrrlrrr")
+
+
+def _arms_with(
+    records: list[Record], labels: dict[str, str], value: Callable[[Record], int]
+) -> str:
+    found = [
+        f"{labels.get(str(r.metadata.get('study_arm')), r.server)} ({n:,})"
+        for r in records
+        if r.status == "ok" and (n := value(r))
+    ]
+    return "; ".join(found) if found else "none"
+
+
+def measured_lines(study: LbStudy, records: list[Record]) -> list[str]:
+    """What the arms showed, counted from the records: which arms had 502s, 504s, nginx's
+    errno 99, SYNs dropped on a full queue, handshakes reset by tcp_abort_on_overflow."""
+    labels = {a.id: a.label for a in study.arms}
+
+    def kernel(key: str) -> Callable[[Record], int]:
+        return lambda r: int(((r.network or {}).get("kernel_counters") or {}).get(key) or 0)
+
+    def errno99(r: Record) -> int:
+        reasons = (r.network or {}).get("proxy_error_reasons") or {}
+        return sum(n for text, n in reasons.items() if "(99: " in text)
+
+    return [
+        "Measured (counts from the records):",
+        "",
+        f"- 502s: {_arms_with(records, labels, lambda r: _status_count(r, 502))}",
+        f"- 504s: {_arms_with(records, labels, lambda r: _status_count(r, 504))}",
+        f"- nginx connects failing with errno 99: {_arms_with(records, labels, errno99)}",
+        "- SYNs dropped on a full accept queue (ListenOverflows): "
+        + _arms_with(records, labels, kernel("TcpExtListenOverflows")),
+        "- handshakes reset (EmbryonicRsts, what tcp_abort_on_overflow=1 does): "
+        + _arms_with(records, labels, kernel("TcpExtEmbryonicRsts")),
+        "",
+    ]
+
+
+def study_section(study: LbStudy, records: list[Record]) -> list[str]:
+    """One load-balancer study's section."""
+    first = records[0]
+    lines = [
+        f"## Study: {study.title}",
+        "",
+        f"Source: `{study.source}`. Run `{first.metadata.get('study_run')}`, each arm in a network "
+        "namespace of the harness's own (sysctls set there only), oha "
+        f"{first.load_tool_version or ''} or the burst pattern of bench/load/race.py. "
+        "Measured on a shared 2-CPU machine while other load ran: single runs, noisy.",
+        "",
+        f"**Claim.** {study.claim}",
+        "",
+        f"**Expected.** {study.expect}",
+        "",
+        f"**How ours differs.** {study.differs}",
+        "",
+        *_arm_table(study, records),
+        "",
+        *measured_lines(study, records),
+    ]
+    return lines
+
+
+def _keeps_alive(rec: Record) -> str:
+    race = (rec.network or {}).get("race") or {}
+    opens = _upstream_opens_per_request(rec)
+    if race.get("idle_close_s") == 0 or (opens is not None and opens > 0.9):
+        return "no: a new connection per request" + (
+            f" ({opens:.2f} upstream connects per request)" if opens is not None else ""
+        )
+    if race.get("probe_limit_s"):
+        return "yes"
+    return "–"
+
+
+def defaults_table(records: list[Record]) -> list[str]:
+    """Per server: its own keep-alive timeout and backlog, and what the race measured."""
+    race = [r for r in _latest(records, RACE) if r.status == "ok"]
+    rows = []
+    for sid, spec in sorted(load_all().items()):
+        if spec.app == "static":
+            continue
+        keepalive = spec.knobs.get("keepalive")
+        backlog = spec.knobs.get("backlog")
+        ka_text = f"{keepalive.server_default} s" if keepalive is not None else "no setting here"
+        mine = [r for r in race if r.server == sid]
+        # The study's arms are named <what>-default (the server as shipped) and <what>-fix.
+        default = [r for r in mine if str(r.metadata.get("study_arm")).endswith("-default")]
+        fixed = [r for r in mine if str(r.metadata.get("study_arm")).endswith("-fix")]
+        rows.append(
+            [
+                sid,
+                ka_text,
+                idle_close_text(default[0]) if default else "not measured",
+                str(backlog.server_default) if backlog is not None else "–",
+                _keeps_alive(default[0]) if default else "not measured",
+                per_10k(default[0]) if default else "not measured",
+                per_10k(fixed[0]) if fixed else "not measured",
+            ]
+        )
+    return [
+        "## Defaults behind a load balancer",
+        "",
+        "Each server with its own defaults behind the ALB-like front (PROXY=alb: "
+        f"{BALANCER_IDLE_S} s upstream idle timeout, no retry), from the latest "
+        "`lb-keepalive-race` run: 502s when the server's keep-alive is shorter than the "
+        "balancer's, then with the documented fix "
+        f"(keep-alive above {BALANCER_IDLE_S} s). Backlog is the server's own default.",
+        "",
+        *markdown_table(
+            [
+                "server",
+                "keep-alive setting (declared default)",
+                "idle close s (measured)",
+                "backlog",
+                "keeps connections alive",
+                "502 per 10,000 (default)",
+                "502 per 10,000 (keep-alive > 60 s)",
+            ],
+            rows,
+            "lrrrlll",
+        ),
+        "",
+    ]
+
+
+def summary_sections(records: list[Record]) -> list[str]:
+    """Every load-balancer study with records, then the defaults table (when the race ran)."""
+    lines: list[str] = []
+    for name in lb_study_names():
+        mine = _latest(records, name)
+        if not mine:
+            continue
+        try:
+            study = load_lb_study(name)
+        except StudyError as exc:
+            lines += [f"## Study: {name}", "", f"The study file cannot be read: {exc}", ""]
+            continue
+        lines += study_section(study, mine)
+    if _latest(records, RACE):
+        lines += defaults_table(records)
+    return lines
