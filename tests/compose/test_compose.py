@@ -253,7 +253,7 @@ def test_builder_installs_the_native_requirements(server: str, tmp_path: Path) -
 
 def test_native_path_installs_the_same_file() -> None:
     """bench/host/venv.py installs spec.requirements with the same uv subcommand and flag order."""
-    source = (registry.ROOT / "bench" / "venv.py").read_text()
+    source = (registry.ROOT / "bench" / "host" / "venv.py").read_text()
     assert "make_venv(spec.id, spec.requirements, tuple(spec.install_flags)" in source
     assert '"pip", "install", "-q", "--python", str(python), *flags, "-r"' in source
 
@@ -268,8 +268,8 @@ def test_uv_is_pinned_as_in_setup() -> None:
 def test_seed_stage_writes_the_native_rows(tmp_path: Path) -> None:
     """The postgres image's init script is bench/core/seed.py's own output: the same 10,000 world
     rows from the fixed seed and the same fortunes as the native cluster."""
-    (tmp_path / "src" / "bench").mkdir(parents=True)
-    for name in ("__init__.py", "seed.py"):
+    (tmp_path / "src" / "bench" / "core").mkdir(parents=True)
+    for name in ("__init__.py", "core/__init__.py", "core/seed.py"):
         shutil.copy(registry.ROOT / "bench" / name, tmp_path / "src" / "bench" / name)
     shutil.copytree(registry.ROOT / "db", tmp_path / "src" / "db")
     step = next(i for i in _stages()["seed"] if i.startswith("RUN "))
@@ -431,8 +431,10 @@ def test_config_files_are_rendered_for_the_container(tmp_path: Path) -> None:
     """A declaration with a native config file gets it rendered into the run dir, listening
     on all interfaces, and {config} points at it (as bench/stack/components.py does natively)."""
     root = tmp_path / "root"
-    (root / "bench").mkdir(parents=True)
-    shutil.copy(registry.ROOT / "bench" / "registry.py", root / "bench" / "registry.py")
+    (root / "bench" / "core").mkdir(parents=True)
+    shutil.copy(
+        registry.ROOT / "bench" / "core" / "registry.py", root / "bench" / "core" / "registry.py"
+    )
     folder = root / "servers" / "confd"
     folder.mkdir(parents=True)
     (folder / "requirements.txt").write_text("")
