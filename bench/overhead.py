@@ -31,7 +31,7 @@ from typing import Any
 import psutil
 
 from bench import cli
-from bench.core import plan
+from bench.core import defaults, plan
 from bench.core.registry import load_all
 from bench.harness.measure import Settings, measure_point
 from bench.host.placement import cpu_placement
@@ -47,7 +47,7 @@ SERVERS = "gunicorn-sync,granian"
 SCENARIOS = "plaintext,db"
 CONCURRENCY = "50"
 DURATION_S = "5"
-ROUNDS = 8  # rounds per server and route: a median and a spread under others' load
+ROUNDS = defaults.OVERHEAD_ROUNDS
 ROUNDS_LIMITS = (1, 100)
 
 
@@ -224,7 +224,7 @@ def measure_server(
         duration_s=opts.duration_s,
         warmup_s=opts.warmup_s,
         keepalive=opts.keepalive,
-        timeout_s=opts.load_timeout_s,
+        timeout_s=opts.study.load_timeout_s,
         load_cpus=None,
     )
     tool = Accounted(Wrk(opts.load_threads))

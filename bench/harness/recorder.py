@@ -64,8 +64,8 @@ class Recorder:
             "ended_at": now_iso(),
             "seed": opts.seed,
             "cpu_placement": self.placement.to_dict(),
-            "runtime": opts.runtime,
-            **opts.meta,
+            "runtime": opts.mode.runtime,
+            **opts.study.meta,
             **({"proxy_version": self.proxy_version} if opts.proxy else {}),
             **({"emulator": self.emulator.metadata()} if self.emulator else {}),
         }
@@ -109,7 +109,7 @@ class Recorder:
         quota is not among them)."""
         if opts.cpu_quota is None:
             return None
-        rule = opts.meta.get("workers_rule") or (
+        rule = opts.study.meta.get("workers_rule") or (
             f"WORKERS={opts.overrides['workers']}" if "workers" in opts.overrides else "server.toml"
         )
         window = (measured.cgroup if measured else None) or {"cpu_quota": opts.cpu_quota}

@@ -75,7 +75,7 @@ def measure_block(
     facts.backlog = getattr(served, "backlog", None)
     session = Session(h, opts, facts, served)
     try:
-        if opts.objective is not None:
+        if opts.mode.objective is not None:
             search_capacity(session, runs)
         else:
             session.measure_all(runs)
@@ -174,13 +174,13 @@ def execute(
     run_name = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid()}"
     run_dir = base / "runs" / run_name
     run_dir.mkdir(parents=True, exist_ok=True)
-    searches = [(o, b) for o, b in plans if o.objective is not None]
+    searches = [(o, b) for o, b in plans if o.mode.objective is not None]
     progress = Progress(
         None if searches else sum(len(b.runs) for _, blocks in plans for b in blocks),
         sum(
             plan.estimate_seconds(opts, blocks)
-            if opts.objective is None
-            else opts.objective.budget_s * sum(len(b.runs) for b in blocks)
+            if opts.mode.objective is None
+            else opts.mode.objective.budget_s * sum(len(b.runs) for b in blocks)
             for opts, blocks in plans
         ),
     )

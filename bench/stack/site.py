@@ -270,7 +270,7 @@ class LocalSite:
                 self.db,
                 log_name,
                 cpus=server_cpus,
-                extra_env={**environment.env, **opts.app_env},
+                extra_env={**environment.env, **opts.study.app_env},
                 cgroup=quota.procs_file if quota else None,
             )
         except StartError as exc:

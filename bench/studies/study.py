@@ -566,18 +566,20 @@ def arm_options(
         keepalive=keepalive,
         upstream_keepalive=None if proxy == "none" else bool(upstream),
         proxy_timeout_s=int(settings.get("proxy_timeout", defaults.PROXY_TIMEOUT_S)),
-        paths=paths,
-        app_env={k: str(v) for k, v in dict(settings.get("app_env", {})).items()},
-        load_timeout_s=int(settings.get("load_timeout", defaults.LOAD_TIMEOUT_S)),
         load_tool=arm.load or base.load_tool,
         rates=tuple(derived.rates.values()) if derived and derived.rates else arm.rates,
-        meta={
-            "study": study.name,
-            "study_arm": arm.id,
-            "study_run": run_id,
-            **({"workers_rule": str(knobs["workers"])} if "workers" in knobs else {}),
-            **(derived.meta() if derived else {}),
-        },
+        study=plan.StudySettings(
+            paths=paths,
+            app_env={k: str(v) for k, v in dict(settings.get("app_env", {})).items()},
+            load_timeout_s=int(settings.get("load_timeout", defaults.LOAD_TIMEOUT_S)),
+            meta={
+                "study": study.name,
+                "study_arm": arm.id,
+                "study_run": run_id,
+                **({"workers_rule": str(knobs["workers"])} if "workers" in knobs else {}),
+                **(derived.meta() if derived else {}),
+            },
+        ),
     )
 
 
