@@ -33,6 +33,7 @@ import psutil
 from bench import cli
 from bench.core import defaults, plan
 from bench.core.registry import load_all
+from bench.core.runid import run_dir_name
 from bench.harness.measure import Settings, measure_point
 from bench.host.placement import cpu_placement
 from bench.host.prepare import Environment, Unavailable
@@ -309,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"overhead: {exc}", file=sys.stderr)
         return 2
     base = state_base()
-    run_dir = base / "runs" / (time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-overhead")
+    run_dir = base / "runs" / run_dir_name("overhead")
     run_dir.mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
     status = 0

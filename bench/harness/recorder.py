@@ -16,13 +16,12 @@ from pathlib import Path
 
 from bench.core import plan, record
 from bench.core.progress import Progress
+from bench.core.registry import FRAMEWORKS
 from bench.harness.measure import Measurement
 from bench.host.arch import Emulator, host_arch
 from bench.host.metadata import now_iso
 from bench.host.placement import Placement
 from bench.load import LoadTool
-
-FRAMEWORKS = {"wsgi": "flask", "asgi": "quart", "static": None}
 
 
 @dataclass

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench.core import plan, record
 from bench.core.progress import Progress
 from bench.core.registry import ServerSpec, load_all
+from bench.core.runid import run_dir_name
 from bench.harness.capacity import search_capacity
 from bench.harness.recorder import Recorder, ServerFacts
 from bench.harness.session import BlockVoid, Harness, Session, Site
@@ -171,7 +171,7 @@ def execute(
     plans = [(opts, plan.make_plan(opts)) for opts in arms]
     first = arms[0]
     base = state_base()
-    run_name = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid()}"
+    run_name = run_dir_name(str(os.getpid()))
     run_dir = base / "runs" / run_name
     run_dir.mkdir(parents=True, exist_ok=True)
     searches = [(o, b) for o, b in plans if o.mode.objective is not None]

@@ -21,7 +21,6 @@ import os
 import re
 import statistics
 import sys
-import time
 import tomllib
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -32,6 +31,7 @@ from bench.core import defaults, plan
 from bench.core.outcome import Outcome as RunOutcome
 from bench.core.record import Record, load_records
 from bench.core.registry import server_ids
+from bench.core.runid import study_run_id
 from bench.host import cgroup
 from bench.load import TOOL_NAMES, tools
 from bench.report.cells import host_of
@@ -625,7 +625,7 @@ def load_runnable(names: list[str]) -> list[Study]:
 
 def new_run_id() -> str:
     """The id every record of one `make study` carries (metadata.study_run)."""
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return study_run_id()
 
 
 def study_options(

@@ -78,7 +78,11 @@ def test_capacity_defaults_and_the_start_rate() -> None:
     assert (opts.rates, opts.mode.objective.start_rps, opts.concurrency) == ((50,), 50, ())
     args = parser.parse_args(["capacity", "--rate=300,900", "--slo-p99-ms=20"])
     opts = cli.with_objective(cli.options_from(args), args)
-    assert (opts.rates, opts.mode.objective.start_rps, opts.mode.objective.p99_ms) == ((300,), 300, 20)
+    assert (opts.rates, opts.mode.objective.start_rps, opts.mode.objective.p99_ms) == (
+        (300,),
+        300,
+        20,
+    )
 
 
 @pytest.mark.parametrize(("args", "message"), BAD)
