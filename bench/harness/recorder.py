@@ -225,7 +225,10 @@ class Recorder:
         runs: tuple[plan.RunSpec, ...],
         facts: ServerFacts,
         reason: str,
+        code: str,
     ) -> None:
-        """An unsupported record for each run: a fact about the server, not a failure."""
+        """An unsupported record for each run: a fact about the server, not a failure; `code`
+        (record.UNSUPPORTED) says what it lacks, in metadata.unsupported."""
         for run in runs:
-            self._write(opts, run, facts, "unsupported", reason, {})
+            meta = {"unsupported": code}
+            self._write(opts, run, facts, "unsupported", reason, {}, meta=meta)

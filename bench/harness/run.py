@@ -46,18 +46,18 @@ def measure_block(
     if spec.scenarios is not None:
         skipped = tuple(r for r in runs if r.scenario not in spec.scenarios)
         reason = f"{spec.id} serves only {', '.join(spec.scenarios)}"
-        h.recorder.unsupported(opts, skipped, facts, reason)
+        h.recorder.unsupported(opts, skipped, facts, reason, "scenario")
         runs = tuple(r for r in runs if r not in skipped)
         if not runs:
             return
     if opts.lifecycle == "reload" and spec.reload_signal is None:
         reason = f"reload not supported by the server: {spec.reload_why}"
-        h.recorder.unsupported(opts, runs, facts, reason)
+        h.recorder.unsupported(opts, runs, facts, reason, "reload")
         return
     if opts.recycle is not None:
         if spec.recycle_argv is None:
             reason = f"worker recycling not supported by the server: {spec.recycle_why}"
-            h.recorder.unsupported(opts, runs, facts, reason)
+            h.recorder.unsupported(opts, runs, facts, reason, "recycle")
             return
         facts.knobs |= {"max_requests": opts.recycle, "max_requests_jitter": jitter(opts.recycle)}
     h.progress.say(f"{block.server} trial {block.trial}: starting {facts.knobs}")
@@ -117,7 +117,7 @@ def run_arms(
             # The stack died earlier: every remaining run is recorded, none measured.
             h.recorder.failed(opts, block.runs, ServerFacts(spec.app), stack_reason, {})
         elif isinstance(env, Unavailable) and env.status == "unsupported":
-            h.recorder.unsupported(opts, block.runs, ServerFacts(spec.app), env.reason)
+            h.recorder.unsupported(opts, block.runs, ServerFacts(spec.app), env.reason, "emulation")
         elif isinstance(env, Unavailable):
             logs = {n: read_log(h.run_dir / n) for n in env.logs if (h.run_dir / n).exists()}
             h.recorder.failed(opts, block.runs, ServerFacts(spec.app), env.reason, logs)
