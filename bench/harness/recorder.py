@@ -16,13 +16,12 @@ from pathlib import Path
 
 from bench.core import plan, record
 from bench.core.progress import Progress
+from bench.core.registry import FRAMEWORKS
 from bench.harness.measure import Measurement
 from bench.host.arch import Emulator, host_arch
 from bench.host.metadata import now_iso
 from bench.host.placement import Placement
 from bench.load import LoadTool
-
-FRAMEWORKS = {"wsgi": "flask", "asgi": "quart", "static": None}
 
 
 @dataclass
@@ -64,8 +63,8 @@ class Recorder:
             "ended_at": now_iso(),
             "seed": opts.seed,
             "cpu_placement": self.placement.to_dict(),
-            "runtime": opts.runtime,
-            **opts.meta,
+            "runtime": opts.mode.runtime,
+            **opts.study.meta,
             **({"proxy_version": self.proxy_version} if opts.proxy else {}),
             **({"emulator": self.emulator.metadata()} if self.emulator else {}),
         }
@@ -109,7 +108,7 @@ class Recorder:
         quota is not among them)."""
         if opts.cpu_quota is None:
             return None
-        rule = opts.meta.get("workers_rule") or (
+        rule = opts.study.meta.get("workers_rule") or (
             f"WORKERS={opts.overrides['workers']}" if "workers" in opts.overrides else "server.toml"
         )
         window = (measured.cgroup if measured else None) or {"cpu_quota": opts.cpu_quota}
@@ -231,7 +230,10 @@ class Recorder:
         runs: tuple[plan.RunSpec, ...],
         facts: ServerFacts,
         reason: str,
+        code: str,
     ) -> None:
-        """An unsupported record for each run: a fact about the server, not a failure."""
+        """An unsupported record for each run: a fact about the server, not a failure; `code`
+        (record.UNSUPPORTED) says what it lacks, in metadata.unsupported."""
         for run in runs:
-            self._write(opts, run, facts, "unsupported", reason, {})
+            meta = {"unsupported": code}
+            self._write(opts, run, facts, "unsupported", reason, {}, meta=meta)

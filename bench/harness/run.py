@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench.core import plan, record
 from bench.core.progress import Progress
 from bench.core.registry import ServerSpec, load_all
+from bench.core.runid import run_dir_name
 from bench.harness.capacity import search_capacity
 from bench.harness.preflight import AppRejected, preflight_app
 from bench.harness.recorder import Recorder, ServerFacts
@@ -47,18 +47,18 @@ def measure_block(
     if spec.scenarios is not None:
         skipped = tuple(r for r in runs if r.scenario not in spec.scenarios)
         reason = f"{spec.id} serves only {', '.join(spec.scenarios)}"
-        h.recorder.unsupported(opts, skipped, facts, reason)
+        h.recorder.unsupported(opts, skipped, facts, reason, "scenario")
         runs = tuple(r for r in runs if r not in skipped)
         if not runs:
             return
     if opts.lifecycle == "reload" and spec.reload_signal is None:
         reason = f"reload not supported by the server: {spec.reload_why}"
-        h.recorder.unsupported(opts, runs, facts, reason)
+        h.recorder.unsupported(opts, runs, facts, reason, "reload")
         return
     if opts.recycle is not None:
         if spec.recycle_argv is None:
             reason = f"worker recycling not supported by the server: {spec.recycle_why}"
-            h.recorder.unsupported(opts, runs, facts, reason)
+            h.recorder.unsupported(opts, runs, facts, reason, "recycle")
             return
         facts.knobs |= {"max_requests": opts.recycle, "max_requests_jitter": jitter(opts.recycle)}
     h.progress.say(f"{block.server} trial {block.trial}: starting {facts.knobs}")
@@ -76,7 +76,7 @@ def measure_block(
     facts.backlog = getattr(served, "backlog", None)
     session = Session(h, opts, facts, served)
     try:
-        if opts.objective is not None:
+        if opts.mode.objective is not None:
             search_capacity(session, runs)
         else:
             session.measure_all(runs)
@@ -120,7 +120,7 @@ def run_arms(
             # The stack died earlier: every remaining run is recorded, none measured.
             h.recorder.failed(opts, block.runs, ServerFacts(spec.app), stack_reason, {})
         elif isinstance(env, Unavailable) and env.status == "unsupported":
-            h.recorder.unsupported(opts, block.runs, ServerFacts(spec.app), env.reason)
+            h.recorder.unsupported(opts, block.runs, ServerFacts(spec.app), env.reason, "emulation")
         elif isinstance(env, Unavailable):
             logs = {n: read_log(h.run_dir / n) for n in env.logs if (h.run_dir / n).exists()}
             h.recorder.failed(opts, block.runs, ServerFacts(spec.app), env.reason, logs)
@@ -174,16 +174,16 @@ def execute(
     plans = [(opts, plan.make_plan(opts)) for opts in arms]
     first = arms[0]
     base = state_base()
-    run_name = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid()}"
+    run_name = run_dir_name(str(os.getpid()))
     run_dir = base / "runs" / run_name
     run_dir.mkdir(parents=True, exist_ok=True)
-    searches = [(o, b) for o, b in plans if o.objective is not None]
+    searches = [(o, b) for o, b in plans if o.mode.objective is not None]
     progress = Progress(
         None if searches else sum(len(b.runs) for _, blocks in plans for b in blocks),
         sum(
             plan.estimate_seconds(opts, blocks)
-            if opts.objective is None
-            else opts.objective.budget_s * sum(len(b.runs) for b in blocks)
+            if opts.mode.objective is None
+            else opts.mode.objective.budget_s * sum(len(b.runs) for b in blocks)
             for opts, blocks in plans
         ),
     )

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 
 from bench.core import record
-from bench.core.registry import load_all
+from bench.core.registry import FRAMEWORKS, load_all
 from bench.host.arch import host_arch
 from bench.host.metadata import now_iso
 from bench.host.venv import tool_version
@@ -98,7 +98,7 @@ def to_record(
         run_id=run_id,
         server=arm.server,
         app=spec.app,
-        app_framework={"wsgi": "flask", "asgi": "quart"}.get(spec.app),
+        app_framework=FRAMEWORKS.get(spec.app),
         scenario="plaintext",
         path=str(arm.get("path", "/plaintext")),
         concurrency=int(arm.get("connections", arm.get("race_burst", 10))),  # type: ignore[arg-type]

@@ -21,6 +21,7 @@ from pathlib import Path
 from bench.core import record
 from bench.core.parse import parse_proxy_errors, parse_proxy_log
 from bench.core.registry import load_all, resolve_knobs
+from bench.core.runid import run_dir_name, study_run_id
 from bench.host import netns
 from bench.host.metadata import host_metadata, now_iso
 from bench.host.procs import Interrupted, ProcessTable, StartError, signals_ignored, signals_raise
@@ -171,9 +172,9 @@ def execute(
         return 2
     studies = [load_lb_study(n) for n in names]
     host = host_metadata()
-    study_run = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    study_run = study_run_id()
     base = state_base()
-    run_dir = base / "runs" / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-lb"
+    run_dir = base / "runs" / run_dir_name(f"{os.getpid()}-lb")
     status = 0
     table = ProcessTable()
     try:

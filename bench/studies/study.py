@@ -21,7 +21,6 @@ import os
 import re
 import statistics
 import sys
-import time
 import tomllib
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -32,6 +31,7 @@ from bench.core import defaults, plan
 from bench.core.outcome import Outcome as RunOutcome
 from bench.core.record import Record, load_records
 from bench.core.registry import server_ids
+from bench.core.runid import study_run_id
 from bench.host import cgroup
 from bench.load import TOOL_NAMES, tools
 from bench.report.cells import host_of
@@ -566,18 +566,20 @@ def arm_options(
         keepalive=keepalive,
         upstream_keepalive=None if proxy == "none" else bool(upstream),
         proxy_timeout_s=int(settings.get("proxy_timeout", defaults.PROXY_TIMEOUT_S)),
-        paths=paths,
-        app_env={k: str(v) for k, v in dict(settings.get("app_env", {})).items()},
-        load_timeout_s=int(settings.get("load_timeout", defaults.LOAD_TIMEOUT_S)),
         load_tool=arm.load or base.load_tool,
         rates=tuple(derived.rates.values()) if derived and derived.rates else arm.rates,
-        meta={
-            "study": study.name,
-            "study_arm": arm.id,
-            "study_run": run_id,
-            **({"workers_rule": str(knobs["workers"])} if "workers" in knobs else {}),
-            **(derived.meta() if derived else {}),
-        },
+        study=plan.StudySettings(
+            paths=paths,
+            app_env={k: str(v) for k, v in dict(settings.get("app_env", {})).items()},
+            load_timeout_s=int(settings.get("load_timeout", defaults.LOAD_TIMEOUT_S)),
+            meta={
+                "study": study.name,
+                "study_arm": arm.id,
+                "study_run": run_id,
+                **({"workers_rule": str(knobs["workers"])} if "workers" in knobs else {}),
+                **(derived.meta() if derived else {}),
+            },
+        ),
     )
 
 
@@ -623,7 +625,7 @@ def load_runnable(names: list[str]) -> list[Study]:
 
 def new_run_id() -> str:
     """The id every record of one `make study` carries (metadata.study_run)."""
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return study_run_id()
 
 
 def study_options(

@@ -74,11 +74,15 @@ def test_capacity_defaults_and_the_start_rate() -> None:
     args.rate = "50"
     opts = cli.with_objective(cli.options_from(args), args)
     assert (opts.load_tool, opts.duration_s, opts.warmup_s, opts.trials) == ("oha", 5, 1, 1)
-    assert opts.objective is not None and opts.objective.p99_ms == 100
-    assert (opts.rates, opts.objective.start_rps, opts.concurrency) == ((50,), 50, ())
+    assert opts.mode.objective is not None and opts.mode.objective.p99_ms == 100
+    assert (opts.rates, opts.mode.objective.start_rps, opts.concurrency) == ((50,), 50, ())
     args = parser.parse_args(["capacity", "--rate=300,900", "--slo-p99-ms=20"])
     opts = cli.with_objective(cli.options_from(args), args)
-    assert (opts.rates, opts.objective.start_rps, opts.objective.p99_ms) == ((300,), 300, 20)
+    assert (opts.rates, opts.mode.objective.start_rps, opts.mode.objective.p99_ms) == (
+        (300,),
+        300,
+        20,
+    )
 
 
 @pytest.mark.parametrize(("args", "message"), BAD)

@@ -25,7 +25,7 @@ def test_every_study_file_is_valid_and_runnable(name: str) -> None:
     servers = set(cli.server_ids())
     for opts, arm in zip(arms, first, strict=True):
         assert opts.servers == (arm.server,) and arm.server in servers
-        assert opts.meta["study"] == name and opts.meta["study_arm"] == arm.id
+        assert opts.study.meta["study"] == name and opts.study.meta["study_arm"] == arm.id
 
 
 def test_the_five_source_documents_have_a_study() -> None:
@@ -58,7 +58,7 @@ def test_cpu_quota_study_arms_carry_quota_and_rule() -> None:
     base = cli.options_from(cli.build_parser().parse_args(["run"]))
     arms = study.study_options(["cpu-quota"], base)
     assert {o.cpu_quota for o in arms} == {1.0}
-    rules = {o.meta["study_arm"]: o.meta["workers_rule"] for o in arms}
+    rules = {o.study.meta["study_arm"]: o.study.meta["workers_rule"] for o in arms}
     assert rules["rule-cpus"] == "2*cpus+1" and rules["rule-quota"] == "2*quota+1"
 
 
@@ -145,7 +145,7 @@ def test_open_loop_rates_are_fractions_of_the_slowest_groups_best() -> None:
     assert (basis.group, basis.arm, basis.rps) == ("gunicorn-sync", "gunicorn-sync-w4", 2020.0)
     options, skipped = study.derived_options(spec, records, _base(), "r1")
     assert skipped == []
-    by_arm = {o.meta["study_arm"]: o for o in options}
+    by_arm = {o.study.meta["study_arm"]: o for o in options}
     assert sorted(by_arm) == sorted(a.id for a in spec.arms if a.derived)
     best_workers = {"uwsgi": 2, "gunicorn-sync": 4, "gunicorn-gevent": 2, "uvicorn": 4}
     for group, workers in best_workers.items():
@@ -153,9 +153,9 @@ def test_open_loop_rates_are_fractions_of_the_slowest_groups_best() -> None:
         assert opts.load_tool == "oha" and opts.rates == (1010, 1616)
         assert opts.overrides == {"workers": workers}
         assert opts.concurrency == ()  # the pool is sized per rate (plan.pool_for)
-        assert opts.meta["study_rates"] == {"0.5": 1010, "0.8": 1616}
-        assert opts.meta["study_rate_basis"]["arm"] == "gunicorn-sync-w4"
-        assert opts.meta["study_knobs_from"] == f"{group}-w{workers}"
+        assert opts.study.meta["study_rates"] == {"0.5": 1010, "0.8": 1616}
+        assert opts.study.meta["study_rate_basis"]["arm"] == "gunicorn-sync-w4"
+        assert opts.study.meta["study_knobs_from"] == f"{group}-w{workers}"
 
 
 def test_a_group_without_measurements_skips_its_open_loop_arm_only() -> None:
@@ -164,7 +164,7 @@ def test_a_group_without_measurements_skips_its_open_loop_arm_only() -> None:
     spec = study.load_study("sync-vs-async-p99")
     records = [_sweep_record(a, r) for a, r in SWEEP_RPS.items() if not a.startswith("uvicorn")]
     options, skipped = study.derived_options(spec, records, _base(), "r1")
-    assert [o.meta["study_arm"] for o in options] == [
+    assert [o.study.meta["study_arm"] for o in options] == [
         "uwsgi-open",
         "gunicorn-sync-open",
         "gunicorn-gevent-open",
@@ -184,8 +184,8 @@ def test_make_study_runs_the_second_phase_from_the_first_phases_records(tmp_path
         calls.append(list(options))
         for opts in options:
             if opts.load_tool == "wrk":
-                arm = str(opts.meta["study_arm"])
-                meta = {**template.metadata, **opts.meta, "started_at": arm}
+                arm = str(opts.study.meta["study_arm"])
+                meta = {**template.metadata, **opts.study.meta, "started_at": arm}
                 rec = replace(template, metadata=meta, run_id=arm, rps=SWEEP_RPS[arm])
                 write_record(opts.results, rec, {})
         return 0
@@ -196,7 +196,7 @@ def test_make_study_runs_the_second_phase_from_the_first_phases_records(tmp_path
     assert len(calls[0]) == 12 and len(calls[1]) == 4
     assert {o.rates for o in calls[1]} == {(1010, 1616)}
     assert {o.duration_s for batch in calls for o in batch} == {3}
-    assert len({o.meta["study_run"] for batch in calls for o in batch}) == 1
+    assert len({o.study.meta["study_run"] for batch in calls for o in batch}) == 1
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str], *needles: str) -> None:
