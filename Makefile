@@ -73,7 +73,7 @@ help: ## list targets and variables
 	@echo "               WORKERS THREADS CONNECTIONS BACKLOG, PIN, ARCH"
 	@echo "  ROUNDS       make overhead: rounds of bare wrk vs the harness per server and route (default: 8)"
 	@echo "  LEGACY       make overhead: 1 adds the observer as it was before it was made cheap (default: 0)"
-	@echo "  NAME         make study: $$(ls studies studies/lb | grep toml | sed 's/.toml//' | tr '\n' ' ')all"
+	@echo "  NAME         make study: $$(ls studies | grep toml | sed 's/.toml//' | tr '\n' ' ')all"
 	@echo "Servers: $$(ls servers | tr '\n' ' ')"
 
 setup: ## install what is missing: distro packages, uv, the harness venv

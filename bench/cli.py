@@ -22,7 +22,7 @@ from bench.core.registry import OVERRIDABLE, DeclarationError, load_all, server_
 from bench.host.arch import ArchError, check_emulation_supported, host_arch, normalize_arch
 from bench.host.metadata import machine_label
 from bench.load import default_load_threads, tools
-from bench.studies.study import StudyError
+from bench.studies.schema import StudyError
 
 # name -> (lowest, highest) accepted
 LIMITS = {
@@ -212,10 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def study_names_from(raw: str | None) -> list[str]:
     """NAME: one study, a comma list, or all."""
-    from bench.studies.lbfile import lb_study_names
-    from bench.studies.study import study_names
+    from bench.studies.schema import study_names
 
-    valid = study_names() + lb_study_names()
+    valid = study_names()
     if not raw:
         raise UsageError(f"NAME is required; valid: {', '.join(valid)}, all")
     return list(validate_choices("name", raw, valid, allow_all=True))
@@ -223,11 +222,9 @@ def study_names_from(raw: str | None) -> list[str]:
 
 def _sections(results: Path) -> Callable[[list], list[str]]:
     """The studies' summary sections, for report.write_summary."""
-    from bench.studies import lbreport, study
+    from bench.studies.runner import sections_for
 
-    return lambda records: (
-        study.summary_sections(records, results) + lbreport.summary_sections(records)
-    )
+    return sections_for(results)
 
 
 def validate_load(args: argparse.Namespace) -> dict[str, object]:
@@ -513,49 +510,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "compare":
             return _compare(args.base, args.head)
         if args.command == "study":
-            from bench.studies import study
+            from bench.studies import runner
 
-            names = study_names_from(args.name)
-            duration = validate_int("duration", args.duration) if args.duration else None
-            from bench.host.netns import root_problem
-            from bench.studies.lbfile import lb_study_names
-
-            # Load-balancer studies run each arm in a namespace of their own (bench.studies.lbstudy)
-            # the others through the common harness.
-            lb_names = [n for n in names if n in lb_study_names()]
-            names = [n for n in names if n not in lb_names]
-            if args.name.strip() == "all" and lb_names and root_problem() is not None:
-                # NAME=all without root: every study that can run here, and one line on why
-                # the namespace studies do not.
-                print(f"bench: skipping {', '.join(lb_names)}: {root_problem()}", file=sys.stderr)
-                lb_names = []
-            lb_status = 0
-            if lb_names:
-                from bench.report import summary as report
-                from bench.studies import lbstudy
-
-                results = validate_results(args.results)
-                lb_status = lbstudy.execute(
-                    lb_names,
-                    results,
-                    lambda: report.write_summary(results, _sections(results)),
-                    duration,
-                )
-                if lb_status in (2, 130) or not names:
-                    return lb_status
-            base = options_from(
-                build_parser().parse_args(
-                    ["run", f"--results={args.results}"]
-                    + ([f"--seed={args.seed}"] if args.seed else [])
-                )
-            )
-            from bench.harness import run
-
-            # Two phases per study: the arms that need nothing measured, then those whose
-            # rates and knobs come from the first phase's records (bench.studies.study).
-            return max(
-                lb_status,
-                study.execute_studies(names, base, duration, run.execute, _sections(base.results)),
+            return runner.run(
+                study_names_from(args.name),
+                validate_results(args.results),
+                validate_int("duration", args.duration) if args.duration else None,
+                validate_int("seed", args.seed) if args.seed else random.randrange(2**31),
+                skip_unrunnable=args.name.strip() == "all",
             )
         if args.command == "capacity":
             check_open_loop(args.load)
