@@ -95,7 +95,7 @@ overhead: setup ## harness req/s vs bare wrk, alternated (SERVER SCENARIO CONCUR
 	  $(call opt,CONCURRENCY,concurrency) $(call opt,DURATION,duration) $(call opt,ROUNDS,rounds) \
 	  $(call opt,LOAD_THREADS,load-threads) $(call opt,LEGACY,legacy)
 
-# Open-loop study arms and the load-balancer studies (studies/lb) drive oha.
+# Open-loop study arms and the load-balancer studies (namespace = true) drive oha.
 study: export OHA := 1
 study: setup ## re-run a source document's experiment (NAME=<study>|all; DURATION, RESULTS apply)
 	$(PY) -m bench study $(call opt,NAME,name) $(call opt,DURATION,duration) \

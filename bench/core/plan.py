@@ -75,7 +75,7 @@ class Options:
     load_workers: int = defaults.LOCUST_WORKERS  # Locust worker processes (0: one local process)
     target: str | None = None  # http://host:port of a server running elsewhere (TARGET=)
     runtime: str = defaults.RUNTIME
-    # Set by studies (bench/studies/study.py), not by make variables:
+    # Set by studies (bench/studies/arms.py), not by make variables:
     paths: dict[str, str] = field(default_factory=dict)  # scenario -> another URL path
     app_env: dict[str, str] = field(default_factory=dict)  # extra environment of the app
     # a response slower than this counts as a timeout error
