@@ -43,7 +43,7 @@ serve: setup ## stack + one verified server up for your tools until Ctrl-C; prin
 overhead: setup ## harness req/s vs bare wrk, alternated (SERVER SCENARIO CONCURRENCY DURATION ROUNDS LEGACY)
 	$(PY) -m bench.overhead $(call vars,overhead)
 
-# Open-loop study arms and the load-balancer studies (studies/lb) drive oha.
+# Open-loop study arms and the load-balancer studies (namespace = true in studies/) drive oha.
 study: export OHA := 1
 study: setup ## re-run a source document's experiment (NAME=<study>|all; DURATION, RESULTS apply)
 	$(PY) -m bench study $(call vars,study)

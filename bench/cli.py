@@ -24,7 +24,7 @@ from bench.core.variables import VARIABLES, for_command, help_lines
 from bench.host.arch import ArchError, check_emulation_supported, host_arch, normalize_arch
 from bench.host.metadata import machine_label
 from bench.load import default_load_threads, tools
-from bench.studies.study import StudyError
+from bench.studies.schema import StudyError
 
 # name -> (lowest, highest) accepted: the declared bounds of each make variable
 LIMITS = {v.name.lower(): v.limits for v in VARIABLES if v.limits is not None}
@@ -192,11 +192,9 @@ def study_names_from(raw: str | None) -> list[str]:
 
 def _sections(results: Path) -> Callable[[list], list[str]]:
     """The studies' summary sections, for report.write_summary."""
-    from bench.studies import lbreport, study
+    from bench.studies.runner import sections_for
 
-    return lambda records: (
-        study.summary_sections(records, results) + lbreport.summary_sections(records)
-    )
+    return sections_for(results)
 
 
 def validate_app_scenarios(app: AppSpec, raw: str | None) -> tuple[str, ...]:
@@ -518,11 +516,10 @@ def _compare(base_dir: str | None, head_dir: str | None) -> int:
 
 
 def study_names() -> list[str]:
-    """Every study NAME= takes (studies/ and studies/lb/)."""
-    from bench.studies.lbfile import lb_study_names
-    from bench.studies.study import study_names as common_names
+    """Every study NAME= takes (studies/)."""
+    from bench.studies.schema import study_names as declared
 
-    return common_names() + lb_study_names()
+    return declared()
 
 
 def do_help(args: argparse.Namespace) -> int:
@@ -564,44 +561,14 @@ def do_compare(args: argparse.Namespace) -> int:
 
 def do_study(args: argparse.Namespace) -> int:
     """`make study`: the named studies (bench/studies), namespace ones and common ones."""
-    from bench.host.netns import root_problem
-    from bench.studies import study
-    from bench.studies.lbfile import lb_study_names
+    from bench.studies import runner
 
-    names = study_names_from(args.name)
-    duration = validate_int("duration", args.duration) if args.duration else None
-    # Load-balancer studies run each arm in a namespace of their own (bench.studies.lbstudy),
-    # the others through the common harness.
-    lb_names = [n for n in names if n in lb_study_names()]
-    names = [n for n in names if n not in lb_names]
-    if args.name.strip() == "all" and lb_names and root_problem() is not None:
-        # NAME=all without root: every study that can run here, and one line on why the
-        # namespace studies do not.
-        print(f"bench: skipping {', '.join(lb_names)}: {root_problem()}", file=sys.stderr)
-        lb_names = []
-    lb_status = 0
-    if lb_names:
-        from bench.report import summary as report
-        from bench.studies import lbstudy
-
-        results = validate_results(args.results)
-        lb_status = lbstudy.execute(
-            lb_names, results, lambda: report.write_summary(results, _sections(results)), duration
-        )
-        if lb_status in (2, 130) or not names:
-            return lb_status
-    base = options_from(
-        build_parser().parse_args(
-            ["run", f"--results={args.results}"] + ([f"--seed={args.seed}"] if args.seed else [])
-        )
-    )
-    from bench.harness import run
-
-    # Two phases per study: the arms that need nothing measured, then those whose rates and
-    # knobs come from the first phase's records (bench.studies.study).
-    return max(
-        lb_status,
-        study.execute_studies(names, base, duration, run.execute, _sections(base.results)),
+    return runner.run(
+        study_names_from(args.name),
+        validate_results(args.results),
+        validate_int("duration", args.duration) if args.duration else None,
+        validate_int("seed", args.seed) if args.seed else random.randrange(2**31),
+        skip_unrunnable=args.name.strip() == "all",
     )
 
 

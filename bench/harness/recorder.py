@@ -129,6 +129,7 @@ class Recorder:
         raw: dict[str, str | bytes],
         measured: Measurement | None = None,
         meta: dict | None = None,
+        fields: dict[str, object] | None = None,
     ) -> Path:
         settings = self.tool.settings(run.concurrency)
         rec = record.Record(
@@ -167,7 +168,7 @@ class Recorder:
             user_app=opts.app.identity(facts.app) if opts.app is not None else None,
             **self._measured_fields(measured),  # type: ignore[arg-type]
         )
-        rec = dataclasses.replace(rec, cgroup=self._cgroup(opts, facts, measured))
+        rec = dataclasses.replace(rec, cgroup=self._cgroup(opts, facts, measured), **(fields or {}))
         if measured is None and status == "failed":
             # What was asked of a run that failed, so that the summary says "failed", not
             # "not measured".
@@ -205,6 +206,21 @@ class Recorder:
                 flush=True,
             )
         return path
+
+    def in_namespace(
+        self,
+        opts: plan.Options,
+        run: plan.RunSpec,
+        facts: ServerFacts,
+        measured: Measurement,
+        fields: dict[str, object],
+    ) -> Path:
+        """A run measured in a network namespace of its own (bench.studies.namespace): ok
+        whatever it counted (a race that found no idle connection to lose is a finding),
+        with the record keys only such a run has in `fields` (network, its sockets, the race
+        as its load)."""
+        raw = measured.result.raw
+        return self._write(opts, run, facts, "ok", None, raw, measured, fields=fields)
 
     def failed(
         self,

@@ -173,10 +173,6 @@ def execute(
     arms = [options] if isinstance(options, plan.Options) else list(options)
     plans = [(opts, plan.make_plan(opts)) for opts in arms]
     first = arms[0]
-    base = state_base()
-    run_name = run_dir_name(str(os.getpid()))
-    run_dir = base / "runs" / run_name
-    run_dir.mkdir(parents=True, exist_ok=True)
     searches = [(o, b) for o, b in plans if o.mode.objective is not None]
     progress = Progress(
         None if searches else sum(len(b.runs) for _, blocks in plans for b in blocks),
@@ -187,14 +183,37 @@ def execute(
             for opts, blocks in plans
         ),
     )
+
+    def body(table: ProcessTable, run_dir: Path) -> int:
+        h = harness(first, arms, table, run_dir, progress)
+        return run_arms(h, plans, load_all())
+
+    return guarded(first.results, sections, body, f"seed {first.seed}")
+
+
+Body = Callable[[ProcessTable, Path], int]
+
+
+def guarded(
+    results: Path,
+    sections: Callable[[list[record.Record]], list[str]] | None,
+    body: Body,
+    note: str = "",
+) -> int:
+    """The one way a harness invocation runs (make bench and every study arm, the namespace
+    ones too): under the checkout's run lock, in a run directory of its own, Ctrl-C and
+    SIGTERM ending it with 130 and every process of `body`'s table stopped on every exit
+    path; summary.md rebuilt after. Returns body's status (1: the lock is held)."""
+    base = state_base()
+    run_dir = base / "runs" / run_dir_name(str(os.getpid()))
+    run_dir.mkdir(parents=True, exist_ok=True)
     status = 0
     try:
         with run_lock(base), signals_raise():
             table = ProcessTable()
-            print(f"bench: run directory {run_dir}, seed {first.seed}", file=sys.stderr)
+            print(f"bench: run directory {run_dir}{', ' + note if note else ''}", file=sys.stderr)
             try:
-                h = harness(first, arms, table, run_dir, progress)
-                status = run_arms(h, plans, load_all())
+                status = body(table, run_dir)
             except AppRejected as exc:
                 # APP= failed before any load: bad input, one line (then the log's tail).
                 print(f"bench: APP rejected: {exc}", file=sys.stderr)
@@ -216,6 +235,6 @@ def execute(
         return 1
     if status == 2:
         return status  # nothing was measured: the summary stays as it was
-    summary = report.write_summary(first.results, sections)
+    summary = report.write_summary(results, sections)
     print(f"bench: wrote {summary}", file=sys.stderr)
     return status

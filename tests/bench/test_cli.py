@@ -183,6 +183,16 @@ BAD_STUDIES = [
         "each `not_run` entry needs the strings label, published, why, instead",
     ),
 ]
+# A study measured in network namespaces (the former load-balancer kind): the same schema.
+NS_STUDY = (ROOT / "studies" / "port-exhaustion.toml").read_text()
+BAD_STUDIES += [
+    (NS_STUDY.replace("namespace = true", ""), "['sysctls'] need namespace = true"),
+    (NS_STUDY.replace('proxy = "nginx"', 'proxy = "haproxy"'), "proxy must be one of none"),
+    (NS_STUDY.replace('proxy = "nginx"', 'front = "nginx"'), "unknown keys ['front']"),
+    (NS_STUDY.replace("rates = [500]\n", "", 1), "give either rates"),
+    (NS_STUDY.replace('"net.ipv4.tcp_tw_reuse"', '"kernel.pid_max"', 1), "net.* names only"),
+    (re.sub(r'expect = """.*?"""\n', "", NS_STUDY, flags=re.S), "missing `check` (or `expect`"),
+]
 
 
 @pytest.mark.parametrize(("text", "message"), BAD_STUDIES)
@@ -195,10 +205,10 @@ def test_a_bad_study_file_is_one_line_and_exit_2(
 ) -> None:
     """`make study NAME=<a malformed file>`: the file and what is wrong in one line, no
     traceback, nothing run."""
-    from bench.studies import study
+    from bench.studies import schema
 
     assert STUDY.count("[[arm]]") >= 1 and text != STUDY
-    monkeypatch.setattr(study, "STUDIES_DIR", tmp_path / "studies")
+    monkeypatch.setattr(schema, "STUDIES_DIR", tmp_path / "studies")
     (tmp_path / "studies").mkdir()
     (tmp_path / "studies" / "broken.toml").write_text(text)
     results = tmp_path / "results"
@@ -272,8 +282,8 @@ def test_python_m_bench_study_with_a_bad_file_prints_no_traceback(tmp_path: Path
     """As a user runs it, in a process of its own: status 2 and one line on stderr."""
     (tmp_path / "broken.toml").write_text(STUDY.replace("source =", "# source ="))
     code = (
-        "import sys, pathlib; from bench import cli; from bench.studies import study; "
-        f"study.STUDIES_DIR = pathlib.Path({str(tmp_path)!r}); "
+        "import sys, pathlib; from bench import cli; from bench.studies import schema; "
+        f"schema.STUDIES_DIR = pathlib.Path({str(tmp_path)!r}); "
         f"sys.exit(cli.main(['study', '--name=broken', '--results={tmp_path / 'r'}']))"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
