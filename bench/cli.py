@@ -17,35 +17,17 @@ import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.core import defaults, plan
+from bench.core import defaults, plan, scenario
 from bench.core.app import AppError, AppSpec, parse_app
 from bench.core.registry import OVERRIDABLE, DeclarationError, load_all, server_ids
+from bench.core.variables import VARIABLES, for_command, help_lines
 from bench.host.arch import ArchError, check_emulation_supported, host_arch, normalize_arch
 from bench.host.metadata import machine_label
 from bench.load import default_load_threads, tools
-from bench.studies.study import StudyError
+from bench.studies.schema import StudyError
 
-# name -> (lowest, highest) accepted
-LIMITS = {
-    "concurrency": (1, 10_000),
-    "duration": (1, 86_400),  # make soak runs for hours
-    "warmup": (0, 600),
-    "trials": (1, 100),
-    "workers": (1, 256),
-    "threads": (1, 1_024),
-    "connections": (1, 100_000),
-    "backlog": (1, 65_535),
-    "load_threads": (1, 64),
-    "seed": (0, 2**31),
-    "locust_workers": (0, 64),
-    "proxy_timeout": (1, 600),
-    "rate": (1, 1_000_000),
-    "slo_p99_ms": (1, 600_000),
-    "slo_p999_ms": (1, 600_000),
-    "capacity_budget": (10, 86_400),
-    "soak_interval": (1, 600),
-    "recycle": (1, 10_000_000),
-}
+# name -> (lowest, highest) accepted: the declared bounds of each make variable
+LIMITS = {v.name.lower(): v.limits for v in VARIABLES if v.limits is not None}
 SWITCHES = {"on": True, "off": False, "1": True, "0": False}
 
 
@@ -142,34 +124,17 @@ class _Parser(argparse.ArgumentParser):
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of a harness run (make bench's variables)."""
-    parser.add_argument("--server", default=defaults.SERVER)
-    parser.add_argument("--concurrency", default=None)  # depends on LOAD (open-loop: the pool)
-    parser.add_argument("--rate", default=None)
-    parser.add_argument("--duration", default=str(defaults.DURATION_S))
-    parser.add_argument("--warmup", default=str(defaults.WARMUP_S))
-    parser.add_argument("--trials", default=str(defaults.TRIALS))
-    parser.add_argument("--results", default=defaults.RESULTS)
-    parser.add_argument("--scenario", default=None)  # depends on LOAD
-    parser.add_argument("--arch", default=None)
-    for name in (*OVERRIDABLE, "load-threads", "seed"):
-        parser.add_argument(f"--{name}", default=None)
-    parser.add_argument("--proxy", default=defaults.PROXY)
-    parser.add_argument("--keepalive", default="on" if defaults.KEEPALIVE else "off")
-    parser.add_argument("--upstream-keepalive", default=None)
-    parser.add_argument("--proxy-timeout", default=str(defaults.PROXY_TIMEOUT_S))
-    parser.add_argument("--pin", default="1" if defaults.PIN else "0")
-    parser.add_argument("--load", default=defaults.LOAD_TOOL)
-    parser.add_argument("--locust-workers", default=str(defaults.LOCUST_WORKERS))
-    parser.add_argument("--target", default=None)
-    parser.add_argument("--runtime", default=defaults.RUNTIME)
-    parser.add_argument("--cpu-quota", default=None)
-    parser.add_argument("--cpus", default=None)
-    parser.add_argument("--memory", default=None)
-    parser.add_argument("--lifecycle", default=None)
-    parser.add_argument("--recycle", default=None)
-    for name in ("app", "app-routes", "app-requirements", "app-kind"):
-        parser.add_argument(f"--{name}", default=None)
+    """The options of a harness run: make bench's variables (bench/core/variables.py)."""
+    for variable in VARIABLES:
+        if "run" in variable.commands:
+            parser.add_argument(variable.option, default=variable.unset)
+
+
+def add_own_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """The variables only `command` takes (make capacity's objective, make soak's interval)."""
+    for variable in for_command(command):
+        if "run" not in variable.commands:
+            parser.add_argument(variable.option, default=variable.unset)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -186,9 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
         warmup=str(defaults.CAPACITY_WARMUP_S),
         trials="1",
     )
-    capacity.add_argument("--slo-p99-ms", default=str(defaults.SLO_P99_MS))
-    capacity.add_argument("--slo-p999-ms", default=None)
-    capacity.add_argument("--budget", default=str(defaults.CAPACITY_BUDGET_S))
+    add_own_arguments(capacity, "capacity")
     serve = sub.add_parser("serve", help="a verified stack and server left up until Ctrl-C")
     add_run_arguments(serve)
     soak = sub.add_parser("soak", help="memory of every server process over a long fixed-rate run")
@@ -201,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
         rate=str(defaults.SOAK_RATE),
         scenario=defaults.SOAK_SCENARIO,
     )
-    soak.add_argument("--interval", default=str(defaults.SOAK_INTERVAL_S))
+    add_own_arguments(soak, "soak")
     report = sub.add_parser("report", help="rebuild summary.md from the records")
     report.add_argument("--results", default=defaults.RESULTS)
     compare = sub.add_parser("compare", help="two result sets side by side (BASE, HEAD)")
@@ -215,15 +178,15 @@ def build_parser() -> argparse.ArgumentParser:
     study.add_argument("--duration", default=None)
     study.add_argument("--results", default=defaults.RESULTS)
     study.add_argument("--seed", default=None)
+    sub.add_parser("help", help="make help: variables, scenarios, studies and servers")
+    variables = sub.add_parser("variables", help="the make variables a command takes (Makefile)")
+    variables.add_argument("of", choices=sorted({c for v in VARIABLES for c in v.commands}))
     return parser
 
 
 def study_names_from(raw: str | None) -> list[str]:
     """NAME: one study, a comma list, or all."""
-    from bench.studies.lbfile import lb_study_names
-    from bench.studies.study import study_names
-
-    valid = study_names() + lb_study_names()
+    valid = study_names()
     if not raw:
         raise UsageError(f"NAME is required; valid: {', '.join(valid)}, all")
     return list(validate_choices("name", raw, valid, allow_all=True))
@@ -231,23 +194,18 @@ def study_names_from(raw: str | None) -> list[str]:
 
 def _sections(results: Path) -> Callable[[list], list[str]]:
     """The studies' summary sections, for report.write_summary."""
-    from bench.studies import lbreport, study
+    from bench.studies.runner import sections_for
 
-    return lambda records: (
-        study.summary_sections(records, results) + lbreport.summary_sections(records)
-    )
+    return sections_for(results)
 
 
-def validate_app_scenarios(app: AppSpec, raw: str | None, load_tool: str) -> dict[str, object]:
+def validate_app_scenarios(app: AppSpec, raw: str | None) -> tuple[str, ...]:
     """APP=: SCENARIO names routes of APP_ROUTES (default: every route with weight > 0), each
     measured on its own with a tool that requests one URL."""
     loaded = [r.name for r in app.loaded_routes]
     names = validate_choices("scenario", raw or "all", loaded, allow_all=True)
     routes = {r.name: r for r in app.loaded_routes}
-    return {
-        "scenarios": tuple(app.scenario(routes[n]) for n in names),
-        "paths": {app.scenario(routes[n]): routes[n].path for n in names},
-    }
+    return tuple(app.scenario(routes[n]) for n in names)
 
 
 def validate_app(args: argparse.Namespace) -> AppSpec | None:
@@ -270,12 +228,12 @@ def validate_app(args: argparse.Namespace) -> AppSpec | None:
 def validate_load(args: argparse.Namespace, app: AppSpec | None = None) -> dict[str, object]:
     """LOAD, SCENARIO and the load tool's own variables, checked against what the tool takes."""
     load_tool = validate_choice("load", args.load, tuple(plan.LOAD_SCENARIOS))
+    app_scenario = args.scenario
     if app is not None:
-        from bench.core.scenario import URL_TOOLS
-
-        if load_tool not in URL_TOOLS:
+        if load_tool not in scenario.URL_TOOLS:
             raise UsageError(
-                f"APP runs with LOAD={' or '.join(URL_TOOLS)}; LOAD={load_tool} plays its own mix"
+                f"APP runs with LOAD={' or '.join(scenario.URL_TOOLS)}; "
+                f"LOAD={load_tool} plays its own mix"
             )
         # The user's routes, not app_common's scenarios (checked below).
         args = argparse.Namespace(**{**vars(args), "scenario": "plaintext"})
@@ -310,17 +268,11 @@ def validate_load(args: argparse.Namespace, app: AppSpec | None = None) -> dict[
     default_concurrency = "" if tool.open_loop else ",".join(map(str, defaults.CONCURRENCY))
     raw = args.concurrency if args.concurrency is not None else default_concurrency
     if app is not None:
-        return {
-            "load_tool": load_tool,
-            "load_workers": locust_workers,
-            "rates": rates,
-            "concurrency": validate_int_list("concurrency", raw) if raw else (),
-            "app": app,
-            **validate_app_scenarios(app, getattr(args, "app_scenario", None), load_tool),
-        }
+        scenarios = validate_app_scenarios(app, app_scenario)
     return {
         "load_tool": load_tool,
         "scenarios": scenarios,
+        "app": app,
         "load_workers": locust_workers,
         "rates": rates,
         "concurrency": validate_int_list("concurrency", raw) if raw else (),
@@ -395,12 +347,12 @@ def validate_runtime(
                 "CPUS and MEMORY limit the server's container: add RUNTIME=docker "
                 "(a native server's CPU limit is CPU_QUOTA=)"
             )
-        return {"runtime": runtime}
+        return {"mode": plan.Mode(runtime=runtime)}
     from bench.core.registry import load_all
     from bench.host import docker, images
 
     available = os.cpu_count() or 1
-    limits: dict[str, object] = {"runtime": runtime, "cpus": None, "memory_bytes": None}
+    limits: dict[str, object] = {"mode": plan.Mode(runtime=runtime)}
     if cpus_raw:
         try:
             limits["cpus"] = docker.parse_cpus(cpus_raw, available)
@@ -458,30 +410,31 @@ def validate_lifecycle(raw: str | None, load: dict[str, object], target: str | N
     return event
 
 
-def validate_recycle(raw: str | None, target: str | None) -> int | None:
-    """RECYCLE: requests per worker before the server's own recycling replaces it."""
-    if raw is None or not raw.strip():
-        return None
-    if target is not None:
-        raise UsageError("RECYCLE sets flags of a server started here: not with TARGET=")
-    return validate_int("recycle", raw)
+def simple_options(args: argparse.Namespace, target: str | None) -> dict[str, object]:
+    """Options fields of the variables that need no rule of their own (a `field` and a `kind`
+    in bench/core/variables.py): each validated by its kind; unset ones keep Options' default."""
+    values: dict[str, object] = {}
+    for variable in VARIABLES:
+        raw = getattr(args, variable.dest, None)
+        if variable.field is None or raw is None or not str(raw).strip():
+            continue
+        if variable.local is not None and target is not None:
+            raise UsageError(f"{variable.name} {variable.local}: not with TARGET=")
+        name = variable.name.lower()
+        kind = {"int": validate_int, "switch": validate_switch}[str(variable.kind)]
+        values[variable.field] = kind(name, raw)
+    return values
 
 
 def options_from(args: argparse.Namespace) -> plan.Options:
     """Validate every run option; raise UsageError on the first bad one."""
     load_all()  # a broken declaration is bad input too: refuse before anything starts
     servers = validate_choices("server", args.server, server_ids(), allow_all=True)
-    app = validate_app(args)
-    if app is not None:
-        args.app_scenario = args.scenario
-    load = validate_load(args, app)
+    load = validate_load(args, validate_app(args))
     proxy = validate_proxy(args)
     pin = validate_switch("pin", args.pin)
     if pin and len(os.sched_getaffinity(0)) < 2:
         raise UsageError("PIN=1 needs at least 2 usable CPUs; this process may use 1")
-    duration = validate_int("duration", args.duration)
-    warmup = validate_int("warmup", args.warmup)
-    trials = validate_int("trials", args.trials)
     try:
         arch = normalize_arch(args.arch) if args.arch else host_arch()
         check_emulation_supported(arch)
@@ -498,9 +451,6 @@ def options_from(args: argparse.Namespace) -> plan.Options:
     seed = validate_int("seed", args.seed) if args.seed is not None else random.randrange(2**31)
     return plan.Options(
         servers=servers,
-        duration_s=duration,
-        warmup_s=warmup,
-        trials=trials,
         arch=arch,
         results=validate_results(args.results),
         overrides=overrides,
@@ -510,7 +460,7 @@ def options_from(args: argparse.Namespace) -> plan.Options:
         **validate_runtime(args, servers, arch, proxy["target"]),  # type: ignore[arg-type]
         cpu_quota=validate_cpu_quota(args.cpu_quota, proxy["target"]),  # type: ignore[arg-type]
         lifecycle=validate_lifecycle(args.lifecycle, load, proxy["target"]),  # type: ignore[arg-type]
-        recycle=validate_recycle(args.recycle, proxy["target"]),  # type: ignore[arg-type]
+        **simple_options(args, proxy["target"]),  # type: ignore[arg-type]
         **load,  # type: ignore[arg-type]
         **proxy,  # type: ignore[arg-type]
     )
@@ -536,7 +486,8 @@ def with_objective(options: plan.Options, args: argparse.Namespace) -> plan.Opti
         start_rps=options.rates[0],
     )
     # One search per scenario: the plan's points are its templates.
-    return dataclasses.replace(options, rates=(objective.start_rps,), objective=objective)
+    mode = dataclasses.replace(options.mode, objective=objective)
+    return dataclasses.replace(options, rates=(objective.start_rps,), mode=mode)
 
 
 def check_serve(options: plan.Options) -> None:
@@ -553,7 +504,8 @@ def with_app(options: plan.Options) -> plan.Options:
     a callable that is neither WSGI nor ASGI is bad input."""
     from bench.host.appenv import AppEnvError, resolve_app
 
-    assert options.app is not None
+    if options.app is None:
+        return options
     if options.arch != host_arch():
         raise UsageError(f"APP runs natively only: ARCH={options.arch} would emulate it")
     specs = load_all()
@@ -581,7 +533,8 @@ def with_soak(options: plan.Options, raw_interval: str) -> plan.Options:
             f"DURATION={options.duration_s} holds fewer than 3 samples of SOAK_INTERVAL="
             f"{interval}: a memory slope needs 3; raise DURATION or lower SOAK_INTERVAL"
         )
-    return dataclasses.replace(options, soak_interval_s=float(interval))
+    mode = dataclasses.replace(options.mode, soak_interval_s=float(interval))
+    return dataclasses.replace(options, mode=mode)
 
 
 def _os_problem(exc: OSError) -> str:
@@ -624,7 +577,7 @@ def _compare(base_dir: str | None, head_dir: str | None) -> int:
     return 0
 
 
-def _images(args: argparse.Namespace) -> int:
+def do_images(args: argparse.Namespace) -> int:
     """`make images`: the base, then each server's image; 1 when one failed."""
     from bench.host import images
     from bench.host.state import state_base
@@ -655,110 +608,142 @@ def _images(args: argparse.Namespace) -> int:
     return 0 if all(built.values()) else 1
 
 
+def study_names() -> list[str]:
+    """Every study NAME= takes (studies/)."""
+    from bench.studies.schema import study_names as declared
+
+    return declared()
+
+
+def do_help(args: argparse.Namespace) -> int:
+    """`make help`'s variables, scenarios, studies and servers, from their declarations."""
+    lines = ["Variables (make bench VAR=value ...):", *help_lines(), ""]
+    lines.append("Scenarios (SCENARIO=; the load tools that drive each):")
+    width = max(map(len, scenario.SCENARIOS))
+    for item in scenario.SCENARIOS.values():
+        lines.append(f"  {item.name:<{width}}  {item.about} ({', '.join(item.tools)})")
+    lines += ["", f"Studies (NAME=): {' '.join(study_names())} all", ""]
+    lines.append(f"Servers (SERVER=): {' '.join(server_ids())}")
+    print("\n".join(lines))
+    return 0
+
+
+def do_variables(args: argparse.Namespace) -> int:
+    """NAME:option of every variable the Makefile passes to a command, for its `vars`."""
+    print(" ".join(f"{v.name}:{v.option[2:]}" for v in for_command(args.of)))
+    return 0
+
+
+def do_report(args: argparse.Namespace) -> int:
+    """`make report`: summary.md rebuilt from the records in RESULTS."""
+    from bench.report import summary as report
+
+    results = validate_results(args.results)
+    try:
+        path = report.write_summary(results, _sections(results))
+    except OSError as exc:
+        raise UsageError(f"RESULTS={args.results!r}: {_os_problem(exc)}") from None
+    print(f"wrote {path}")
+    return 0
+
+
+def do_compare(args: argparse.Namespace) -> int:
+    """`make compare`: BASE and HEAD side by side on stdout."""
+    return _compare(args.base, args.head)
+
+
+def do_study(args: argparse.Namespace) -> int:
+    """`make study`: the named studies (bench/studies), namespace ones and common ones."""
+    from bench.studies import runner
+
+    return runner.run(
+        study_names_from(args.name),
+        validate_results(args.results),
+        validate_int("duration", args.duration) if args.duration else None,
+        validate_int("seed", args.seed) if args.seed else random.randrange(2**31),
+        skip_unrunnable=args.name.strip() == "all",
+    )
+
+
+def do_run(args: argparse.Namespace) -> int:
+    """`make bench`: verify and measure; 0 all runs ok, 1 some failed."""
+    return _execute(with_app(options_from(args)))
+
+
+def do_serve(args: argparse.Namespace) -> int:
+    """`make serve`: one verified server up until Ctrl-C."""
+    from bench.harness import serve
+
+    options = options_from(args)
+    check_serve(options)
+    return serve.serve(with_app(options))
+
+
+def do_capacity(args: argparse.Namespace) -> int:
+    """`make capacity`: each server's highest rate within the objective."""
+    check_open_loop(args.load)
+    if args.rate is None:
+        args.rate = str(defaults.CAPACITY_START_RPS)  # where the search starts
+    options = options_from(args)
+    if options.lifecycle or options.recycle:
+        raise UsageError(
+            "make capacity searches a steady server's rate: LIFECYCLE and RECYCLE "
+            "apply to make bench, make soak and studies"
+        )
+    return _execute(with_app(with_objective(options, args)))
+
+
+def do_soak(args: argparse.Namespace) -> int:
+    """`make soak`: memory of every server process over a long fixed-rate run."""
+    return _execute(with_app(with_soak(options_from(args), args.interval)))
+
+
+def _execute(options: plan.Options) -> int:
+    from bench.harness import run
+
+    return run.execute(options, _sections(options.results))
+
+
+# subcommand -> handler; each returns the exit status or raises UsageError (exit 2).
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "run": do_run,
+    "capacity": do_capacity,
+    "serve": do_serve,
+    "soak": do_soak,
+    "report": do_report,
+    "compare": do_compare,
+    "study": do_study,
+    "help": do_help,
+    "variables": do_variables,
+    "images": do_images,
+}
+# Commands that only print what is declared: no leftover namespaces removed, no MACHINE check.
+DECLARATIVE = ("help", "variables")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `python -m bench`."""
     from bench.host import netns
 
-    # Namespaces a killed harness left behind (its pid gone) are removed at the next start.
-    for name in netns.remove_leftovers():
-        print(
-            f"bench: removed network namespace {name} left by a harness that died", file=sys.stderr
-        )
-    from bench.host import docker
-
-    # Containers and networks of a killed harness (owner label, pid gone) likewise.
-    for name in docker.remove_leftovers():
-        print(f"bench: removed {name} left by a harness that died", file=sys.stderr)
     try:
         args = build_parser().parse_args(argv)
-        try:
-            machine_label()  # MACHINE=, checked before anything starts
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        if args.command == "report":
-            from bench.report import summary as report
+        if args.command not in DECLARATIVE:
+            # Namespaces a killed harness left behind (its pid gone) go at the next start.
+            for name in netns.remove_leftovers():
+                print(
+                    f"bench: removed network namespace {name} left by a harness that died",
+                    file=sys.stderr,
+                )
+            from bench.host import docker
 
-            results = validate_results(args.results)
+            # Containers and networks of a killed harness (owner label, pid gone) likewise.
+            for name in docker.remove_leftovers():
+                print(f"bench: removed {name} left by a harness that died", file=sys.stderr)
             try:
-                path = report.write_summary(results, _sections(results))
-            except OSError as exc:
-                raise UsageError(f"RESULTS={args.results!r}: {_os_problem(exc)}") from None
-            print(f"wrote {path}")
-            return 0
-        if args.command == "compare":
-            return _compare(args.base, args.head)
-        if args.command == "images":
-            return _images(args)
-        if args.command == "study":
-            from bench.studies import study
-
-            names = study_names_from(args.name)
-            duration = validate_int("duration", args.duration) if args.duration else None
-            from bench.host.netns import root_problem
-            from bench.studies.lbfile import lb_study_names
-
-            # Load-balancer studies run each arm in a namespace of their own (bench.studies.lbstudy)
-            # the others through the common harness.
-            lb_names = [n for n in names if n in lb_study_names()]
-            names = [n for n in names if n not in lb_names]
-            if args.name.strip() == "all" and lb_names and root_problem() is not None:
-                # NAME=all without root: every study that can run here, and one line on why
-                # the namespace studies do not.
-                print(f"bench: skipping {', '.join(lb_names)}: {root_problem()}", file=sys.stderr)
-                lb_names = []
-            lb_status = 0
-            if lb_names:
-                from bench.report import summary as report
-                from bench.studies import lbstudy
-
-                results = validate_results(args.results)
-                lb_status = lbstudy.execute(
-                    lb_names,
-                    results,
-                    lambda: report.write_summary(results, _sections(results)),
-                    duration,
-                )
-                if lb_status in (2, 130) or not names:
-                    return lb_status
-            base = options_from(
-                build_parser().parse_args(
-                    ["run", f"--results={args.results}"]
-                    + ([f"--seed={args.seed}"] if args.seed else [])
-                )
-            )
-            from bench.harness import run
-
-            # Two phases per study: the arms that need nothing measured, then those whose
-            # rates and knobs come from the first phase's records (bench.studies.study).
-            return max(
-                lb_status,
-                study.execute_studies(names, base, duration, run.execute, _sections(base.results)),
-            )
-        if args.command == "capacity":
-            check_open_loop(args.load)
-            if args.rate is None:
-                args.rate = str(defaults.CAPACITY_START_RPS)  # where the search starts
-        options = options_from(args)
-        if args.command == "serve":
-            check_serve(options)
-        if args.command == "capacity":
-            if options.lifecycle or options.recycle:
-                raise UsageError(
-                    "make capacity searches a steady server's rate: LIFECYCLE and RECYCLE "
-                    "apply to make bench, make soak and studies"
-                )
-            options = with_objective(options, args)
-        if args.command == "soak":
-            options = with_soak(options, args.interval)
-        if options.app is not None:
-            options = with_app(options)
+                machine_label()  # MACHINE=, checked before anything starts
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+        return COMMANDS[args.command](args)
     except (UsageError, DeclarationError, StudyError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
-    if args.command == "serve":
-        from bench.harness import serve
-
-        return serve.serve(options)
-    from bench.harness import run
-
-    return run.execute(options, _sections(options.results))

@@ -31,8 +31,9 @@ from typing import Any
 import psutil
 
 from bench import cli
-from bench.core import plan
+from bench.core import defaults, plan
 from bench.core.registry import load_all
+from bench.core.runid import run_dir_name
 from bench.harness.measure import Settings, measure_point
 from bench.host.placement import cpu_placement
 from bench.host.prepare import Environment, Unavailable
@@ -47,7 +48,7 @@ SERVERS = "gunicorn-sync,granian"
 SCENARIOS = "plaintext,db"
 CONCURRENCY = "50"
 DURATION_S = "5"
-ROUNDS = 8  # rounds per server and route: a median and a spread under others' load
+ROUNDS = defaults.OVERHEAD_ROUNDS
 ROUNDS_LIMITS = (1, 100)
 
 
@@ -224,7 +225,7 @@ def measure_server(
         duration_s=opts.duration_s,
         warmup_s=opts.warmup_s,
         keepalive=opts.keepalive,
-        timeout_s=opts.load_timeout_s,
+        timeout_s=opts.study.load_timeout_s,
         load_cpus=None,
     )
     tool = Accounted(Wrk(opts.load_threads))
@@ -309,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"overhead: {exc}", file=sys.stderr)
         return 2
     base = state_base()
-    run_dir = base / "runs" / (time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-overhead")
+    run_dir = base / "runs" / run_dir_name("overhead")
     run_dir.mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
     status = 0

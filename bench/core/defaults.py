@@ -70,3 +70,6 @@ SOAK_RATE = 100  # req/s: about source 002's 100 users (66-69 req/s served there
 SOAK_INTERVAL_S = 5  # RSS of every server process every 5 s: 120 samples in 10 minutes
 SOAK_WARMUP_S = 5  # pools and lazy imports filled before memory is followed
 SOAK_SCENARIO = "db"  # a database round trip per request: pools, drivers, the app's objects
+
+# -- make overhead (bench/overhead.py) --------------------------------------------------------
+OVERHEAD_ROUNDS = 8  # rounds per server and route: a median and a spread under others' load

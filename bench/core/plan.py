@@ -21,8 +21,9 @@ SCENARIOS = scenario.SCENARIOS
 LOAD_SCENARIOS: dict[str, tuple[str, ...]] = {t: scenario.scenarios_for(t) for t in scenario.TOOLS}
 # alb: nginx configured as a cloud load balancer (proxy/alb.conf.template, issue 15)
 PROXIES = ("none", "nginx", "alb")
-# native: the harness started the server here; compose: in containers (make compose-bench)
-# docker: the server under test in its image (bench.containers; RUNTIME=docker)
+# Mode.runtime: native, the harness started the server here; compose, in containers (make
+# compose-bench); docker, the server under test in its image (RUNTIME=docker,
+# bench.stack.containers)
 RUNTIMES = ("native", "docker", "compose")
 
 
@@ -52,8 +53,32 @@ class Objective:
 
 
 @dataclass(frozen=True)
+class StudySettings:
+    """What only a study file sets (bench/studies): never a make variable."""
+
+    paths: dict[str, str] = field(default_factory=dict)  # scenario -> another URL path
+    app_env: dict[str, str] = field(default_factory=dict)  # extra environment of the app
+    # a response slower than this counts as a timeout error
+    load_timeout_s: int = defaults.LOAD_TIMEOUT_S
+    meta: dict[str, object] = field(default_factory=dict)  # into every record's metadata
+
+
+@dataclass(frozen=True)
+class Mode:
+    """What the command sets (make capacity, make soak, make compose-bench), not a variable."""
+
+    # native: the harness started the server here; compose: in containers (make compose-bench)
+    runtime: str = defaults.RUNTIME
+    objective: Objective | None = None  # make capacity: search each server's capacity
+    # make soak: RSS of every server process sampled this often (seconds; bench.observe.soak)
+    soak_interval_s: float | None = None
+
+
+@dataclass(frozen=True)
 class Options:
-    """Everything a harness run needs, validated."""
+    """Everything a harness run needs, validated, in three concerns: the fields of its own are
+    what was asked, one per make variable of bench/core/variables.py (a study arm asks through
+    the same fields); `study` what only a study file sets; `mode` what the command sets."""
 
     servers: tuple[str, ...]
     scenarios: tuple[str, ...]
@@ -63,44 +88,34 @@ class Options:
     trials: int
     arch: str
     results: Path
-    overrides: dict[str, int]
+    overrides: dict[str, int]  # WORKERS, THREADS, CONNECTIONS, BACKLOG where set
     load_threads: int
     seed: int
     proxy: str | None = None  # "nginx", "alb", or None: the load tool talks to the server directly
     keepalive: bool = defaults.KEEPALIVE  # client keep-alive (off: wrk sends `Connection: close`)
     upstream_keepalive: bool | None = None  # nginx -> server; None without a proxy
-    proxy_timeout_s: int = (
-        defaults.PROXY_TIMEOUT_S
-    )  # nginx's connect/read timeouts (its default is 60 s)
+    proxy_timeout_s: int = defaults.PROXY_TIMEOUT_S  # nginx's connect/read timeouts
     pin: bool = defaults.PIN  # load tool and server on separate CPUs
     load_tool: str = defaults.LOAD_TOOL
     load_workers: int = defaults.LOCUST_WORKERS  # Locust worker processes (0: one local process)
     target: str | None = None  # http://host:port of a server running elsewhere (TARGET=)
-    runtime: str = defaults.RUNTIME
-    # Set by studies (bench/studies/study.py), not by make variables:
-    paths: dict[str, str] = field(default_factory=dict)  # scenario -> another URL path
-    app_env: dict[str, str] = field(default_factory=dict)  # extra environment of the app
-    # a response slower than this counts as a timeout error
-    load_timeout_s: int = defaults.LOAD_TIMEOUT_S
     # RATE=: offered requests/s of an open-loop tool (oha); empty for closed-loop tools. With
     # rates, an empty `concurrency` means: each rate's connection pool by pool_for().
     rates: tuple[int, ...] = ()
-    objective: Objective | None = None  # make capacity: search each server's capacity
-    meta: dict[str, object] = field(default_factory=dict)  # into every record's metadata
     # CPU_QUOTA=: the server in a cgroup of its own limited to this many CPUs (bench.host.cgroup)
     cpu_quota: float | None = None
     # LIFECYCLE=: an event in the middle of each measured window ("reload": bench.observe.lifecycle)
     lifecycle: str | None = None
-    # make soak: RSS of every server process sampled this often (seconds; bench.observe.soak)
-    soak_interval_s: float | None = None
     # RECYCLE=: workers recycle after this many requests, by the server's own flags
     recycle: int | None = None
     # RUNTIME=docker: the container's limits (the engine's --cpus and --memory); None: none
     cpus: float | None = None
     memory_bytes: int | None = None
     # APP=: the user's own app instead of app_common (bench.core.app); its routes are the
-    # scenarios (`<app>:<route>`, their paths in `paths`)
+    # scenarios (`<app>:<route>`)
     app: AppSpec | None = None
+    study: StudySettings = StudySettings()
+    mode: Mode = Mode()
 
 
 @dataclass(frozen=True)
@@ -129,6 +144,14 @@ class Block:
     runs: tuple[RunSpec, ...]
 
 
+def path_of(options: Options, scenario: str) -> str | None:
+    """The URL path of a scenario when it is not the declared one: an APP= route's, or a
+    study's own path; None: the scenario's declared path."""
+    if options.app is not None:
+        return {options.app.scenario(r): r.path for r in options.app.loaded_routes}.get(scenario)
+    return options.study.paths.get(scenario)
+
+
 def pool_for(rate: int) -> int:
     """An open-loop tool's connection pool at a rate: the requests in flight if each took
     defaults.OPEN_LOOP_POOL_S (Little's law), within the pool's bounds."""
@@ -154,7 +177,7 @@ def make_plan(options: Options) -> list[Block]:
         rng.shuffle(order)
         for server in order:
             runs = tuple(
-                RunSpec(server, scenario, conc, trial, options.paths.get(scenario), rate)
+                RunSpec(server, scenario, conc, trial, path_of(options, scenario), rate)
                 for scenario in options.scenarios
                 for conc, rate in points(options)
             )

@@ -51,10 +51,16 @@ from pathlib import Path
 #      proxy_error_reasons (nginx error-log reason -> count), race (the burst pattern)}.
 #    - errors.by_status (wrk) may be {}: not counted by status (no proxy in front and no
 #      failed status in the warmup); errors.non_2xx is wrk's own count either way.
-# 6: + user_app {name, sha256 (files and requirements together), files_sha256, files,
+# 6: (2026-11, third round) two keys, one version:
+#    user_app {name, sha256 (files and requirements together), files_sha256, files,
 #    requirements_sha256, entry (module:callable served), kind (wsgi/asgi), framework,
 #    routes}: APP= runs only (null otherwise); their scenario is `<app name>:<route name>`,
-#    app_framework the detected framework, verify.db_queries the routes' queries (2026-11).
+#    app_framework the detected framework, verify.db_queries the routes' queries.
+#    metadata.unsupported: on an unsupported record, what the server
+#    lacks, one of UNSUPPORTED ("scenario": a route it does not serve; "emulation": not a
+#    Python server, nothing to run under ARCH=; "reload", "recycle":
+#    LIFECYCLE=reload, RECYCLE= without a [reload], [recycle] of its own). Older records say it
+#    in `reason` only (unsupported_code reads both).
 # 7: (2026-11, issue 24) container {image, image_id, image_tags, cpus, memory_bytes (the
 #    engine's --cpus/--memory; null: none), network ("host"), name, engine {version,
 #    cgroup_driver, cgroup_version}; over the measured window, from the container's own cgroup:
@@ -65,6 +71,12 @@ from pathlib import Path
 FORMAT_VERSION = 7
 KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 STATUSES = ("ok", "failed", "unsupported")
+UNSUPPORTED = ("scenario", "reload", "recycle", "emulation")
+# Before format 6: the reason's opening words (bench/harness/run.py wrote them) -> the code.
+_UNSUPPORTED_BEFORE_6 = {
+    "reload not supported by the server": "reload",
+    "worker recycling not supported by the server": "recycle",
+}
 
 
 class RecordError(ValueError):
@@ -143,6 +155,18 @@ class Record:
         if data["status"] not in STATUSES:
             raise RecordError(f"status {data['status']!r} is not one of {STATUSES}")
         return cls(**{name: data[name] for name in names if name in data})
+
+
+def unsupported_code(rec: Record) -> str | None:
+    """What an unsupported record's server lacks (one of UNSUPPORTED), or None: from
+    metadata.unsupported, or from the reason of a record older than format 6."""
+    if rec.status != "unsupported":
+        return None
+    code = rec.metadata.get("unsupported")
+    if isinstance(code, str):
+        return code
+    reason = rec.reason or ""
+    return next((c for text, c in _UNSUPPORTED_BEFORE_6.items() if reason.startswith(text)), None)
 
 
 def _safe(text: str) -> str:

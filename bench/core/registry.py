@@ -16,6 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SERVERS_DIR = ROOT / "servers"
 
 APPS = {"wsgi": "app_common.wsgi:app", "asgi": "app_common.asgi:app", "static": ""}
+# app -> the framework it is written in (a record's app_framework); static: no Python app.
+FRAMEWORKS: dict[str, str | None] = {"wsgi": "flask", "asgi": "quart", "static": None}
 # Placeholders the harness always fills; every other {name} must be a declared knob.
 BUILTIN_PLACEHOLDERS = {"python", "port", "app", "run_dir", "root", "venv", "config"}
 # Knobs a user may override from make (WORKERS=, THREADS=, CONNECTIONS=, BACKLOG=).

@@ -99,7 +99,7 @@ def _step(
     search_id: str,
 ) -> bool:
     """Measure one step at `rate` and record it with its verdict; whether it passed."""
-    objective = session.opts.objective
+    objective = session.opts.mode.objective
     assert objective is not None
     pool = session.opts.concurrency[0] if session.opts.concurrency else plan.pool_for(rate)
     run = dataclasses.replace(template, rate=rate, concurrency=pool)
@@ -126,7 +126,7 @@ def _step(
 
 def search_one(session: Session, template: plan.RunSpec) -> int | None:
     """Search one scenario's capacity, then measure below and past it; the capacity found."""
-    objective = session.opts.objective
+    objective = session.opts.mode.objective
     assert objective is not None
     deadline = time.monotonic() + objective.budget_s
     search = Search(objective.start_rps, objective.precision)

@@ -16,13 +16,12 @@ from pathlib import Path
 
 from bench.core import plan, record
 from bench.core.progress import Progress
+from bench.core.registry import FRAMEWORKS
 from bench.harness.measure import Measurement
 from bench.host.arch import Emulator, host_arch
 from bench.host.metadata import now_iso
 from bench.host.placement import Placement
 from bench.load import LoadTool
-
-FRAMEWORKS = {"wsgi": "flask", "asgi": "quart", "static": None}
 
 
 @dataclass
@@ -65,8 +64,8 @@ class Recorder:
             "ended_at": now_iso(),
             "seed": opts.seed,
             "cpu_placement": self.placement.to_dict(),
-            "runtime": opts.runtime,
-            **opts.meta,
+            "runtime": opts.mode.runtime,
+            **opts.study.meta,
             **({"proxy_version": self.proxy_version} if opts.proxy else {}),
             **({"emulator": self.emulator.metadata()} if self.emulator else {}),
         }
@@ -110,7 +109,7 @@ class Recorder:
         quota is not among them)."""
         if opts.cpu_quota is None:
             return None
-        rule = opts.meta.get("workers_rule") or (
+        rule = opts.study.meta.get("workers_rule") or (
             f"WORKERS={opts.overrides['workers']}" if "workers" in opts.overrides else "server.toml"
         )
         window = (measured.cgroup if measured else None) or {"cpu_quota": opts.cpu_quota}
@@ -131,6 +130,7 @@ class Recorder:
         raw: dict[str, str | bytes],
         measured: Measurement | None = None,
         meta: dict | None = None,
+        fields: dict[str, object] | None = None,
     ) -> Path:
         settings = self.tool.settings(run.concurrency)
         rec = record.Record(
@@ -169,7 +169,7 @@ class Recorder:
             user_app=opts.app.identity(facts.app) if opts.app is not None else None,
             **self._measured_fields(measured),  # type: ignore[arg-type]
         )
-        rec = dataclasses.replace(rec, cgroup=self._cgroup(opts, facts, measured))
+        rec = dataclasses.replace(rec, cgroup=self._cgroup(opts, facts, measured), **(fields or {}))
         if facts.container is not None:
             window = (measured.container if measured else None) or {}
             rec = dataclasses.replace(rec, container={**facts.container, **window})
@@ -211,6 +211,21 @@ class Recorder:
             )
         return path
 
+    def in_namespace(
+        self,
+        opts: plan.Options,
+        run: plan.RunSpec,
+        facts: ServerFacts,
+        measured: Measurement,
+        fields: dict[str, object],
+    ) -> Path:
+        """A run measured in a network namespace of its own (bench.studies.namespace): ok
+        whatever it counted (a race that found no idle connection to lose is a finding),
+        with the record keys only such a run has in `fields` (network, its sockets, the race
+        as its load)."""
+        raw = measured.result.raw
+        return self._write(opts, run, facts, "ok", None, raw, measured, fields=fields)
+
     def failed(
         self,
         opts: plan.Options,
@@ -235,7 +250,10 @@ class Recorder:
         runs: tuple[plan.RunSpec, ...],
         facts: ServerFacts,
         reason: str,
+        code: str,
     ) -> None:
-        """An unsupported record for each run: a fact about the server, not a failure."""
+        """An unsupported record for each run: a fact about the server, not a failure; `code`
+        (record.UNSUPPORTED) says what it lacks, in metadata.unsupported."""
         for run in runs:
-            self._write(opts, run, facts, "unsupported", reason, {})
+            meta = {"unsupported": code}
+            self._write(opts, run, facts, "unsupported", reason, {}, meta=meta)

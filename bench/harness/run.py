@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench.core import plan, record
 from bench.core.progress import Progress
 from bench.core.registry import ServerSpec, load_all
+from bench.core.runid import run_dir_name
 from bench.harness.capacity import search_capacity
 from bench.harness.preflight import AppRejected, preflight_app
 from bench.harness.recorder import Recorder, ServerFacts
@@ -51,18 +51,18 @@ def measure_block(
     if spec.scenarios is not None:
         skipped = tuple(r for r in runs if r.scenario not in spec.scenarios)
         reason = f"{spec.id} serves only {', '.join(spec.scenarios)}"
-        h.recorder.unsupported(opts, skipped, facts, reason)
+        h.recorder.unsupported(opts, skipped, facts, reason, "scenario")
         runs = tuple(r for r in runs if r not in skipped)
         if not runs:
             return
     if opts.lifecycle == "reload" and spec.reload_signal is None:
         reason = f"reload not supported by the server: {spec.reload_why}"
-        h.recorder.unsupported(opts, runs, facts, reason)
+        h.recorder.unsupported(opts, runs, facts, reason, "reload")
         return
     if opts.recycle is not None:
         if spec.recycle_argv is None:
             reason = f"worker recycling not supported by the server: {spec.recycle_why}"
-            h.recorder.unsupported(opts, runs, facts, reason)
+            h.recorder.unsupported(opts, runs, facts, reason, "recycle")
             return
         facts.knobs |= {"max_requests": opts.recycle, "max_requests_jitter": jitter(opts.recycle)}
     h.progress.say(f"{block.server} trial {block.trial}: starting {facts.knobs}")
@@ -82,7 +82,7 @@ def measure_block(
     facts.backlog = getattr(served, "backlog", None)
     session = Session(h, opts, facts, served)
     try:
-        if opts.objective is not None:
+        if opts.mode.objective is not None:
             search_capacity(session, runs)
         else:
             session.measure_all(runs)
@@ -126,7 +126,7 @@ def run_arms(
             # The stack died earlier: every remaining run is recorded, none measured.
             h.recorder.failed(opts, block.runs, ServerFacts(spec.app), stack_reason, {})
         elif isinstance(env, Unavailable) and env.status == "unsupported":
-            h.recorder.unsupported(opts, block.runs, ServerFacts(spec.app), env.reason)
+            h.recorder.unsupported(opts, block.runs, ServerFacts(spec.app), env.reason, "emulation")
         elif isinstance(env, Unavailable):
             logs = {n: read_log(h.run_dir / n) for n in env.logs if (h.run_dir / n).exists()}
             h.recorder.failed(opts, block.runs, ServerFacts(spec.app), env.reason, logs)
@@ -158,7 +158,7 @@ def make_harness(
         if first.target is not None
         else LocalSite(table, run_dir, placement, app=first.app)
     )
-    if first.runtime == "docker":
+    if first.mode.runtime == "docker":
         from bench.host.docker import Limits
         from bench.stack.containers import ContainerSite
 
@@ -184,28 +184,47 @@ def execute(
     arms = [options] if isinstance(options, plan.Options) else list(options)
     plans = [(opts, plan.make_plan(opts)) for opts in arms]
     first = arms[0]
-    base = state_base()
-    run_name = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid()}"
-    run_dir = base / "runs" / run_name
-    run_dir.mkdir(parents=True, exist_ok=True)
-    searches = [(o, b) for o, b in plans if o.objective is not None]
+    searches = [(o, b) for o, b in plans if o.mode.objective is not None]
     progress = Progress(
         None if searches else sum(len(b.runs) for _, blocks in plans for b in blocks),
         sum(
             plan.estimate_seconds(opts, blocks)
-            if opts.objective is None
-            else opts.objective.budget_s * sum(len(b.runs) for b in blocks)
+            if opts.mode.objective is None
+            else opts.mode.objective.budget_s * sum(len(b.runs) for b in blocks)
             for opts, blocks in plans
         ),
     )
+
+    def body(table: ProcessTable, run_dir: Path) -> int:
+        h = harness(first, arms, table, run_dir, progress)
+        return run_arms(h, plans, load_all())
+
+    return guarded(first.results, sections, body, f"seed {first.seed}")
+
+
+Body = Callable[[ProcessTable, Path], int]
+
+
+def guarded(
+    results: Path,
+    sections: Callable[[list[record.Record]], list[str]] | None,
+    body: Body,
+    note: str = "",
+) -> int:
+    """The one way a harness invocation runs (make bench and every study arm, the namespace
+    ones too): under the checkout's run lock, in a run directory of its own, Ctrl-C and
+    SIGTERM ending it with 130 and every process of `body`'s table stopped on every exit
+    path; summary.md rebuilt after. Returns body's status (1: the lock is held)."""
+    base = state_base()
+    run_dir = base / "runs" / run_dir_name(str(os.getpid()))
+    run_dir.mkdir(parents=True, exist_ok=True)
     status = 0
     try:
         with run_lock(base), signals_raise():
             table = ProcessTable()
-            print(f"bench: run directory {run_dir}, seed {first.seed}", file=sys.stderr)
+            print(f"bench: run directory {run_dir}{', ' + note if note else ''}", file=sys.stderr)
             try:
-                h = harness(first, arms, table, run_dir, progress)
-                status = run_arms(h, plans, load_all())
+                status = body(table, run_dir)
             except AppRejected as exc:
                 # APP= failed before any load: bad input, one line (then the log's tail).
                 print(f"bench: APP rejected: {exc}", file=sys.stderr)
@@ -227,6 +246,6 @@ def execute(
         return 1
     if status == 2:
         return status  # nothing was measured: the summary stays as it was
-    summary = report.write_summary(first.results, sections)
+    summary = report.write_summary(results, sections)
     print(f"bench: wrote {summary}", file=sys.stderr)
     return status

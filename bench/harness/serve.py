@@ -18,6 +18,7 @@ from typing import TextIO
 
 from bench.core import plan
 from bench.core.registry import load_all
+from bench.core.runid import run_dir_name
 from bench.host.placement import cpu_placement
 from bench.host.prepare import Unavailable
 from bench.host.procs import Interrupted, ProcessTable, signals_ignored, signals_raise
@@ -78,7 +79,7 @@ def serve(opts: plan.Options, out: TextIO = sys.stdout, say: TextIO = sys.stderr
     """Start the stack and the server, print the URLs, stay up until Ctrl-C/SIGTERM, then
     stop everything started; the exit status."""
     base = state_base()
-    run_dir = base / "runs" / (time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-serve")
+    run_dir = base / "runs" / run_dir_name("serve")
     run_dir.mkdir(parents=True, exist_ok=True)
     # Ctrl-C is how a user stops it, even when a shell started it in the background with
     # SIGINT ignored (`make serve &`, a script): Python then installs no handler of its own.
@@ -87,7 +88,7 @@ def serve(opts: plan.Options, out: TextIO = sys.stdout, say: TextIO = sys.stderr
         with run_lock(base), signals_raise():
             table = ProcessTable()
             site = LocalSite(table, run_dir, cpu_placement(opts.pin), app=opts.app)
-            if opts.runtime == "docker":
+            if opts.mode.runtime == "docker":
                 from bench.host.docker import Limits
                 from bench.stack.containers import ContainerSite
 

@@ -91,10 +91,10 @@ class Session:
             duration_s=self.opts.duration_s,
             warmup_s=self.opts.warmup_s,
             keepalive=self.opts.keepalive,
-            timeout_s=self.opts.load_timeout_s,
+            timeout_s=self.opts.study.load_timeout_s,
             load_cpus=placement.load_cpus if placement.pinned else None,
             lifecycle=self.opts.lifecycle,
-            soak_interval_s=self.opts.soak_interval_s,
+            soak_interval_s=self.opts.mode.soak_interval_s,
         )
 
     def measure(self, run: plan.RunSpec, judge: Judge | None = None) -> Measurement | None:

@@ -192,6 +192,16 @@ class ProcessTable:
                 time.sleep(0.05)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pgid, signal.SIGKILL)
+            # SIGKILL is delivered, not yet done: on a busy machine an orphan of the group
+            # (reparented, then reaped by init) outlives the call by some milliseconds
+            # unless we wait for the group to be empty (a zombie still counts as in it, so
+            # the leader, our child, is reaped as we go).
+            gone_by = time.monotonic() + 10
+            while time.monotonic() < gone_by:
+                proc.popen.poll()
+                if not _group_alive(pgid):
+                    break
+                time.sleep(0.01)
         if proc.exit_code() is None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.popen.wait(timeout=grace_s)

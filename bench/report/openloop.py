@@ -250,7 +250,7 @@ def write_knee_plots(results: Path, records: list[Record]) -> dict[str, str]:
 
 def open_loop_sections(records: list[Record], results: Path) -> list[str]:
     """Everything open-loop in the summary, or nothing when no run was."""
-    # Studies render their own open-loop arms (bench.studies.study).
+    # Studies render their own open-loop arms (bench.studies.sections).
     # Reloads, recycling, quotas and soaks have their own sections (bench.report.production).
     open_records = [
         r

@@ -8,26 +8,34 @@ or "not measured" with the command that measures it — never blank.
 - reload: the latest LIFECYCLE=reload record per server: requests failed (the load tool's
   failed count over the whole window), the time until the offered rate was served again and
   the p99 within 2 s of the signal.
-- CPU quota: the cpu-quota study's arms `<server>-cpus` (the server's rule, workers = the
-  CPUs os.cpu_count() sees) and `<server>-quota` (the same rule counted from the 1-CPU
-  quota), /db: the change in req/s and p99 when the rule ignores the quota.
-- recycling: the recycle study's arms `<server>-recycle` (the server's own max-requests
-  setting, RECYCLE=) and `<server>` (the same run without): failed requests, workers started
-  and p99.
+- CPU quota: two CPU_QUOTA= records (record.cgroup) of one study run on /db whose worker rule
+  (metadata.workers_rule) is `cpus` (the server's rule: workers = the CPUs os.cpu_count()
+  sees) and `quota` (the same rule counted from the quota): the change in req/s and p99 when
+  the rule ignores the quota.
+- recycling: a RECYCLE= record (record.recycles: the server's own max-requests setting) and
+  the same study run's steady record of the server and scenario (no recycles, lifecycle or
+  cgroup): failed requests, workers started and p99.
+
+Records are found by what they carry, never by study or arm names; "not supported" by
+metadata.unsupported (record.unsupported_code, which reads records older than format 6 too).
 - memory slope: the latest soak (make soak) of the server: MB/hour with its 95 % interval.
 """
 
 from __future__ import annotations
 
 from bench.core.outcome import Outcome
-from bench.core.record import Record
+from bench.core.record import Record, unsupported_code
 from bench.core.registry import load_all
 from bench.report.soak import slope_text, soak_records
 from bench.report.table import markdown_table
 
 NOT_CATALOG = ("nginx-static",)  # the ceiling baseline, not a Python server
+# The study that measures each column (studies/<name>.toml), for the "not measured" hint.
 QUOTA_STUDY = "cpu-quota"
 RECYCLE_STUDY = "recycle"
+RELOAD_STUDY = "reload"
+# metadata.workers_rule of the two quota records: the CPUs os.cpu_count() sees, the quota's.
+RULE_CPUS, RULE_QUOTA = "cpus", "quota"
 
 
 def _latest(records: list[Record]) -> Record | None:
@@ -36,19 +44,16 @@ def _latest(records: list[Record]) -> Record | None:
 
 def reload_cell(server: str, records: list[Record], why: str | None) -> str:
     """Requests failed on reload, recovery and p99 around it; or why there is none."""
-    mine = [r for r in records if r.server == server and r.lifecycle is not None]
-    mine += [
+    mine = [
         r
         for r in records
-        if r.server == server
-        and r.status == "unsupported"
-        and "reload not supported by the server" in (r.reason or "")
+        if r.server == server and (r.lifecycle is not None or unsupported_code(r) == "reload")
     ]
     rec = _latest(mine)
     if rec is None:
         if why is not None:
             return f"not supported by the server ({why})"
-        return "not measured (make study NAME=reload)"
+        return f"not measured (make study NAME={RELOAD_STUDY})"
     if rec.status == "unsupported":
         return "not supported by the server" + (f" ({why})" if why else "")
     life = rec.lifecycle or {}
@@ -64,26 +69,31 @@ def reload_cell(server: str, records: list[Record], why: str | None) -> str:
     return f"{life['failed']} failed{rate}, {recovered}{p99}"
 
 
-def _quota_record(records: list[Record], arm: str) -> Record | None:
-    found = [
-        r
-        for r in records
-        if r.metadata.get("study") == QUOTA_STUDY
-        and r.metadata.get("study_arm") == arm
-        and r.status == "ok"
-        and r.scenario == "db"
-    ]
-    return _latest(found)
+def _quota_pair(records: list[Record], server: str) -> tuple[Record, Record] | None:
+    """The latest study run's (rule, quota) records of the server on /db."""
+    found: dict[object, dict[str, Record]] = {}
+    for rec in sorted(records, key=lambda r: str(r.metadata.get("started_at", ""))):
+        rule = rec.metadata.get("workers_rule")
+        if (
+            rec.server == server
+            and rec.cgroup is not None
+            and rec.status == "ok"
+            and rec.scenario == "db"
+            and rule in (RULE_CPUS, RULE_QUOTA)
+        ):
+            found.setdefault(rec.metadata.get("study_run"), {})[str(rule)] = rec
+    pairs = [(p[RULE_CPUS], p[RULE_QUOTA]) for p in found.values() if len(p) == 2]
+    return max(pairs, key=lambda p: str(p[1].metadata.get("started_at", ""))) if pairs else None
 
 
 def quota_cell(server: str, records: list[Record], has_workers: bool) -> str:
     """req/s and p99 of the os.cpu_count() rule relative to the quota's, under a 1-CPU quota."""
     if not has_workers:
         return "not supported by the server (one process: no worker rule)"
-    rule = _quota_record(records, f"{server}-cpus")
-    fix = _quota_record(records, f"{server}-quota")
-    if rule is None or fix is None or not rule.rps or not fix.rps:
+    pair = _quota_pair(records, server)
+    if pair is None or not pair[0].rps or not pair[1].rps:
         return f"not measured (make study NAME={QUOTA_STUDY})"
+    rule, fix = pair
     change = 100 * (rule.rps / fix.rps - 1)
     p99_rule = (rule.latency_ms or {}).get("p99")
     p99_fix = (fix.latency_ms or {}).get("p99")
@@ -103,20 +113,40 @@ def _failed(rec: Record) -> int:
     return Outcome.of_record(rec).unserved
 
 
-def _study_record(records: list[Record], study: str, arm: str) -> Record | None:
-    found = [
-        r
-        for r in records
-        if r.metadata.get("study") == study and r.metadata.get("study_arm") == arm
-    ]
-    return _latest(found)
+def _steady(rec: Record) -> bool:
+    return rec.recycles is None and rec.lifecycle is None and rec.cgroup is None
+
+
+def _recycle_pair(records: list[Record], server: str) -> tuple[Record | None, Record | None]:
+    """The server's latest recycling record (or its "not supported"), and the steady record
+    of the same study run and scenario to compare it with."""
+    on = _latest(
+        [
+            r
+            for r in records
+            if r.server == server and (r.recycles is not None or unsupported_code(r) == "recycle")
+        ]
+    )
+    if on is None or on.metadata.get("study_run") is None:
+        return on, None
+    off = _latest(
+        [
+            r
+            for r in records
+            if r.server == server
+            and r.scenario == on.scenario
+            and r.metadata.get("study_run") == on.metadata.get("study_run")
+            and r.status != "unsupported"
+            and _steady(r)
+        ]
+    )
+    return on, off
 
 
 def recycle_cell(server: str, records: list[Record], why: str | None) -> str:
     """Failed requests and p99 with the server's own recycling against the same run without
     (study recycle); or why there is none."""
-    on = _study_record(records, RECYCLE_STUDY, f"{server}-recycle")
-    off = _study_record(records, RECYCLE_STUDY, server)
+    on, off = _recycle_pair(records, server)
     if why is not None or (on is not None and on.status == "unsupported"):
         return f"not supported by the server ({why or (on.reason if on else '')})"
     if on is not None and on.status == "failed":
@@ -147,7 +177,7 @@ def production_sections(records: list[Record]) -> list[str]:
         or r.cgroup is not None
         or r.series is not None
         or r.recycles is not None
-        or (r.status == "unsupported" and "reload not supported" in (r.reason or ""))
+        or unsupported_code(r) in ("reload", "recycle")
     ]
     if not relevant:
         return []

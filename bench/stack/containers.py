@@ -218,7 +218,7 @@ class ContainerSite(LocalSite):
             "APP_UPSTREAM_URL": f"http://127.0.0.1:{self.stack.upstream_port}",
             **render_env(spec, fill),
             **environment.env,
-            **opts.app_env,
+            **opts.study.app_env,
         }
         name = docker.container_name(spec.id)
         command = docker.run_argv(

@@ -286,7 +286,7 @@ class LocalSite:
                 self.db,
                 log_name,
                 cpus=server_cpus,
-                extra_env={**environment.env, **opts.app_env, **app_env_vars},
+                extra_env={**environment.env, **opts.study.app_env, **app_env_vars},
                 cgroup=quota.procs_file if quota else None,
                 app=(entry.target, entry.root) if entry is not None else None,
             )

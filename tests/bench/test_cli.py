@@ -84,11 +84,15 @@ def test_capacity_defaults_and_the_start_rate() -> None:
     args.rate = "50"
     opts = cli.with_objective(cli.options_from(args), args)
     assert (opts.load_tool, opts.duration_s, opts.warmup_s, opts.trials) == ("oha", 5, 1, 1)
-    assert opts.objective is not None and opts.objective.p99_ms == 100
-    assert (opts.rates, opts.objective.start_rps, opts.concurrency) == ((50,), 50, ())
+    assert opts.mode.objective is not None and opts.mode.objective.p99_ms == 100
+    assert (opts.rates, opts.mode.objective.start_rps, opts.concurrency) == ((50,), 50, ())
     args = parser.parse_args(["capacity", "--rate=300,900", "--slo-p99-ms=20"])
     opts = cli.with_objective(cli.options_from(args), args)
-    assert (opts.rates, opts.objective.start_rps, opts.objective.p99_ms) == ((300,), 300, 20)
+    assert (opts.rates, opts.mode.objective.start_rps, opts.mode.objective.p99_ms) == (
+        (300,),
+        300,
+        20,
+    )
 
 
 @pytest.mark.parametrize(("args", "message"), BAD)
@@ -189,6 +193,16 @@ BAD_STUDIES = [
         "each `not_run` entry needs the strings label, published, why, instead",
     ),
 ]
+# A study measured in network namespaces (the former load-balancer kind): the same schema.
+NS_STUDY = (ROOT / "studies" / "port-exhaustion.toml").read_text()
+BAD_STUDIES += [
+    (NS_STUDY.replace("namespace = true", ""), "['sysctls'] need namespace = true"),
+    (NS_STUDY.replace('proxy = "nginx"', 'proxy = "haproxy"'), "proxy must be one of none"),
+    (NS_STUDY.replace('proxy = "nginx"', 'front = "nginx"'), "unknown keys ['front']"),
+    (NS_STUDY.replace("rates = [500]\n", "", 1), "give either rates"),
+    (NS_STUDY.replace('"net.ipv4.tcp_tw_reuse"', '"kernel.pid_max"', 1), "net.* names only"),
+    (re.sub(r'expect = """.*?"""\n', "", NS_STUDY, flags=re.S), "missing `check` (or `expect`"),
+]
 
 
 @pytest.mark.parametrize(("text", "message"), BAD_STUDIES)
@@ -201,10 +215,10 @@ def test_a_bad_study_file_is_one_line_and_exit_2(
 ) -> None:
     """`make study NAME=<a malformed file>`: the file and what is wrong in one line, no
     traceback, nothing run."""
-    from bench.studies import study
+    from bench.studies import schema
 
     assert STUDY.count("[[arm]]") >= 1 and text != STUDY
-    monkeypatch.setattr(study, "STUDIES_DIR", tmp_path / "studies")
+    monkeypatch.setattr(schema, "STUDIES_DIR", tmp_path / "studies")
     (tmp_path / "studies").mkdir()
     (tmp_path / "studies" / "broken.toml").write_text(text)
     results = tmp_path / "results"
@@ -278,8 +292,8 @@ def test_python_m_bench_study_with_a_bad_file_prints_no_traceback(tmp_path: Path
     """As a user runs it, in a process of its own: status 2 and one line on stderr."""
     (tmp_path / "broken.toml").write_text(STUDY.replace("source =", "# source ="))
     code = (
-        "import sys, pathlib; from bench import cli; from bench.studies import study; "
-        f"study.STUDIES_DIR = pathlib.Path({str(tmp_path)!r}); "
+        "import sys, pathlib; from bench import cli; from bench.studies import schema; "
+        f"schema.STUDIES_DIR = pathlib.Path({str(tmp_path)!r}); "
         f"sys.exit(cli.main(['study', '--name=broken', '--results={tmp_path / 'r'}']))"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
@@ -328,7 +342,7 @@ def test_docker_runtime_limits_reach_the_options(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(images, "image_for", lambda spec, arch: None)
     args = cli.build_parser().parse_args(["run", "--runtime=docker", "--cpus=0.5", "--memory=512m"])
     opts = cli.options_from(args)
-    assert (opts.runtime, opts.cpus, opts.memory_bytes) == ("docker", 0.5, 512 * 2**20)
+    assert (opts.mode.runtime, opts.cpus, opts.memory_bytes) == ("docker", 0.5, 512 * 2**20)
 
 
 def test_make_images_refuses_an_emulated_arch_in_one_line(

@@ -26,7 +26,7 @@ def test_make_bench_without_variables_gets_the_defaults() -> None:
         defaults.PROXY_TIMEOUT_S,
         defaults.PIN,
     )
-    assert (opts.load_tool, opts.load_workers, opts.runtime) == (
+    assert (opts.load_tool, opts.load_workers, opts.mode.runtime) == (
         defaults.LOAD_TOOL,
         defaults.LOCUST_WORKERS,
         defaults.RUNTIME,
@@ -80,4 +80,4 @@ def test_make_soak_without_variables_gets_the_soak_defaults() -> None:
         defaults.SOAK_WARMUP_S,
         1,
     )
-    assert opts.soak_interval_s == defaults.SOAK_INTERVAL_S
+    assert opts.mode.soak_interval_s == defaults.SOAK_INTERVAL_S

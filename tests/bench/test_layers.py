@@ -1,8 +1,10 @@
 """The harness's layers: every import inside bench/ points down (or stays in its own folder).
 
-core < host < observe < load | stack < report < harness | studies < the entry points (bench/*.py).
-Two folders on one level (load and stack; harness and studies) may not import each other, and
-no module imports another module's private (`_name`) helpers.
+core < host < observe < load | stack < report < harness < studies < the entry points
+(bench/*.py). Studies sit above the harness: a study's arms are run by it (its lock, signal
+handling and run directory; records through its Recorder), while the harness knows nothing of
+studies (their sections reach it as a callback). Two folders on one level (load and stack)
+may not import each other, and no module imports another module's private (`_name`) helpers.
 """
 
 import ast
@@ -20,9 +22,9 @@ LEVELS = {
     "stack": 3,
     "report": 4,
     "harness": 5,
-    "studies": 5,
+    "studies": 6,
 }
-TOP = 6
+TOP = 7
 
 
 def folder_of(module: str) -> str:
@@ -96,6 +98,7 @@ def test_every_folder_has_a_level() -> None:
         ("core", "from bench.harness import run\n", "up"),
         ("load", "from bench.stack import site\n", "across one level"),
         ("report", "from bench.host.netns import _libc\n", "private"),
+        ("harness", "from bench.studies import runner\n", "up"),
     ],
 )
 def test_the_check_catches_a_bad_import(tmp_path: Path, folder: str, source: str, why: str) -> None:

@@ -4,6 +4,7 @@ soak of granian. Every catalog server gets a row, every cell a figure or a reaso
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 from bench.core.record import Record
@@ -74,3 +75,97 @@ def test_a_reload_that_killed_the_server_says_failed() -> None:
     failed = dataclasses.replace(failed, lifecycle={"event": "reload"})
     rows = _rows(production_sections([*_records(), failed]))
     assert rows["uwsgi"][0] == "failed: server exited with code 1 during load"
+
+
+def _declare(servers: Path, name: str, extra: str) -> None:
+    folder = servers / name
+    folder.mkdir()
+    (folder / "requirements.txt").write_text("fakeserver==1.0\n")
+    (folder / "server.toml").write_text(
+        'description = "a server no study or record knows yet"\napp = "wsgi"\n'
+        'argv = ["{python}", "-m", "fakeserver", "--port", "{port}", "--workers", "{workers}"]\n'
+        "[knobs.workers]\ndefault = 2\nserver_default = 2\n" + extra
+    )
+
+
+def test_a_new_server_reads_not_measured_with_the_command(tmp_path, monkeypatch) -> None:
+    """A server declared after every record and study: its row comes from the registry, each
+    cell "not measured" with the command that measures it (or why the server cannot)."""
+    from bench.core import registry
+
+    servers = tmp_path / "servers"
+    shutil.copytree(registry.SERVERS_DIR, servers)
+    _declare(
+        servers,
+        "fakeserver",
+        '[reload]\nsignal = "SIGHUP"\nwhy = "its docs"\n'
+        '[recycle]\nargv = ["--max-requests", "{max_requests}"]\nwhy = "its docs"\n',
+    )
+    _declare(servers, "fakeserver-plain", "")
+    monkeypatch.setattr(registry, "SERVERS_DIR", servers)
+    rows = _rows_of(production_sections(_records()), ("fakeserver", "fakeserver-plain"))
+    assert rows["fakeserver"] == [
+        "not measured (make study NAME=reload)",
+        "not measured (make study NAME=recycle)",
+        "not measured (make study NAME=cpu-quota)",
+        "not measured (make soak SERVER=fakeserver)",
+    ]
+    reload, recycle, _quota, _memory = rows["fakeserver-plain"]
+    assert reload == "not supported by the server (no [reload] declared)"
+    assert recycle == "not supported by the server (no [recycle] declared)"
+
+
+def _rows_of(lines: list[str], names: tuple[str, ...]) -> dict[str, list[str]]:
+    rows = {}
+    for line in lines:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("| ") and cells[0] in names:
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def _granian_reload() -> Record:
+    path = FIXTURES / "lifecycle" / "granian-reload.record.json"
+    return Record.from_dict(json.loads(path.read_text()))
+
+
+def test_not_supported_is_read_from_the_code_and_from_older_records() -> None:
+    """metadata.unsupported (format 6) says what the server lacks whatever the reason's
+    words; a record before format 6 says it in its reason's opening words."""
+    rec = _granian_reload()
+    new = dataclasses.replace(
+        rec,
+        status="unsupported",
+        reason="any words at all",
+        lifecycle=None,
+        metadata={**rec.metadata, "unsupported": "reload", "started_at": "9999"},
+    )
+    old = dataclasses.replace(
+        new,
+        format_version=5,
+        reason="reload not supported by the server: no [reload] declared",
+        metadata={k: v for k, v in new.metadata.items() if k != "unsupported"},
+    )
+    for unsupported in (new, old):
+        assert _rows(production_sections([unsupported]))["granian"][0].startswith(
+            "not supported by the server"
+        )
+
+
+def test_recycling_is_paired_by_study_run_not_by_arm_names() -> None:
+    """A recycling record and the steady record of its study run, whatever their arms are
+    called; a steady record of another study run is not its pair."""
+    rec = _granian_reload()
+    meta = {**rec.metadata, "study": "any", "study_run": "R1"}
+    on = dataclasses.replace(
+        rec,
+        lifecycle=None,
+        recycles={"workers_started": 7},
+        metadata={**meta, "study_arm": "with-some-name"},
+    )
+    off = dataclasses.replace(rec, lifecycle=None, metadata={**meta, "study_arm": "plain"})
+    cell = _rows(production_sections([on, off]))["granian"][1]
+    assert cell.startswith("0 failed vs 0 without (7 workers started)"), cell
+    elsewhere = dataclasses.replace(off, metadata={**off.metadata, "study_run": "R2"})
+    cell = _rows(production_sections([on, elsewhere]))["granian"][1]
+    assert cell == "not measured (make study NAME=recycle)"

@@ -7,34 +7,38 @@ import pytest
 
 from bench import cli
 from bench.core.record import load_records
-from bench.studies import study
+from bench.studies import arms, runner, schema, sections, verdict
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
-@pytest.mark.parametrize("name", study.study_names())
+@pytest.mark.parametrize("name", schema.study_names())
 def test_every_study_file_is_valid_and_runnable(name: str) -> None:
-    """Each file loads, names real servers, has published figures or checks, and its
-    first-phase arms (those not derived from measurements) turn into harness options with
-    the study's metadata."""
-    spec = study.load_study(name)
+    """Each file loads, names real servers, has checks (or, measured in namespaces, what it
+    expects), and its first-phase arms (those not derived from measurements) turn into
+    harness options with the study's metadata."""
+    spec = schema.load_study(name)
     base = cli.options_from(cli.build_parser().parse_args(["run"]))
-    arms = study.study_options([name], base)
+    options = arms.study_options([name], base)
     first = [a for a in spec.arms if not a.derived]
-    assert len(arms) == len(first) and spec.checks
+    assert len(options) == len(first) and (spec.checks or spec.expect)
     servers = set(cli.server_ids())
-    for opts, arm in zip(arms, first, strict=True):
+    for opts, arm in zip(options, first, strict=True):
         assert opts.servers == (arm.server,) and arm.server in servers
-        assert opts.meta["study"] == name and opts.meta["study_arm"] == arm.id
+        assert opts.study.meta["study"] == name and opts.study.meta["study_arm"] == arm.id
 
 
 def test_the_five_source_documents_have_a_study() -> None:
-    """One study per source document, under the names the issue gives, and the production
-    studies of issue 16 (cpu-quota, recycle, reload)."""
-    assert study.study_names() == [
+    """One study per source document, under the names the issue gives, the production
+    studies of issue 16 (cpu-quota, recycle, reload) and the load-balancer studies of issue
+    15 (accept-queue-abort, lb-keepalive-race, port-exhaustion), all in studies/."""
+    assert schema.study_names() == [
         "accept-queue",
+        "accept-queue-abort",
         "cpu-quota",
         "keepalive-timewait",
+        "lb-keepalive-race",
+        "port-exhaustion",
         "recycle",
         "reload",
         "sync-vs-async-p99",
@@ -47,28 +51,32 @@ def test_quota_knob_expressions() -> None:
     """ "2*cpus+1" counts the CPUs the process sees; "2*quota+1" the quota rounded up to
     whole CPUs (at least 1); without a quota, quota is the CPUs."""
     knobs = {"workers": "2*cpus+1", "threads": "2*quota"}
-    assert study.resolve_knob_expressions(knobs, 8, 1.0) == {"workers": 17, "threads": 2}
-    assert study.resolve_knob_expressions({"workers": "quota"}, 8, 0.5) == {"workers": 1}
-    assert study.resolve_knob_expressions({"workers": "quota"}, 8, 2.5) == {"workers": 3}
-    assert study.resolve_knob_expressions({"workers": "2*quota+1"}, 4) == {"workers": 9}
+    assert schema.resolve_knob_expressions(knobs, 8, 1.0) == {"workers": 17, "threads": 2}
+    assert schema.resolve_knob_expressions({"workers": "quota"}, 8, 0.5) == {"workers": 1}
+    assert schema.resolve_knob_expressions({"workers": "quota"}, 8, 2.5) == {"workers": 3}
+    assert schema.resolve_knob_expressions({"workers": "2*quota+1"}, 4) == {"workers": 9}
 
 
 def test_cpu_quota_study_arms_carry_quota_and_rule() -> None:
     """Every cpu-quota arm runs under its 1-CPU quota and records the worker rule it used."""
     base = cli.options_from(cli.build_parser().parse_args(["run"]))
-    arms = study.study_options(["cpu-quota"], base)
-    assert {o.cpu_quota for o in arms} == {1.0}
-    rules = {o.meta["study_arm"]: o.meta["workers_rule"] for o in arms}
+    options = arms.study_options(["cpu-quota"], base)
+    assert {o.cpu_quota for o in options} == {1.0}
+    rules = {o.study.meta["study_arm"]: o.study.meta["workers_rule"] for o in options}
     assert rules["rule-cpus"] == "2*cpus+1" and rules["rule-quota"] == "2*quota+1"
 
 
 def test_knob_rules_are_evaluated_for_this_machine() -> None:
     """Gunicorn's documented 2×CPU+1 and threads = 2×workers, on 2 and on 8 CPUs."""
     knobs = {"threads": "2*workers", "workers": "2*cpus+1", "backlog": 128}
-    assert study.resolve_knob_expressions(knobs, 2) == {"workers": 5, "threads": 10, "backlog": 128}
-    assert study.resolve_knob_expressions({"workers": "cpus"}, 8) == {"workers": 8}
-    with pytest.raises(study.StudyError):
-        study.resolve_knob_expressions({"workers": "__import__('os')"}, 2)
+    assert schema.resolve_knob_expressions(knobs, 2) == {
+        "workers": 5,
+        "threads": 10,
+        "backlog": 128,
+    }
+    assert schema.resolve_knob_expressions({"workers": "cpus"}, 8) == {"workers": 8}
+    with pytest.raises(schema.StudyError):
+        schema.resolve_knob_expressions({"workers": "__import__('os')"}, 2)
 
 
 def test_unknown_study_name_is_refused_with_the_valid_ones() -> None:
@@ -88,7 +96,7 @@ def test_verdict_follows_the_ratio_rule() -> None:
     factor 2 of the paper's ratios; partly when only the direction holds; the section shows
     the published figure (28.3) beside ours."""
     rec = next(r for r in load_records(FIXTURES / "records")[0] if r.status == "ok")
-    spec = study.load_study("sync-vs-gevent")
+    spec = schema.load_study("sync-vs-gevent")
 
     def runs(sync_s: float, gevent_s: float) -> list:
         return [
@@ -97,16 +105,16 @@ def test_verdict_follows_the_ratio_rule() -> None:
             for arm, ms in (("sync", sync_s * 1000), ("gevent", gevent_s * 1000))
         ]
 
-    assert study.judge(spec, runs(15.0, 3.0))[0] == "reproduced"  # 5.0× vs 4.56× and 3.29×
-    assert study.judge(spec, runs(40.0, 3.0))[0] == "partly reproduced"  # 13× > 2 × 4.56
-    assert study.judge(spec, runs(3.0, 6.0))[0] == "not reproduced"  # the other way round
-    section = "\n".join(study.study_section(spec, runs(15.0, 3.0), None))
+    assert verdict.judge(spec, runs(15.0, 3.0))[0] == "reproduced"  # 5.0× vs 4.56× and 3.29×
+    assert verdict.judge(spec, runs(40.0, 3.0))[0] == "partly reproduced"  # 13× > 2 × 4.56
+    assert verdict.judge(spec, runs(3.0, 6.0))[0] == "not reproduced"  # the other way round
+    section = "\n".join(sections.study_section(spec, runs(15.0, 3.0), None))
     assert "**Verdict: reproduced**" in section and "| 28.30 | 15.00 |" in section
 
 
 # -- two phases: open-loop arms at rates measured in the same `make study` --------------------
 
-P99 = study.STUDIES_DIR / "sync-vs-async-p99.toml"
+P99 = schema.STUDIES_DIR / "sync-vs-async-p99.toml"
 # The slowest group's best req/s in the synthetic sweep below: gunicorn-sync-w4.
 SWEEP_RPS = {
     "uwsgi-w1": 2672.0,
@@ -139,13 +147,13 @@ def test_open_loop_rates_are_fractions_of_the_slowest_groups_best() -> None:
     """sync-vs-async-p99's second phase: every open-loop arm runs with oha at 0.5 and 0.8 ×
     the slowest group's best req/s (gunicorn-sync, 2,020: 1,010 and 1,616 req/s), with its
     own group's best knobs, and its records say where both came from."""
-    spec = study.load_study("sync-vs-async-p99")
+    spec = schema.load_study("sync-vs-async-p99")
     records = [_sweep_record(arm, rps) for arm, rps in SWEEP_RPS.items()]
-    basis = study.rate_basis(spec, records, "slowest-best-rps")
+    basis = arms.rate_basis(spec, records, "slowest-best-rps")
     assert (basis.group, basis.arm, basis.rps) == ("gunicorn-sync", "gunicorn-sync-w4", 2020.0)
-    options, skipped = study.derived_options(spec, records, _base(), "r1")
+    options, skipped = arms.derived_options(spec, records, _base(), "r1")
     assert skipped == []
-    by_arm = {o.meta["study_arm"]: o for o in options}
+    by_arm = {o.study.meta["study_arm"]: o for o in options}
     assert sorted(by_arm) == sorted(a.id for a in spec.arms if a.derived)
     best_workers = {"uwsgi": 2, "gunicorn-sync": 4, "gunicorn-gevent": 2, "uvicorn": 4}
     for group, workers in best_workers.items():
@@ -153,18 +161,18 @@ def test_open_loop_rates_are_fractions_of_the_slowest_groups_best() -> None:
         assert opts.load_tool == "oha" and opts.rates == (1010, 1616)
         assert opts.overrides == {"workers": workers}
         assert opts.concurrency == ()  # the pool is sized per rate (plan.pool_for)
-        assert opts.meta["study_rates"] == {"0.5": 1010, "0.8": 1616}
-        assert opts.meta["study_rate_basis"]["arm"] == "gunicorn-sync-w4"
-        assert opts.meta["study_knobs_from"] == f"{group}-w{workers}"
+        assert opts.study.meta["study_rates"] == {"0.5": 1010, "0.8": 1616}
+        assert opts.study.meta["study_rate_basis"]["arm"] == "gunicorn-sync-w4"
+        assert opts.study.meta["study_knobs_from"] == f"{group}-w{workers}"
 
 
 def test_a_group_without_measurements_skips_its_open_loop_arm_only() -> None:
     """Every uvicorn arm failed: the rates come from the groups that were measured, and
     uvicorn-open is not run, with a line saying why."""
-    spec = study.load_study("sync-vs-async-p99")
+    spec = schema.load_study("sync-vs-async-p99")
     records = [_sweep_record(a, r) for a, r in SWEEP_RPS.items() if not a.startswith("uvicorn")]
-    options, skipped = study.derived_options(spec, records, _base(), "r1")
-    assert [o.meta["study_arm"] for o in options] == [
+    options, skipped = arms.derived_options(spec, records, _base(), "r1")
+    assert [o.study.meta["study_arm"] for o in options] == [
         "uwsgi-open",
         "gunicorn-sync-open",
         "gunicorn-gevent-open",
@@ -184,19 +192,19 @@ def test_make_study_runs_the_second_phase_from_the_first_phases_records(tmp_path
         calls.append(list(options))
         for opts in options:
             if opts.load_tool == "wrk":
-                arm = str(opts.meta["study_arm"])
-                meta = {**template.metadata, **opts.meta, "started_at": arm}
+                arm = str(opts.study.meta["study_arm"])
+                meta = {**template.metadata, **opts.study.meta, "started_at": arm}
                 rec = replace(template, metadata=meta, run_id=arm, rps=SWEEP_RPS[arm])
                 write_record(opts.results, rec, {})
         return 0
 
     base = _base(tmp_path)
-    assert study.execute_studies(["sync-vs-async-p99"], base, 3, fake_execute, list) == 0
+    assert runner.execute_studies(["sync-vs-async-p99"], base, 3, fake_execute, list) == 0
     assert [{o.load_tool for o in batch} for batch in calls] == [{"wrk"}, {"oha"}]
     assert len(calls[0]) == 12 and len(calls[1]) == 4
     assert {o.rates for o in calls[1]} == {(1010, 1616)}
     assert {o.duration_s for batch in calls for o in batch} == {3}
-    assert len({o.meta["study_run"] for batch in calls for o in batch}) == 1
+    assert len({o.study.meta["study_run"] for batch in calls for o in batch}) == 1
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str], *needles: str) -> None:
@@ -258,7 +266,7 @@ def test_bad_open_loop_keys_are_one_line_and_exit_2(
     text = P99.read_text()
     old, new = change
     assert old in text
-    monkeypatch.setattr(study, "STUDIES_DIR", tmp_path / "studies")
+    monkeypatch.setattr(schema, "STUDIES_DIR", tmp_path / "studies")
     (tmp_path / "studies").mkdir()
     (tmp_path / "studies" / "broken.toml").write_text(text.replace(old, new, 1))
     results = tmp_path / "results"
@@ -271,8 +279,8 @@ def test_fixed_rates_must_be_whole_positive_numbers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """accept-queue's rates = [120]: 0, a fraction or an empty list is refused."""
-    text = (study.STUDIES_DIR / "accept-queue.toml").read_text()
-    monkeypatch.setattr(study, "STUDIES_DIR", tmp_path)
+    text = (schema.STUDIES_DIR / "accept-queue.toml").read_text()
+    monkeypatch.setattr(schema, "STUDIES_DIR", tmp_path)
     for bad in ("[0]", "[12.5]", "[]", '"120"'):
         (tmp_path / "broken.toml").write_text(text.replace("rates = [120]", f"rates = {bad}", 1))
         assert cli.main(["study", "--name=broken", f"--results={tmp_path / 'r'}"]) == 2
@@ -289,8 +297,8 @@ def test_the_section_shows_both_load_models_and_what_changed() -> None:
     open-loop one with the offered rate as a share of the slowest's capacity."""
     records, problems = load_records(P99_RECORDS)
     assert problems == [] and len(records) == 20
-    spec = study.load_study("sync-vs-async-p99")
-    section = "\n".join(study.study_section(spec, records, None))
+    spec = schema.load_study("sync-vs-async-p99")
+    section = "\n".join(sections.study_section(spec, records, None))
     assert (
         "**Verdict: closed loop (wrk, 50 connections): partly reproduced; open loop (oha) at "
         "equal offered rates: partly reproduced**"
@@ -321,8 +329,8 @@ def test_records_from_before_the_open_loop_arms_still_render() -> None:
     """The closed-loop records alone (an older run): the closed-loop verdict and table as
     before, and one line saying the open loop was not run."""
     records = [r for r in load_records(P99_RECORDS)[0] if r.offered_rps is None]
-    spec = study.load_study("sync-vs-async-p99")
-    section = "\n".join(study.study_section(spec, records, None))
+    spec = schema.load_study("sync-vs-async-p99")
+    section = "\n".join(sections.study_section(spec, records, None))
     assert "**Verdict: partly reproduced** (run 20261123T131128Z on vm, 4 runs" in section
     assert "Open loop: not in this run (`make study NAME=sync-vs-async-p99` runs it)." in section
     assert "offered req/s" not in section and "| uwsgi | `/db` | 50 | 22.00 | 1.67 |" in section
@@ -331,9 +339,9 @@ def test_records_from_before_the_open_loop_arms_still_render() -> None:
 def test_a_configuration_that_cannot_run_today_keeps_its_row() -> None:
     """workers-threads (source 001): gaiohttp, removed in Gunicorn 20.0, is shown as the
     source published it, beside what runs instead, in every rendering of the section."""
-    workers = study.load_study("workers-threads")
-    lines = study._not_run_table(workers)
+    workers = schema.load_study("workers-threads")
+    lines = sections.not_run_table(workers)
     (row,) = [line for line in lines if line.startswith("| gaiohttp")]
     assert "removed in Gunicorn 20.0" in row and "worse than sync" in row
     assert "UvicornWorker" in row
-    assert study._not_run_table(study.load_study("accept-queue")) == []
+    assert sections.not_run_table(schema.load_study("accept-queue")) == []

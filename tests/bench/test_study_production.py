@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from bench.core.record import Record
-from bench.studies import study
+from bench.studies import schema, sections
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "lifecycle"
 
@@ -21,7 +21,7 @@ def test_all_open_loop_study_has_one_verdict() -> None:
     """The captured reloads of granian and gunicorn-sync as the reload study's arms: one
     open-loop verdict with both checks judged, no closed-loop part."""
     records = [_as_arm("granian"), _as_arm("gunicorn-sync")]
-    lines = study.study_section(study.load_study("reload"), records, None)
+    lines = sections.study_section(schema.load_study("reload"), records, None)
     text = "\n".join(lines)
     verdict = next(line for line in lines if line.startswith("**Verdict:"))
     assert verdict.startswith("**Verdict: open loop (oha) at 300 req/s: ")

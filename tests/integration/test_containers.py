@@ -79,7 +79,10 @@ def test_bench_in_the_container_under_limits(image: images.Image, tmp_path: Path
     records = _records(results)
     assert [r["scenario"] for r in records] and all(r["status"] == "ok" for r in records)
     for rec in records:
-        assert rec["format_version"] == record.FORMAT_VERSION and rec["metadata"]["runtime"] == "docker"
+        assert (
+            rec["format_version"] == record.FORMAT_VERSION
+            and rec["metadata"]["runtime"] == "docker"
+        )
         box = rec["container"]
         assert box["image_id"] == image.id and box["network"] == "host"
         assert box["cpus"] == 0.5 and box["memory_bytes"] == 256 * 2**20

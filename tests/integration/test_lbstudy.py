@@ -1,5 +1,5 @@
-"""Load-balancer studies in a namespace (bench/studies/lbstudy.py): port exhaustion on a tiny range.
-Needs root (skipped otherwise)."""
+"""Study arms in a network namespace (bench/studies/namespace.py): port exhaustion on a tiny
+range. Needs root (skipped otherwise)."""
 
 from pathlib import Path
 
@@ -7,8 +7,9 @@ import pytest
 
 from bench.host import netns
 from bench.host.procs import ProcessTable
-from bench.studies.lbfile import LbArm
-from bench.studies.lbstudy import measure_arm
+from bench.studies import schema
+from bench.studies.arms import arm_options, base_options
+from bench.studies.namespace import ArmRun, measure_arm
 
 pytestmark = [
     pytest.mark.integration,
@@ -18,38 +19,69 @@ pytestmark = [
 ERRNO_99 = "(99: Cannot assign requested address)"
 
 
-def _arm(upstream_keepalive: bool) -> LbArm:
-    return LbArm(
-        f"ka-{upstream_keepalive}",
-        "test",
-        "gunicorn-gthread",
-        {
-            "front": "nginx",
-            "upstream_keepalive": upstream_keepalive,
-            # 64 local ports, no TIME_WAIT re-use: 64 upstream connections use them all up.
-            "sysctls": {
-                "net.ipv4.ip_local_port_range": "40000 40063",
-                "net.ipv4.tcp_tw_reuse": "0",
-            },
-            "rate": 200,
-            "connections": 4,
-            "duration": 3,
-            "timeout": 5,
-            "proxy_timeout": 5,
-            "knobs": {"workers": 1, "threads": 4},
-        },
-    )
+# Two arms in the study files' schema: nginx in front with upstream keep-alive off and on.
+STUDY = """
+title = "t"
+source = "s"
+claim = "c"
+differs = "d"
+expect = "e"
+
+[run]
+namespace = true
+proxy = "nginx"
+scenario = "plaintext"
+# 64 local ports, no TIME_WAIT re-use: 64 upstream connections use them all up.
+sysctls = { "net.ipv4.ip_local_port_range" = "40000 40063", "net.ipv4.tcp_tw_reuse" = "0" }
+concurrency = [4]
+duration = 3
+load_timeout = 5
+proxy_timeout = 5
+
+[[arm]]
+id = "ka-False"
+server = "gunicorn-gthread"
+load = "oha"
+rates = [200]
+knobs = { workers = 1, threads = 4 }
+upstream_keepalive = false
+
+[[arm]]
+id = "ka-True"
+server = "gunicorn-gthread"
+load = "oha"
+rates = [200]
+knobs = { workers = 1, threads = 4 }
+upstream_keepalive = true
+"""
 
 
-def test_tiny_port_range_exhausted_without_upstream_keepalive(tmp_path: Path) -> None:
+def _measure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table: ProcessTable
+) -> tuple[ArmRun, ArmRun]:
+    (tmp_path / "tiny.toml").write_text(STUDY)
+    monkeypatch.setattr(schema, "STUDIES_DIR", tmp_path)
+    study = schema.load_study("tiny")
+    base = base_options(tmp_path / "results", 1)
+    spaces = netns.Namespaces(table)
+    runs = [
+        measure_arm(
+            table, spaces, study, arm, arm_options(study, arm, base, "r1"), tmp_path / arm.id
+        )
+        for arm in study.arms
+    ]
+    return runs[0], runs[1]
+
+
+def test_tiny_port_range_exhausted_without_upstream_keepalive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """64 ports, 200 req/s for 3 s through nginx: with upstream keep-alive off nginx's
     connects fail with errno 99 and the client gets 502s; with it on, every answer is a 200
     and the error log has no errno 99. The namespaces are gone afterwards."""
     table = ProcessTable()
-    spaces = netns.Namespaces(table)
     try:
-        off = measure_arm(table, spaces, _arm(False), tmp_path / "off")
-        on = measure_arm(table, spaces, _arm(True), tmp_path / "on")
+        off, on = _measure(tmp_path, monkeypatch, table)
     finally:
         table.stop_all()
     assert not [n for n in netns.list_namespaces() if n in (off.network or {}).get("namespace", "")]

@@ -1,11 +1,13 @@
-"""summary.md sections of the load-balancer studies, and the "Defaults behind a load balancer"
-table.
+"""The sections of studies measured in network namespaces, and "Defaults behind a load
+balancer".
 
-Input: every record (those with metadata.study naming a studies/lb file count; the
-latest study_run of each). Output: markdown lines: per study its claim, what was expected, a
-table per arm (errors with nginx's reasons, kernel counters, TIME_WAIT), and for the race the
-502s per 10,000 requests with an upper bound where none was seen; then per server its
-defaults (keep-alive timeout, backlog) beside what the race study measured.
+Input: a study described by `expect` (bench.studies.schema) and its latest run's records
+(each with `network`: the namespace's sysctls, kernel counter deltas, TIME_WAIT and
+accept-queue peaks, nginx's error-log reasons). Output: markdown lines: the claim, what was
+expected, a table per arm (errors with nginx's reasons, kernel counters, TIME_WAIT; for the
+race the 502s per 10,000 requests with an upper bound where none was seen), what the arms
+showed; then per server its defaults (keep-alive timeout, backlog) beside what the race
+measured.
 """
 
 from __future__ import annotations
@@ -16,19 +18,11 @@ from bench.core.outcome import Outcome
 from bench.core.record import Record
 from bench.core.registry import load_all
 from bench.report.table import markdown_table
-from bench.studies.lbfile import LbStudy, lb_study_names, load_lb_study
-from bench.studies.study import StudyError
+from bench.studies.metrics import latest_run
+from bench.studies.schema import RACE_LOAD, Study
 
 RACE = "lb-keepalive-race"
 BALANCER_IDLE_S = 60
-
-
-def _latest(records: list[Record], name: str) -> list[Record]:
-    mine = [r for r in records if r.metadata.get("study") == name]
-    if not mine:
-        return []
-    latest = max(str(r.metadata.get("study_run", "")) for r in mine)
-    return [r for r in mine if str(r.metadata.get("study_run", "")) == latest]
 
 
 def _status_count(rec: Record, status: int) -> int:
@@ -137,101 +131,113 @@ def _sysctl_text(rec: Record, varying: set[str]) -> str:
     return ", ".join(f"{k.rsplit('.', 1)[1]}={sysctls[k]}" for k in sorted(varying) if k in sysctls)
 
 
-def _arm_table(study: LbStudy, records: list[Record]) -> list[str]:
-    labels = {a.id: a.label for a in study.arms}
+RACE_HEADER = [
+    "arm",
+    "server",
+    "sysctls",
+    "keep-alive s (setting)",
+    "idle close s (measured)",
+    "sent",
+    "502s",
+    "502 per 10,000",
+    "gaps ms with 502s (count)",
+    "upstream conns per request",
+    "first reason (nginx error log)",
+    "client errors",
+]
+RATE_HEADER = [
+    "arm",
+    "server",
+    "sysctls",
+    "2xx/s",
+    "p99 ms",
+    "502s",
+    "504s",
+    "client errors",
+    "TIME_WAIT peak",
+    "overflows / drops / embryonic RSTs",
+    "first reason",
+    "not sent (oha's connections all busy)",
+    "failed % (ours)",
+    "failed % (source)",
+]
+QUEUE_COUNTERS = ("TcpExtListenOverflows", "TcpExtListenDrops", "TcpExtEmbryonicRsts")
+
+
+def _race_row(rec: Record) -> list[str]:
+    """A raced arm's cells after arm, server and sysctls."""
+    return [
+        str(rec.knobs.get("keepalive", "–")),
+        idle_close_text(rec),
+        f"{_sent(rec):,}",
+        str(_status_count(rec, 502)),
+        per_10k(rec),
+        _bad_gaps(rec),
+        _fmt(_upstream_opens_per_request(rec)),
+        _top_reason(rec),
+        str(_client_errors(rec)),
+    ]
+
+
+def _published_failed_pct(study: Study, arm: str) -> str:
+    """The source's failed % for an arm (`published`, metric failed_pct), or blank."""
+    figures = [f for f in study.published if f.get("arm") == arm]
+    found = [f["value"] for f in figures if f.get("metric") == "failed_pct"]
+    return _fmt(float(found[0])) if found else ""
+
+
+def _rate_row(study: Study, rec: Record) -> list[str]:
+    """An arm at a fixed rate (oha): its cells after arm, server and sysctls."""
+    kernel = (rec.network or {}).get("kernel_counters") or {}
+    return [
+        _fmt(rec.achieved_rps),
+        _fmt((rec.latency_ms or {}).get("p99")),
+        str(_status_count(rec, 502)),
+        str(_status_count(rec, 504)),
+        str(_client_errors(rec)),
+        _fmt((rec.sockets or {}).get("time_wait_max")),
+        " / ".join(_fmt(kernel.get(k)) for k in QUEUE_COUNTERS),
+        _top_reason(rec),
+        str(int((rec.errors or {}).get("unsent") or 0)),
+        failed_pct_text(rec),
+        _published_failed_pct(study, str(rec.metadata.get("study_arm"))),
+    ]
+
+
+def _varying_sysctls(records: list[Record]) -> set[str]:
+    """The sysctls whose value differs between arms (the others say nothing per row)."""
     values = [set(((r.network or {}).get("sysctls") or {}).items()) for r in records]
     keys = {k for v in values for k, _ in v}
-    varying = {k for k in keys if len({dict(v).get(k) for v in values}) > 1}
-    race = study.name == RACE
-    if race:
-        header = [
-            "arm",
-            "server",
-            "sysctls",
-            "keep-alive s (setting)",
-            "idle close s (measured)",
-            "sent",
-            "502s",
-            "502 per 10,000",
-            "gaps ms with 502s (count)",
-            "upstream conns per request",
-            "first reason (nginx error log)",
-            "client errors",
-        ]
-    else:
-        header = [
-            "arm",
-            "server",
-            "sysctls",
-            "2xx/s",
-            "p99 ms",
-            "502s",
-            "504s",
-            "client errors",
-            "TIME_WAIT peak",
-            "overflows / drops / embryonic RSTs",
-            "first reason",
-            "not sent (oha's connections all busy)",
-            "failed % (ours)",
-            "failed % (source)",
-        ]
+    return {k for k in keys if len({dict(v).get(k) for v in values}) > 1}
+
+
+def _raced(study: Study) -> bool:
+    """Whether the study's arms are loaded by the keep-alive race (not oha)."""
+    return any(a.load == RACE_LOAD for a in study.arms)
+
+
+def _arm_table(study: Study, records: list[Record]) -> list[str]:
+    labels = {a.id: a.label for a in study.arms}
+    varying = _varying_sysctls(records)
+    race = _raced(study)
+    header = RACE_HEADER if race else RATE_HEADER
+    order = list(labels)
     rows = []
     for rec in sorted(
         records,
         key=lambda r: (
-            list(labels).index(r.metadata.get("study_arm"))
+            order.index(r.metadata.get("study_arm"))
             if r.metadata.get("study_arm") in labels
             else 99
         ),
     ):
         arm = str(rec.metadata.get("study_arm"))
-        kernel = (rec.network or {}).get("kernel_counters") or {}
         if rec.status != "ok":
-            rows.append(
-                [labels.get(arm, arm), rec.server, f"failed: {rec.reason}"]
-                + [""] * (len(header) - 3)
-            )
+            failed = [labels.get(arm, arm), rec.server, f"failed: {rec.reason}"]
+            rows.append(failed + [""] * (len(header) - 3))
             continue
         common = [labels.get(arm, arm), rec.server, _sysctl_text(rec, varying) or "–"]
-        if race:
-            rows.append(
-                [
-                    *common,
-                    str(rec.knobs.get("keepalive", "–")),
-                    idle_close_text(rec),
-                    f"{_sent(rec):,}",
-                    str(_status_count(rec, 502)),
-                    per_10k(rec),
-                    _bad_gaps(rec),
-                    _fmt(_upstream_opens_per_request(rec)),
-                    _top_reason(rec),
-                    str(_client_errors(rec)),
-                ]
-            )
-        else:
-            rows.append(
-                [
-                    *common,
-                    _fmt(rec.achieved_rps),
-                    _fmt((rec.latency_ms or {}).get("p99")),
-                    str(_status_count(rec, 502)),
-                    str(_status_count(rec, 504)),
-                    str(_client_errors(rec)),
-                    _fmt((rec.sockets or {}).get("time_wait_max")),
-                    " / ".join(
-                        _fmt(kernel.get(k))
-                        for k in (
-                            "TcpExtListenOverflows",
-                            "TcpExtListenDrops",
-                            "TcpExtEmbryonicRsts",
-                        )
-                    ),
-                    _top_reason(rec),
-                    str(int((rec.errors or {}).get("unsent") or 0)),
-                    failed_pct_text(rec),
-                    _fmt(study.published.get(arm)) if arm in study.published else "",
-                ]
-            )
+        rows.append(common + (_race_row(rec) if race else _rate_row(study, rec)))
     return markdown_table(header, rows, "lllrrrrllrlr" if race else "lllrrrrrrrlrrr")
 
 
@@ -246,7 +252,7 @@ def _arms_with(
     return "; ".join(found) if found else "none"
 
 
-def measured_lines(study: LbStudy, records: list[Record]) -> list[str]:
+def measured_lines(study: Study, records: list[Record]) -> list[str]:
     """What the arms showed, counted from the records: which arms had 502s, 504s, nginx's
     errno 99, SYNs dropped on a full queue, handshakes reset by tcp_abort_on_overflow."""
     labels = {a.id: a.label for a in study.arms}
@@ -272,7 +278,7 @@ def measured_lines(study: LbStudy, records: list[Record]) -> list[str]:
     ]
 
 
-def study_section(study: LbStudy, records: list[Record]) -> list[str]:
+def study_section(study: Study, records: list[Record]) -> list[str]:
     """One load-balancer study's section."""
     first = records[0]
     lines = [
@@ -310,7 +316,7 @@ def _keeps_alive(rec: Record) -> str:
 
 def defaults_table(records: list[Record]) -> list[str]:
     """Per server: its own keep-alive timeout and backlog, and what the race measured."""
-    race = [r for r in _latest(records, RACE) if r.status == "ok"]
+    race = [r for r in latest_run(records, RACE) if r.status == "ok"]
     rows = []
     for sid, spec in sorted(load_all().items()):
         if spec.app == "static":
@@ -359,19 +365,6 @@ def defaults_table(records: list[Record]) -> list[str]:
     ]
 
 
-def summary_sections(records: list[Record]) -> list[str]:
-    """Every load-balancer study with records, then the defaults table (when the race ran)."""
-    lines: list[str] = []
-    for name in lb_study_names():
-        mine = _latest(records, name)
-        if not mine:
-            continue
-        try:
-            study = load_lb_study(name)
-        except StudyError as exc:
-            lines += [f"## Study: {name}", "", f"The study file cannot be read: {exc}", ""]
-            continue
-        lines += study_section(study, mine)
-    if _latest(records, RACE):
-        lines += defaults_table(records)
-    return lines
+def defaults_section(records: list[Record]) -> list[str]:
+    """The defaults table, when the race ran; else nothing."""
+    return defaults_table(records) if latest_run(records, RACE) else []

@@ -1,5 +1,5 @@
-"""Load-balancer studies at the command line: refused without root (one line, exit 2),
-skipped from NAME=all without root, bad study files named."""
+"""Studies measured in network namespaces at the command line (bench.studies.runner): refused
+without root (one line, exit 2), skipped from NAME=all without root, bad study files named."""
 
 from pathlib import Path
 
@@ -7,8 +7,10 @@ import pytest
 
 from bench import cli
 from bench.host import netns
-from bench.studies import lbfile
-from bench.studies.study import StudyError
+from bench.studies import schema
+from bench.studies.schema import StudyError
+
+NAMESPACED = ["accept-queue-abort", "lb-keepalive-race", "port-exhaustion"]
 
 
 def test_refused_without_root(
@@ -38,17 +40,19 @@ def test_all_without_root_skips_namespace_studies(
         seen.append(list(names))
         return 0
 
-    monkeypatch.setattr("bench.studies.study.execute_studies", fake_execute)
+    monkeypatch.setattr("bench.studies.runner.execute_studies", fake_execute)
     assert cli.main(["study", "--name=all", f"--results={tmp_path}"]) == 0
-    assert seen and not set(seen[0]) & set(lbfile.lb_study_names())
+    assert set(NAMESPACED) <= set(schema.study_names())
+    assert seen and seen[0] and not set(seen[0]) & set(NAMESPACED)
 
 
-def test_bad_front_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A study file whose front is not none/nginx/alb is refused, naming the choices."""
+def test_bad_proxy_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A study file whose proxy is not none/nginx/alb is refused, naming the choices."""
     (tmp_path / "bad.toml").write_text(
         'title = "t"\nsource = "s"\nclaim = "c"\ndiffers = "d"\nexpect = "e"\n'
-        '[run]\nfront = "haproxy"\n[[arm]]\nid = "a"\nlabel = "l"\nserver = "granian"\n'
+        '[run]\nnamespace = true\nproxy = "haproxy"\n[[arm]]\nid = "a"\nlabel = "l"\n'
+        'server = "granian"\nload = "race"\n'
     )
-    monkeypatch.setattr(lbfile, "LB_DIR", tmp_path)
-    with pytest.raises(StudyError, match="front must be one of none, nginx, alb"):
-        lbfile.load_lb_study("bad")
+    monkeypatch.setattr(schema, "STUDIES_DIR", tmp_path)
+    with pytest.raises(StudyError, match="proxy must be one of none, nginx, alb"):
+        schema.load_study("bad")

@@ -1,24 +1,32 @@
-"""Load-balancer studies offline: the study files validate, nginx's error-log reasons parse
-from a captured log, and the race's bound is the rule of three."""
+"""Studies measured in network namespaces, offline (bench.studies.network): the study files
+validate, nginx's error-log reasons parse from a captured log, the race's bound is the rule
+of three, and the sections render from real records."""
 
 from pathlib import Path
 
 import pytest
 
 from bench.core.parse import parse_proxy_errors
-from bench.studies.lbfile import lb_study_names, load_lb_study
-from bench.studies.lbreport import upper_bound_per_10k
+from bench.studies.network import upper_bound_per_10k
+from bench.studies.schema import in_namespace, load_study, study_names
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nginx"
 
 
-@pytest.mark.parametrize("name", lb_study_names())
+NAMESPACED = ["accept-queue-abort", "lb-keepalive-race", "port-exhaustion"]
+
+
+@pytest.mark.parametrize("name", NAMESPACED)
 def test_lb_study_files_validate(name: str) -> None:
-    """Every studies/lb file loads, names known servers, and sets sysctls only by name."""
-    study = load_lb_study(name)
-    assert study.arms
+    """Every namespace study file loads, runs every arm in a namespace, names known servers,
+    and sets sysctls only by name."""
+    assert name in study_names()
+    study = load_study(name)
+    assert study.arms and study.expect and not study.judged
     for arm in study.arms:
-        assert all(key.startswith("net.") for key in arm.get("sysctls", {}))
+        settings = study.settings(arm)
+        assert in_namespace(settings)
+        assert all(key.startswith("net.") for key in settings.get("sysctls", {}))
 
 
 def test_nginx_error_reasons_from_captured_log() -> None:
@@ -50,7 +58,7 @@ def test_section_from_a_real_port_exhaustion_record() -> None:
     section shows its 502s, the errno-99 reason, the TIME_WAIT peak past the range, and no
     defaults table (the race did not run)."""
     from bench.core.record import load_records
-    from bench.studies.lbreport import summary_sections
+    from bench.studies.sections import summary_sections
 
     records, problems = load_records(FIXTURES.parent / "lb")
     assert not problems and len(records) == 1
@@ -72,7 +80,8 @@ def test_race_rows_and_defaults_from_real_records() -> None:
     a reset by peer at the 1953 ms gap) and the sync worker (closes at once: a new upstream
     connection per request, no race possible). The defaults table says so per server."""
     from bench.core.record import load_records
-    from bench.studies.lbreport import defaults_table, summary_sections
+    from bench.studies.network import defaults_table
+    from bench.studies.sections import summary_sections
 
     records, problems = load_records(FIXTURES.parent / "lb-race")
     assert not problems and len(records) == 2

@@ -1,0 +1,159 @@
+"""What a study measures: its metrics read from records, per arm and cell.
+
+Input: records (a study's, of one run). Output: METRICS (metric -> its column name), one
+record's value of a metric, the median per (arm, scenario, concurrency, offered rate) cell
+or per arm, the offered rates of derived arms, and figures formatted for a table.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+
+from bench.core.outcome import Outcome
+from bench.core.record import Record
+
+METRICS = {
+    "rps": "req/s",
+    "mean_s": "mean response s",
+    "mean_ms": "mean ms",
+    "p50_ms": "p50 ms",
+    "p90_ms": "p90 ms",
+    "p99_ms": "p99 ms",
+    "p999_ms": "p99.9 ms",
+    "errors_pct": "errors %",
+    "gateway_errors_pct": "502+504 %",
+    "s502": "502s",
+    "s504": "504s",
+    "overflows": "listen overflows",
+    "time_wait": "TIME_WAIT",
+    "time_wait_db": "TIME_WAIT at pgbouncer",
+    "server_cpu_pct": "server CPU %",
+    # open loop (records with offered_rps)
+    "offered_rps": "offered req/s",
+    "achieved_rps": "achieved req/s",
+    "failed_pct": "failed %",
+    # CPU_QUOTA= / cpu_quota (records with a cgroup): cpu.stat over the measured window
+    "throttled_ms": "throttled ms",
+    "throttled_pct": "throttled periods %",
+    # LIFECYCLE=reload (records with a lifecycle): what the load saw around the reload
+    "reload_failed": "failed on reload",
+    "p99_around_ms": "p99 ms ±2 s of reload",
+    "recovery_s": "recovery s",
+    # RECYCLE= (records with recycles)
+    "workers_started": "workers started",
+}
+
+
+def metric_value(rec: Record, metric: str) -> float | None:
+    """One record's value of a study metric (None: not measured or no sample)."""
+    latency = rec.latency_ms or {}
+    proxy = (rec.errors or {}).get("proxy_by_status") or {}
+    sockets = rec.sockets or {}
+    outcome = Outcome.of_record(rec)
+    attempts = outcome.arrivals
+    if metric == "rps":
+        return rec.rps
+    if metric == "offered_rps":
+        return rec.offered_rps
+    if metric == "achieved_rps":
+        return rec.achieved_rps
+    if metric in ("mean_s", "mean_ms"):
+        mean = latency.get("mean")
+        return None if mean is None else mean / (1000 if metric == "mean_s" else 1)
+    if metric in ("p50_ms", "p90_ms", "p99_ms", "p999_ms"):
+        return latency.get(metric.removesuffix("_ms"))
+    if metric == "errors_pct":
+        return 100 * outcome.failed / attempts if attempts else None
+    if metric == "failed_pct":
+        return outcome.unserved_pct
+    if metric == "gateway_errors_pct":
+        bad = int(proxy.get("502", 0)) + int(proxy.get("504", 0))
+        return 100 * bad / attempts if attempts else None
+    if metric in ("s502", "s504"):
+        return float(proxy.get(metric[1:], 0))
+    if metric == "overflows":
+        return sockets.get("listen_overflows")
+    if metric == "time_wait":
+        return sockets.get("time_wait_max")
+    if metric == "time_wait_db":
+        return sockets.get("time_wait_db_max")
+    if metric == "server_cpu_pct":
+        return (rec.resources or {}).get("server_cpu_pct")
+    if metric in ("throttled_ms", "throttled_pct"):
+        return _throttled(rec, metric)
+    if metric == "workers_started":
+        value = (rec.recycles or {}).get("workers_started")
+        return float(value) if value is not None else None
+    if metric in ("reload_failed", "p99_around_ms", "recovery_s"):
+        value = (rec.lifecycle or {}).get(metric.removeprefix("reload_"))
+        return float(value) if isinstance(value, (int, float)) else None
+    raise KeyError(metric)
+
+
+def _throttled(rec: Record, metric: str) -> float | None:
+    """Time throttled, or the share of periods throttled, of a record under a CPU quota."""
+    quota = rec.cgroup or {}
+    if "nr_periods" not in quota:
+        return None
+    if metric == "throttled_ms":
+        return float(quota["throttled_ms"])
+    return 100 * quota["nr_throttled"] / quota["nr_periods"] if quota["nr_periods"] else 0.0
+
+
+# (arm, scenario, concurrency, offered req/s): offered is None for closed-loop runs.
+Cell = tuple[str, str, int, float | None]
+
+
+def latest_run(records: list[Record], name: str) -> list[Record]:
+    """The records of a study's latest run (metadata.study_run)."""
+    mine = [r for r in records if r.metadata.get("study") == name]
+    if not mine:
+        return []
+    latest = max(str(r.metadata.get("study_run", "")) for r in mine)
+    return [r for r in mine if str(r.metadata.get("study_run", "")) == latest]
+
+
+def measured(records: list[Record], metric: str) -> dict[Cell, float | None]:
+    """Median over trials of a metric per (arm, scenario, concurrency, offered rate), ok runs
+    only."""
+    cells: dict[Cell, list[float]] = defaultdict(list)
+    seen: set[Cell] = set()
+    for rec in records:
+        cell = (str(rec.metadata.get("study_arm")), rec.scenario, rec.concurrency, rec.offered_rps)
+        seen.add(cell)
+        if rec.status != "ok":
+            continue
+        value = metric_value(rec, metric)
+        if value is not None:
+            cells[cell].append(value)
+    return {c: statistics.median(cells[c]) if cells[c] else None for c in seen}
+
+
+def fraction_rates(records: list[Record]) -> dict[tuple[str, str], float]:
+    """(arm, fraction as written) -> the offered req/s it was run at (metadata.study_rates)."""
+    rates = {}
+    for rec in records:
+        for fraction, rate in (rec.metadata.get("study_rates") or {}).items():
+            rates[(str(rec.metadata.get("study_arm")), str(fraction))] = float(rate)
+    return rates
+
+
+def per_arm(records: list[Record], metric: str) -> dict[str, float | None]:
+    """Median over an arm's cells of a metric (None: the arm has no measured cell)."""
+    by_arm: dict[str, list[float]] = defaultdict(list)
+    seen = set()
+    for (arm, _, _, _), value in measured(records, metric).items():
+        seen.add(arm)
+        if value is not None:
+            by_arm[arm].append(value)
+    return {a: statistics.median(by_arm[a]) if by_arm[a] else None for a in seen}
+
+
+def fmt(value: float | None) -> str:
+    """A figure for a table: thousands without decimals, else two decimals; – for none."""
+    if value is None:
+        return "–"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:,.2f}"

@@ -1,0 +1,188 @@
+"""make study: every arm of the named studies run, a record each, summary.md rebuilt.
+
+Input: study names (validated by bench.cli against studies/), RESULTS, DURATION, SEED.
+Output: the exit status (0 ok, 1 a run failed, 2 a study cannot run here: StudyError, one
+line; 130 interrupted). Per study two phases: the arms that need nothing measured, then
+those whose rates and knobs come from the first phase's records. Arms run in batches of one
+way of measuring: through the harness's stack (bench.harness.run.execute), or each in a
+network namespace of its own (bench.studies.namespace); both under the same lock, signal
+handling and run directory (bench.harness.run.guarded).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from bench.core import plan
+from bench.core.progress import Progress
+from bench.core.record import Record, load_records
+from bench.core.registry import load_all
+from bench.harness import run as harness_run
+from bench.harness.recorder import Recorder
+from bench.host import cgroup, netns
+from bench.host.metadata import host_metadata, now_iso
+from bench.host.placement import cpu_placement
+from bench.host.procs import Interrupted, ProcessTable, StartError
+from bench.host.venv import tool_version
+from bench.load import LoadError, tools
+from bench.studies.arms import arm_options, base_options, derived_options, new_run_id
+from bench.studies.namespace import facts_of, measure_arm, record_arm, run_spec
+from bench.studies.schema import Arm, Study, StudyError, in_namespace, load_runnable
+from bench.studies.sections import summary_sections
+
+Sections = Callable[[list[Record]], list[str]]
+Execute = Callable[[Sequence[plan.Options], Sections], int]
+Batch = list[tuple[Arm, plan.Options]]
+
+
+def run(
+    names: list[str],
+    results: Path,
+    duration: int | None,
+    seed: int,
+    skip_unrunnable: bool = False,
+) -> int:
+    """make study NAME=...: the exit status. A study this machine cannot run (namespaces
+    without root) is refused (StudyError), or with `skip_unrunnable` (NAME=all) left out
+    with one line saying why."""
+    studies = load_runnable(names)  # every file checked before anything runs
+    namespaced = [s.name for s in studies if any(in_namespace(s.settings(a)) for a in s.arms)]
+    problem = netns.root_problem() if namespaced else None
+    if problem is not None and not skip_unrunnable:
+        raise StudyError(f"study {', '.join(namespaced)} {problem}")
+    if problem is not None:
+        print(f"bench: skipping {', '.join(namespaced)}: {problem}", file=sys.stderr)
+        names = [n for n in names if n not in namespaced]
+    if not names:
+        return 0
+    base = base_options(results, seed)
+    return execute_studies(names, base, duration, harness_run.execute, sections_for(results))
+
+
+def sections_for(results: Path) -> Sections:
+    """The studies' summary sections, plots under `results`, for report.write_summary."""
+    return lambda records: summary_sections(records, results)
+
+
+def _batches(study: Study, options: list[tuple[Arm, plan.Options]]) -> list[Batch]:
+    """Consecutive batches of one way of measuring each: one load tool through the stack
+    (one harness run drives one tool), or network namespaces."""
+    batches: list[Batch] = []
+    for arm, opts in options:
+        kind = (in_namespace(study.settings(arm)), opts.load_tool)
+        last = batches[-1][0] if batches else None
+        if last and (in_namespace(study.settings(last[0])), last[1].load_tool) == kind:
+            batches[-1].append((arm, opts))
+        else:
+            batches.append([(arm, opts)])
+    return batches
+
+
+def _second_phase(
+    study: Study, base: plan.Options, run_id: str, duration: int | None
+) -> tuple[list[tuple[Arm, plan.Options]], int]:
+    """The arms derived from the first phase's records, and 1 when one cannot run."""
+    mine = [
+        r
+        for r in load_records(base.results)[0]
+        if r.metadata.get("study") == study.name and r.metadata.get("study_run") == run_id
+    ]
+    options, skipped = derived_options(study, mine, base, run_id, duration)
+    for line in skipped:
+        print(f"bench: study {study.name}: {line}", file=sys.stderr)
+    by_id = {a.id: a for a in study.arms}
+    return [(by_id[str(o.study.meta["study_arm"])], o) for o in options], 1 if skipped else 0
+
+
+def execute_studies(
+    names: list[str],
+    base: plan.Options,
+    duration: int | None,
+    execute: Execute,
+    sections: Sections,
+) -> int:
+    """Per study, the first phase, then the arms derived from its records; the worst exit
+    status (130: interrupted, nothing more is run)."""
+    studies = load_runnable(names)
+    for study in studies:
+        quotas = [a.id for a in study.arms if "cpu_quota" in study.settings(a)]
+        problem = cgroup.unavailable() if quotas else None
+        if problem is not None:
+            raise StudyError(f"study {study.name} (cpu_quota): {problem}")
+    run_id = new_run_id()
+    status = 0
+    for study in studies:
+        options = [
+            (a, arm_options(study, a, base, run_id, duration)) for a in study.arms if not a.derived
+        ]
+        for phase in (1, 2):
+            if phase == 2:
+                if not any(a.derived for a in study.arms):
+                    break
+                options, skipped = _second_phase(study, base, run_id, duration)
+                status = max(status, skipped)
+            for batch in _batches(study, options):
+                if in_namespace(study.settings(batch[0][0])):
+                    status = max(status, execute_in_namespaces(study, batch, sections))
+                else:
+                    status = max(status, execute([o for _, o in batch], sections))
+                if status == 130:
+                    return status
+    return status
+
+
+def execute_in_namespaces(study: Study, batch: Batch, sections: Sections) -> int:
+    """A batch of a study's arms, each in a network namespace of its own, a record each,
+    under the harness's one lock, signal handling and run directory."""
+
+    def body(table: ProcessTable, run_dir: Path) -> int:
+        recorder = _recorder(run_dir, batch)
+        spaces = netns.Namespaces(table)
+        for arm, opts in batch:
+            _measure_one(table, spaces, recorder, (study, arm, opts), run_dir / study.name)
+        return 1 if recorder.failures else 0
+
+    results = batch[0][1].results
+    return harness_run.guarded(results, sections, body, f"study {study.name} in namespaces")
+
+
+def _recorder(run_dir: Path, batch: Batch) -> Recorder:
+    """The Recorder of namespace arms: oha's version, nginx's when a proxy is in front."""
+    tool = tools()["oha"]
+    # Without a working oha an oha arm fails with oha's own reason; the race needs none.
+    with contextlib.suppress(LoadError):
+        tool.prepare(run_dir / "venv.log")
+    proxy_version = tool_version(("nginx", "-v")) if any(o.proxy for _, o in batch) else None
+    progress = Progress(len(batch), 0)
+    return Recorder(host_metadata(), cpu_placement(False), tool, progress, proxy_version)
+
+
+def _measure_one(
+    table: ProcessTable,
+    spaces: netns.Namespaces,
+    recorder: Recorder,
+    what: tuple[Study, Arm, plan.Options],
+    study_dir: Path,
+) -> None:
+    """One arm measured in its namespace and recorded: ok, or failed with the reason (an
+    interrupted arm is recorded failed, then the interruption goes on)."""
+    study, arm, opts = what
+    print(f"bench: {study.name} {arm.id}: {arm.label}", file=sys.stderr)
+    spec = load_all()[arm.server]
+    started = now_iso()
+    try:
+        measured = measure_arm(table, spaces, study, arm, opts, study_dir / arm.id)
+    except (StartError, netns.NetnsError, OSError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else repr(exc)
+        recorder.failed(opts, (run_spec(opts),), facts_of(spec, opts, None), reason, {})
+        return
+    except (KeyboardInterrupt, Interrupted) as exc:
+        reason = f"interrupted ({exc or 'SIGINT'})"
+        recorder.failed(opts, (run_spec(opts),), facts_of(spec, opts, None), reason, {})
+        raise
+    path = record_arm(recorder, study, arm, opts, measured, started)
+    if path is not None:
+        print(f"bench: {study.name} {arm.id}: ok -> {path}", file=sys.stderr)

@@ -1,0 +1,413 @@
+"""summary.md's study sections: one renderer for every study.
+
+Input: every record (those with metadata.study count; the latest study_run of each study)
+and the study files. Output: markdown lines, a section per study that has records: the
+judged studies first (claim, verdict per load model, results beside the published figures,
+a plot), then the studies described by `expect` (their arm tables, bench.studies.network),
+then the defaults behind a load balancer when the race ran.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
+
+from bench.core.record import Record
+from bench.report.cells import host_of
+from bench.report.table import markdown_table
+from bench.studies import network
+from bench.studies.arms import best_arms
+from bench.studies.metrics import (
+    METRICS,
+    Cell,
+    fmt,
+    fraction_rates,
+    latest_run,
+    measured,
+    per_arm,
+)
+from bench.studies.schema import NOT_RUN_KEYS, Study, StudyError, load_study, study_names
+from bench.studies.verdict import Outcome, judge
+from bench.studies.verdict import outcome as judge_check
+from bench.studies.verdict import verdict as verdict_of
+
+SEEDS_URL = "../shared/seeds"
+
+
+def _published_cell(study: Study, arm: str, scenario: str, conc: int, metric: str) -> str:
+    for fig in study.published:
+        if (
+            fig.get("arm") == arm
+            and fig.get("metric") == metric
+            and fig.get("concurrency", conc) == conc
+            and fig.get("scenario", scenario) == scenario
+        ):
+            value = fig.get("value")
+            return str(fig.get("text")) if value is None else fmt(float(value))
+    return ""
+
+
+def collapse_groups(study: Study, records: list[Record]) -> tuple[list[Record], list[str]]:
+    """With best_by: per group of arms (a server's worker sweep), only the best arm's records,
+    relabelled as the group; and a line per group saying what the sweep gave."""
+    if not study.best_by:
+        return records, []
+    groups = {a.id: str(a.settings["group"]) for a in study.arms if "group" in a.settings}
+    values = per_arm(records, study.best_by)
+    best = best_arms(study, records)
+    sweep: dict[str, list[str]] = defaultdict(list)
+    labels = {a.id: a.label for a in study.arms}
+    for arm_id, group in groups.items():
+        if values.get(arm_id) is None:
+            sweep[group].append(f"{arm_id} failed")
+        else:
+            sweep[group].append(f"{arm_id} {fmt(values[arm_id])}")
+    kept = []
+    for rec in records:
+        arm = str(rec.metadata.get("study_arm"))
+        group = groups.get(arm)
+        if group is None:
+            kept.append(rec)
+        elif group in best and best[group].arm == arm:
+            kept.append(replace(rec, metadata={**rec.metadata, "study_arm": group}))
+    lines = [
+        f"- {group}: best {labels[best[group].arm]} ({METRICS[study.best_by]}: "
+        f"{', '.join(sweep[group])})"
+        if group in best
+        else f"- {group}: every arm failed"
+        for group in dict.fromkeys(groups.values())
+    ]
+    return kept, lines
+
+
+def _run_line(verdict: str, records: list[Record]) -> str:
+    host = host_of(records[0])
+    started = min(str(r.metadata.get("started_at", "")) for r in records)
+    return (
+        f"**Verdict: {verdict}** (run {records[0].metadata.get('study_run')} on {host}, "
+        f"{len(records)} runs from {started}; rule: the checks below, on ratios measured in "
+        "this one run)."
+    )
+
+
+def _closed_label(records: list[Record]) -> str:
+    """How the closed-loop arms were loaded, from their records: `closed loop (wrk, 50
+    connections)`."""
+    closed = [r for r in records if r.offered_rps is None]
+    tools_used = ", ".join(sorted({r.load_tool for r in closed})) or "?"
+    conns = ", ".join(str(c) for c in sorted({r.concurrency for r in closed}))
+    return f"closed loop ({tools_used}, {conns} connections)"
+
+
+def _open_label(records: list[Record]) -> str:
+    """How the open-loop arms were loaded: at equal derived rates, or at fixed ones."""
+    opened = [r for r in records if r.offered_rps is not None]
+    tools_used = ", ".join(sorted({r.load_tool for r in opened})) or "?"
+    if any(r.metadata.get("study_rates") for r in opened):
+        return f"open loop ({tools_used}) at equal offered rates"
+    rates = " and ".join(fmt(x) for x in sorted({r.offered_rps or 0.0 for r in opened}))
+    fresh = any((r.keepalive or {}).get("client") is False for r in opened)
+    return f"open loop ({tools_used}) at {rates} req/s" + (
+        ", a new connection per request" if fresh else ""
+    )
+
+
+def _why_changed(study: Study, records: list[Record]) -> str:
+    """Why the load models can disagree, in this run's figures."""
+    closed = [r for r in records if r.offered_rps is None and r.status == "ok"]
+    opened = [r for r in records if r.offered_rps is not None and r.status == "ok"]
+    labels = {a.id: a.label for a in study.arms}
+    order = [str(a.settings.get("group", a.id)) for a in study.arms]
+    rps = per_arm(closed, "rps")
+    paced = ", ".join(
+        f"{labels.get(arm, arm)} {fmt(rps[arm])}"
+        for arm in sorted(rps, key=lambda a: order.index(a) if a in order else len(order))
+        if rps[arm] is not None
+    )
+    closed_part = (
+        "closed loop, each connection waited for its answer before sending again, so every "
+        f"arm ran at the pace it set itself (req/s: {paced}) and the latency covers only the "
+        "requests it sent"
+    )
+    basis = next(
+        (r.metadata["study_rate_basis"] for r in opened if "study_rate_basis" in r.metadata), None
+    )
+    rates = next((r.metadata["study_rates"] for r in opened if "study_rates" in r.metadata), None)
+    if basis and rates:
+        offered = ", ".join(
+            f"{fmt(float(rate))} ({_percent(f)})" for f, rate in sorted(rates.items())
+        )
+        open_part = (
+            f"open loop, every arm was offered the same {offered} req/s of "
+            f"{basis['group']}'s best {fmt(float(basis['rps']))} req/s (the slowest server, "
+            "measured above), with latency counted from each request's intended send time"
+        )
+    else:
+        offered = " and ".join(fmt(x) for x in sorted({r.offered_rps or 0.0 for r in opened}))
+        open_part = (
+            f"open loop, requests arrived at {offered} req/s whatever the server did, as a "
+            "load balancer sends them, and latency counts from each intended send time"
+        )
+    return f"Why: {closed_part}; {open_part}."
+
+
+def _changed_checks(closed: list[Outcome], opened: list[Outcome]) -> list[str]:
+    """A line per open-loop check that re-judges a closed-loop one with another outcome."""
+    by_id = {o.check["id"]: o for o in closed if "id" in o.check}
+    lines = []
+    for outcome in opened:
+        before = by_id.get(outcome.check.get("rejudges"))
+        if before is not None and before.result != outcome.result:
+            lines.append(
+                f"- {before.check.get('describe', before.check['metric'])}: {before.held} "
+                f"closed loop, {outcome.held} open loop "
+                f"({outcome.check.get('describe', outcome.check['metric'])})"
+            )
+    return lines
+
+
+def _two_model_lines(study: Study, records: list[Record]) -> tuple[list[str], list[str]]:
+    """Verdict per load model, the checks of each, and which verdict changed and why; and
+    the verdicts."""
+    closed_checks = [c for c in study.checks if not study.check_is_open(c)]
+    open_checks = [c for c in study.checks if study.check_is_open(c)]
+    if not closed_checks:
+        # Every arm is open loop (the production studies): one load model, one verdict.
+        opened = [judge_check(c, records) for c in open_checks]
+        word = verdict_of(opened)
+        label = f"{_open_label(records)}: {word}"
+        return [_run_line(label, records), "", *(o.line for o in opened), ""], [word]
+    closed = [judge_check(c, records) for c in closed_checks]
+    if not any(r.offered_rps is not None for r in records):
+        # Records from before the study had open-loop arms: the closed-loop verdict alone.
+        return [
+            _run_line(verdict_of(closed), records),
+            "",
+            *(o.line for o in closed),
+            "",
+            f"Open loop: not in this run (`make study NAME={study.name}` runs it).",
+            "",
+        ], [verdict_of(closed)]
+    opened = [judge_check(c, records) for c in open_checks]
+    closed_verdict, open_verdict = verdict_of(closed), verdict_of(opened)
+    closed_label, open_label = _closed_label(records), _open_label(records)
+    run_line = _run_line(f"{closed_label}: {closed_verdict}; {open_label}: {open_verdict}", records)
+    lines = [run_line, ""]
+    lines += [f"{closed_label.capitalize()}:", "", *(o.line for o in closed), ""]
+    lines += [f"{open_label.capitalize()}:", "", *(o.line for o in opened), ""]
+    changed = _changed_checks(closed, opened)
+    why = _why_changed(study, records)
+    if closed_verdict != open_verdict:
+        lines += [
+            f"The load model changes the verdict: {closed_verdict} closed loop, "
+            f"{open_verdict} open loop. {why}",
+            "",
+        ]
+    else:
+        lines += [f"The load model does not change the verdict: {closed_verdict} under both.", ""]
+    if changed:
+        lines += ["Checks whose outcome changed with the load model:", "", *changed, ""]
+        lines += [why, ""] if closed_verdict == open_verdict else []
+    return lines, [closed_verdict, open_verdict]
+
+
+def _verdict_lines(study: Study, records: list[Record]) -> list[str]:
+    """The verdict with the run it rests on (per load model where the study has two), a line
+    per check, and why it may differ."""
+    if any(a.open_loop for a in study.arms):
+        lines, verdicts = _two_model_lines(study, records)
+    else:
+        verdict, check_lines = judge(study, records)
+        lines, verdicts = [_run_line(verdict, records), "", *check_lines, ""], [verdict]
+    if any(v != "reproduced" for v in verdicts):
+        lines += [f"Why it may differ: {study.differs}", ""]
+    return lines
+
+
+def _ordered_cells(study: Study, values: dict[str, dict[Cell, float | None]]) -> list[Cell]:
+    """Every measured cell, arms (or their groups) in the file's order, then the rest."""
+    order = list(dict.fromkeys([*(str(a.settings.get("group", a.id)) for a in study.arms)]))
+    return sorted(
+        {c for v in values.values() for c in v},
+        key=lambda c: (
+            order.index(c[0]) if c[0] in order else len(order),
+            c[0],
+            c[1],
+            c[2],
+            c[3] or 0,
+        ),
+    )
+
+
+def _results_header(
+    metrics: tuple[str, ...], with_published: set[str | None], first: list[str]
+) -> list[str]:
+    """The results table's header: a published column beside ours where the source has one."""
+    header = list(first)
+    for metric in metrics:
+        if metric in with_published:
+            header.append(f"{METRICS[metric]} (published)")
+        header.append(f"{METRICS[metric]} (ours)")
+    return header
+
+
+def _arm_labels(study: Study, records: list[Record]) -> dict[str, str]:
+    labels = {a.id: a.label for a in study.arms}
+    labels |= {
+        str(a.settings["group"]): str(a.settings["group"])
+        for a in study.arms
+        if "group" in a.settings
+    }
+    for rec in records:  # a second-phase arm: which sweep arm it took the knobs of
+        source = rec.metadata.get("study_knobs_from")
+        arm = str(rec.metadata.get("study_arm"))
+        if source and arm in labels and not labels[arm].endswith(")"):
+            labels[arm] = f"{labels[arm]} (knobs of {source})"
+    return labels
+
+
+def _percent(fraction: str) -> str:
+    """A fraction as written ("0.8") as a percentage ("80 %")."""
+    return f"{float(fraction) * 100:g} %"
+
+
+def _offered_cell(rec_rates: dict[tuple[str, str], float], arm: str, offered: float) -> str:
+    fraction = next((f for (a, f), r in rec_rates.items() if a == arm and r == offered), None)
+    return fmt(offered) + (f" ({_percent(fraction)})" if fraction else "")
+
+
+def _results_table(study: Study, records: list[Record]) -> list[str]:
+    """Per arm, route and concurrency (and offered rate, open loop), the study's metrics:
+    published beside ours. Closed- and open-loop arms in tables of their own."""
+    closed = [r for r in records if r.offered_rps is None]
+    opened = [r for r in records if r.offered_rps is not None]
+    labels = _arm_labels(study, records)
+    # A "published" column only where the source gave figures for that metric.
+    with_published = {fig.get("metric") for fig in study.published}
+    paths = {r.scenario: r.path for r in records}
+    lines: list[str] = []
+    for part, metrics in ((closed, study.metrics), (opened, study.open_metrics)):
+        if not part:
+            continue
+        values = {m: measured(part, m) for m in metrics}
+        first = (
+            ["arm", "route", "conc."]
+            if part is closed
+            else ["arm", "route", "conn.", "offered req/s"]
+        )
+        header = _results_header(metrics, with_published, first)
+        rates = fraction_rates(part)
+        rows = []
+        for arm, scenario, conc, offered in _ordered_cells(study, values):
+            row = [labels.get(arm, arm), f"`{paths.get(scenario, scenario)}`", str(conc)]
+            if offered is not None:
+                row.append(_offered_cell(rates, arm, offered))
+            for metric in metrics:
+                if metric in with_published:
+                    row.append(_published_cell(study, arm, scenario, conc, metric))
+                row.append(fmt(values[metric].get((arm, scenario, conc, offered))))
+            rows.append(row)
+        if lines:
+            lines.append("")
+        if opened:
+            lines += [
+                f"{(_closed_label if part is closed else _open_label)(records).capitalize()}:",
+                "",
+            ]
+        lines += markdown_table(header, rows, "ll" + "r" * (len(header) - 2))
+    return lines
+
+
+def not_run_table(study: Study) -> list[str]:
+    """The source's configurations that cannot run today, with what runs instead."""
+    if not study.not_run:
+        return []
+    header = ["published, not run here", "published", "why not run", "measured instead"]
+    rows = [[str(e[k]) for k in NOT_RUN_KEYS] for e in study.not_run]
+    return ["", *markdown_table(header, rows, "llll")]
+
+
+def _failed_lines(records: list[Record]) -> list[str]:
+    """A line naming the first failed runs and why, when any failed."""
+    failed = [r for r in records if r.status != "ok"]
+    if not failed:
+        return []
+    return [
+        "",
+        f"{len(failed)} run(s) failed: "
+        + "; ".join(
+            f"{r.metadata.get('study_arm')} c={r.concurrency}"
+            + (f" at {fmt(r.offered_rps)} req/s" if r.offered_rps is not None else "")
+            + f": {(r.reason or '')[:120]}"
+            for r in failed[:5]
+        ),
+    ]
+
+
+def study_section(study: Study, records: list[Record], plot: str | None) -> list[str]:
+    """The summary section of one study, from its latest run's records."""
+    records, sweep_lines = collapse_groups(study, records)
+    lines = [f"## Study: {study.name} — {study.title}", ""]
+    lines += [f"Source: `{SEEDS_URL}/{study.source}`. Claimed: {study.claim}", ""]
+    if not records:
+        return [*lines, f"Not run yet: `make study NAME={study.name}`.", ""]
+    lines += _verdict_lines(study, records)
+    if plot:
+        lines += [f"![{study.name}]({plot})", ""]
+    if sweep_lines:
+        lines += ["Worker sweep (the best of each server is kept below):", "", *sweep_lines, ""]
+    lines += _results_table(study, records)
+    lines += not_run_table(study)
+    lines += _failed_lines(records)
+    return [*lines, ""]
+
+
+def study_series(study: Study, records: list[Record]) -> dict[str, list[tuple]]:
+    """Plot data: per closed-loop arm (and route), the plot metric by concurrency."""
+    values = measured([r for r in records if r.offered_rps is None], study.plot_metric)
+    labels = {a.id: a.label for a in study.arms}
+    routes = {scenario for _, scenario, _, _ in values}
+    series: dict[str, list[tuple]] = defaultdict(list)
+    for (arm, scenario, conc, _), value in values.items():
+        label = labels.get(arm, arm) + (f" {scenario}" if len(routes) > 1 else "")
+        series[label].append((conc, value))
+    return dict(series)
+
+
+def _sections_of(name: str, records: list[Record], results_dir: Path | None) -> list[str]:
+    """One study's section from its latest run, with its plot (judged studies)."""
+    from bench.report.plots import plot_study
+
+    try:
+        study = load_study(name)
+    except StudyError as exc:
+        return [f"## Study: {name}", "", f"The study file cannot be read: {exc}", ""]
+    if not study.judged:
+        return network.study_section(study, records)
+    plot = None
+    series = study_series(study, records)
+    if results_dir is not None and any(series.values()):
+        # (a study whose arms are all open loop has no closed-loop series: no empty plot)
+        path = results_dir / "plots" / f"study-{name}.png"
+        plot_study(study.title, METRICS[study.plot_metric], series, path)
+        plot = str(path.relative_to(results_dir))
+    return study_section(study, records, plot)
+
+
+def _judged_first(name: str) -> tuple[bool, str]:
+    """Sections in order: judged studies (and unreadable files), then described ones."""
+    try:
+        return (not load_study(name).judged, name)
+    except StudyError:
+        return (False, name)
+
+
+def summary_sections(records: list[Record], results_dir: Path | None = None) -> list[str]:
+    """Sections for every study that has records (latest run of each), with plots; then the
+    defaults behind a load balancer, when the race ran."""
+    lines: list[str] = []
+    ran = {name: latest_run(records, name) for name in study_names()}
+    for name in sorted((n for n in ran if ran[n]), key=_judged_first):
+        lines += _sections_of(name, ran[name], results_dir)
+    return lines + network.defaults_section(records)

@@ -1,0 +1,66 @@
+"""The app's routes against the scenarios' declaration (bench/core/scenario.py): every path a
+scenario requests or verifies is served by both apps, and every route the apps serve is a
+scenario's or exempt here with its reason. Routes are read from the source (the harness never
+imports app_common; Flask and Quart need not be installed to check this)."""
+
+import ast
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from bench.core import scenario
+
+APP = Path(__file__).resolve().parents[2] / "app_common"
+# Routes no scenario requests, and why they exist.
+EXEMPT = {
+    "/health": "readiness probe: make compose-up waits for it",
+    "/dbwait": "a database wait (pg_sleep) of the cooperative-scheduling integration tests",
+}
+
+
+def routes_of(module: Path) -> set[str]:
+    """The paths of every `@app.get("/x")` / `@app.route("/x")` in an app module."""
+    found = set()
+    for node in ast.walk(ast.parse(module.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for deco in node.decorator_list:
+                if (
+                    isinstance(deco, ast.Call)
+                    and isinstance(deco.func, ast.Attribute)
+                    and deco.func.attr in ("get", "route", "post")
+                    and deco.args
+                    and isinstance(deco.args[0], ast.Constant)
+                ):
+                    found.add(str(deco.args[0].value))
+    return found
+
+
+def declared_paths() -> set[str]:
+    """Every URL path a scenario's load tool requests or its checks verify."""
+    paths = set()
+    for item in scenario.SCENARIOS.values():
+        if set(item.tools) & set(scenario.URL_TOOLS):
+            paths.add(urllib.parse.urlsplit(item.path).path)
+        paths |= {urllib.parse.urlsplit(check.path).path for check in item.checks}
+    return paths
+
+
+@pytest.mark.parametrize("module", ["wsgi.py", "asgi.py"])
+def test_every_declared_scenario_path_is_served(module: str) -> None:
+    """Both apps serve each path the scenarios request."""
+    missing = declared_paths() - routes_of(APP / module)
+    assert not missing, f"{module} lacks {sorted(missing)}"
+
+
+@pytest.mark.parametrize("module", ["wsgi.py", "asgi.py"])
+def test_every_route_is_declared_or_exempt(module: str) -> None:
+    """No route outside the declaration, unless exempt with a reason."""
+    extra = routes_of(APP / module) - declared_paths() - set(EXEMPT)
+    assert not extra, f"{module} serves {sorted(extra)}: declare a scenario or exempt it"
+
+
+def test_the_reader_finds_routes() -> None:
+    """The AST reader is not vacuous: it finds the plaintext route and the sleep route."""
+    assert {"/plaintext", "/sleep", "/health"} <= routes_of(APP / "wsgi.py")
+    assert "/sleep" in declared_paths() and "/queries" in declared_paths()
