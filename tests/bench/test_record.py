@@ -108,3 +108,18 @@ def test_a_users_results_are_ignored_by_git_and_the_reference_is_not() -> None:
     assert ignored("results/records/x.json") and ignored("results/plots/db.png")
     assert not ignored("results/reference/summary.md")
     assert not ignored("results/reference/records/x.json")
+
+
+def test_version_7_container_record_loads_and_older_ones_have_no_container() -> None:
+    """A real RUNTIME=docker record (make bench ... RUNTIME=docker CPUS=1 MEMORY=512m, this
+    machine) loads with its `container` section; records of earlier versions load with none."""
+    path = FIXTURES.parent / "container_records" / "granian-db-docker-cpus1.json"
+    rec = Record.from_dict(json.loads(path.read_text()))
+    assert rec.format_version == 7 and rec.metadata["runtime"] == "docker"
+    box = rec.container
+    assert box is not None and box["image_id"].startswith("sha256:")
+    assert (box["cpus"], box["memory_bytes"], box["network"]) == (1.0, 512 * 2**20, "host")
+    assert (box["quota_us"], box["period_us"]) == (100_000, 100_000)
+    assert box["cgroup_version"] == "v1" and box["engine"]["cgroup_driver"] == "cgroupfs"
+    older = Record.from_dict(json.loads((FIXTURES / "machine-a" / "rec0.json").read_text()))
+    assert older.container is None
