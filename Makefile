@@ -67,7 +67,7 @@ help: ## list targets and variables
 	@echo "  LIFECYCLE    reload: each server's own graceful reload mid-window (needs LOAD=oha RATE=) (default: none)"
 	@echo "  SLO_P99_MS   make capacity: the p99 objective in ms (default: 100)"
 	@echo "  SLO_P999_MS  make capacity: a p99.9 objective in ms too (default: none)"
-	@echo "  CAPACITY_BUDGET  make capacity: seconds per server and scenario (default: 300)"
+	@echo "  CAPACITY_BUDGET  make capacity: seconds per server and scenario (default: 480)"
 	@echo "               (RATE's first value starts the search: default 50; DURATION 5, WARMUP 1)"
 	@echo "  make serve   takes SERVER (one id), PROXY, KEEPALIVE, UPSTREAM_KEEPALIVE, PROXY_TIMEOUT,"
 	@echo "               WORKERS THREADS CONNECTIONS BACKLOG, PIN, ARCH"
