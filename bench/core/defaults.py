@@ -62,7 +62,7 @@ CAPACITY_PROFILE = (0.5, 0.8)
 # Repeated steps around the search's result: single 5 s steps near the knee flipped their
 # verdict in 5 of 11 repeats, so the capacity is the crossing of the pass share over these
 # rates, CAPACITY_KNEE_TRIALS trials each (bench.report.stats.capacity; 3 trials cover the
-# truth 96 % of the time in its simulation, 1 trial 53 %). Costs 15 steps: ~90 s per search.
+# truth in 94-96 % of simulated searches, 1 trial in 53-56 %). Costs 15 steps: ~90 s a search.
 CAPACITY_KNEE = (0.8, 0.9, 1.0, 1.1, 1.25)
 CAPACITY_KNEE_TRIALS = 3
 
