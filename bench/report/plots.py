@@ -125,9 +125,16 @@ def plot_study(title: str, metric: str, series: dict[str, list[tuple]], path: Pa
     save_figure(fig, path)
 
 
-def plot_knee(scenario: str, p99_ms: float, lines: dict[str, list[tuple]], path: Path) -> None:
+def plot_knee(
+    scenario: str,
+    p99_ms: float,
+    lines: dict[str, list[tuple]],
+    path: Path,
+    crossings: dict[str, tuple] | None = None,
+) -> None:
     """p99 against offered rate per server (every step of its capacity search), with the
-    objective as a line: where each server's curve crosses it is its knee."""
+    objective as a line, and each server's capacity marked on it: a diamond at the crossing,
+    its 95 % interval as a horizontal bar."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -137,7 +144,19 @@ def plot_knee(scenario: str, p99_ms: float, lines: dict[str, list[tuple]], path:
     fig, ax = plt.subplots(figsize=(10, 5.5))
     for label, points in sorted(lines.items()):
         points = sorted((rate, p99) for rate, p99 in points if p99 is not None)
-        ax.plot([r for r, _ in points], [p for _, p in points], marker="o", label=label)
+        (line,) = ax.plot([r for r, _ in points], [p for _, p in points], marker="o", label=label)
+        if crossings and label in crossings:
+            center, low, high = crossings[label]
+            ax.errorbar(
+                [center],
+                [p99_ms],
+                xerr=[[center - low], [high - center]],
+                fmt="D",
+                color=line.get_color(),
+                markersize=8,
+                capsize=4,
+                zorder=5,
+            )
     ax.axhline(p99_ms, color="red", linestyle="--", linewidth=1, label=f"objective {p99_ms:g} ms")
     ax.set(
         title=f"{scenario}: p99 against offered rate (open loop, oha)",
