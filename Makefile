@@ -27,7 +27,20 @@ help: ## list targets, variables, scenarios, studies and servers
 	@if [ -x $(PY) ]; then $(PY) -m bench help; \
 	else echo "Variables, scenarios, studies and servers: run make setup, then make help"; fi
 
+# Bad input is refused before anything is installed: each command's variables checked with the
+# system's python3 (standard library only, bench/precheck.py), then setup.
+CHECK :=
+bench: CHECK := run
+capacity: CHECK := capacity
+serve: CHECK := serve
+overhead: CHECK := overhead
+study: CHECK := study
+compare: CHECK := compare
+soak: CHECK := soak
+report: CHECK := report
+
 setup: ## install what is missing: distro packages, uv, the harness venv
+	@if [ -n "$(CHECK)" ] && command -v python3 >/dev/null; then python3 -m bench.precheck $(CHECK); fi
 	@bash bench/setup.sh
 
 bench: setup ## start the stack, verify, measure, write records and summary.md
