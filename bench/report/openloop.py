@@ -17,7 +17,7 @@ from bench.core.record import Record
 from bench.load.oha import OhaParseError, latency_summary_ms, per_request_latencies_ms
 from bench.report.cells import host_of, knobs_label, machine, median, num, section_value, via_label
 from bench.report.groups import is_experiment
-from bench.report.plots import plot_knee
+from bench.report.plots import Knee, plot_knee
 from bench.report.stats import quantile_interval
 from bench.report.table import markdown_table
 
@@ -224,26 +224,60 @@ def capacity_sections(records: list[Record], results: Path, plots: dict[str, str
     return lines
 
 
-def knee_series(records: list[Record]) -> dict[tuple[str, float], dict[str, list[tuple]]]:
-    """Per (scenario, objective): per server, (offered, p99) of every capacity step."""
-    series: dict[tuple[str, float], dict[str, list[tuple]]] = defaultdict(lambda: defaultdict(list))
+def capacity_interval(steps: list[Record]) -> tuple[float, float] | None:
+    """The capacity's interval where the search recorded one (read defensively: a
+    `result_interval_rps` pair or `result_low_rps`/`result_high_rps`); None otherwise."""
+    for step in steps:
+        capacity = step.metadata.get("capacity") or {}
+        pair = capacity.get("result_interval_rps") or capacity.get("interval_rps")
+        if not pair and capacity.get("result_low_rps") is not None:
+            pair = (capacity.get("result_low_rps"), capacity.get("result_high_rps"))
+        try:
+            low, high = (float(v) for v in pair or ())
+        except (TypeError, ValueError):
+            continue
+        if low <= high:
+            return low, high
+    return None
+
+
+def knee_series(records: list[Record]) -> dict[tuple[str, float], list[Knee]]:
+    """Per (scenario, objective): per search, every step (offered, p99, met the objective)
+    and the capacity it found."""
+    steps: dict[tuple[str, float], dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
     for rec in records:
         capacity = rec.metadata.get("capacity")
         if capacity and rec.status == "ok" and rec.offered_rps:
-            label = f"{rec.server} {knobs_label(rec.knobs or {})} [{host_of(rec)}]"
-            p99 = (rec.latency_ms or {}).get("p99")
             key = (rec.scenario, float(capacity["objective"]["p99_ms"]))
-            series[key][label].append((rec.offered_rps, p99))
-    return {key: dict(lines) for key, lines in series.items()}
+            steps[key][capacity["search"]].append(rec)
+    series: dict[tuple[str, float], list[Knee]] = {}
+    for key, by_search in steps.items():
+        series[key] = [
+            Knee(
+                label=f"{s[0].server} {knobs_label(s[0].knobs or {})} [{host_of(s[0])}]",
+                steps=[
+                    (
+                        r.offered_rps,
+                        (r.latency_ms or {}).get("p99"),
+                        r.metadata["capacity"].get("passed"),
+                    )
+                    for r in s
+                ],
+                capacity=capacity_found(s),
+                interval=capacity_interval(s),
+            )
+            for s in by_search.values()
+        ]
+    return series
 
 
 def write_knee_plots(results: Path, records: list[Record]) -> dict[str, str]:
     """A knee plot per scenario and objective; key -> path relative to results."""
     written = {}
-    for (scenario, p99_ms), lines in sorted(knee_series(records).items()):
+    for (scenario, p99_ms), knees in sorted(knee_series(records).items()):
         name = f"knee-{scenario}-{p99_ms:g}"
         path = results / "plots" / f"{name}.png"
-        plot_knee(scenario, p99_ms, lines, path)
+        plot_knee(scenario, p99_ms, knees, path)
         written[name] = str(path.relative_to(results))
     return written
 

@@ -35,6 +35,7 @@ from bench.core.registry import server_ids
 from bench.host import cgroup
 from bench.load import TOOL_NAMES, tools
 from bench.report.cells import host_of
+from bench.report.plots import Panel, plot_study
 from bench.report.table import markdown_table
 
 STUDIES_DIR = Path(__file__).resolve().parents[2] / "studies"
@@ -1336,22 +1337,33 @@ def study_section(study: Study, records: list[Record], plot: str | None) -> list
     return [*lines, ""]
 
 
-def study_series(study: Study, records: list[Record]) -> dict[str, list[tuple]]:
-    """Plot data: per closed-loop arm (and route), the plot metric by concurrency."""
-    values = measured([r for r in records if r.offered_rps is None], study.plot_metric)
+def study_series(study: Study, records: list[Record]) -> list[Panel]:
+    """Plot data: a panel per metric the verdict's checks judge (per load model), each arm
+    (and route) a series of the metric by concurrency, or by offered rate open loop."""
     labels = {a.id: a.label for a in study.arms}
-    routes = {scenario for _, scenario, _, _ in values}
-    series: dict[str, list[tuple]] = defaultdict(list)
-    for (arm, scenario, conc, _), value in values.items():
-        label = labels.get(arm, arm) + (f" {scenario}" if len(routes) > 1 else "")
-        series[label].append((conc, value))
-    return dict(series)
+    panels = []
+    for opened in (False, True):
+        part = [r for r in records if (r.offered_rps is not None) == opened]
+        judged = [c["metric"] for c in study.checks if study.check_is_open(c) == opened]
+        metrics = list(dict.fromkeys(judged or ([] if opened else [study.plot_metric])))
+        for metric in metrics if part else []:
+            values = measured(part, metric)
+            routes = sorted({scenario for _, scenario, _, _ in values})
+            # several routes: a panel per route (small multiples), not arms × routes in one
+            for route in routes:
+                series: dict[str, list[tuple]] = defaultdict(list)
+                for (arm, scenario, conc, offered), value in values.items():
+                    if scenario == route:
+                        series[labels.get(arm, arm)].append((offered if opened else conc, value))
+                name = METRICS[metric] + (" (open loop)" if opened else "")
+                name += f", {route}" if len(routes) > 1 else ""
+                x_label = "offered req/s" if opened else "concurrency (connections)"
+                panels.append(Panel(name, x_label, dict(series)))
+    return panels
 
 
 def summary_sections(records: list[Record], results_dir: Path | None = None) -> list[str]:
     """Sections for every study that has records (latest run of each), with plots."""
-    from bench.report.plots import plot_study
-
     lines: list[str] = []
     for name in study_names():
         mine = _latest_run(records, name)
@@ -1363,11 +1375,10 @@ def summary_sections(records: list[Record], results_dir: Path | None = None) -> 
             lines += [f"## Study: {name}", "", f"The study file cannot be read: {exc}", ""]
             continue
         plot = None
-        series = study_series(study, mine)
-        if results_dir is not None and any(series.values()):
-            # (a study whose arms are all open loop has no closed-loop series: no empty plot)
+        panels = study_series(study, mine)
+        if results_dir is not None and any(p.series for p in panels):
             path = results_dir / "plots" / f"study-{name}.png"
-            plot_study(study.title, METRICS[study.plot_metric], series, path)
+            plot_study(study.title, panels, path)
             plot = str(path.relative_to(results_dir))
         lines += study_section(study, mine, plot)
     return lines
