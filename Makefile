@@ -61,6 +61,7 @@ help: ## list targets and variables
 	@echo "  RATE         LOAD=oha: comma list of offered requests/s, sent whatever the server does"
 	@echo "  LOCUST_WORKERS  Locust worker processes (0: one local process) (default: 0)"
 	@echo "  TARGET       http://host:port of a server running elsewhere: only the load runs here"
+	@echo "  FORMAT       make export: csv or json (one row per point, on stdout)"
 	@echo "  BASE HEAD    make compare: the two results directories (HEAD/BASE ratios)"
 	@echo "  REFERENCE    1: merge the shipped reference (results/reference/) into your summary (default: 0)"
 	@echo "  MACHINE      a label for this machine in records and summaries (default: hostname + identity)"
@@ -117,6 +118,10 @@ soak: setup ## memory of every server process over a long fixed-rate run (DURATI
 
 report: setup ## rebuild summary.md from the records in RESULTS
 	$(PY) -m bench report $(call opt,RESULTS,results)
+
+# FORMAT is checked by python -m bench before anything else; the data goes to stdout.
+export: setup ## every point of RESULTS as one row: FORMAT=csv|json on stdout (docs/export.md)
+	@$(PY) -m bench export $(call opt,FORMAT,format) $(call opt,RESULTS,results)
 
 test: ## run the test suite (unit + integration on the real stack, the emulated arm64 path too)
 	@PYWEBBENCH_TEST=1 bash bench/setup.sh
