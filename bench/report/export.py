@@ -56,7 +56,8 @@ COLUMNS: dict[str, str] = {
     "p99_ms_low": "lower end of the 95 % interval of p99_ms",
     "p99_ms_high": "upper end of the 95 % interval of p99_ms",
     "p99_ms_trials": "each trial's p99 in ms (CSV: separated by ';')",
-    "failed": "requests without a 2xx answer over all trials (bench.core.outcome)",
+    "failed": "requests sent that got no 2xx answer (socket errors, non-2xx), all trials",
+    "unserved": "arrivals without a 2xx answer: failed plus arrivals never sent (open loop)",
 }
 
 
@@ -103,6 +104,7 @@ def point_row(group: list[Record]) -> dict[str, object]:
         "p99_ms_high": _round(p99.high if p99 else None),
         "p99_ms_trials": [_round(v) for v in latency_values(group)],
         "failed": sum(Outcome.of_record(r).failed for r in group),
+        "unserved": sum(Outcome.of_record(r).unserved for r in group),
     }
 
 

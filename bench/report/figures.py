@@ -95,7 +95,8 @@ def recycle_data(records: list[Record]) -> dict[str, dict[str, tuple]]:
         base = by_arm[arm.removesuffix("-recycle")]
         for name, run in ((f"{rec.server}, recycling", rec), (f"{rec.server}, without", base)):
             out["p99 ms (open loop, log scale)"][name] = ((run.latency_ms or {}).get("p99"), None)
-            out["failed requests"][name] = (Outcome.of_record(run).failed, None)
+            # arrivals never sent count too, as in the production table (Outcome.unserved)
+            out["arrivals without a 2xx answer"][name] = (Outcome.of_record(run).unserved, None)
     return dict(out)
 
 
@@ -143,8 +144,9 @@ def figure_sections(records: list[Record], results: Path) -> list[str]:
         lines += [
             "![worker recycling](plots/recycle.png)",
             "",
-            "Recycling: per server of the latest recycle study run, p99 and failed requests "
-            "with the server's own max-requests recycling and in the same run without.",
+            "Recycling: per server of the latest recycle study run, p99 and the arrivals "
+            "without a 2xx answer with the server's own max-requests recycling and in the "
+            "same run without.",
             "",
         ]
     return ["## Figures: production behaviours", "", *lines] if lines else []
