@@ -17,7 +17,7 @@ opt = $(if $($(1)),--$(2)='$($(1))')
 declared = $(or $(shell $(PY) -m bench variables $(1)),$(error python -m bench variables $(1) failed))
 vars = $(strip $(foreach p,$(call declared,$(1)),$(call opt,$(firstword $(subst :, ,$(p))),$(lastword $(subst :, ,$(p))))))
 
-.PHONY: help setup bench capacity serve overhead soak study report compare test lint format lock compose-up compose-bench compose-down
+.PHONY: help setup bench capacity serve overhead soak study report compare export test lint format lock compose-up compose-bench compose-down
 
 help: ## list targets, variables, scenarios, studies and servers
 	@echo "Targets:"
@@ -70,6 +70,10 @@ soak: setup ## memory of every server process over a long fixed-rate run (DURATI
 
 report: setup ## rebuild summary.md from the records in RESULTS
 	$(PY) -m bench report $(call vars,report)
+
+# FORMAT is checked by python -m bench before anything else; the data goes to stdout.
+export: setup ## every point of RESULTS as one row: FORMAT=csv|json on stdout (docs/export.md)
+	@$(PY) -m bench export $(call vars,export)
 
 test: ## run the test suite (unit + integration on the real stack, the emulated arm64 path too)
 	@PYWEBBENCH_TEST=1 bash bench/setup.sh

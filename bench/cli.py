@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare = sub.add_parser("compare", help="two result sets side by side (BASE, HEAD)")
     compare.add_argument("--base", default=None)
     compare.add_argument("--head", default=None)
+    export = sub.add_parser("export", help="one row per point as CSV or JSON on stdout")
+    export.add_argument("--format", default=None)
+    export.add_argument("--results", default=defaults.RESULTS)
     study = sub.add_parser("study", help="re-run a source document's experiment")
     study.add_argument("--name", default=None)
     study.add_argument("--duration", default=None)
@@ -541,9 +544,31 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "study": do_study,
     "help": do_help,
     "variables": do_variables,
+    "export": lambda args: export_points(args.format, args.results),
 }
 # Commands that only print what is declared: no leftover namespaces removed, no MACHINE check.
 DECLARATIVE = ("help", "variables")
+
+
+def export_points(raw_format: str | None, raw_results: str) -> int:
+    """`make export`: every point of RESULTS as CSV or JSON on stdout (bench.report.export)."""
+    from bench.core.record import load_records
+    from bench.report import export
+
+    valid = ", ".join(export.FORMATS)
+    if not raw_format:
+        raise UsageError(f"FORMAT is required; valid: {valid}")
+    fmt = validate_choice("format", raw_format, tuple(export.FORMATS))
+    results = Path(raw_results)
+    if not results.is_dir():
+        raise UsageError(f"RESULTS={raw_results!r} is not a directory of results")
+    records, problems = load_records(results, os.environ.get("PYWEBBENCH_REFERENCE") == "1")
+    for problem in problems:
+        print(f"export: {problem}", file=sys.stderr)
+    if not records:
+        raise UsageError(f"RESULTS={raw_results!r} holds no records to export")
+    sys.stdout.write(export.export(records, fmt))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

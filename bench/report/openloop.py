@@ -17,7 +17,7 @@ from bench.core.record import Record
 from bench.load.oha import OhaParseError, per_request_latencies_ms
 from bench.report.cells import host_of, knobs_label, machine, median, num, section_value, via_label
 from bench.report.groups import is_experiment, latency_values
-from bench.report.plots import plot_knee
+from bench.report.plots import Knee, plot_knee
 from bench.report.stats import Capacity, block_for, capacity, estimate, within_run_interval
 from bench.report.table import markdown_table
 
@@ -270,40 +270,53 @@ def capacity_sections(records: list[Record], results: Path, plots: dict[str, str
     return lines
 
 
-def knee_series(records: list[Record]) -> dict[tuple[str, float], dict[str, list[tuple]]]:
-    """Per (scenario, objective): per server, (offered, p99) of every capacity step."""
-    series: dict[tuple[str, float], dict[str, list[tuple]]] = defaultdict(lambda: defaultdict(list))
+def _knee_capacity(steps: list[Record]) -> tuple[float | None, tuple[float, float] | None]:
+    """The crossing the summary reports (capacity_estimate) with its interval, for the plot;
+    the confirmed search result where no crossing is known."""
+    cap = capacity_estimate(steps)
+    if cap.center is None:
+        return capacity_found(steps), None
+    interval = (cap.low, cap.high) if cap.low is not None and cap.high is not None else None
+    return cap.center, interval
+
+
+def knee_series(records: list[Record]) -> dict[tuple[str, float], list[Knee]]:
+    """Per (scenario, objective): per search, every step (offered, p99, met the objective)
+    and the capacity it found."""
+    steps: dict[tuple[str, float], dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
     for rec in records:
         capacity = rec.metadata.get("capacity")
         if capacity and rec.status == "ok" and rec.offered_rps:
-            label = f"{rec.server} {knobs_label(rec.knobs or {})} [{host_of(rec)}]"
-            p99 = (rec.latency_ms or {}).get("p99")
             key = (rec.scenario, float(capacity["objective"]["p99_ms"]))
-            series[key][label].append((rec.offered_rps, p99))
-    return {key: dict(lines) for key, lines in series.items()}
-
-
-def knee_crossings(records: list[Record]) -> dict[tuple[str, float], dict[str, tuple]]:
-    """Per (scenario, objective): per line of the knee plot, (capacity, low, high)."""
-    crossings: dict[tuple[str, float], dict[str, tuple]] = defaultdict(dict)
-    for (p99_ms, scenario), by_search in searches(records).items():
-        for steps in by_search.values():
-            cap = capacity_estimate(steps)
-            if cap.center is not None:
-                rec = steps[0]
-                label = f"{rec.server} {knobs_label(rec.knobs or {})} [{host_of(rec)}]"
-                crossings[(scenario, float(p99_ms))][label] = (cap.center, cap.low, cap.high)
-    return crossings
+            steps[key][capacity["search"]].append(rec)
+    series: dict[tuple[str, float], list[Knee]] = {}
+    for key, by_search in steps.items():
+        series[key] = [
+            Knee(
+                label=f"{s[0].server} {knobs_label(s[0].knobs or {})} [{host_of(s[0])}]",
+                steps=[
+                    (
+                        r.offered_rps,
+                        (r.latency_ms or {}).get("p99"),
+                        r.metadata["capacity"].get("passed"),
+                    )
+                    for r in s
+                ],
+                capacity=_knee_capacity(s)[0],
+                interval=_knee_capacity(s)[1],
+            )
+            for s in by_search.values()
+        ]
+    return series
 
 
 def write_knee_plots(results: Path, records: list[Record]) -> dict[str, str]:
     """A knee plot per scenario and objective; key -> path relative to results."""
     written = {}
-    crossings = knee_crossings(records)
-    for (scenario, p99_ms), lines in sorted(knee_series(records).items()):
+    for (scenario, p99_ms), knees in sorted(knee_series(records).items()):
         name = f"knee-{scenario}-{p99_ms:g}"
         path = results / "plots" / f"{name}.png"
-        plot_knee(scenario, p99_ms, lines, path, crossings.get((scenario, p99_ms), {}))
+        plot_knee(scenario, p99_ms, knees, path)
         written[name] = str(path.relative_to(results))
     return written
 

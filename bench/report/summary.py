@@ -28,6 +28,8 @@ from bench.report.cells import (
     via_label,
 )
 from bench.report.compare import MARKS_NOTE, compare, rows_table
+from bench.report.export import points
+from bench.report.figures import figure_sections
 from bench.report.glance import glance_section
 from bench.report.groups import (
     CEILING,
@@ -42,6 +44,7 @@ from bench.report.groups import (
     served_share,
     socket_errors,
 )
+from bench.report.html import write_html
 from bench.report.openloop import open_loop_sections
 from bench.report.plots import write_plots
 from bench.report.production import production_sections
@@ -576,7 +579,9 @@ def write_summary(
     plots = write_plots(results_dir, plot_series(records))
     extra = open_loop_sections(records, results_dir)
     extra += sections(records) if sections is not None else []
-    extra += production_sections(records) + soak_sections(records, results_dir)
+    extra += production_sections(records) + figure_sections(records, results_dir)
+    extra += soak_sections(records, results_dir)
     _write_atomic(path, render_summary(records, problems, plots, extra))
     _write_atomic(results_dir / "system.md", render_system(records))
+    write_html(results_dir, points(records))
     return path

@@ -108,10 +108,11 @@ def test_starved_connections_flag_the_latency_as_optimistic() -> None:
 
 
 def test_write_summary_replaces_only_the_summary(tmp_path: Path) -> None:
-    """write_summary creates summary.md and leaves no temp file."""
+    """write_summary creates summary.md (with system.md and index.html beside it) and leaves
+    no temp file."""
     path = write_summary(tmp_path)
     assert path.read_text().startswith("# Benchmark summary")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.md", "system.md"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index.html", "summary.md", "system.md"]
     assert (tmp_path / "system.md").read_text().startswith("# System figures")
 
 
