@@ -17,7 +17,7 @@ opt = $(if $($(1)),--$(2)='$($(1))')
 declared = $(or $(shell $(PY) -m bench variables $(1)),$(error python -m bench variables $(1) failed))
 vars = $(strip $(foreach p,$(call declared,$(1)),$(call opt,$(firstword $(subst :, ,$(p))),$(lastword $(subst :, ,$(p))))))
 
-.PHONY: images help setup bench capacity serve overhead soak study report compare test lint format lock compose-up compose-bench compose-down
+.PHONY: images help setup bench capacity serve overhead soak study report compare export test lint format lock compose-up compose-bench compose-down
 
 help: ## list targets, variables, scenarios, studies and servers
 	@echo "Targets:"
@@ -27,7 +27,21 @@ help: ## list targets, variables, scenarios, studies and servers
 	@if [ -x $(PY) ]; then $(PY) -m bench help; \
 	else echo "Variables, scenarios, studies and servers: run make setup, then make help"; fi
 
+# Bad input is refused before anything is installed: each command's variables checked with the
+# system's python3 (standard library only, bench/precheck.py), then setup.
+CHECK :=
+bench: CHECK := run
+capacity: CHECK := capacity
+serve: CHECK := serve
+overhead: CHECK := overhead
+study: CHECK := study
+compare: CHECK := compare
+soak: CHECK := soak
+report: CHECK := report
+images: CHECK := images
+
 setup: ## install what is missing: distro packages, uv, the harness venv
+	@if [ -n "$(CHECK)" ] && command -v python3 >/dev/null; then python3 -m bench.precheck $(CHECK); fi
 	@bash bench/setup.sh
 
 images: export IMAGES := 1
@@ -61,6 +75,10 @@ soak: setup ## memory of every server process over a long fixed-rate run (DURATI
 
 report: setup ## rebuild summary.md from the records in RESULTS
 	$(PY) -m bench report $(call vars,report)
+
+# FORMAT is checked by python -m bench before anything else; the data goes to stdout.
+export: setup ## every point of RESULTS as one row: FORMAT=csv|json on stdout (docs/export.md)
+	@$(PY) -m bench export $(call vars,export)
 
 test: ## run the test suite (unit + integration on the real stack, the emulated arm64 path too)
 	@PYWEBBENCH_TEST=1 bash bench/setup.sh

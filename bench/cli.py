@@ -12,110 +12,31 @@ import dataclasses
 import os
 import random
 import sys
-import tempfile
-import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
 from bench.core import defaults, plan, scenario
 from bench.core.app import AppError, AppSpec, parse_app
 from bench.core.registry import OVERRIDABLE, DeclarationError, load_all, server_ids
+from bench.core.validate import (  # noqa: F401  (re-exported: tests and overhead use cli.*)
+    LIMITS,
+    SWITCHES,
+    UsageError,
+    validate_choice,
+    validate_choices,
+    validate_cpus,
+    validate_int,
+    validate_int_list,
+    validate_memory,
+    validate_results,
+    validate_switch,
+    validate_target,
+)
 from bench.core.variables import VARIABLES, for_command, help_lines
 from bench.host.arch import ArchError, check_emulation_supported, host_arch, normalize_arch
 from bench.host.metadata import machine_label
 from bench.load import default_load_threads, tools
 from bench.studies.schema import StudyError
-
-# name -> (lowest, highest) accepted: the declared bounds of each make variable
-LIMITS = {v.name.lower(): v.limits for v in VARIABLES if v.limits is not None}
-SWITCHES = {"on": True, "off": False, "1": True, "0": False}
-
-
-class UsageError(ValueError):
-    """Bad input: reported in one line with exit status 2."""
-
-
-def validate_int(name: str, raw: str) -> int:
-    """An integer within LIMITS[name]."""
-    low, high = LIMITS[name]
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise UsageError(f"{name.upper()}={raw!r} is not a whole number ({low}..{high})") from None
-    if not low <= value <= high:
-        raise UsageError(f"{name.upper()}={value} is out of range {low}..{high}")
-    return value
-
-
-def validate_int_list(name: str, raw: str) -> tuple[int, ...]:
-    """A comma list of integers within LIMITS[name], duplicates removed, order kept."""
-    items = [item for item in raw.split(",") if item.strip()]
-    if not items:
-        raise UsageError(f"{name.upper()} is empty; give a comma list of numbers")
-    return tuple(dict.fromkeys(validate_int(name, item) for item in items))
-
-
-def validate_choices(name: str, raw: str, valid: list[str], allow_all: bool) -> tuple[str, ...]:
-    """A comma list of names from `valid` (or `all`)."""
-    items = [item.strip() for item in raw.split(",") if item.strip()]
-    if allow_all and items == ["all"]:
-        return tuple(valid)
-    unknown = [item for item in items if item not in valid]
-    if unknown or not items:
-        choices = ", ".join(valid) + (", all" if allow_all else "")
-        raise UsageError(f"unknown {name.upper()} {','.join(unknown) or raw!r}; valid: {choices}")
-    return tuple(dict.fromkeys(items))
-
-
-def validate_switch(name: str, raw: str) -> bool:
-    """on/off (or 1/0)."""
-    try:
-        return SWITCHES[raw.strip().lower()]
-    except KeyError:
-        raise UsageError(f"{name.upper()}={raw!r} is not a switch; valid: on, off") from None
-
-
-def validate_choice(name: str, raw: str, valid: tuple[str, ...]) -> str:
-    """Exactly one of `valid`."""
-    value = raw.strip().lower()
-    if value not in valid:
-        raise UsageError(f"unknown {name.upper()} {raw!r}; valid: {', '.join(valid)}")
-    return value
-
-
-def validate_target(raw: str) -> str:
-    """http://host:port (no path): a server running elsewhere."""
-    parsed = urllib.parse.urlsplit(raw.strip())
-    try:
-        port = parsed.port
-    except ValueError:
-        port = None
-    if (
-        parsed.scheme != "http"
-        or not parsed.hostname
-        or port is None
-        or parsed.path not in ("", "/")
-    ):
-        raise UsageError(f"TARGET={raw!r} is not http://host:port (e.g. http://10.0.0.5:8000)")
-    return f"http://{parsed.hostname}:{port}"
-
-
-def validate_results(raw: str) -> Path:
-    """A results directory that exists or can be created, and is writable."""
-    path = Path(raw)
-    path = path.absolute()
-    probe = path
-    while not probe.exists():
-        probe = probe.parent
-    try:
-        if not probe.is_dir():
-            raise OSError
-        # os.access() says yes to root everywhere; only a real (anonymous) file tells.
-        with tempfile.TemporaryFile(dir=probe):
-            pass
-    except OSError:
-        raise UsageError(f"RESULTS={raw!r} is not a writable directory") from None
-    return path
 
 
 class _Parser(argparse.ArgumentParser):
@@ -173,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     images = sub.add_parser("images", help="build the base image and one image per server")
     images.add_argument("--server", default=defaults.SERVER)
     images.add_argument("--arch", default=None)
+    export = sub.add_parser("export", help="one row per point as CSV or JSON on stdout")
+    export.add_argument("--format", default=None)
+    export.add_argument("--results", default=defaults.RESULTS)
     study = sub.add_parser("study", help="re-run a source document's experiment")
     study.add_argument("--name", default=None)
     study.add_argument("--duration", default=None)
@@ -351,24 +275,11 @@ def validate_runtime(
     from bench.core.registry import load_all
     from bench.host import docker, images
 
-    available = os.cpu_count() or 1
     limits: dict[str, object] = {"mode": plan.Mode(runtime=runtime)}
     if cpus_raw:
-        try:
-            limits["cpus"] = docker.parse_cpus(cpus_raw, available)
-        except ValueError:
-            raise UsageError(
-                f"CPUS={args.cpus!r} is not a number of CPUs in {docker.CPUS_MIN:g}..{available} "
-                "(e.g. 0.5, 1)"
-            ) from None
+        limits["cpus"] = validate_cpus(cpus_raw)
     if memory_raw:
-        try:
-            limits["memory_bytes"] = docker.parse_memory(memory_raw)
-        except ValueError:
-            raise UsageError(
-                f"MEMORY={args.memory!r} is not a size of at least 6m: a number with k, m or g "
-                "(e.g. 512m, 1g)"
-            ) from None
+        limits["memory_bytes"] = validate_memory(memory_raw)
     for name, value in (("TARGET", target), ("CPU_QUOTA", args.cpu_quota)):
         if value:
             raise UsageError(
@@ -716,9 +627,31 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "help": do_help,
     "variables": do_variables,
     "images": do_images,
+    "export": lambda args: export_points(args.format, args.results),
 }
 # Commands that only print what is declared: no leftover namespaces removed, no MACHINE check.
 DECLARATIVE = ("help", "variables")
+
+
+def export_points(raw_format: str | None, raw_results: str) -> int:
+    """`make export`: every point of RESULTS as CSV or JSON on stdout (bench.report.export)."""
+    from bench.core.record import load_records
+    from bench.report import export
+
+    valid = ", ".join(export.FORMATS)
+    if not raw_format:
+        raise UsageError(f"FORMAT is required; valid: {valid}")
+    fmt = validate_choice("format", raw_format, tuple(export.FORMATS))
+    results = Path(raw_results)
+    if not results.is_dir():
+        raise UsageError(f"RESULTS={raw_results!r} is not a directory of results")
+    records, problems = load_records(results, os.environ.get("PYWEBBENCH_REFERENCE") == "1")
+    for problem in problems:
+        print(f"export: {problem}", file=sys.stderr)
+    if not records:
+        raise UsageError(f"RESULTS={raw_results!r} holds no records to export")
+    sys.stdout.write(export.export(records, fmt))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,6 +36,8 @@ ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 arch_wanted=${ARCH:-}
 if [ "${PYWEBBENCH_TEST:-0}" = 1 ]; then
   command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
+  # tests/bench/test_html.py opens RESULTS/index.html in a real browser (headless)
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 fi
 # make images (IMAGES=1) and the test suite build the base image from Debian's packages with
 # debootstrap (bench/host/images.py).

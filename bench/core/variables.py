@@ -108,7 +108,7 @@ VARIABLES: tuple[Variable, ...] = (
         "RESULTS",
         "directory for records and summary.md",
         defaults.RESULTS,
-        (*RUN, "study", "report"),
+        (*RUN, "study", "report", "export"),
         unset=defaults.RESULTS,
     ),
     Variable(
@@ -290,6 +290,9 @@ VARIABLES: tuple[Variable, ...] = (
         unset=str(defaults.CAPACITY_BUDGET_S),
     ),
     Variable("NAME", "make study: a study below, a comma list, or all", "none", ("study",)),
+    Variable(
+        "FORMAT", "make export: csv or json, one row per point on stdout", "none", ("export",)
+    ),
     Variable("BASE", "make compare: the results directory compared against", "none", ("compare",)),
     Variable(
         "HEAD",

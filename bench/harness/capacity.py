@@ -6,13 +6,16 @@ Input: a Session on a started server (open-loop load tool), the block's runs (on
 scenario: the template of each search) and Options.objective. Output: one record per step,
 each with metadata.capacity {search, objective, phase, step, passed, why} and, on the step
 that confirms it, result_rps. The search is a step-up (doubling from the start rate), then a
-bisection to within the objective's precision, then a confirming repeat; bounded by the
-objective's time budget per server and scenario. Search is pure: tested without a server.
+bisection to within the objective's precision, then a confirming repeat; then repeated
+"knee" steps at rates around the result (defaults.CAPACITY_KNEE, CAPACITY_KNEE_TRIALS each,
+shuffled per round), from which the report fits the capacity with its interval; bounded by
+the objective's time budget per server and scenario. Search is pure: tested without a server.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import random
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -124,8 +127,20 @@ def _step(
     return bool(outcome.get("ok"))
 
 
+def knee_ladder(found: int, seed: int) -> list[int]:
+    """The repeated rates around a search's result, each round in its own shuffled order (a
+    drift through the session then spreads over every rate instead of biasing one)."""
+    rates = sorted({max(1, round(found * f)) for f in defaults.CAPACITY_KNEE})
+    rng = random.Random(seed)
+    ladder = []
+    for _ in range(defaults.CAPACITY_KNEE_TRIALS):
+        ladder += rng.sample(rates, len(rates))
+    return ladder
+
+
 def search_one(session: Session, template: plan.RunSpec) -> int | None:
-    """Search one scenario's capacity, then measure below and past it; the capacity found."""
+    """Search one scenario's capacity, repeat steps around it, then measure below and past
+    it; the rate the search confirmed (the report's capacity is the crossing over all steps)."""
     objective = session.opts.mode.objective
     assert objective is not None
     deadline = time.monotonic() + objective.budget_s
@@ -138,13 +153,13 @@ def search_one(session: Session, template: plan.RunSpec) -> int | None:
         search.observe(rate, phase, _step(session, template, rate, phase, number, search_id))
     if search.result is None:
         return None
-    extra = [("profile", f) for f in defaults.CAPACITY_PROFILE]
-    extra += [("past", f) for f in defaults.CAPACITY_PAST]
-    for phase, factor in extra:
+    extra = [("knee", r) for r in knee_ladder(search.result, int(search_id, 16))]
+    extra += [("profile", max(1, round(search.result * f))) for f in defaults.CAPACITY_PROFILE]
+    extra += [("past", max(1, round(search.result * f))) for f in defaults.CAPACITY_PAST]
+    for phase, rate in extra:
         if time.monotonic() >= deadline:
             break
         number += 1
-        rate = max(1, round(search.result * factor))
         _step(session, template, rate, phase, number, search_id)
     return search.result
 

@@ -17,7 +17,6 @@ host's loopback, no port mapping, no bridge); `--rm` removes the container when 
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import shutil
@@ -28,16 +27,15 @@ from itertools import count
 
 import psutil
 
+from bench.core.validate import CPUS_MIN, parse_cpus, parse_memory
+
+__all__ = ["CPUS_MIN", "parse_cpus", "parse_memory"]  # the engine's syntax, kept in core
+
 PREFIX = "pwb"
 OWNER_LABEL = "pywebbench.owner"
 # The test suite's session token (bench.procs.OWNER_ENV), so it finds what it left behind.
 TOKEN_LABEL = "pywebbench.token"
 NAME_RE = re.compile(rf"^{PREFIX}-(\d+)-")
-# docker refuses less: "Minimum memory limit allowed is 6MB".
-MEMORY_MIN = 6 * 2**20
-MEMORY_UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30}
-MEMORY_RE = re.compile(r"^(\d+(?:\.\d+)?)([bkmg]?)$")
-CPUS_MIN = 0.01  # docker's own floor (`--cpus` below 0.01 is refused)
 TIMEOUT_S = 60  # one engine command (inspect, rm, stop): bounded
 _numbers = count(1)
 
@@ -88,26 +86,6 @@ def engine_facts() -> dict[str, str]:
     )
     version, driver, cgroup_version = [*text.strip().split("\t"), "", "", ""][:3]
     return {"version": version, "cgroup_driver": driver, "cgroup_version": cgroup_version}
-
-
-def parse_memory(raw: str) -> int:
-    """MEMORY= as docker reads `--memory`: a number with b, k, m or g (binary units) -> bytes;
-    ValueError when it is not one or is below docker's 6 MiB floor."""
-    match = MEMORY_RE.match(raw.strip().lower())
-    if match is None:
-        raise ValueError(f"{raw!r} is not a size")
-    size = int(float(match.group(1)) * MEMORY_UNITS[match.group(2)])
-    if size < MEMORY_MIN:
-        raise ValueError(f"{raw!r} is below docker's floor of 6m")
-    return size
-
-
-def parse_cpus(raw: str, available: int) -> float:
-    """CPUS= as docker reads `--cpus`: CPUS_MIN..the CPUs the engine has; ValueError otherwise."""
-    value = float(raw.strip())
-    if not (math.isfinite(value) and CPUS_MIN <= value <= available):
-        raise ValueError(f"{raw!r} is outside {CPUS_MIN:g}..{available}")
-    return value
 
 
 def container_name(what: str, owner: int | None = None) -> str:

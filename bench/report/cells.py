@@ -55,11 +55,15 @@ def section_value(rec: Record, section: str, key: str) -> float | None:
 def host_of(rec: Record) -> str:
     """The machine a record comes from, as the summary names it: the user's MACHINE= label or
     the hostname, with the first characters of its stable identity (format 5) so that two
-    hosts of one name never merge; older records have the hostname alone."""
+    hosts of one name never merge. Older records have no identity: their kernel build stands
+    in for it, so two sessions on different boots of a same-named host stay apart."""
     meta = rec.metadata
     name = str(meta.get("machine_label") or meta.get("hostname", "?"))
     ident = meta.get("machine_id")
-    return f"{name}·{str(ident)[:4]}" if ident else name
+    if ident:
+        return f"{name}·{str(ident)[:4]}"
+    kernel = meta.get("kernel")
+    return f"{name} [kernel {kernel}]" if kernel else name
 
 
 KNOB_CODES = {"workers": "w", "threads": "t", "connections": "c", "backlog": "b"}

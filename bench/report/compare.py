@@ -3,8 +3,8 @@ summary's "Compare arches".
 
 Input: the records of a BASE and a HEAD set. Output: per point present in both (same
 scenario, configuration, load; any machine) the two figures, the ratio HEAD/BASE with its
-95 % interval and whether it is significant (bench.report.stats); the points only one set has; the
-machines of each side.
+interval and whether it is significant, Holm-corrected over the table (bench.report.stats);
+the points only one set has; the machines of each side.
 """
 
 from __future__ import annotations
@@ -15,15 +15,17 @@ from dataclasses import dataclass
 from bench.core.record import Record
 from bench.report.cells import host_of, knobs_label, num, via_label
 from bench.report.groups import latency_values, point_key, rps_values
-from bench.report.stats import Difference, difference, estimate
+from bench.report.stats import Difference, correct, difference, estimate
 from bench.report.table import markdown_table
 
 SIGNIFICANT = "*"
 NOT_SIGNIFICANT = "~"
 UNTESTABLE = "?"
 MARKS_NOTE = (
-    f"`{SIGNIFICANT}`: the ratio's 95 % interval excludes 1.00× (Welch's t-test on log "
-    f"values, p < 0.05); `{NOT_SIGNIFICANT}`: not significant, the two may well be equal; "
+    f"`{SIGNIFICANT}`: significant after Holm's correction over every point of the table "
+    f"(Welch's t-test on log values, adjusted p < 0.05), and the ratio's interval, at the level "
+    f"Holm tested it at, excludes 1.00×; `{NOT_SIGNIFICANT}`: not significant, the two may "
+    "well be equal; "
     f"`{UNTESTABLE}`: fewer than 2 trials on a side, no test possible. For req/s above "
     "1.00× means HEAD is faster; for p99 above 1.00× means HEAD is slower."
 )
@@ -72,15 +74,16 @@ def _order(group: list[Record]) -> tuple:
 def compare(base: list[Record], head: list[Record]) -> Comparison:
     """Every point of both sets: paired where both measured it, listed apart otherwise."""
     base_points, head_points = _points(base), _points(head)
+    common = [key for key in base_points if key in head_points]
+    # one family per metric: every point of the comparison, Holm-corrected
+    rps = correct(
+        [difference(rps_values(base_points[k]), rps_values(head_points[k])) for k in common]
+    )
+    p99 = correct(
+        [difference(latency_values(base_points[k]), latency_values(head_points[k])) for k in common]
+    )
     rows = [
-        Row(
-            base_points[key],
-            head_points[key],
-            difference(rps_values(base_points[key]), rps_values(head_points[key])),
-            difference(latency_values(base_points[key]), latency_values(head_points[key])),
-        )
-        for key in base_points
-        if key in head_points
+        Row(base_points[k], head_points[k], r, p) for k, r, p in zip(common, rps, p99, strict=True)
     ]
     rows.sort(key=lambda row: _order(row.base))
     only_base = sorted((g for k, g in base_points.items() if k not in head_points), key=_order)

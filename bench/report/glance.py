@@ -13,7 +13,7 @@ from collections import defaultdict
 from bench.core.record import Record
 from bench.report.cells import host_of, knobs_label, num, via_label
 from bench.report.groups import (
-    CEILING,
+    BASELINES,
     SERVED_MIN,
     arena_key,
     groups,
@@ -23,12 +23,13 @@ from bench.report.groups import (
     rps_values,
     served_share,
 )
-from bench.report.openloop import capacity_found, searches
-from bench.report.stats import Ranked, difference, estimate
+from bench.report.openloop import capacity_cell, capacity_estimate, searches
+from bench.report.stats import Ranked, capacity_ratio, estimate, pairwise
 from bench.report.table import markdown_table
 
 LOAD_SATURATED = 0.9  # the load tool used over 90 % of its threads' CPU
 FEW_TRIALS = 3
+FIXED_RATE = "not ranked (fixed offered rate)"
 
 HEADER = [
     "scenario",
@@ -56,24 +57,19 @@ def _load(rec: Record) -> str:
     return f"{rec.load_tool} c{rec.concurrency}"
 
 
-def _best(
-    members: dict[tuple, list[Record]], ranked: dict[tuple, Ranked], values, higher: bool
-) -> tuple[list[tuple], tuple | None]:
-    """The keys of the rank-1 group and the best configuration outside it."""
-    present = [k for k in members if k in ranked]
-    if not present:
-        return [], None
-    top = [k for k in present if ranked[k].rank == 1]
-    rest = [k for k in present if ranked[k].rank != 1]
+def _order(members: dict[tuple, list[Record]], ranked: dict[tuple, Ranked], values, higher: bool):
+    """The ranked keys, best point estimate first."""
 
     def center(key: tuple) -> float:
         est = estimate(values(members[key]))
         return est.center if est else 0.0
 
-    top.sort(key=center, reverse=higher)
-    if not rest:
-        return top, None
-    return top, (max(rest, key=center) if higher else min(rest, key=center))
+    return sorted((k for k in members if k in ranked), key=center, reverse=higher)
+
+
+def _best(order: list[tuple], ranked: dict[tuple, Ranked]) -> list[tuple]:
+    """The configurations whose rank interval holds 1: none is significantly better."""
+    return [k for k in order if ranked[k].low == 1]
 
 
 def _names(members: dict[tuple, list[Record]], keys: list[tuple]) -> str:
@@ -83,16 +79,22 @@ def _names(members: dict[tuple, list[Record]], keys: list[tuple]) -> str:
     return " = ".join(names)
 
 
-def _margin(members: dict[tuple, list[Record]], top: list[tuple], nxt: tuple | None, values) -> str:
-    """The leader against the best configuration outside its tie group."""
-    if nxt is None:
-        return "all tied" if len(top) > 1 else "alone"
-    diff = difference(values(members[nxt]), values(members[top[0]]))
+def _margin(members: dict[tuple, list[Record]], order: list[tuple], values) -> str:
+    """The leader against the runner-up, both by point estimate (chosen before any test),
+    from the Holm-corrected family of every pair at this load."""
+    if len(order) < 2:
+        return "alone" if order else "–"
+    # worst first, so that each pair's ratio reads better / worse: leader / runner-up
+    family = pairwise({k: values(members[k]) for k in reversed(order)})
+    diff = family[(order[1], order[0])]
     if diff.ratio is None:
         return "–"
     interval = f" [{diff.low:.2f}–{diff.high:.2f}]" if diff.low is not None else ""
-    word = "significant" if diff.significant else "not significant"
-    return f"{diff.ratio:.2f}×{interval} vs {_label(members[nxt][0])}, {word}"
+    if not diff.testable:
+        word = "untestable (1 trial)"
+    else:
+        word = "significant" if diff.significant else "not significant"
+    return f"{diff.ratio:.2f}×{interval} vs {_label(members[order[1]][0])}, {word}"
 
 
 def _caveats(group_list: list[list[Record]]) -> str:
@@ -116,6 +118,36 @@ def _caveats(group_list: list[list[Record]]) -> str:
     return "; ".join(notes) or "–"
 
 
+def _arena_row(members: dict[tuple, list[Record]], by_rps: dict, by_p99: dict) -> list[str]:
+    """One load's row: the best by req/s (closed loop only) and by p99, margins, caveats."""
+    first = next(iter(members.values()))[0]
+    rps_order = _order(members, by_rps, rps_values, higher=True)
+    p99_order = _order(members, by_p99, latency_values, higher=False)
+    top_rps, top_p99 = _best(rps_order, by_rps), _best(p99_order, by_p99)
+    rps_est = estimate(rps_values(members[rps_order[0]])) if rps_order else None
+    p99_est = estimate(latency_values(members[p99_order[0]])) if p99_order else None
+    of = f" (of {len(members)})" if len(members) > 1 else ""
+    if first.offered_rps is not None:  # achieved req/s at a fixed rate is the tool's pacing
+        rps_cells = [FIXED_RATE, "–", "–"]
+    else:
+        rps_cells = [
+            _names(members, top_rps) + of,
+            num(rps_est.center if rps_est else None),
+            _margin(members, rps_order, rps_values),
+        ]
+    return [
+        first.scenario,
+        _load(first),
+        *rps_cells,
+        (_names(members, top_p99) + (of if first.offered_rps is not None else ""))
+        if top_p99
+        else "–",
+        num(p99_est.center if p99_est else None, 2),
+        _margin(members, p99_order, latency_values) if top_p99 else "–",
+        _caveats([members[k] for k in {*top_rps, *top_p99}] or list(members.values())),
+    ]
+
+
 def _arena_rows(records: list[Record]) -> list[tuple]:
     candidates = [
         r
@@ -124,7 +156,7 @@ def _arena_rows(records: list[Record]) -> list[tuple]:
         and "study" not in r.metadata
         and "capacity" not in r.metadata
         and not is_experiment(r)
-        and r.server != CEILING
+        and r.server not in BASELINES
     ]
     all_groups = groups(candidates)
     by_rps, by_p99 = ranks(all_groups)
@@ -134,49 +166,45 @@ def _arena_rows(records: list[Record]) -> list[tuple]:
     rows = []
     for arena, members in arenas.items():
         first = next(iter(members.values()))[0]
-        top_rps, next_rps = _best(members, by_rps, rps_values, higher=True)
-        top_p99, next_p99 = _best(members, by_p99, latency_values, higher=False)
-        if not top_rps:
+        if not any(k in by_rps or k in by_p99 for k in members):
             continue
-        rps_est = estimate(rps_values(members[top_rps[0]]))
-        p99_est = estimate(latency_values(members[top_p99[0]])) if top_p99 else None
-        best_groups = [members[k] for k in {*top_rps, *top_p99}]
-        row = [
-            first.scenario,
-            _load(first),
-            _names(members, top_rps) + (f" (of {len(members)})" if len(members) > 1 else ""),
-            num(rps_est.center if rps_est else None),
-            _margin(members, top_rps, next_rps, rps_values),
-            _names(members, top_p99) if top_p99 else "–",
-            num(p99_est.center if p99_est else None, 2),
-            _margin(members, top_p99, next_p99, latency_values) if top_p99 else "–",
-            _caveats(best_groups),
-        ]
         sort_key = (host_of(first), first.scenario, first.load_tool, first.offered_rps or 0.0)
+        row = _arena_row(members, by_rps, by_p99)
         rows.append(((*sort_key, first.concurrency, str(arena)), host_of(first), row))
     rows.sort(key=lambda row: row[0])
     return rows
 
 
 def _capacity_lines(records: list[Record]) -> list[str]:
+    """Per objective and scenario: the highest capacity with its interval, and its ratio to
+    the next with an interval from both capacities' 97.5 % intervals (jointly ≥ 95 %)."""
     lines = []
     for (p99_ms, scenario), by_search in sorted(searches(records).items()):
-        found = []
-        for steps in by_search.values():
-            capacity = capacity_found(steps)
-            if capacity is not None and steps[0].server != CEILING:
-                found.append((capacity, _label(steps[0]), host_of(steps[0])))
+        found = [
+            (capacity_estimate(steps), capacity_estimate(steps, 0.975), steps[0])
+            for steps in by_search.values()
+            if steps[0].server not in BASELINES
+        ]
+        found = [f for f in found if f[0].center is not None]
         if not found:
             continue
-        found.sort(reverse=True)
+        found.sort(key=lambda f: f[0].center, reverse=True)
         best = found[0]
-        text = f"- Capacity at p99 ≤ {p99_ms:g} ms, {scenario}: **{best[1]}** {num(best[0])} req/s"
-        if len(found) > 1:
-            text += f", {best[0] / found[1][0]:.2f}× {found[1][1]} ({num(found[1][0])} req/s)"
-        lines.append(
-            text + " — one search per server (no interval: a search's result is a lower "
-            "bound within 5 %, confirmed once)."
+        text = (
+            f"- Capacity at p99 ≤ {p99_ms:g} ms, {scenario}: **{_label(best[2])}** "
+            f"{capacity_cell(best[0])} req/s"
         )
+        if len(found) > 1:
+            nxt = found[1]
+            ratio = capacity_ratio(best[1], nxt[1])
+            interval = f" [{ratio[1]:.2f}–{ratio[2]:.2f}]" if ratio else ""
+            text += (
+                f", {best[0].center / nxt[0].center:.2f}×{interval} "  # type: ignore[operator]
+                f"{_label(nxt[2])} ({capacity_cell(nxt[0])} req/s)"
+            )
+            if ratio and ratio[1] <= 1.0:
+                text += ": not separated (the ratio's interval holds 1.00×)"
+        lines.append(text + ".")
     return lines
 
 
@@ -212,11 +240,13 @@ def glance_section(records: list[Record], extra: list[str] | None = None) -> lis
         "## At a glance",
         "",
         "Per scenario and load (closed loop: wrk's connections; open loop: oha's offered "
-        "rate), on each machine: the best configuration by req/s and by p99 (nginx-static, "
-        "the ceiling, left out); `A = B`: not significantly different, the order between "
-        "them is noise. The margin is the leader against the best configuration outside its "
-        "tie group: the ratio of req/s (or p99), its 95 % interval, and whether it is "
-        "significant. Detailed tables below.",
+        "rate), on each machine: the configurations whose rank interval holds 1 by req/s and "
+        "by p99 (none is significantly better; `A = B`: their order is noise). Baselines "
+        "(nginx-static, flask-dev) are reference lines, left out; at a fixed offered rate "
+        "achieved req/s is the load tool's pacing, so only p99 is ranked. The margin is the "
+        "leader against the runner-up, both by point estimate: the ratio of req/s (or p99) "
+        "with its interval and significance, Holm-corrected over every pair at that load. "
+        "Capacities: `X [lo–hi]`, the 95 % interval. Detailed tables below.",
         "",
     ]
     by_machine: dict[str, list[list[str]]] = defaultdict(list)

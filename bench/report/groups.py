@@ -13,12 +13,15 @@ from collections.abc import Iterable
 from bench.core.outcome import Outcome
 from bench.core.record import Record
 from bench.report.cells import host_of
-from bench.report.stats import Estimate, Ranked, estimate, tie_ranks
+from bench.report.stats import Estimate, Ranked, estimate, rank_intervals
 
 # Below this share of connections with a request in flight (by Little's law), the latency
 # figures leave out the connections the server never served: flagged as optimistic.
 SERVED_MIN = 0.5
 CEILING = "nginx-static"  # the server whose throughput is the ceiling for the others
+# Reference lines, never ranked nor "best": the ceiling (nginx serving a file) and the Flask
+# development server (the baseline every production server is meant to beat).
+BASELINES = (CEILING, "flask-dev")
 
 
 def is_experiment(rec: Record) -> bool:
@@ -107,11 +110,15 @@ def latency_estimate(group: list[Record], key: str = "p99") -> Estimate | None:
 def rank_groups(
     members: dict[tuple, list[Record]],
 ) -> tuple[dict[tuple, Ranked], dict[tuple, Ranked]]:
-    """Ranks with ties among groups measured side by side (one machine, one load): by
-    requests/s (higher first) and by p99 (lower first)."""
-    by_rps = tie_ranks({k: rps_values(g) for k, g in members.items()}, higher_is_better=True)
-    by_p99 = tie_ranks(
-        {k: latency_values(g) for k, g in members.items() if latency_values(g)},
+    """Rank intervals among groups measured side by side (one machine, one load), each
+    metric one Holm-corrected family: by requests/s (higher first; never at a fixed offered
+    rate, where achieved req/s measures the load tool's pacing) and by p99 (lower first).
+    Baselines are left out."""
+    ranked = {k: g for k, g in members.items() if g[0].server not in BASELINES}
+    fixed_rate = any(g[0].offered_rps is not None for g in ranked.values())
+    by_rps = [] if fixed_rate else rank_intervals({k: rps_values(g) for k, g in ranked.items()})
+    by_p99 = rank_intervals(
+        {k: latency_values(g) for k, g in ranked.items() if latency_values(g)},
         higher_is_better=False,
     )
     return {r.key: r for r in by_rps}, {r.key: r for r in by_p99}  # type: ignore[misc]

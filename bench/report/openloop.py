@@ -1,10 +1,10 @@
 """The summary's open-loop sections: runs at fixed arrival rates (LOAD=oha) per scenario,
 each server's capacity at a latency objective (make capacity), and the knee plots.
 
-Input: every record and the results directory (per-request latencies are merged exactly over
-trials from the `oha.requests.csv.gz` files beside the records; records copied without them
-fall back to medians of trials, marked ~). Output: markdown lines and the knee plots
-RESULTS/plots/knee-<scenario>-<objective>.png.
+Input: every record and the results directory (each trial's percentiles from its record; a
+single trial's `oha.requests.csv.gz` beside it for a within-run interval). Output: markdown
+lines and the knee plots RESULTS/plots/knee-<scenario>-<objective>.png with each capacity's
+crossing marked.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from pathlib import Path
 
 from bench.core.outcome import Outcome
 from bench.core.record import Record
-from bench.load.oha import OhaParseError, latency_summary_ms, per_request_latencies_ms
+from bench.load.oha import OhaParseError, per_request_latencies_ms
 from bench.report.cells import host_of, knobs_label, machine, median, num, section_value, via_label
-from bench.report.groups import is_experiment
-from bench.report.plots import plot_knee
-from bench.report.stats import quantile_interval
+from bench.report.groups import is_experiment, latency_values
+from bench.report.plots import Knee, plot_knee
+from bench.report.stats import Capacity, block_for, capacity, estimate, within_run_interval
 from bench.report.table import markdown_table
 
 LATENCY_NOTE = (
@@ -35,7 +35,7 @@ RATE_HEADER = [
     "achieved req/s",
     "p50 ms",
     "p90 ms",
-    "p99 ms [95 % CI]",
+    "p99 ms [95 % CI over trials]",
     "p99.9 ms",
     "max ms",
     "failed",
@@ -48,7 +48,8 @@ RATE_HEADER = [
 CAPACITY_HEADER = [
     "server",
     "knobs",
-    "capacity req/s",
+    "capacity req/s [95 % CI]",
+    "trials at the knee",
     "errors from req/s",
     "p99 ms at 50 %",
     "p99 ms at 80 %",
@@ -59,9 +60,20 @@ CAPACITY_HEADER = [
 ]
 PROFILE_FACTORS = {"50": 0.5, "80": 0.8}
 PAST_NOTE = (
-    "◇: this rate past the capacity met the objective: near the knee a step's p99 varies "
-    "from one 5 s step to the next on this machine, and the capacity found is a lower bound. "
-    "Longer steps (DURATION) or a looser objective make it steadier."
+    "◇: this rate past the search's result met the objective: near the knee a step's p99 "
+    "varies from one step to the next, which is why the capacity is the crossing over "
+    "repeated steps with an interval, not the search's last confirmed rate."
+)
+CAPACITY_NOTE = (
+    "Capacity: every step is a trial at its offered rate; the share of trials that met the "
+    "objective, made non-increasing in the rate, crosses 1/2 at the capacity (interpolated on "
+    "log rate); the 95 % interval is a bootstrap over each rate's trials, never narrower than "
+    "the highest rate where every trial passed and the lowest where every trial failed. "
+    "Trials at the knee: the steps between those two rates."
+)
+BRACKET_NOTE = (
+    "‡: one step per rate around the crossing (a search without repeats at the knee): the "
+    "interval is only the bracket of those single steps, and a repeat may land outside it."
 )
 
 
@@ -75,36 +87,42 @@ def is_open_loop(rec: Record) -> bool:
     return rec.offered_rps is not None
 
 
-def _per_request(results: Path, group: list[Record]) -> list[float] | None:
-    """Every request's latency over the group's trials (None without the files)."""
-    files = [
-        results / name
-        for rec in group
-        for name in rec.raw_files
-        if name.endswith(".oha.requests.csv.gz")
-    ]
-    if len(files) != len(group) or not all(f.exists() for f in files):
+def _per_request(results: Path, rec: Record) -> list[float] | None:
+    """One run's per-request latencies in intended-send order (None without the file)."""
+    files = [results / n for n in rec.raw_files if n.endswith(".oha.requests.csv.gz")]
+    if len(files) != 1 or not files[0].exists():
         return None
     try:
-        return [v for f in files for v in per_request_latencies_ms(f)]
+        return per_request_latencies_ms(files[0])
     except OhaParseError:
         return None
 
 
+def _p99_cell(results: Path, group: list[Record]) -> str:
+    """p99 over trials (the geometric mean of each run's p99 and its t interval); a single
+    run gets a within-run block-bootstrap interval, labelled so, or none."""
+    est = estimate(latency_values(group, "p99"))
+    if est is None:
+        return "–"
+    if est.low is not None and est.high is not None:
+        return f"{num(est.center, 2)} [{num(est.low, 2)}–{num(est.high, 2)}]"
+    series = _per_request(results, group[0]) if len(group) == 1 else None
+    within = within_run_interval(series, 0.99, block_for(group[0].offered_rps)) if series else None
+    if within is None:
+        return num(est.center, 2)
+    return f"{num(est.center, 2)} [{num(within[1], 2)}–{num(within[2], 2)} within-run]"
+
+
 def _latency_cells(results: Path, group: list[Record]) -> list[str]:
-    samples = _per_request(results, group)
-    if samples is not None:
-        merged = latency_summary_ms(samples)
-        cells = [num(merged[k], 2) for k in ("p50", "p90", "p99", "p999", "max")]
-        interval = quantile_interval(samples, 0.99)
-        if interval is not None:  # p99 with its distribution-free 95 % interval
-            cells[2] += f" [{num(interval[1], 2)}–{num(interval[2], 2)}]"
-        return cells
-    # Without the per-request files: medians of the trials' figures, marked as such.
-    return [
-        "~" + num(median([(r.latency_ms or {}).get(k) for r in group]), 2)
-        for k in ("p50", "p90", "p99", "p999", "max")
-    ]
+    """Each percentile as the geometric mean of the trials' own percentiles."""
+    cells = []
+    for key in ("p50", "p90", "p99", "p999", "max"):
+        if key == "p99":
+            cells.append(_p99_cell(results, group))
+            continue
+        est = estimate(latency_values(group, key))
+        cells.append(num(est.center, 2) if est else "–")
+    return cells
 
 
 def _rate_row(results: Path, group: list[Record]) -> list[str]:
@@ -160,9 +178,20 @@ def _step_cells(steps: list[Record], phase: str, factor: float, found: float) ->
     return cell + (" ◇" if rec.metadata["capacity"].get("passed") else "")
 
 
+def capacity_cell(cap: Capacity, passed_max: float | None = None) -> str:
+    """`2,950 [2,900–3,100]`, the capacity and its 95 % interval, or why there is none."""
+    if cap.center is None:
+        if cap.below:
+            return "below every rate tried"
+        return f"not reached (≥ {num(passed_max)} passed)" if passed_max else "–"
+    cell = f"{num(cap.center)} [{num(cap.low)}–{num(cap.high)}]"
+    return cell + (" ‡" if cap.bracket_only else "")
+
+
 def _capacity_row(steps: list[Record]) -> list[str]:
     first = steps[0]
     found = capacity_found(steps)
+    cap = capacity_estimate(steps)
     erring = [s.offered_rps for s in steps if s.status == "ok" and failed_requests(s) > 0]
     profile = []
     for factor in PROFILE_FACTORS.values():
@@ -175,11 +204,11 @@ def _capacity_row(steps: list[Record]) -> list[str]:
         ]
         profile.append(num((match[-1].latency_ms or {}).get("p99"), 1) if match else "–")
     passed = [s.offered_rps for s in steps if s.metadata["capacity"].get("passed")]
-    capacity_cell = num(found) if found else f"not confirmed (≥ {num(max(passed, default=0))})"
     return [
         first.server,
         knobs_label(first.knobs or {}),
-        capacity_cell,
+        capacity_cell(cap, max(passed, default=None)),
+        str(cap.trials_at_knee) if cap.center is not None else "–",
         num(min(erring)) if erring else "none seen",
         *profile,
         _step_cells(steps, "past", 1.2, found) if found else "–",
@@ -187,6 +216,21 @@ def _capacity_row(steps: list[Record]) -> list[str]:
         str(len(steps)),
         machine(first),
     ]
+
+
+def capacity_outcomes(steps: list[Record]) -> dict[float, list[bool]]:
+    """Each offered rate's step verdicts (every phase: a step is a trial at its rate)."""
+    outcomes: dict[float, list[bool]] = defaultdict(list)
+    for step in steps:
+        passed = step.metadata["capacity"].get("passed")
+        if step.offered_rps and passed is not None:
+            outcomes[float(step.offered_rps)].append(bool(passed))
+    return dict(outcomes)
+
+
+def capacity_estimate(steps: list[Record], confidence: float = 0.95) -> Capacity:
+    """The capacity of one search with its interval (bench.report.stats.capacity)."""
+    return capacity(capacity_outcomes(steps), confidence)
 
 
 def searches(records: list[Record]) -> dict[tuple, dict[str, list[Record]]]:
@@ -218,32 +262,61 @@ def capacity_sections(records: list[Record], results: Path, plots: dict[str, str
         plot = plots.get(f"knee-{scenario}-{p99_ms:g}")
         if plot:
             lines += [f"![{scenario}: p99 against offered rate]({plot})", ""]
-        lines += [*markdown_table(CAPACITY_HEADER, rows, "llrrrrllrl"), ""]
+        lines += [*markdown_table(CAPACITY_HEADER, rows, "llrrrrrllrl"), "", CAPACITY_NOTE, ""]
+        if any("‡" in cell for row in rows for cell in row):
+            lines += [BRACKET_NOTE, ""]
         if any("◇" in cell for row in rows for cell in row):
             lines += [PAST_NOTE, ""]
     return lines
 
 
-def knee_series(records: list[Record]) -> dict[tuple[str, float], dict[str, list[tuple]]]:
-    """Per (scenario, objective): per server, (offered, p99) of every capacity step."""
-    series: dict[tuple[str, float], dict[str, list[tuple]]] = defaultdict(lambda: defaultdict(list))
+def _knee_capacity(steps: list[Record]) -> tuple[float | None, tuple[float, float] | None]:
+    """The crossing the summary reports (capacity_estimate) with its interval, for the plot;
+    the confirmed search result where no crossing is known."""
+    cap = capacity_estimate(steps)
+    if cap.center is None:
+        return capacity_found(steps), None
+    interval = (cap.low, cap.high) if cap.low is not None and cap.high is not None else None
+    return cap.center, interval
+
+
+def knee_series(records: list[Record]) -> dict[tuple[str, float], list[Knee]]:
+    """Per (scenario, objective): per search, every step (offered, p99, met the objective)
+    and the capacity it found."""
+    steps: dict[tuple[str, float], dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
     for rec in records:
         capacity = rec.metadata.get("capacity")
         if capacity and rec.status == "ok" and rec.offered_rps:
-            label = f"{rec.server} {knobs_label(rec.knobs or {})} [{host_of(rec)}]"
-            p99 = (rec.latency_ms or {}).get("p99")
             key = (rec.scenario, float(capacity["objective"]["p99_ms"]))
-            series[key][label].append((rec.offered_rps, p99))
-    return {key: dict(lines) for key, lines in series.items()}
+            steps[key][capacity["search"]].append(rec)
+    series: dict[tuple[str, float], list[Knee]] = {}
+    for key, by_search in steps.items():
+        series[key] = [
+            Knee(
+                label=f"{s[0].server} {knobs_label(s[0].knobs or {})} [{host_of(s[0])}]",
+                steps=[
+                    (
+                        r.offered_rps,
+                        (r.latency_ms or {}).get("p99"),
+                        r.metadata["capacity"].get("passed"),
+                    )
+                    for r in s
+                ],
+                capacity=_knee_capacity(s)[0],
+                interval=_knee_capacity(s)[1],
+            )
+            for s in by_search.values()
+        ]
+    return series
 
 
 def write_knee_plots(results: Path, records: list[Record]) -> dict[str, str]:
     """A knee plot per scenario and objective; key -> path relative to results."""
     written = {}
-    for (scenario, p99_ms), lines in sorted(knee_series(records).items()):
+    for (scenario, p99_ms), knees in sorted(knee_series(records).items()):
         name = f"knee-{scenario}-{p99_ms:g}"
         path = results / "plots" / f"{name}.png"
-        plot_knee(scenario, p99_ms, lines, path)
+        plot_knee(scenario, p99_ms, knees, path)
         written[name] = str(path.relative_to(results))
     return written
 

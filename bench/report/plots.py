@@ -1,19 +1,64 @@
-"""Plots: per scenario, req/s and p99 latency against concurrency, one line per configuration.
+"""Plots: one figure per question, drawn from plain data (no records in here).
 
-Input: series already aggregated by bench.report.summary (scenario -> line label -> points of
-(concurrency, req/s, p99 ms[, req/s interval, p99 interval]): geometric means over trials and
-their 95 % intervals, drawn as error bars). Output: RESULTS/plots/<scenario>.png, and the
-relative paths for summary.md to link. matplotlib draws off-screen (Agg): no display needed.
+Input: series already aggregated by the report's modules (bench.report.summary for the
+scenarios, bench.report.openloop for the knees, bench.report.figures for the race, reload,
+recycling and soak, the study engine for its verdicts' metrics): labels, numbers and 95 %
+intervals. Output: PNG files (matplotlib off-screen, Agg: no display needed) and, for the
+scenarios, the relative paths for summary.md to link.
+
+Every figure keeps to one palette (Okabe–Ito: told apart with the common colour-vision
+deficiencies, with a marker per series as a second cue) and at most MAX_SERIES series per
+axes: the leading configurations are drawn, the rest are left to the tables (the title says
+how many), baselines (nginx-static, flask-dev) are grey reference lines, not series.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 Point = tuple  # (concurrency, req/s, p99 ms[, (low, high) of req/s, (low, high) of p99])
+
+# Okabe & Ito (2008), "Color Universal Design": distinguishable with protanopia,
+# deuteranopia and tritanopia. Yellow last: faint on white, used only by an eighth series.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#F0E442")
+MARKERS = ("o", "s", "D", "^", "v", "P", "X", "*")
+MAX_SERIES = 8
+# Reference points, not contenders: the ceiling (nginx answering by itself) and the Flask
+# development server (the floor nobody should deploy).
+BASELINES = ("nginx-static", "flask-dev")
+BASELINE_STYLE = {"color": "#777777", "linestyle": "--", "linewidth": 1.2}
+
+
+def _pyplot() -> Any:
+    """matplotlib's pyplot on the off-screen backend (imported late: the CLI starts fast)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def style(index: int) -> dict[str, object]:
+    """Colour and marker of the index-th series of an axes."""
+    return {"color": PALETTE[index % len(PALETTE)], "marker": MARKERS[index % len(MARKERS)]}
+
+
+def figure(value: float) -> str:
+    """A bar's value as the tables print it: whole numbers from 100 up, 3 digits below."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def is_baseline(label: str) -> bool:
+    """Whether a series label names a baseline server (its first word)."""
+    return label.split(" ", 1)[0] in BASELINES
 
 
 def _errors(center: list, intervals: list) -> list[list[float]] | None:
@@ -30,55 +75,195 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "-", name).strip("-") or "x"
 
 
-def save_figure(fig: object, path: Path) -> None:
+def save_figure(fig: Any, path: Path) -> None:
     """Write the figure as PNG through a temp file (a reader never sees half a file)."""
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".png")
     os.close(fd)
     try:
-        fig.savefig(tmp, dpi=90)  # type: ignore[attr-defined]
+        fig.savefig(tmp, dpi=90)
         os.chmod(tmp, 0o644)  # mkstemp makes it private; a results file is for reading
         os.replace(tmp, path)
     finally:
-        plt.close(fig)  # type: ignore[arg-type]
+        plt.close(fig)
         if os.path.exists(tmp):
             os.unlink(tmp)
 
 
-def plot_scenario(scenario: str, lines: dict[str, list[Point]], path: Path) -> None:
-    """Two panels side by side (req/s, p99 ms) against concurrency, written to path as PNG."""
-    import matplotlib
+def leading(lines: dict[str, list[Point]], limit: int = MAX_SERIES) -> list[str]:
+    """The non-baseline labels with the highest best req/s, at most `limit`, best first."""
+    contenders = [label for label in lines if not is_baseline(label)]
+    best = {label: max((p[1] or 0.0 for p in lines[label]), default=0.0) for label in contenders}
+    return sorted(contenders, key=lambda label: (-best[label], label))[:limit]
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, (rps_ax, p99_ax) = plt.subplots(1, 2, figsize=(13, 5.5))
-    for label, points in sorted(lines.items()):
-        points = sorted(points, key=lambda point: point[0])
-        conc = [point[0] for point in points]
-        rps, p99 = [point[1] for point in points], [point[2] for point in points]
-        rps_err = _errors(rps, [point[3] if len(point) > 3 else None for point in points])
-        p99_err = _errors(p99, [point[4] if len(point) > 4 else None for point in points])
-        line = rps_ax.errorbar(conc, rps, yerr=rps_err, marker="o", capsize=3, label=label)
-        p99_ax.errorbar(conc, p99, yerr=p99_err, marker="o", capsize=3, color=line[0].get_color())
-    rps_ax.set(title=f"{scenario}: requests/s (geometric mean, 95 % CI)", xlabel="concurrency")
-    p99_ax.set(title=f"{scenario}: p99 latency, ms (geometric mean, 95 % CI)", xlabel="concurrency")
+def _concurrency_axis(ax: Any, ticks: list[int]) -> None:
+    """Concurrency levels grow geometrically (5, 10, 30, 50, 100): a log axis, ticks as given."""
+    ax.grid(True, alpha=0.3)
+    if len(ticks) > 1:
+        ax.set_xscale("log")
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.minorticks_off()
+
+
+def _reference(ax: Any, label: str, points: list[Point], column: int, top: float) -> None:
+    """A baseline as a grey dashed line, named at its right end; above the axes' range it is
+    named at the top edge instead (nginx-static would flatten every server into the bottom)."""
+    points = sorted((p for p in points if p[column] is not None), key=lambda p: p[0])
+    if not points:
+        return
+    xs, ys = [p[0] for p in points], [p[column] for p in points]
+    ax.plot(xs, ys, **BASELINE_STYLE)
+    name = label.split(" ", 1)[0]
+    if max(ys) > top:
+        text = f"{name}: {max(ys):,.0f} (above the axis)"
+        ax.annotate(
+            text,
+            (xs[-1], top),
+            xytext=(0, -12),
+            textcoords="offset points",
+            ha="right",
+            fontsize="small",
+            color="#555555",
+        )
+    else:
+        ax.annotate(
+            name,
+            (xs[-1], ys[-1]),
+            xytext=(3, 3),
+            textcoords="offset points",
+            fontsize="small",
+            color="#555555",
+        )
+
+
+def _dodge(xs: list, index: int, count: int) -> list[float]:
+    """Spread series apart along a log x axis by a few per cent, so that error bars of
+    configurations measured at the same concurrency do not hide each other."""
+    return [x * (1 + 0.02 * (index - (count - 1) / 2)) for x in xs]
+
+
+def _scenario_lines(
+    ax_rps: Any, ax_p99: Any, lines: dict[str, list[Point]], shown: list[str]
+) -> None:
+    """The leading configurations with their intervals, then the baselines for reference."""
     # Tail latencies span orders of magnitude between servers: a log axis keeps all legible.
-    p99_ax.set_yscale("log")
-    ticks = sorted({point[0] for points in lines.values() for point in points})
-    for ax in (rps_ax, p99_ax):
-        ax.grid(True, alpha=0.3)
-        if len(ticks) > 1:
-            # Concurrency levels grow geometrically (5, 10, 30, 50, 100).
+    ax_p99.set_yscale("log")
+    for index, label in enumerate(shown):
+        points = sorted(lines[label], key=lambda point: point[0])
+        conc = _dodge([p[0] for p in points], index, len(shown))
+        rps, p99 = [p[1] for p in points], [p[2] for p in points]
+        rps_err = _errors(rps, [p[3] if len(p) > 3 else None for p in points])
+        p99_err = _errors(p99, [p[4] if len(p) > 4 else None for p in points])
+        ax_rps.errorbar(conc, rps, yerr=rps_err, capsize=3, label=label, **style(index))
+        ax_p99.errorbar(conc, p99, yerr=p99_err, capsize=3, **style(index))
+    top = 1.15 * max(_high(p, 1, 3) for s in shown for p in lines[s])
+    ax_rps.set_ylim(0, top)
+    p99_values = [p[2] for s in shown for p in lines[s] if p[2]]
+    p99_top = 2 * max(_high(p, 2, 4) for s in shown for p in lines[s])
+    ax_p99.set_ylim(0.5 * min(p99_values, default=1.0), p99_top)
+    for label in sorted(label for label in lines if is_baseline(label)):
+        _reference(ax_rps, label, lines[label], 1, top)
+        _reference(ax_p99, label, lines[label], 2, p99_top)
+
+
+def _high(point: Point, column: int, interval: int) -> float:
+    """A point's upper interval end where it has one, else its value (0 when missing)."""
+    if len(point) > interval and point[interval]:
+        return float(point[interval][1])
+    return float(point[column] or 0.0)
+
+
+def _legend_below(fig: Any, ax: Any, ncol: int = 2) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize="small", frameon=False)
+    rows = (len(labels) + ncol - 1) // ncol
+    fig.tight_layout(rect=(0, min(0.4, 0.055 * rows + 0.03), 1, 1))
+
+
+def plot_scenario(scenario: str, lines: dict[str, list[Point]], path: Path) -> None:
+    """req/s and p99 (ms) against concurrency, the leading configurations as series, written
+    to path as PNG; a scenario measured at one concurrency gets bars instead."""
+    plt = _pyplot()
+    shown = leading(lines)
+    ticks = sorted({p[0] for points in lines.values() for p in points})
+    if len(ticks) == 1:
+        plot_bars(f"{scenario} at concurrency {ticks[0]}", _bar_panels(lines), path)
+        return
+    fig, (ax_rps, ax_p99) = plt.subplots(1, 2, figsize=(13, 5.5))
+    _scenario_lines(ax_rps, ax_p99, lines, shown)
+    rest = len([label for label in lines if not is_baseline(label)]) - len(shown)
+    more = f"; {rest} more in the table" if rest > 0 else ""
+    ax_rps.set(
+        title=f"{scenario}: req/s (geometric mean, 95 % CI){more}",
+        xlabel="concurrency (connections)",
+        ylabel="requests/s",
+    )
+    ax_p99.set(
+        title=f"{scenario}: p99 latency (geometric mean, 95 % CI)",
+        xlabel="concurrency (connections)",
+        ylabel="p99 ms (log scale)",
+    )
+    for ax in (ax_rps, ax_p99):
+        _concurrency_axis(ax, ticks)
+    _legend_below(fig, ax_rps)
+    save_figure(fig, path)
+
+
+def _bar_panels(lines: dict[str, list[Point]]) -> list[tuple[str, dict[str, tuple]]]:
+    """One point per configuration -> (req/s, p99) bar panels: value and interval per label."""
+    shown = leading(lines) + sorted(label for label in lines if is_baseline(label))
+    rps = {
+        label: (lines[label][0][1], lines[label][0][3] if len(lines[label][0]) > 3 else None)
+        for label in shown
+    }
+    p99 = {
+        label: (lines[label][0][2], lines[label][0][4] if len(lines[label][0]) > 4 else None)
+        for label in shown
+    }
+    return [
+        ("requests/s (geometric mean, 95 % CI)", rps),
+        ("p99 ms (geometric mean, 95 % CI)", p99),
+    ]
+
+
+def _bar_colour(label: str, groups: Sequence[str]) -> str:
+    if is_baseline(label):
+        return "#AAAAAA"
+    index = next((i for i, suffix in enumerate(groups) if label.endswith(suffix)), 0)
+    return PALETTE[index % len(PALETTE)]
+
+
+def plot_bars(
+    title: str,
+    panels: Sequence[tuple[str, dict[str, tuple]]],
+    path: Path,
+    groups: Sequence[str] = (),
+) -> None:
+    """Side-by-side horizontal bar panels; each maps a label to (value, (low, high) or None).
+    Baselines are grey; labels ending in groups[i] take the i-th colour; a metric named
+    "... log scale" gets a log axis."""
+    plt = _pyplot()
+    labels = list(dict.fromkeys(label for _, values in panels for label in values))
+    height = max(3.5, 0.35 * len(labels) + 1.8)
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(6.5 * len(panels), height), squeeze=False, layout="constrained"
+    )
+    for ax, (metric, values) in zip(axes[0], panels, strict=True):
+        shown = [label for label in labels if label in values and values[label][0] is not None]
+        centers = [float(values[label][0]) for label in shown]
+        err = _errors(centers, [values[label][1] for label in shown])
+        colours = [_bar_colour(label, groups) for label in shown]
+        ax.barh(shown, centers, xerr=err, color=colours, capsize=3)
+        ax.set_xlabel(metric)
+        if "log scale" in metric:
             ax.set_xscale("log")
-            ax.set_xticks(ticks, [str(t) for t in ticks])
-            ax.minorticks_off()
-    handles, labels = rps_ax.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize="small", frameon=False)
-    rows = (len(labels) + 2) // 3
-    fig.tight_layout(rect=(0, min(0.45, 0.05 * rows + 0.02), 1, 1))
+        ax.invert_yaxis()
+        ax.grid(True, axis="x", alpha=0.3)
+        for y, value in enumerate(centers):
+            ax.annotate(f" {figure(value)}", (value, y), va="center", fontsize="small")
+    fig.suptitle(title, fontsize="medium")
     save_figure(fig, path)
 
 
@@ -94,61 +279,238 @@ def write_plots(results_dir: Path, series: dict[str, dict[str, list[Point]]]) ->
     return written
 
 
-def plot_study(title: str, metric: str, series: dict[str, list[tuple]], path: Path) -> None:
-    """A study's figure: the metric by concurrency per arm, or one bar per arm when each arm
-    ran at a single concurrency."""
-    import matplotlib
+# -- studies ------------------------------------------------------------------------------
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    single = all(len(points) == 1 for points in series.values())
-    # One bar per arm: a quarter inch each keeps 40 labels legible.
-    height = max(5.0, 0.25 * len(series) + 1.5) if single else 5.0
-    fig, ax = plt.subplots(figsize=(10, height))
-    if single:
-        labels = sorted(series)
-        values = [series[label][0][1] or 0.0 for label in labels]
-        ax.barh(labels, values)
-        ax.set_xlabel(metric)
-        ax.invert_yaxis()
-    else:
-        for label, points in sorted(series.items()):
-            points = sorted(points)
-            ax.plot([c for c, _ in points], [v for _, v in points], marker="o", label=label)
-        ax.set_xlabel("concurrency")
-        ax.set_ylabel(metric)
-        ax.legend(fontsize="small")
-    ax.set_title(title, fontsize="medium")
+@dataclass(frozen=True)
+class Panel:
+    """One metric of a study: per series (arm), its (x, value) points; x is the concurrency
+    (closed loop) or the offered rate (open loop), named by x_label."""
+
+    metric: str
+    x_label: str
+    series: dict[str, list[tuple]]
+
+
+def _grid(count: int, columns: int) -> tuple[int, int]:
+    return max(1, math.ceil(count / columns)), min(columns, max(1, count))
+
+
+def _panel_bars(ax: Any, panel: Panel) -> None:
+    labels = sorted(panel.series)
+    values = [float(panel.series[label][0][1] or 0.0) for label in labels]
+    ax.barh(labels, values, color=PALETTE[0])
+    ax.invert_yaxis()
+    ax.set_xlabel(panel.metric)
+    ax.grid(True, axis="x", alpha=0.3)
+    for y, value in enumerate(values):
+        ax.annotate(f" {figure(value)}", (value, y), va="center", fontsize="small")
+
+
+def _panel_lines(ax: Any, panel: Panel, labels: list[str]) -> None:
+    for index, label in enumerate(labels):
+        points = sorted(p for p in panel.series[label] if p[1] is not None)
+        ax.plot([p[0] for p in points], [p[1] for p in points], label=label, **style(index))
+    ax.set(xlabel=panel.x_label, ylabel=panel.metric)
     ax.grid(True, alpha=0.3)
-    fig.tight_layout()
+    ax.legend(fontsize="x-small")
+
+
+def _panel_axes(panels: Sequence[Panel]) -> list[tuple[Panel, list[str] | None]]:
+    """Axes to draw: a bar panel per metric whose series have one point each, else line
+    panels of at most MAX_SERIES series each (small multiples)."""
+    out: list[tuple[Panel, list[str] | None]] = []
+    for panel in panels:
+        if all(len(points) == 1 for points in panel.series.values()):
+            out.append((panel, None))
+            continue
+        labels = sorted(panel.series)
+        for start in range(0, len(labels), MAX_SERIES):
+            out.append((panel, labels[start : start + MAX_SERIES]))
+    return out
+
+
+def plot_study(title: str, panels: Sequence[Panel], path: Path) -> None:
+    """A study's figure: one panel per metric its verdict judges (bars when each arm has one
+    point, lines against concurrency or offered rate otherwise)."""
+    plt = _pyplot()
+    axes_data = _panel_axes([p for p in panels if p.series])
+    rows, cols = _grid(len(axes_data), 2)
+    bars = max((len(p.series) for p, labels in axes_data if labels is None), default=0)
+    height = max(4.5, 0.28 * bars + 1.5) * rows
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(7.5 * cols, height), squeeze=False, layout="constrained"
+    )
+    flat = [ax for row in axes for ax in row]
+    for ax, (panel, labels) in zip(flat, axes_data, strict=False):
+        if labels is None:
+            _panel_bars(ax, panel)
+        else:
+            _panel_lines(ax, panel, labels)
+        ax.set_title(panel.metric, fontsize="small")
+    for ax in flat[len(axes_data) :]:
+        ax.set_visible(False)
+    fig.suptitle(title, fontsize="medium")
     save_figure(fig, path)
 
 
-def plot_knee(scenario: str, p99_ms: float, lines: dict[str, list[tuple]], path: Path) -> None:
-    """p99 against offered rate per server (every step of its capacity search), with the
-    objective as a line: where each server's curve crosses it is its knee."""
-    import matplotlib
+# -- open loop: the knee ------------------------------------------------------------------
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+@dataclass(frozen=True)
+class Knee:
+    """One capacity search: every step as (offered req/s, p99 ms or None, met the objective
+    or None), and the capacity found with its interval where the search gives one."""
+
+    label: str
+    steps: list[tuple]
+    capacity: float | None
+    interval: tuple[float, float] | None = None
+
+
+def _draw_knee(ax: Any, knee: Knee, index: int) -> None:
+    """Every step as a marker (hollow: missed the objective), the median p99 per offered rate
+    joined in rate order, the capacity as a vertical line (its interval shaded)."""
+    look = style(index)
+    by_rate: dict[float, list[float]] = {}
+    for rate, p99, passed in knee.steps:
+        if p99 is None:
+            continue
+        by_rate.setdefault(float(rate), []).append(float(p99))
+        face = look["color"] if passed is not False else "white"
+        ax.plot([rate], [p99], linestyle="none", markerfacecolor=face, alpha=0.8, **look)
+    rates = sorted(by_rate)
+    medians = [sorted(by_rate[r])[len(by_rate[r]) // 2] for r in rates]
+    name = knee.label + (f": {knee.capacity:,.0f} req/s" if knee.capacity else ": not confirmed")
+    ax.plot(rates, medians, color=look["color"], linewidth=1.2, label=name)
+    if knee.capacity:
+        ax.axvline(knee.capacity, color=look["color"], linestyle=":", linewidth=1.5)
+        if knee.interval:
+            ax.axvspan(*knee.interval, color=look["color"], alpha=0.12)
+
+
+def plot_knee(scenario: str, p99_ms: float, knees: Sequence[Knee], path: Path) -> None:
+    """p99 against offered rate per search (ordered by rate, every step shown), the objective
+    as a red line and each capacity as a dotted vertical line in its series' colour."""
+    plt = _pyplot()
     import matplotlib.ticker
 
-    fig, ax = plt.subplots(figsize=(10, 5.5))
-    for label, points in sorted(lines.items()):
-        points = sorted((rate, p99) for rate, p99 in points if p99 is not None)
-        ax.plot([r for r, _ in points], [p for _, p in points], marker="o", label=label)
-    ax.axhline(p99_ms, color="red", linestyle="--", linewidth=1, label=f"objective {p99_ms:g} ms")
+    shown = sorted(knees, key=lambda k: (-(k.capacity or 0.0), k.label))[:MAX_SERIES]
+    fig, ax = plt.subplots(figsize=(10, 6))
+    for index, knee in enumerate(shown):
+        _draw_knee(ax, knee, index)
+    ax.axhline(
+        p99_ms,
+        color="#D55E00",
+        linestyle="--",
+        linewidth=1.2,
+        label=f"objective: p99 ≤ {p99_ms:g} ms",
+    )
+    more = f" ({len(knees) - len(shown)} more in the table)" if len(knees) > len(shown) else ""
     ax.set(
-        title=f"{scenario}: p99 against offered rate (open loop, oha)",
-        xlabel="offered requests/s",
-        ylabel="p99 latency, ms (from intended send time)",
+        title=f"{scenario}: p99 against offered rate (open loop, oha){more}\n"
+        "filled: step met the objective, hollow: missed it; dotted: capacity found",
+        xlabel="offered requests/s (log scale)",
+        ylabel="p99 ms from intended send time (log scale)",
     )
     ax.set_xscale("log")
     ax.set_yscale("log")
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.grid(True, alpha=0.3, which="both")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+# -- production behaviours ----------------------------------------------------------------
+
+
+def plot_race(arms: dict[str, list[tuple]], path: Path) -> None:
+    """502s by idle gap behind the balancer: per arm (small multiples), a bar per idle gap;
+    each arm maps to (gap ms, sent, 502s) per gap."""
+    plt = _pyplot()
+    labels = [label for label in arms if arms[label]]
+    rows, cols = _grid(len(labels), 3)
+    fig, axes = plt.subplots(
+        rows,
+        cols,
+        figsize=(5.2 * cols, 2.6 * rows + 0.8),
+        squeeze=False,
+        layout="constrained",
+        sharey=True,
+    )
+    flat = [ax for row in axes for ax in row]
+    for ax, label in zip(flat, labels, strict=False):
+        gaps = sorted(arms[label])
+        names = [f"{gap:g}" for gap, _, _ in gaps]
+        bad = [n502 for _, _, n502 in gaps]
+        ax.bar(names, bad, color=[PALETTE[3] if n else "#BBBBBB" for n in bad])
+        sent = sum(s for _, s, _ in gaps)
+        ax.set_title(f"{label}\n{sum(bad)} × 502 in {sent:,} sent", fontsize="x-small")
+        ax.tick_params(axis="x", labelsize="x-small", rotation=90)
+        ax.grid(True, axis="y", alpha=0.3)
+    for ax in flat[len(labels) :]:
+        ax.set_visible(False)
+    fig.suptitle(
+        "The keep-alive race behind the ALB-like front: 502s per idle gap "
+        "(x: idle gap before the burst, ms; the gaps sit around each server's measured close)",
+        fontsize="medium",
+    )
+    fig.supylabel("502 responses")
+    save_figure(fig, path)
+
+
+def plot_timelines(
+    title: str,
+    ylabel: str,
+    series: dict[str, tuple[list, list]],
+    path: Path,
+    marker_x: float | None = None,
+) -> None:
+    """Small multiples of one quantity over time, one panel per label (shared axes), with a
+    vertical line at marker_x (e.g. the reload signal)."""
+    plt = _pyplot()
+    labels = sorted(series)
+    rows, cols = _grid(len(labels), 4)
+    fig, axes = plt.subplots(
+        rows,
+        cols,
+        figsize=(4 * cols, 2.3 * rows + 0.9),
+        squeeze=False,
+        layout="constrained",
+        sharex=True,
+        sharey=True,
+    )
+    flat = [ax for row in axes for ax in row]
+    for ax, label in zip(flat, labels, strict=False):
+        xs, ys = series[label]
+        ax.step(xs, ys, where="post", color=PALETTE[0])
+        if marker_x is not None:
+            ax.axvline(marker_x, color=PALETTE[3], linestyle="--", linewidth=1)
+        ax.set_title(f"{label}: {sum(ys):,.0f}", fontsize="small")
+        ax.grid(True, alpha=0.3)
+    for ax in flat[len(labels) :]:
+        ax.set_visible(False)
+    fig.suptitle(title, fontsize="medium")
+    fig.supylabel(ylabel, fontsize="small")
+    fig.supxlabel(
+        "s from the signal (dashed line)" if marker_x is not None else "s", fontsize="small"
+    )
+    save_figure(fig, path)
+
+
+def plot_lines(
+    title: str, xlabel: str, ylabel: str, series: dict[str, tuple[list, list]], path: Path
+) -> None:
+    """One axes of at most MAX_SERIES lines (the first ones by label), e.g. RSS over time."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(10, 5))
+    for index, label in enumerate(sorted(series)[:MAX_SERIES]):
+        xs, ys = series[label]
+        ax.plot(xs, ys, label=label, markevery=max(1, len(xs) // 12), **style(index))
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
     fig.tight_layout()
     save_figure(fig, path)

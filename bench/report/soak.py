@@ -70,21 +70,14 @@ def _row(rec: Record) -> list[str]:
 
 def plot_rss(latest: dict[str, Record], path: Path) -> None:
     """RSS of each server's whole tree over its soak, one line per server."""
-    import matplotlib
+    from bench.report.plots import plot_lines
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from bench.report.plots import save_figure
-
-    fig, ax = plt.subplots(figsize=(10, 5))
-    for server, rec in sorted(latest.items()):
-        series = rec.series or {}
-        ax.plot(series.get("t_s", []), series.get("rss_total_mb", []), label=server)
-    ax.set(title="RSS of the server (all processes) during the soak", xlabel="s", ylabel="MB")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
-    save_figure(fig, path)
+    series = {
+        server: ((rec.series or {}).get("t_s", []), (rec.series or {}).get("rss_total_mb", []))
+        for server, rec in latest.items()
+    }
+    title = "RSS of the server (all its processes) during the soak"
+    plot_lines(title, "s from the start of the run", "RSS MB", series, path)
 
 
 def soak_sections(records: list[Record], results_dir: Path | None) -> list[str]:

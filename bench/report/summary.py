@@ -28,6 +28,8 @@ from bench.report.cells import (
     via_label,
 )
 from bench.report.compare import MARKS_NOTE, compare, rows_table
+from bench.report.export import points
+from bench.report.figures import figure_sections
 from bench.report.glance import glance_section
 from bench.report.groups import (
     CEILING,
@@ -42,6 +44,7 @@ from bench.report.groups import (
     served_share,
     socket_errors,
 )
+from bench.report.html import write_html
 from bench.report.openloop import open_loop_sections
 from bench.report.plots import write_plots
 from bench.report.production import production_sections
@@ -241,8 +244,10 @@ STARVED_NOTE = (
 RANK_NOTE = (
     "Rows: one configuration at one concurrency, ranked among those measured at the same "
     "concurrency on the same machine, by req/s (higher first) and by p99 (lower first). "
-    "`2=`: shares rank 2 — not significantly different from the configuration ranked 2 "
-    "(Welch's t-test on log values, p ≥ 0.05, or a single trial): their order is noise."
+    "`2–4`: the ranks the data allow — 1 + the configurations significantly better, to the "
+    "count minus those significantly worse (Welch's t-test on log values, Holm-corrected "
+    "over every pair of the table's load; a single trial is never significant). "
+    "Baselines (nginx-static, flask-dev) are reference lines: not ranked (–)."
 )
 
 
@@ -424,12 +429,18 @@ def arch_section(records: list[Record]) -> list[str]:
 
 
 METHOD = (
-    "Requests/s and p99 are geometric means over trials with their 95 % confidence interval "
-    "(Student's t on log values); two configurations differ significantly when Welch's "
-    "t-test on log values gives p < 0.05 (conservative degrees of freedom, min(n) − 1); "
-    "configurations sharing a rank (`2=`) are not significantly different: their order is "
-    "noise. Open-loop percentiles come from every request of every trial (oha), the p99 with "
-    "its distribution-free interval (order statistics). "
+    "The trial (one run) is the unit of every interval and test. Requests/s and each "
+    "percentile are geometric means over trials with their 95 % confidence interval "
+    "(Student's t on log values); open-loop percentiles are each trial's own, a single "
+    "trial's p99 interval is a within-run block bootstrap (500 ms blocks), labelled so. Two "
+    "configurations differ significantly when Welch's t-test on log values (degrees of "
+    "freedom min(n) − 1) gives p < 0.05 after Holm's correction over the family: every pair "
+    "at one load on one machine, or every point of a comparison. Ranks are intervals (`1–3`: "
+    "1 + those significantly better to the count minus those significantly worse); "
+    "baselines (nginx-static, flask-dev) are not ranked, nor achieved req/s at a fixed "
+    "offered rate. A capacity is `X [lo–hi]`: where the share of passing steps crosses 1/2, "
+    "with a bootstrap interval over repeated steps. Records without a machine identity are "
+    "told apart by kernel build. "
     "Closed-loop latencies are measured by wrk, whose percentiles include its own post-hoc "
     "estimate of the requests a stalled server kept it from sending (`stats_correct`); "
     "open-loop runs (oha) are measured from each request's intended send time. Errors: "
@@ -568,7 +579,9 @@ def write_summary(
     plots = write_plots(results_dir, plot_series(records))
     extra = open_loop_sections(records, results_dir)
     extra += sections(records) if sections is not None else []
-    extra += production_sections(records) + soak_sections(records, results_dir)
+    extra += production_sections(records) + figure_sections(records, results_dir)
+    extra += soak_sections(records, results_dir)
     _write_atomic(path, render_summary(records, problems, plots, extra))
     _write_atomic(results_dir / "system.md", render_system(records))
+    write_html(results_dir, points(records))
     return path

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bench.core.record import Record
 from bench.report.cells import host_of
+from bench.report.plots import Panel, plot_study
 from bench.report.table import markdown_table
 from bench.studies import network
 from bench.studies.arms import best_arms
@@ -363,22 +364,38 @@ def study_section(study: Study, records: list[Record], plot: str | None) -> list
     return [*lines, ""]
 
 
-def study_series(study: Study, records: list[Record]) -> dict[str, list[tuple]]:
-    """Plot data: per closed-loop arm (and route), the plot metric by concurrency."""
-    values = measured([r for r in records if r.offered_rps is None], study.plot_metric)
+def study_series(study: Study, records: list[Record]) -> list[Panel]:
+    """Plot data: a panel per metric the verdict's checks judge (per load model), each arm
+    (and route) a series of the metric by concurrency, or by offered rate open loop."""
     labels = {a.id: a.label for a in study.arms}
-    routes = {scenario for _, scenario, _, _ in values}
-    series: dict[str, list[tuple]] = defaultdict(list)
-    for (arm, scenario, conc, _), value in values.items():
-        label = labels.get(arm, arm) + (f" {scenario}" if len(routes) > 1 else "")
-        series[label].append((conc, value))
-    return dict(series)
+    panels = []
+    for opened in (False, True):
+        part = [r for r in records if (r.offered_rps is not None) == opened]
+        judged = [c["metric"] for c in study.checks if study.check_is_open(c) == opened]
+        metrics = list(dict.fromkeys(judged or ([] if opened else [study.plot_metric])))
+        for metric in metrics if part else []:
+            panels += _metric_panels(metric, measured(part, metric), labels, opened)
+    return panels
+
+
+def _metric_panels(metric: str, values: dict, labels: dict[str, str], opened: bool) -> list[Panel]:
+    """One metric's panels: several routes get a panel each (small multiples)."""
+    routes = sorted({scenario for _, scenario, _, _ in values})
+    panels = []
+    for route in routes:
+        series: dict[str, list[tuple]] = defaultdict(list)
+        for (arm, scenario, conc, offered), value in values.items():
+            if scenario == route:
+                series[labels.get(arm, arm)].append((offered if opened else conc, value))
+        name = METRICS[metric] + (" (open loop)" if opened else "")
+        name += f", {route}" if len(routes) > 1 else ""
+        x_label = "offered req/s" if opened else "concurrency (connections)"
+        panels.append(Panel(name, x_label, dict(series)))
+    return panels
 
 
 def _sections_of(name: str, records: list[Record], results_dir: Path | None) -> list[str]:
     """One study's section from its latest run, with its plot (judged studies)."""
-    from bench.report.plots import plot_study
-
     try:
         study = load_study(name)
     except StudyError as exc:
@@ -386,11 +403,10 @@ def _sections_of(name: str, records: list[Record], results_dir: Path | None) -> 
     if not study.judged:
         return network.study_section(study, records)
     plot = None
-    series = study_series(study, records)
-    if results_dir is not None and any(series.values()):
-        # (a study whose arms are all open loop has no closed-loop series: no empty plot)
+    panels = study_series(study, records)
+    if results_dir is not None and any(p.series for p in panels):
         path = results_dir / "plots" / f"study-{name}.png"
-        plot_study(study.title, METRICS[study.plot_metric], series, path)
+        plot_study(study.title, panels, path)
         plot = str(path.relative_to(results_dir))
     return study_section(study, records, plot)
 

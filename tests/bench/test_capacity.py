@@ -111,3 +111,16 @@ def test_verdict_checks_p999_when_asked() -> None:
     """With a p99.9 objective too, a step within p99 but past p99.9 fails."""
     objective = plan.Objective(p99_ms=100, p999_ms=30)
     assert verdict(_measured(100, 20.0), 100, objective) == (False, "p99.9 40.0 ms > 30 ms")
+
+
+def test_the_knee_ladder_repeats_each_rate_in_shuffled_rounds() -> None:
+    """Every rate around the result CAPACITY_KNEE_TRIALS times, each round a permutation."""
+    from bench.core import defaults
+    from bench.harness.capacity import knee_ladder
+
+    ladder = knee_ladder(1000, seed=7)
+    rates = sorted({round(1000 * f) for f in defaults.CAPACITY_KNEE})
+    assert sorted(ladder) == sorted(rates * defaults.CAPACITY_KNEE_TRIALS)
+    width = len(rates)
+    rounds = [ladder[i : i + width] for i in range(0, len(ladder), width)]
+    assert all(sorted(r) == rates for r in rounds) and len({tuple(r) for r in rounds}) > 1

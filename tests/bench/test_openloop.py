@@ -6,14 +6,14 @@ with their per-request files (tests/fixtures/openloop/, made by `make capacity` 
 from __future__ import annotations
 
 import shutil
+import statistics
 from pathlib import Path
 
 import pytest
 
 from bench.core.record import load_records
-from bench.load.oha import latency_summary_ms, per_request_latencies_ms
 from bench.report.openloop import capacity_sections, open_loop_sections, write_knee_plots
-from bench.report.stats import quantile_interval
+from bench.report.stats import estimate
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "openloop"
 
@@ -25,16 +25,17 @@ def results(tmp_path: Path) -> Path:
 
 
 def test_capacity_table_gives_the_confirmed_capacity_and_what_lies_past_it(results: Path) -> None:
-    """The row says 90 req/s (the confirmed step), no errors seen, p99 at 50 % and 80 %, and
-    at 120 %/150 % the rate the server still served with its p99."""
+    """The row says 91 [90–93] req/s (90 passed twice, 93 failed once: the crossing between
+    them, a bracket of single steps ‡), no errors seen, p99 at 50 % and 80 %, and at
+    120 %/150 % the rate the server still served with its p99."""
     records, problems = load_records(results)
     assert not problems
     lines = capacity_sections(records, results, {})
     (row,) = [line for line in lines if line.startswith("| gunicorn-sync")]
     cells = [cell.strip() for cell in row.strip("|").split("|")]
-    assert cells[2] == "90" and cells[3] == "none seen"
-    assert float(cells[4]) < 20 and float(cells[5]) < 20  # p99 ms at 45 and 72 req/s
-    achieved, p99, failed, overflows = (c.strip() for c in cells[6].split(", "))
+    assert cells[2] == "91 [90–93] ‡" and cells[3] == "3" and cells[4] == "none seen"
+    assert float(cells[5]) < 20 and float(cells[6]) < 20  # p99 ms at 45 and 72 req/s
+    achieved, p99, failed, overflows = (c.strip() for c in cells[7].split(", "))
     assert float(achieved) < 100 and float(p99.replace(",", "")) > 100 and failed == "0"
     assert overflows == "0"  # the kernel's queue (backlog 2048) never filled
     assert "### Capacity at p99 ≤ 100 ms: sleep (`/sleep?ms=10`)" in lines
@@ -48,25 +49,32 @@ def test_knee_plot_per_scenario_and_objective(results: Path) -> None:
     assert (results / plots["knee-sleep-100"]).stat().st_size > 10_000
 
 
-def test_fixed_rate_latencies_are_merged_over_every_request_of_the_trials(results: Path) -> None:
-    """Two trials at 2,000 req/s: the row's percentiles are those of all their requests
-    together (from the per-request files), not medians of each trial's percentiles."""
+def test_fixed_rate_latencies_are_per_trial_geometric_means(results: Path) -> None:
+    """Two trials at 2,000 req/s: each percentile is the geometric mean of the trials' own
+    (the run is the unit), the p99 with the t interval over the two trials, never an
+    order-statistic interval over their pooled requests."""
     records, _ = load_records(results)
     lines = open_loop_sections(records, results)
     (row,) = [line for line in lines if line.startswith("| granian")]
     cells = [cell.strip() for cell in row.strip("|").split("|")]
-    files = sorted((results / "raw").glob("*granian*.oha.requests.csv.gz"))
-    assert len(files) == 2
-    samples = [s for f in files for s in per_request_latencies_ms(f)]
-    merged = latency_summary_ms(samples)
-    p99_cell = cells.pop(7)
-    assert cells[5:9] == [f"{merged[k]:,.2f}" for k in ("p50", "p90", "p999", "max")]
-    # p99 with the distribution-free interval of every request of both trials
-    _, low, high = quantile_interval(samples, 0.99)
-    assert p99_cell == f"{merged['p99']:,.2f} [{low:,.2f}–{high:,.2f}]"
-    assert low <= merged["p99"] <= high
-    cells.insert(7, p99_cell)
+    group = [r for r in records if r.server == "granian" and r.offered_rps == 2000]
+    assert len(group) == 2
+    for cell, key in zip(cells[5:10], ("p50", "p90", "p99", "p999", "max"), strict=True):
+        trial = [r.latency_ms[key] for r in group]
+        assert cell.split(" ")[0] == f"{statistics.geometric_mean(trial):,.2f}"
+    est = estimate([r.latency_ms["p99"] for r in group])
+    assert cells[7] == f"{est.center:,.2f} [{est.low:,.2f}–{est.high:,.2f}]"
     assert cells[3] == "2,000" and cells[14] == "2"  # offered, trials
+
+
+def test_a_single_trial_gets_a_labelled_within_run_interval(results: Path) -> None:
+    """One trial: its p99 with a block-bootstrap interval marked "within-run"."""
+    records, _ = load_records(results)
+    one = [r for r in records if r.server == "granian" and r.offered_rps == 2000][:1]
+    lines = open_loop_sections(one, results)
+    (row,) = [line for line in lines if line.startswith("| granian")]
+    cell = [c.strip() for c in row.strip("|").split("|")][7]
+    assert cell.endswith(" within-run]") and cell.startswith(f"{one[0].latency_ms['p99']:,.2f} [")
     assert "intended send time" in "\n".join(lines)
 
 

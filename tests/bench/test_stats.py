@@ -5,7 +5,19 @@ import math
 import numpy as np
 import pytest
 
-from bench.report.stats import difference, estimate, quantile_interval, tie_ranks
+from bench.report.stats import (
+    capacity,
+    correct,
+    decide,
+    difference,
+    estimate,
+    holm,
+    pairwise,
+    quantile_interval,
+    rank_intervals,
+    tie_ranks,
+    within_run_interval,
+)
 
 REPS = 2000
 
@@ -72,7 +84,7 @@ def test_untestable_and_degenerate_cases() -> None:
     assert apart.significant and apart.ratio == pytest.approx(1.2)
 
 
-def test_tie_ranks_share_a_rank_only_where_the_data_cannot_separate() -> None:
+def test_rank_intervals_share_a_rank_only_where_the_data_cannot_separate() -> None:
     rng = np.random.default_rng(5)
     samples = {
         "fast": list(_lognormal(rng, 2000, 0.02, 5)),
@@ -81,13 +93,66 @@ def test_tie_ranks_share_a_rank_only_where_the_data_cannot_separate() -> None:
         "one-trial": [400.0],
     }
     ranked = {r.key: r for r in tie_ranks(samples)}
-    assert ranked["fast"].rank == ranked["fast-too"].rank == 1
-    assert ranked["fast"].tied and ranked["fast-too"].label == "1="
-    assert ranked["slow"].rank == 3
-    # one trial cannot be told apart from the group above it: it shares its rank, marked
-    assert ranked["one-trial"].rank == 3 and ranked["one-trial"].tied
+    # the untestable one-trial configuration could in truth beat them: 1–3, not 1–2
+    assert ranked["fast"].label == ranked["fast-too"].label == "1–3"
+    assert ranked["slow"].label == "3–4"  # below both fast ones, untestable against one-trial
+    # one trial cannot be told apart from anyone: its interval spans every rank it could hold
+    assert ranked["one-trial"].label == "1–4"
     by_p99 = tie_ranks({"a": [10.0, 10.5, 9.8], "b": [20.0, 21.0, 19.5]}, higher_is_better=False)
-    assert [r.key for r in by_p99] == ["a", "b"] and [r.rank for r in by_p99] == [1, 2]
+    assert [r.key for r in by_p99] == ["a", "b"] and [r.label for r in by_p99] == ["1", "2"]
+
+
+def test_ranks_are_transitive_where_a_chain_is_not() -> None:
+    """A chain A > B > C in small steps, A against C clearly apart: greedy chain-ranking
+    (each compared with its group's leader only) gives B and C one rank though B's group
+    leader differs from C; rank intervals never put A and C on one rank, and a
+    configuration not different from the leader always holds rank 1."""
+    samples = {
+        "a": [1000.0, 1010.0, 990.0, 1005.0, 995.0],
+        "b": [960.0, 975.0, 945.0, 970.0, 950.0],
+        "c": [920.0, 935.0, 905.0, 930.0, 910.0],
+    }
+    ranked = {r.key: r for r in rank_intervals(samples)}
+    family = pairwise(samples)
+    assert family[("a", "c")].significant
+    assert ranked["c"].low > ranked["a"].high  # A and C never share a rank
+    for key in ("b", "c"):
+        if not family[("a", key)].significant:
+            assert ranked[key].low == 1
+
+
+@pytest.mark.parametrize("trials", [3])
+def test_a_family_of_13_identical_configurations_splits_at_most_5_percent(trials: int) -> None:
+    """Holm over every pair: some configuration ranked below 1 in at most 5 % of families
+    of identical configurations; without the correction the same data split far more
+    often (the test can fail: it measures the uncorrected rate too)."""
+    rng = np.random.default_rng(trials)
+    corrected = uncorrected = 0
+    reps = 200
+    for _ in range(reps):
+        samples = {i: list(_lognormal(rng, 1000, 0.10, trials)) for i in range(13)}
+        corrected += any(r.low > 1 for r in rank_intervals(samples))
+        raw = [difference(samples[a], samples[b]) for a in samples for b in samples if a < b]
+        uncorrected += any(d.significant for d in raw)
+    assert corrected / reps <= 0.05
+    assert uncorrected / reps >= 0.3
+
+
+def test_holm_adjusts_like_the_textbook() -> None:
+    assert holm([0.01, 0.04, 0.03, None]) == pytest.approx([0.03, 0.06, 0.06, None])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+
+
+def test_a_corrected_interval_excludes_1_exactly_when_holm_says_significant() -> None:
+    rng = np.random.default_rng(8)
+    for _ in range(100):
+        diffs = [
+            difference(_lognormal(rng, 1000, 0.1, 5), _lognormal(rng, 1000 * s, 0.1, 5))
+            for s in (1.0, 1.1, 1.2, 1.3)
+        ]
+        for d in correct(diffs):
+            assert d.family == 4 and d.low <= d.ratio <= d.high
+            assert d.significant == (d.low > 1.0 or d.high < 1.0)
 
 
 def test_quantile_interval_from_per_request_latencies() -> None:
@@ -98,3 +163,111 @@ def test_quantile_interval_from_per_request_latencies() -> None:
     assert low <= value <= high
     assert low <= truth <= high
     assert quantile_interval([1.0], 0.99) is None
+
+
+def test_geometric_not_arithmetic_mean() -> None:
+    """The center of a point is the geometric mean of its trials."""
+    e = estimate([10.0, 1000.0])
+    assert e is not None and e.center == pytest.approx(100.0)
+
+
+def test_interval_is_a_t_interval_not_the_range() -> None:
+    """Three trials: the t interval of log values reaches beyond [min, max]."""
+    e = estimate([90.0, 100.0, 110.0])
+    assert e is not None and e.low < 90.0 and e.high > 110.0
+
+
+@pytest.mark.parametrize("trials", [3, 5, 10])
+def test_one_pair_false_positive_rate_is_calibrated_on_both_sides(trials: int) -> None:
+    """Equal distributions: called different in 0.5–6 % of pairs (the conservative degrees
+    of freedom keep it under 5 %; a 10 % test, or one that never calls anything, fails)."""
+    rng = np.random.default_rng(40 + trials)
+    reps = 4000
+    hits = sum(
+        difference(
+            _lognormal(rng, 1000, 0.1, trials), _lognormal(rng, 1000, 0.1, trials)
+        ).significant
+        for _ in range(reps)
+    )
+    assert 0.005 <= hits / reps <= 0.06
+
+
+@pytest.mark.parametrize(
+    ("trials", "low", "high"), [(3, 0.2, 0.55), (5, 0.75, 0.97), (10, 0.99, 1.0)]
+)
+def test_power_curve_of_a_30_percent_difference(trials: int, low: float, high: float) -> None:
+    """Power grows with trials as the simulation in the README says (sd 10 %, 30 % apart):
+    about 35 % at 3 trials, 89 % at 5, 100 % at 10."""
+    rng = np.random.default_rng(60 + trials)
+    reps = 1000
+    hits = sum(
+        difference(
+            _lognormal(rng, 1000, 0.1, trials), _lognormal(rng, 1300, 0.1, trials)
+        ).significant
+        for _ in range(reps)
+    )
+    assert low <= hits / reps <= high
+
+
+def _ar1(rng: np.random.Generator, n: int, phi: float) -> np.ndarray:
+    from bench.report.stats import ar1_latencies
+
+    return ar1_latencies(rng, n, phi)
+
+
+def test_within_run_interval_is_wider_than_order_statistics_on_autocorrelated_requests() -> None:
+    """AR(1) latencies (lag-1 0.9): the block bootstrap covers the true p99 far more often
+    than the order-statistic interval, which treats requests as independent."""
+    rng = np.random.default_rng(12)
+    truth = 5.0 * math.exp(0.5 * 2.3263478740408408)  # the log-normal's 99th percentile
+    boot = order = 0
+    reps = 60
+    for i in range(reps):
+        series = _ar1(rng, 4000, 0.9)
+        _, lo, hi = within_run_interval(series, 0.99, 400, reps=300, seed=i)
+        boot += lo <= truth <= hi
+        _, lo, hi = quantile_interval(series, 0.99)
+        order += lo <= truth <= hi
+    assert boot / reps >= 0.8 and order / reps <= 0.75 and boot > order
+
+
+def test_capacity_interval_covers_the_truth_with_three_repeats() -> None:
+    """Pass chance falling around 1,000 req/s: the interval from 3 trials per ladder rate
+    holds 1,000 in at least 90 % of searches; with 1 trial per rate it is a bracket only."""
+    from bench.report.stats import capacity_coverage
+
+    assert capacity_coverage(150, 3) >= 0.9
+    single = capacity({900.0: [True], 1000.0: [True], 1100.0: [False]})
+    assert single.bracket_only and single.low == 1000.0 and single.high == 1100.0
+
+
+def test_capacity_edges() -> None:
+    assert capacity({}).center is None
+    never = capacity({100.0: [True, True], 200.0: [True]})
+    assert never.center is None and not never.below
+    always = capacity({100.0: [False, False], 200.0: [False]})
+    assert always.center is None and always.below
+    noisy = capacity({800.0: [True] * 3, 900.0: [True, True, False], 1000.0: [False] * 3})
+    assert 900.0 <= noisy.center <= 1000.0 and noisy.low <= 900.0 and noisy.high >= 1000.0
+    assert not noisy.bracket_only and noisy.trials_at_knee == 9
+
+
+def test_decide_says_inconclusive_where_the_interval_does_not_decide() -> None:
+    higher = decide([100.0, 101.0, 99.0], [150.0, 152.0, 149.0], "higher")
+    assert higher.outcome == "reproduced" and higher.difference.low > 1.0
+    wrong = decide([100.0, 101.0, 99.0], [50.0, 51.0, 49.0], "higher")
+    assert wrong.outcome == "not reproduced"
+    noisy = decide([100.0, 140.0, 70.0], [110.0, 150.0, 80.0], "higher")
+    assert noisy.outcome == "inconclusive" and "contains 1.00×" in noisy.reason
+    one = decide([48.78], [49.77], "equal")
+    assert one.outcome == "inconclusive" and "no interval" in one.reason
+    same = decide([100.0, 100.5, 99.5, 100.2], [100.1, 100.4, 99.8, 100.0], "equal")
+    assert same.outcome == "reproduced"
+    apart = decide([100.0, 100.5, 99.5], [150.0, 151.0, 149.0], "equal")
+    assert apart.outcome == "not reproduced"
+    # a family of 10 checks widens the interval: a marginal result becomes inconclusive
+    marginal = ([100.0, 104.0, 96.0], [118.0, 122.0, 114.0])
+    assert decide(*marginal, "higher").outcome == "reproduced"
+    assert decide(*marginal, "higher", family=10).outcome == "inconclusive"
+    with pytest.raises(ValueError, match="higher, lower, equal"):
+        decide([1.0], [2.0], "bigger")

@@ -1,0 +1,152 @@
+"""Figures of the production behaviours: the keep-alive race behind the balancer, the reload,
+worker recycling.
+
+Input: every record (those of the lb-keepalive-race study, of LIFECYCLE=reload runs with
+their per-request files beside them, and of the recycle study) and the results directory.
+Output: RESULTS/plots/race-502-by-gap.png, reload-timeline.png, recycle.png (each only when
+its records exist) and the markdown lines that link them with a sentence on what each shows.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from bench.core.outcome import Outcome
+from bench.core.record import Record
+from bench.observe.lifecycle import BIN_S, TAIL_S, due, parse_requests
+from bench.report.plots import plot_bars, plot_race, plot_timelines
+
+RACE_STUDY = "lb-keepalive-race"
+RECYCLE_STUDY = "recycle"
+
+
+def _latest_run(records: list[Record], study: str) -> list[Record]:
+    mine = [r for r in records if r.metadata.get("study") == study and r.status == "ok"]
+    if not mine:
+        return []
+    latest = max(str(r.metadata.get("study_run", "")) for r in mine)
+    return [r for r in mine if str(r.metadata.get("study_run", "")) == latest]
+
+
+def race_data(records: list[Record]) -> dict[str, list[tuple]]:
+    """Per race arm with gaps: (gap ms, sent, 502s) per idle gap of the latest run."""
+    arms: dict[str, list[tuple]] = {}
+    for rec in _latest_run(records, RACE_STUDY):
+        race = (rec.network or {}).get("race") or {}
+        by_gap = race.get("by_gap") or {}
+        if not by_gap:
+            continue
+        close = race.get("idle_close_s")
+        label = str(rec.metadata.get("study_arm") or rec.server)
+        label += f" (closes idle after {close:g} s)" if close else " (no idle close seen)"
+        arms[label] = [
+            (int(gap), sum(int(n) for n in counts.values()), int(counts.get("502", 0)))
+            for gap, counts in by_gap.items()
+        ]
+    return arms
+
+
+def reload_timeline(rec: Record, results: Path) -> tuple[list[float], list[int]] | None:
+    """Seconds from the reload signal per BIN_S bin, and the arrivals of that bin not
+    answered 2xx within the run's latency limit (bench.observe.lifecycle's definition)."""
+    life = rec.lifecycle or {}
+    files = [results / n for n in rec.raw_files if n.endswith(".oha.requests.csv.gz")]
+    if "at_s" not in life or not rec.offered_rps or not files or not files[0].exists():
+        return None
+    rows = parse_requests(files[0].read_bytes())
+    limit = float(life.get("latency_limit_ms") or 0) or float("inf")
+    bins = max(0, int((rec.duration_s - TAIL_S) / BIN_S))
+    good = [0] * bins
+    for intended, latency, status in rows:
+        index = int(intended / BIN_S)
+        if 0 <= index < bins and 200 <= status < 300 and latency <= limit:
+            good[index] += 1
+    late = [max(0, due(rec.offered_rps, b * BIN_S, (b + 1) * BIN_S) - good[b]) for b in range(bins)]
+    return [round(b * BIN_S - float(life["at_s"]), 3) for b in range(bins)], late
+
+
+def reload_data(records: list[Record], results: Path) -> dict[str, tuple[list, list]]:
+    """The latest reload run per server (as the production table), its timeline."""
+    latest: dict[str, Record] = {}
+    for rec in records:
+        if rec.lifecycle is None or rec.status != "ok":
+            continue
+        known = latest.get(rec.server)
+        started = str(rec.metadata.get("started_at", ""))
+        if known is None or started > str(known.metadata.get("started_at", "")):
+            latest[rec.server] = rec
+    out = {}
+    for server, rec in latest.items():
+        timeline = reload_timeline(rec, results)
+        if timeline is not None:
+            out[server] = timeline
+    return out
+
+
+def recycle_data(records: list[Record]) -> dict[str, dict[str, tuple]]:
+    """Per server of the recycle study's latest run: p99 and failed requests with the server's
+    recycling and without (arms `<server>-recycle` and `<server>`)."""
+    by_arm = {str(r.metadata.get("study_arm")): r for r in _latest_run(records, RECYCLE_STUDY)}
+    out: dict[str, dict[str, tuple]] = defaultdict(dict)
+    for arm, rec in by_arm.items():
+        if not arm.endswith("-recycle") or arm.removesuffix("-recycle") not in by_arm:
+            continue
+        base = by_arm[arm.removesuffix("-recycle")]
+        for name, run in ((f"{rec.server}, recycling", rec), (f"{rec.server}, without", base)):
+            out["p99 ms (open loop, log scale)"][name] = ((run.latency_ms or {}).get("p99"), None)
+            # arrivals never sent count too, as in the production table (Outcome.unserved)
+            out["arrivals without a 2xx answer"][name] = (Outcome.of_record(run).unserved, None)
+    return dict(out)
+
+
+def figure_sections(records: list[Record], results: Path) -> list[str]:
+    """Write the figures whose records exist; the markdown that links them."""
+    lines: list[str] = []
+    race = race_data(records)
+    if race:
+        plot_race(race, results / "plots" / "race-502-by-gap.png")
+        lines += [
+            "![502s by idle gap](plots/race-502-by-gap.png)",
+            "",
+            "The keep-alive race: per arm of the latest lb-keepalive-race run, the 502s nginx "
+            "(as an ALB, 60 s idle timeout) returned for bursts sent after each idle gap; the "
+            "gaps sit around the server's measured idle close.",
+            "",
+        ]
+    reload = reload_data(records, results)
+    if reload:
+        plot_timelines(
+            "Graceful reload under load: arrivals not answered 2xx in time, per "
+            f"{BIN_S:g} s (total in each title)",
+            "arrivals late or failed per bin",
+            reload,
+            results / "plots" / "reload-timeline.png",
+            marker_x=0.0,
+        )
+        lines += [
+            "![reload timeline](plots/reload-timeline.png)",
+            "",
+            "Reload: per server's latest LIFECYCLE=reload run, the arrivals of each "
+            f"{BIN_S:g} s bin that got no 2xx answer within the run's latency limit (3 × the "
+            "p99 before the signal, at least +100 ms), from oha's per-request file.",
+            "",
+        ]
+    recycle = recycle_data(records)
+    if recycle:
+        panels = sorted(recycle.items(), reverse=True)  # p99 first, then failed
+        plot_bars(
+            "Worker recycling: the same open-loop run with and without",
+            panels,
+            results / "plots" / "recycle.png",
+            groups=("without", "recycling"),
+        )
+        lines += [
+            "![worker recycling](plots/recycle.png)",
+            "",
+            "Recycling: per server of the latest recycle study run, p99 and the arrivals "
+            "without a 2xx answer with the server's own max-requests recycling and in the "
+            "same run without.",
+            "",
+        ]
+    return ["## Figures: production behaviours", "", *lines] if lines else []

@@ -1,0 +1,101 @@
+"""RESULTS/index.html in a real browser: Debian's chromium, headless, opens the file written by
+`make report` with no console message (no script error), and the page's rendered text says
+what summary.md says. `make test` installs chromium (bench/setup.sh, PYWEBBENCH_TEST=1)."""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bench.core.record import load_records
+from bench.report.export import points
+from bench.report.summary import write_summary
+
+RECORDS = Path(__file__).resolve().parents[1] / "fixtures" / "records"
+CHROMIUM = shutil.which("chromium")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None and os.environ.get("PYWEBBENCH_TEST") != "1",
+    reason="chromium not installed (make test installs it)",
+)
+
+
+def _browse(page: Path) -> tuple[str, str]:
+    """The DOM after the page's scripts ran, and chromium's log (console messages included)."""
+    assert CHROMIUM is not None, "chromium missing: run `PYWEBBENCH_TEST=1 bash bench/setup.sh`"
+    done = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return done.stdout, done.stderr
+
+
+def _text(fragment: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", fragment)).strip()
+
+
+def _glance_row_md(summary: str) -> list[str]:
+    """The first data row of the summary's first At a glance table, as plain text cells."""
+    after = summary.split("## At a glance", 1)[1]
+    rows = [line for line in after.splitlines() if line.startswith("|")]
+    cells = rows[2].strip("|").split("|")  # header, alignment, first row
+    return [c.strip().replace("**", "").replace("`", "") for c in cells]
+
+
+def _glance_row_dom(dom: str) -> list[str]:
+    after = dom.split(">At a glance</h2>", 1)[1]
+    body = after.split("<tbody>", 1)[1].split("</tr>", 1)[0]
+    return [_text(cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", body, re.S)]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    results = Path(shutil.copytree(RECORDS, tmp_path_factory.mktemp("html") / "results"))
+    write_summary(results)
+    return results
+
+
+def test_page_opens_without_console_errors(report: Path) -> None:
+    """No script error or console message while the page loads and its scripts run."""
+    dom, log = _browse(report / "index.html")
+    console = [line for line in log.splitlines() if ":CONSOLE" in line]
+    assert console == []
+    assert "js-plotly-plot" in dom and "main-svg" in dom  # plotly drew the charts
+
+
+def test_rendered_page_says_what_the_summary_says(report: Path) -> None:
+    """The At a glance row rendered in the browser is the summary's; the filters' script
+    counted every exported point."""
+    dom, _ = _browse(report / "index.html")
+    summary = (report / "summary.md").read_text()
+    assert _glance_row_dom(dom) == _glance_row_md(summary)
+    records, _ = load_records(report)
+    total = len(points(records))
+    shown = _text(re.search(r'<span id="shown-count">(.*?)</span>', dom).group(1))
+    assert shown == f"{total} of {total} points shown"
+
+
+def test_index_is_self_contained(report: Path) -> None:
+    """No network: no external script, stylesheet or image; the PNGs are embedded."""
+    page = (report / "index.html").read_text()
+    assert not re.search(r'<(script|link|img)[^>]+(src|href)="(https?:)?//', page)
+    assert 'src="plots/' not in page and "data:image/png;base64," in page
+    assert oct((report / "index.html").stat().st_mode & 0o777) == "0o644"

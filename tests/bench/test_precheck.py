@@ -1,0 +1,81 @@
+"""bench/precheck.py: bad input refused before anything is installed, with the standard
+library alone (python -S: no site-packages, as on a fresh clone before `make setup`)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _precheck(command: str, **variables: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in variables} | variables
+    return subprocess.run(
+        [sys.executable, "-S", "-m", "bench.precheck", command],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "variables", "message"),
+    [
+        ("capacity", {"SLO_P99_MS": "abc"}, "SLO_P99_MS='abc' is not a whole number"),
+        ("run", {"SCENARIO": "nosuch", "ARCH": "arm64"}, "valid: plaintext"),
+        ("run", {"SERVER": "granian,nope"}, "valid: flask-dev"),
+        ("run", {"CONCURRENCY": "10,0"}, "CONCURRENCY=0 is out of range"),
+        ("run", {"ARCH": "sparc"}, "unknown ARCH"),
+        ("run", {"KEEPALIVE": "maybe"}, "valid: on, off"),
+        ("run", {"CPU_QUOTA": "lots"}, "CPU_QUOTA='lots'"),
+        ("run", {"TARGET": "ftp://x"}, "TARGET="),
+        ("run", {"LOAD": "ab"}, "valid: wrk, locust, oha"),
+        ("run", {"RUNTIME": "foo"}, "valid: native, docker, compose"),
+        ("serve", {"RUNTIME": "docker", "CPUS": "abc"}, "CPUS='abc' is not a number of CPUs"),
+        ("run", {"RUNTIME": "docker", "MEMORY": "12q"}, "MEMORY='12q' is not a size"),
+        ("images", {"SERVER": "nope"}, "valid: flask-dev"),
+        ("study", {"NAME": "nope"}, "valid: accept-queue"),
+        ("report", {"RESULTS": "/nonexistent/deeper"}, "does not exist"),
+        ("compare", {"BASE": "results/reference", "HEAD": "results/reference"}, "same directory"),
+        ("compare", {"BASE": "/", "HEAD": "results/reference"}, "holds no records"),
+        ("compare", {"BASE": "results/reference"}, "HEAD is required"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2_without_site_packages(
+    command: str, variables: dict[str, str], message: str
+) -> None:
+    """Each bad value: exit status 2 and one line naming the problem, with no third-party
+    package importable (nothing is installed yet on a fresh clone)."""
+    result = _precheck(command, **variables)
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert message in result.stderr
+
+
+def test_good_input_passes() -> None:
+    """Values the harness accepts pass the pre-check (it checks them again after setup)."""
+    result = _precheck(
+        "run",
+        SERVER="granian,gunicorn-sync",
+        SCENARIO="plaintext,db",
+        CONCURRENCY="10,50",
+        DURATION="3",
+        KEEPALIVE="off",
+        ARCH="arm64",
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_make_refuses_before_setup() -> None:
+    """`make capacity SLO_P99_MS=abc` stops at the pre-check: setup (apt, uv, the oha build)
+    never starts."""
+    result = subprocess.run(
+        ["make", "-s", "capacity", "SLO_P99_MS=abc"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert "SLO_P99_MS='abc'" in result.stderr
+    assert "setup:" not in result.stderr
