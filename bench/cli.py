@@ -21,7 +21,14 @@ from bench.core import defaults, plan
 from bench.core.registry import OVERRIDABLE, DeclarationError, load_all, server_ids
 from bench.host.arch import ArchError, check_emulation_supported, host_arch, normalize_arch
 from bench.host.metadata import machine_label
-from bench.load import default_load_threads, tools
+from bench.load import (
+    default_load_threads,
+    default_name,
+    open_loop_name,
+    scenarios_for,
+    tools,
+)
+from bench.load import names as load_names
 from bench.studies.study import StudyError
 
 # name -> (lowest, highest) accepted
@@ -158,7 +165,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--upstream-keepalive", default=None)
     parser.add_argument("--proxy-timeout", default=str(defaults.PROXY_TIMEOUT_S))
     parser.add_argument("--pin", default="1" if defaults.PIN else "0")
-    parser.add_argument("--load", default=defaults.LOAD_TOOL)
+    parser.add_argument("--load", default=default_name())
     parser.add_argument("--locust-workers", default=str(defaults.LOCUST_WORKERS))
     parser.add_argument("--target", default=None)
     parser.add_argument("--runtime", default=defaults.RUNTIME)
@@ -176,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     capacity = sub.add_parser("capacity", help="each server's capacity within a latency objective")
     add_run_arguments(capacity)
     capacity.set_defaults(
-        load="oha",
+        load=open_loop_name(),
         duration=str(defaults.CAPACITY_DURATION_S),
         warmup=str(defaults.CAPACITY_WARMUP_S),
         trials="1",
@@ -189,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     soak = sub.add_parser("soak", help="memory of every server process over a long fixed-rate run")
     add_run_arguments(soak)
     soak.set_defaults(
-        load="oha",
+        load=open_loop_name(),
         duration=str(defaults.SOAK_DURATION_S),
         warmup=str(defaults.SOAK_WARMUP_S),
         trials="1",
@@ -232,8 +239,8 @@ def _sections(results: Path) -> Callable[[list], list[str]]:
 
 def validate_load(args: argparse.Namespace) -> dict[str, object]:
     """LOAD, SCENARIO and the load tool's own variables, checked against what the tool takes."""
-    load_tool = validate_choice("load", args.load, tuple(plan.LOAD_SCENARIOS))
-    drivable = plan.LOAD_SCENARIOS[load_tool]
+    load_tool = validate_choice("load", args.load, load_names())
+    drivable = scenarios_for(load_tool)
     # The default scenarios, or (a tool that drives none of them: Locust) all of the tool's.
     default = [s for s in defaults.SCENARIOS if s in drivable] or list(drivable)
     scenario_raw = args.scenario or ",".join(default)
@@ -336,7 +343,7 @@ def validate_lifecycle(raw: str | None, load: dict[str, object], target: str | N
     if not load["rates"]:
         raise UsageError(
             f"LIFECYCLE={event} needs a fixed arrival rate that does not slow down with the "
-            "server: LOAD=oha RATE=<req/s>"
+            f"server: LOAD={open_loop_name()} RATE=<req/s>"
         )
     if target is not None:
         raise UsageError(f"LIFECYCLE={event} signals a server started here: not with TARGET=")

@@ -15,9 +15,8 @@ from pathlib import Path
 
 from bench.core import defaults, scenario
 
-# Scenarios are declared in bench.core.scenario; which load tool drives which is theirs to say.
+# Scenarios are declared in bench.core.scenario; which load tool drives which, bench.load says.
 SCENARIOS = scenario.SCENARIOS
-LOAD_SCENARIOS: dict[str, tuple[str, ...]] = {t: scenario.scenarios_for(t) for t in scenario.TOOLS}
 # alb: nginx configured as a cloud load balancer (proxy/alb.conf.template, issue 15)
 PROXIES = ("none", "nginx", "alb")
 # native: the harness started the server here; compose: in containers (make compose-bench)
@@ -71,7 +70,7 @@ class Options:
         defaults.PROXY_TIMEOUT_S
     )  # nginx's connect/read timeouts (its default is 60 s)
     pin: bool = defaults.PIN  # load tool and server on separate CPUs
-    load_tool: str = defaults.LOAD_TOOL
+    load_tool: str | None = None  # LOAD=; None: bench.load's default tool
     load_workers: int = defaults.LOCUST_WORKERS  # Locust worker processes (0: one local process)
     target: str | None = None  # http://host:port of a server running elsewhere (TARGET=)
     runtime: str = defaults.RUNTIME

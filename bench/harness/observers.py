@@ -15,7 +15,6 @@ from typing import Any
 
 from bench.host.cgroup import CpuCgroup, Throttling
 from bench.load import LoadResult
-from bench.load.oha import REQUESTS_NAME
 from bench.observe import lifecycle, soak
 from bench.observe.recycle import WorkerWatch
 
@@ -108,7 +107,7 @@ class Observers:
         }
         if trigger.error is not None or trigger.fired_at_s is None:
             return outcome | {"error": trigger.error or "the run ended before the planned second"}
-        requests = result.raw.get(REQUESTS_NAME)
+        requests = result.per_request
         if requests is None or rate is None:
             return outcome | {"error": "no per-request file: LIFECYCLE needs an open-loop tool"}
         errors = result.errors.to_dict()
@@ -121,7 +120,7 @@ class Observers:
         rss = self.rss
         if rss is None:
             return None
-        requests = result.raw.get(REQUESTS_NAME)
+        requests = result.per_request
         minutes = soak.per_minute(requests, self.duration_s) if requests is not None else None
         return {
             "interval_s": rss.interval_s,

@@ -27,7 +27,8 @@ from bench.host.prepare import Environment, Unavailable
 from bench.host.procs import Interrupted, ProcessTable, signals_ignored, signals_raise
 from bench.host.state import LockedError, run_lock, state_base
 from bench.host.venv import tool_version
-from bench.load import LoadError, tools
+from bench.load import LoadError
+from bench.load import tool as load_tool
 from bench.observe.recycle import jitter
 from bench.report import summary as report
 from bench.stack.site import LocalSite, RemoteSite, ServeError, read_log
@@ -143,7 +144,7 @@ def make_harness(
 ) -> Harness:
     """The real site (here, or TARGET=) and the load tool the options chose."""
     placement = cpu_placement(first.pin)
-    tool = tools(first.load_threads, first.load_workers)[first.load_tool]
+    tool = load_tool(first.load_tool, first.load_threads, first.load_workers)
     site: Site = (
         RemoteSite(first.target)
         if first.target is not None

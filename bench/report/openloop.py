@@ -2,9 +2,9 @@
 each server's capacity at a latency objective (make capacity), and the knee plots.
 
 Input: every record and the results directory (per-request latencies are merged exactly over
-trials from the `oha.requests.csv.gz` files beside the records; records copied without them
-fall back to medians of trials, marked ~). Output: markdown lines and the knee plots
-RESULTS/plots/knee-<scenario>-<objective>.png.
+trials from the per-request files their load tool kept beside the records, bench.load;
+records copied without them fall back to medians of trials, marked ~). Output: markdown lines
+and the knee plots RESULTS/plots/knee-<scenario>-<objective>.png.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from bench.core.outcome import Outcome
+from bench.core.parse import ParseError
 from bench.core.record import Record
-from bench.load.oha import OhaParseError, latency_summary_ms, per_request_latencies_ms
+from bench.load import latency_summary_ms, per_request_files, read_per_request_ms
 from bench.report.cells import host_of, knobs_label, machine, median, num, section_value, via_label
 from bench.report.groups import is_experiment
 from bench.report.plots import plot_knee
@@ -78,16 +79,13 @@ def is_open_loop(rec: Record) -> bool:
 def _per_request(results: Path, group: list[Record]) -> list[float] | None:
     """Every request's latency over the group's trials (None without the files)."""
     files = [
-        results / name
-        for rec in group
-        for name in rec.raw_files
-        if name.endswith(".oha.requests.csv.gz")
+        results / name for rec in group for name in per_request_files(rec.load_tool, rec.raw_files)
     ]
     if len(files) != len(group) or not all(f.exists() for f in files):
         return None
     try:
-        return [v for f in files for v in per_request_latencies_ms(f)]
-    except OhaParseError:
+        return [v for f in files for v in read_per_request_ms(f)]
+    except ParseError:
         return None
 
 

@@ -15,8 +15,8 @@ from bench.core.registry import load_all
 from bench.host.arch import host_arch
 from bench.host.metadata import now_iso
 from bench.host.venv import tool_version
-from bench.load.oha import OhaParseError, parse_oha, to_load_result
-from bench.load.race import RaceResult
+from bench.load.oha import JSON_NAME, Oha, OhaParseError, parse_oha, to_load_result
+from bench.load.race import Race, RaceResult
 from bench.stack import namespace as nsstack
 from bench.studies.lbfile import LbArm, LbStudy, is_race
 
@@ -54,7 +54,7 @@ def to_record(
     raw: dict[str, str] = {}
     status = "failed" if reason else "ok"
     if measured is not None and measured.oha_json is not None:
-        raw["oha.json"] = measured.oha_json
+        raw[JSON_NAME] = measured.oha_json
         try:
             parsed = parse_oha(measured.oha_json, offered_rps=rate)
             requests, duration = parsed.responses, parsed.duration_s
@@ -64,7 +64,7 @@ def to_record(
             duration_s = float(arm.get("duration", 5))
             errors = to_load_result(parsed, float(rate or 0), duration_s, {}).errors.to_dict()
         except OhaParseError as exc:
-            status, reason = "failed", f"unreadable oha output: {exc}"
+            status, reason = "failed", f"unreadable {Oha.name} output: {exc}"
     if measured is not None and measured.race is not None:
         race = measured.race
         requests, duration = race.requests, race.duration_s
@@ -75,7 +75,7 @@ def to_record(
             "non_2xx": sum(v for k, v in race.by_status.items() if not 200 <= k < 300),
             "other": sum(race.errors.values()),
         }
-        raw["race.json"] = json.dumps(race.to_dict(), sort_keys=True, indent=1)
+        raw[Race.raw_name] = json.dumps(race.to_dict(), sort_keys=True, indent=1)
     if errors is not None and measured is not None and measured.proxy_statuses is not None:
         errors["proxy_by_status"] = {str(k): v for k, v in measured.proxy_statuses.items()}
     network = measured.network if measured is not None else None
@@ -107,7 +107,7 @@ def to_record(
         arch=host_arch(),
         host_arch=host_arch(),
         emulated=False,
-        load_tool="oha" if rate is not None else "race",
+        load_tool=Oha.name if rate is not None else Race.name,
         load_tool_version=tool_version([str(nsstack.oha_binary()), "--version"]),
         load_threads=None,
         knobs=(measured.knobs if measured else None) or {},

@@ -33,7 +33,8 @@ from bench.core.outcome import Outcome as RunOutcome
 from bench.core.record import Record, load_records
 from bench.core.registry import server_ids
 from bench.host import cgroup
-from bench.load import TOOL_NAMES, tools
+from bench.load import default_name, scenarios_for, tools
+from bench.load import names as load_names
 from bench.report.cells import host_of
 from bench.report.table import markdown_table
 
@@ -264,8 +265,8 @@ def validate_rates_from(where: str, raw: object) -> RatesFrom:
 def validate_load_keys(where: str, raw: dict) -> dict[str, object]:
     """An arm's load, rates, rates_from and from_best: the Arm fields they become."""
     load = raw.get("load")
-    if load is not None and load not in TOOL_NAMES:
-        raise StudyError(f"{where}: unknown load {load!r}; valid: {', '.join(TOOL_NAMES)}")
+    if load is not None and load not in load_names():
+        raise StudyError(f"{where}: unknown load {load!r}; valid: {', '.join(load_names())}")
     open_tools = [name for name, tool in tools().items() if tool.open_loop]
     rates, rates_from = raw.get("rates"), raw.get("rates_from")
     if load in open_tools and (rates is None) == (rates_from is None):
@@ -353,8 +354,8 @@ def _check_arm_run(path: Path, run: dict, arm: Arm) -> None:
             f"{path}: arm {arm.id}: unknown scenario {unknown or scenarios!r}; valid: "
             f"{', '.join(plan.SCENARIOS)} or a name in paths"
         )
-    load = arm.load or defaults.LOAD_TOOL
-    drivable = plan.LOAD_SCENARIOS[load]
+    load = arm.load or default_name()
+    drivable = scenarios_for(load)
     wrong = [s for s in scenarios if s in plan.SCENARIOS and s not in drivable]
     if wrong:
         raise StudyError(
