@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from bench.core import defaults, plan
 from bench.harness.observers import Observers
@@ -21,6 +21,10 @@ from bench.host.metadata import now_iso
 from bench.host.procs import ProcessTable
 from bench.load import LoadAborted, LoadRequest, LoadResult, LoadTool
 from bench.observe.sample import Resources, Sampler, Sockets
+
+if TYPE_CHECKING:
+    from bench.host.cgroup import CpuCgroup
+    from bench.stack.components import RunningServer
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,16 @@ class Served(Protocol):
     base_url: str
     name: str  # for raw file names: the server id, or "target"
     proxied: bool  # a proxy of ours in front: its log is read inside the tool's window
+    # The facts a record keeps about this start (None where the site has none):
+    argv: list[str] | None  # the server's command line
+    verification: dict | None  # what verify_server checked, and its warnings
+    backlog: int | None  # the listen socket's backlog as the kernel reports it
+    # What the production observers follow (bench.harness.observers); None: not ours (TARGET=)
+    server: RunningServer | None  # the server process we started: to signal and to sample
+    cgroup: CpuCgroup | None  # CPU_QUOTA=: the server's own cgroup
+
+    def reload(self) -> None:
+        """LIFECYCLE=reload: the server's own reload signal (only where `server` is ours)."""
 
     def watch(self) -> str | None:
         """Why the measurement is void (a process died), or None."""

@@ -69,11 +69,10 @@ def measure_block(
             facts.meta["argv"] = exc.argv
         h.recorder.failed(opts, runs, facts, str(exc), exc.logs)
         return
-    facts.meta["argv"] = getattr(served, "argv", None)
-    if facts.meta["argv"] is None:
-        del facts.meta["argv"]
-    facts.verification = getattr(served, "verification", None)
-    facts.backlog = getattr(served, "backlog", None)
+    if served.argv is not None:
+        facts.meta["argv"] = served.argv
+    facts.verification = served.verification
+    facts.backlog = served.backlog
     session = Session(h, opts, facts, served)
     try:
         if opts.objective is not None:
@@ -99,7 +98,7 @@ def run_arms(
         h.tool.prepare(h.run_dir / "venv.log")
     except LoadError as exc:
         prepared = {s: Unavailable(str(exc), logs=("venv.log",)) for s in servers}
-    h.recorder.emulator = getattr(h.site, "emulator", None)
+    h.recorder.emulator = h.site.emulator
     arm_blocks = [(opts, block) for opts, blocks in plans for block in blocks]
     try:
         h.progress.say("starting the shared stack")

@@ -121,7 +121,7 @@ class LocalServed:
         replaced from now on: the watchdog follows the leader alone."""
         assert self.server.spec.reload_signal is not None
         self._pids = {self.server.proc.pid}
-        os.kill(self.server.proc.pid, getattr(signal, self.server.spec.reload_signal))
+        os.kill(self.server.proc.pid, signal.Signals[self.server.spec.reload_signal])
 
     def wait_idle(self, timeout_s: float = 60.0) -> None:
         """Wait until the requests a finished load tool left behind are served.
@@ -352,6 +352,12 @@ class RemoteServed:
     argv: list[str] | None = None
     name: str = "target"
     proxied: bool = False  # a proxy there is not ours: its log is not read
+    server: None = None  # no process of ours to signal or sample
+    cgroup: None = None  # no cgroup of ours
+
+    def reload(self) -> None:
+        """A remote server's reload is its own (the CLI refuses LIFECYCLE with TARGET=)."""
+        raise RuntimeError("a server running elsewhere is not ours to reload")
 
     def watch(self) -> str | None:
         """Nothing of ours can die."""
@@ -379,6 +385,8 @@ class RemoteServed:
 
 class RemoteSite:
     """TARGET=http://host:port: verify and load a server running elsewhere."""
+
+    emulator: Emulator | None = None  # nothing runs here: nothing emulated
 
     def __init__(self, target: str) -> None:
         self.target = target
