@@ -259,8 +259,6 @@ class LocalSite:
     ) -> LocalServed:
         """Start, check, verify and (PROXY=nginx) front one server; ServeError if any fails."""
         assert self.db is not None
-        server_cpus = self.placement.server_cpus if self.placement.pinned else None
-        log_path = self.run_dir / log_name
         quota = self._cgroup(opts.cpu_quota)
         try:
             server = self.stack.start_server(
@@ -269,7 +267,7 @@ class LocalSite:
                 environment.python,
                 self.db,
                 log_name,
-                cpus=server_cpus,
+                cpus=self._server_cpus(),
                 extra_env={**environment.env, **opts.app_env},
                 cgroup=quota.procs_file if quota else None,
             )
@@ -277,7 +275,7 @@ class LocalSite:
             if quota is not None:
                 quota.remove()
             reason = f"server did not start: {_first_line(exc)}"
-            raise ServeError(reason, {"server.log": read_log(log_path)}) from None
+            raise ServeError(reason, {"server.log": read_log(self.run_dir / log_name)}) from None
         served = LocalServed(
             server,
             self.db,
@@ -288,31 +286,45 @@ class LocalSite:
         )
         served._pids = process_tree(server.proc.pid)
         try:
-            if self.emulator is not None and not is_emulated(server.proc.pid):
-                raise ServeError("not running under qemu", {}, server.argv)
-            try:
-                served.verification = _verify(server.port, spec, self.db, "127.0.0.1")
-            except (VerifyError, OSError) as exc:
-                logs = {"server.log": read_log(log_path)}
-                raise ServeError(f"verification failed: {exc}", logs, server.argv) from None
-            served.backlog = sample.listen_backlog(server.port)
+            self._check(served, spec)
             if opts.proxy is not None:
-                try:
-                    served.proxy = self.stack.start_proxy(
-                        server,
-                        bool(opts.upstream_keepalive),
-                        opts.proxy_timeout_s,
-                        server_cpus,
-                        kind=opts.proxy,
-                    )
-                except StartError as exc:
-                    reason = f"nginx (proxy) did not start: {_first_line(exc)}"
-                    logs = {"server.log": read_log(log_path)}
-                    raise ServeError(reason, logs, server.argv) from None
+                self._front(served, opts)
         except BaseException:
             self.stop(served)
             raise
         return served
+
+    def _server_cpus(self) -> frozenset[int] | None:
+        """The CPUs the server may use under PIN=1; None: any."""
+        return self.placement.server_cpus if self.placement.pinned else None
+
+    def _check(self, served: LocalServed, spec: ServerSpec) -> None:
+        """Under qemu when emulated, verified, its backlog read; ServeError with its log."""
+        server = served.server
+        if self.emulator is not None and not is_emulated(server.proc.pid):
+            raise ServeError("not running under qemu", {}, server.argv)
+        try:
+            served.verification = _verify(server.port, spec, self.db, "127.0.0.1")
+        except (VerifyError, OSError) as exc:
+            logs = {"server.log": read_log(server.proc.log_path)}
+            raise ServeError(f"verification failed: {exc}", logs, server.argv) from None
+        served.backlog = sample.listen_backlog(server.port)
+
+    def _front(self, served: LocalServed, opts: Options) -> None:
+        """nginx (PROXY=nginx or alb) in front of the server; ServeError with its log."""
+        server = served.server
+        try:
+            served.proxy = self.stack.start_proxy(
+                server,
+                bool(opts.upstream_keepalive),
+                opts.proxy_timeout_s,
+                self._server_cpus(),
+                kind=opts.proxy,
+            )
+        except StartError as exc:
+            reason = f"nginx (proxy) did not start: {_first_line(exc)}"
+            logs = {"server.log": read_log(server.proc.log_path)}
+            raise ServeError(reason, logs, server.argv) from None
 
     def _cgroup(self, quota: float | None) -> CpuCgroup | None:
         """CPU_QUOTA=: a new cgroup for one server start, removed with the server (and, on any
