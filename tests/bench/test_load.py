@@ -156,3 +156,16 @@ def test_a_new_tool_is_one_new_module(tmp_path: Path, monkeypatch: pytest.Monkey
         load.kinds.cache_clear()
         sys.modules.pop("bench.load.siege", None)
     assert "siege" not in load.names()
+
+
+def test_an_oha_run_names_its_per_request_file_in_the_result() -> None:
+    """The per-request file oha's run keeps is what result.per_request gives the observers
+    (LIFECYCLE, make soak); without it, None."""
+    from bench.load.oha import REQUESTS_NAME, parse_oha, requests_csv, to_load_result
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "oha"
+    parsed = parse_oha((fixtures / "normal.json").read_text(), offered_rps=100)
+    csv_gz = gzip.compress(requests_csv(fixtures / "normal.db.gz").encode())
+    kept = to_load_result(parsed, 100, parsed.duration_s, {REQUESTS_NAME: csv_gz})
+    assert kept.per_request == csv_gz
+    assert to_load_result(parsed, 100, parsed.duration_s, {}).per_request is None
