@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from bench.core.record import Record
+from bench.load import uses_threads
 from bench.report.cells import host_of, knobs_label, num, via_label
 from bench.report.groups import (
     BASELINES,
@@ -111,7 +112,7 @@ def _caveats(group_list: list[list[Record]]) -> str:
     threads = [
         (r.resources or {}).get("load_cpu_pct", 0) / (100 * (r.load_threads or 1))
         for r in records
-        if r.resources and r.load_tool == "wrk"
+        if r.resources and uses_threads(r.load_tool)
     ]
     if threads and max(threads) >= LOAD_SATURATED:
         notes.append(f"load tool near saturation ({max(threads):.0%} of its CPU)")

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.core.record import Record, load_records
+from bench.load import is_default
 from bench.report.cells import (
     app_label,
     host_of,
@@ -186,7 +187,7 @@ def _speed_row(
     first = group[0]
     rps = rps_estimate(group)
     conc = str(first.concurrency)
-    if first.load_tool != "wrk":
+    if not is_default(first.load_tool):
         conc += f" ({load_label(first)})"
     return [
         _rank_cell(rank[0]),

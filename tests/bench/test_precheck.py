@@ -33,7 +33,6 @@ def _precheck(command: str, **variables: str) -> subprocess.CompletedProcess[str
         ("run", {"KEEPALIVE": "maybe"}, "valid: on, off"),
         ("run", {"CPU_QUOTA": "lots"}, "CPU_QUOTA='lots'"),
         ("run", {"TARGET": "ftp://x"}, "TARGET="),
-        ("run", {"LOAD": "ab"}, "valid: wrk, locust, oha"),
         ("study", {"NAME": "nope"}, "valid: accept-queue"),
         ("report", {"RESULTS": "/nonexistent/deeper"}, "does not exist"),
         ("compare", {"BASE": "results/reference", "HEAD": "results/reference"}, "same directory"),
