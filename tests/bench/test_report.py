@@ -24,6 +24,8 @@ def _whole(records: list, problems: list[str]) -> str:
     return "\n".join(
         f"<!-- {name} -->\n{text}" for name, text in render_report(records, problems).items()
     )
+
+
 SYSTEM_CELLS = 15  # cells of a row of the second (resources and sockets) table
 
 
@@ -155,10 +157,14 @@ def test_keepalive_and_proxy_columns() -> None:
     on = next(r for r in system if "| nginx |" in r)
     assert "15,713 (7,827 / 7,886)" in off and "30 (29 / 1)" in on
     text = _whole(records, problems)
-    assert any(r.startswith("| 1–2 | 1–2 | gunicorn-gthread") and "| nginx | 20 | 4,737 |" in r
-               for r in text.splitlines())
+    assert any(
+        r.startswith("| 1–2 | 1–2 | gunicorn-gthread") and "| nginx | 20 | 4,737 |" in r
+        for r in text.splitlines()
+    )
     errors = next(r for r in text.splitlines() if "| nginx | 20 |" in r and "0 / 0 | 0 / 0" in r)
-    assert errors.endswith("| 0 / 0 | 0 / 0 | – |")  # 502 and 504 counted (none), no ceiling measured
+    assert errors.endswith(
+        "| 0 / 0 | 0 / 0 | – |"
+    )  # 502 and 504 counted (none), no ceiling measured
 
 
 def test_compare_arches_ratio_and_emulated_apart() -> None:
