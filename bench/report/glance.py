@@ -247,7 +247,7 @@ def glance_section(records: list[Record], extra: list[str] | None = None) -> lis
         "achieved req/s is the load tool's pacing, so only p99 is ranked. The margin is the "
         "leader against the runner-up, both by point estimate: the ratio of req/s (or p99) "
         "with its interval and significance, Holm-corrected over every pair at that load. "
-        "Capacities: `X [lo–hi]`, the 95 % interval. Detailed tables below.",
+        "Capacities: `X [lo–hi]`, the 95 % interval. Detailed tables: the files under Details.",
         "",
     ]
     by_machine: dict[str, list[list[str]]] = defaultdict(list)

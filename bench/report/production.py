@@ -64,9 +64,9 @@ def reload_cell(server: str, records: list[Record], why: str | None) -> str:
     recovery = life.get("recovery_s")
     recovered = "not recovered in the window" if recovery is None else f"recovered in {recovery} s"
     around = life.get("p99_around_ms")
-    p99 = f", p99 ±2 s {around:.0f} ms" if isinstance(around, (int, float)) else ""
+    p99 = f", p99 ±2 s {around:,.0f} ms" if isinstance(around, (int, float)) else ""
     rate = f" at {rec.offered_rps:g} req/s" if rec.offered_rps else ""
-    return f"{life['failed']} failed{rate}, {recovered}{p99}"
+    return f"{int(life['failed']):,} failed{rate}, {recovered}{p99}"
 
 
 def _quota_pair(records: list[Record], server: str) -> tuple[Record, Record] | None:
@@ -103,7 +103,7 @@ def quota_cell(server: str, records: list[Record], has_workers: bool) -> str:
         f"w{fix.knobs.get('workers')} {fix.rps:,.0f})"
     )
     if p99_rule is not None and p99_fix is not None:
-        text += f", p99 {p99_rule:.0f} vs {p99_fix:.0f} ms"
+        text += f", p99 {p99_rule:,.0f} vs {p99_fix:,.0f} ms"
     if throttled is not None:
         text += f", throttled {throttled / 1000:.1f} s"
     return text
@@ -156,8 +156,9 @@ def recycle_cell(server: str, records: list[Record], why: str | None) -> str:
     started = (on.recycles or {}).get("workers_started", 0)
     p99_on = (on.latency_ms or {}).get("p99")
     p99_off = (off.latency_ms or {}).get("p99")
-    p99 = f", p99 {p99_on:.0f} vs {p99_off:.0f} ms" if p99_on and p99_off else ""
-    return f"{_failed(on)} failed vs {_failed(off)} without ({started} workers started){p99}"
+    p99 = f", p99 {p99_on:,.0f} vs {p99_off:,.0f} ms" if p99_on and p99_off else ""
+    workers = f"{int(started):,} workers started"
+    return f"{_failed(on):,} failed vs {_failed(off):,} without ({workers}){p99}"
 
 
 def memory_cell(server: str, records: list[Record]) -> str:

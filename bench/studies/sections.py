@@ -33,8 +33,6 @@ from bench.studies.verdict import Outcome, judge
 from bench.studies.verdict import outcome as judge_check
 from bench.studies.verdict import verdict as verdict_of
 
-SEEDS_URL = "../shared/seeds"
-
 
 def _published_cell(study: Study, arm: str, scenario: str, conc: int, metric: str) -> str:
     for fig in study.published:
@@ -350,7 +348,7 @@ def study_section(study: Study, records: list[Record], plot: str | None) -> list
     """The summary section of one study, from its latest run's records."""
     records, sweep_lines = collapse_groups(study, records)
     lines = [f"## Study: {study.name} — {study.title}", ""]
-    lines += [f"Source: `{SEEDS_URL}/{study.source}`. Claimed: {study.claim}", ""]
+    lines += [f"Source document `{study.source}`. Claimed: {study.claim}", ""]
     if not records:
         return [*lines, f"Not run yet: `make study NAME={study.name}`.", ""]
     lines += _verdict_lines(study, records)
