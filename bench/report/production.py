@@ -38,6 +38,15 @@ RELOAD_STUDY = "reload"
 RULE_CPUS, RULE_QUOTA = "cpus", "quota"
 
 
+def quota_bound(rec: Record) -> bool | None:
+    """Whether a CPU quota bound in this record's window: the kernel throttled the server's
+    cgroup for some time (cgroup.throttled_ms > 0); None: no quota or no cpu.stat figures."""
+    quota = rec.cgroup or {}
+    if "throttled_ms" not in quota:
+        return None
+    return float(quota["throttled_ms"] or 0) > 0
+
+
 def _latest(records: list[Record]) -> Record | None:
     return max(records, key=lambda r: str(r.metadata.get("started_at", ""))) if records else None
 
