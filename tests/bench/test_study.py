@@ -502,3 +502,21 @@ def test_a_configuration_that_cannot_run_today_keeps_its_row() -> None:
     assert "removed in Gunicorn 20.0" in row and "worse than sync" in row
     assert "UvicornWorker" in row
     assert sections.not_run_table(schema.load_study("accept-queue")) == []
+
+
+def test_the_readme_states_the_generated_study_cost() -> None:
+    """The README's table of what the trials cost is the one python -m bench.studies.cost
+    prints from the study files (never typed in), and its arithmetic is arms × scenarios ×
+    points × (warmup + duration) × trials: sync-vs-gevent is 2 arms × 5 connection counts ×
+    20 s, tripled by 3 trials."""
+    from bench.studies import cost
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    for line in cost.cost_table():
+        assert line in readme, line
+    gevent = schema.load_study("sync-vs-gevent")
+    assert cost.measured_seconds(gevent, 1) == 2 * 5 * 20
+    assert cost.measured_seconds(gevent, 3) == 3 * 2 * 5 * 20
+    # arms in a namespace run once whatever the trials
+    port = schema.load_study("port-exhaustion")
+    assert cost.measured_seconds(port, 3) == cost.measured_seconds(port, 1) > 0
