@@ -71,7 +71,7 @@ CAPACITY_KNEE_TRIALS = 3
 STUDY_SCENARIO = "upstream"  # the source documents are about slow I/O behind the server
 STUDY_CONCURRENCY = (10,)
 STUDY_WARMUP_S = 0  # the source experiments measured from a cold start
-STUDY_TRIALS = 1  # a verdict compares ratios measured within one run
+STUDY_TRIALS = 3  # the fewest trials that give a verdict an interval (bench.report.stats.decide)
 
 # -- make soak (memory over time at a fixed rate) --------------------------------------------
 SOAK_DURATION_S = 600  # source 002's long run: 10 minutes
