@@ -505,13 +505,13 @@ def test_a_configuration_that_cannot_run_today_keeps_its_row() -> None:
 
 
 def test_the_readme_states_the_generated_study_cost() -> None:
-    """The README's table of what the trials cost is the one python -m bench.studies.cost
+    """docs/studies.md's table of what the trials cost is the one python -m bench.studies.cost
     prints from the study files (never typed in), and its arithmetic is arms × scenarios ×
     points × (warmup + duration) × trials: sync-vs-gevent is 2 arms × 5 connection counts ×
     20 s, tripled by 3 trials."""
     from bench.studies import cost
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "studies.md").read_text()
     for line in cost.cost_table():
         assert line in readme, line
     gevent = schema.load_study("sync-vs-gevent")
