@@ -35,7 +35,15 @@ from bench.core.validate import (  # noqa: F401  (re-exported: tests and overhea
 from bench.core.variables import VARIABLES, for_command, help_lines
 from bench.host.arch import ArchError, check_emulation_supported, host_arch, normalize_arch
 from bench.host.metadata import machine_label
-from bench.load import default_load_threads, tools
+from bench.load import (
+    default_load_threads,
+    default_name,
+    open_loop_name,
+    scenarios_for,
+    tools,
+    traits,
+)
+from bench.load import names as load_names
 from bench.studies.schema import StudyError
 
 
@@ -67,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     capacity = sub.add_parser("capacity", help="each server's capacity within a latency objective")
     add_run_arguments(capacity)
     capacity.set_defaults(
-        load="oha",
+        load=open_loop_name(),
         duration=str(defaults.CAPACITY_DURATION_S),
         warmup=str(defaults.CAPACITY_WARMUP_S),
         trials="1",
@@ -78,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     soak = sub.add_parser("soak", help="memory of every server process over a long fixed-rate run")
     add_run_arguments(soak)
     soak.set_defaults(
-        load="oha",
+        load=open_loop_name(),
         duration=str(defaults.SOAK_DURATION_S),
         warmup=str(defaults.SOAK_WARMUP_S),
         trials="1",
@@ -151,17 +159,17 @@ def validate_app(args: argparse.Namespace) -> AppSpec | None:
 
 def validate_load(args: argparse.Namespace, app: AppSpec | None = None) -> dict[str, object]:
     """LOAD, SCENARIO and the load tool's own variables, checked against what the tool takes."""
-    load_tool = validate_choice("load", args.load, tuple(plan.LOAD_SCENARIOS))
+    load_tool = validate_choice("load", args.load or default_name(), load_names())
     app_scenario = args.scenario
     if app is not None:
-        if load_tool not in scenario.URL_TOOLS:
+        url_tools = [n for n in load_names() if traits(n).drives == scenario.URL]  # type: ignore[union-attr]
+        if load_tool not in url_tools:
             raise UsageError(
-                f"APP runs with LOAD={' or '.join(scenario.URL_TOOLS)}; "
-                f"LOAD={load_tool} plays its own mix"
+                f"APP runs with LOAD={' or '.join(url_tools)}; LOAD={load_tool} plays its own mix"
             )
         # The user's routes, not app_common's scenarios (checked below).
         args = argparse.Namespace(**{**vars(args), "scenario": "plaintext"})
-    drivable = plan.LOAD_SCENARIOS[load_tool]
+    drivable = scenarios_for(load_tool)
     # The default scenarios, or (a tool that drives none of them: Locust) all of the tool's.
     default = [s for s in defaults.SCENARIOS if s in drivable] or list(drivable)
     scenario_raw = args.scenario or ",".join(default)
@@ -314,7 +322,7 @@ def validate_lifecycle(raw: str | None, load: dict[str, object], target: str | N
     if not load["rates"]:
         raise UsageError(
             f"LIFECYCLE={event} needs a fixed arrival rate that does not slow down with the "
-            "server: LOAD=oha RATE=<req/s>"
+            f"server: LOAD={open_loop_name()} RATE=<req/s>"
         )
     if target is not None:
         raise UsageError(f"LIFECYCLE={event} signals a server started here: not with TARGET=")
@@ -528,11 +536,12 @@ def study_names() -> list[str]:
 
 def do_help(args: argparse.Namespace) -> int:
     """`make help`'s variables, scenarios, studies and servers, from their declarations."""
-    lines = ["Variables (make bench VAR=value ...):", *help_lines(), ""]
+    lines = ["Variables (make bench VAR=value ...):", *help_lines({"LOAD": default_name()}), ""]
     lines.append("Scenarios (SCENARIO=; the load tools that drive each):")
     width = max(map(len, scenario.SCENARIOS))
     for item in scenario.SCENARIOS.values():
-        lines.append(f"  {item.name:<{width}}  {item.about} ({', '.join(item.tools)})")
+        drivers = [n for n in load_names() if item.name in scenarios_for(n)]
+        lines.append(f"  {item.name:<{width}}  {item.about} ({', '.join(drivers)})")
     lines += ["", f"Studies (NAME=): {' '.join(study_names())} all", ""]
     lines.append(f"Servers (SERVER=): {' '.join(server_ids())}")
     print("\n".join(lines))

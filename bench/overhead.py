@@ -39,8 +39,8 @@ from bench.host.placement import cpu_placement
 from bench.host.prepare import Environment, Unavailable
 from bench.host.procs import Interrupted, ProcessTable, signals_ignored, signals_raise
 from bench.host.state import LockedError, run_lock, state_base
-from bench.load import LoadRequest, LoadResult, LoadTool, run_bounded
-from bench.load.wrk import Wrk, parse_wrk, wrk_binary
+from bench.load import LoadRequest, LoadResult, LoadTool
+from bench.load.wrk import Wrk, run_bare
 from bench.observe.sample import Family, Sampler, ss_listen, ss_time_wait
 from bench.stack.site import LocalServed, LocalSite, ServeError
 
@@ -159,26 +159,12 @@ def bare_wrk(settings: Settings, served: LocalServed, run: plan.RunSpec, threads
         scenario=run.scenario,
         concurrency=run.concurrency,
         duration_s=settings.duration_s,
-        out=settings.run_dir / f"{served.name}-{run.scenario}-r{run.trial}.bare.wrk.txt",
+        out=settings.run_dir / f"{served.name}-{run.scenario}-r{run.trial}",
         timeout_s=settings.timeout_s,
     )
-    argv = [
-        wrk_binary(),
-        f"-t{max(1, min(threads, run.concurrency))}",
-        f"-c{run.concurrency}",
-        f"-d{settings.duration_s}s",
-        # the harness's timeout: a slow answer is the same error in both, not a difference
-        f"--timeout={settings.timeout_s}s",
-        request.url,
-    ]
     served.wait_idle()
     before = _usage()
-    limit_s = settings.duration_s + 30
-    proc = run_bounded(settings.table, "wrk-bare", argv, request.out, limit_s, request)
-    text = request.out.read_text(errors="replace")
-    if proc.exit_code() != 0:
-        raise RuntimeError(f"bare wrk exited with {proc.exit_code()}: {text.strip()[-300:]}")
-    return _cost(before, parse_wrk(text))
+    return _cost(before, run_bare(settings.table, request, threads))
 
 
 HEADER = (

@@ -5,7 +5,8 @@ environment make exports them in, and the declarations on disk (servers/, scenar
 Output: exit status 0, or one line naming the valid choices and exit status 2. Runs with the
 system's python3 and the standard library only, so `make capacity SLO_P99_MS=abc` is refused in
 well under a second on a fresh clone instead of after apt, uv and a cargo build of oha. The
-harness checks everything again, with the rules that need it running (bench/cli.py).
+harness checks everything again, with the rules that need it running (bench/cli.py); LOAD
+is checked there only, as the load tools are found by importing them (bench/load).
 """
 
 from __future__ import annotations
@@ -69,7 +70,6 @@ CHOICES: dict[str, Callable[[str], object]] = {
     "SCENARIO": _scenario,
     "ARCH": _arch,
     "PROXY": lambda raw: validate_choice("proxy", raw, plan.PROXIES),
-    "LOAD": lambda raw: validate_choice("load", raw, scenario.TOOLS),
     "LIFECYCLE": lambda raw: validate_choice("lifecycle", raw, LIFECYCLES),
     "CPU_QUOTA": _cpu_quota,
     "RUNTIME": lambda raw: validate_choice("runtime", raw, plan.RUNTIMES),

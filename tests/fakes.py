@@ -83,6 +83,12 @@ class FakeServed:
     backlog: int | None = 128
     argv: list[str] = field(default_factory=lambda: ["fake-server"])
     proxied: bool = False
+    server: None = None  # no process to signal or sample
+    cgroup: None = None
+
+    def reload(self) -> None:
+        """No server process to signal."""
+        raise RuntimeError("a fake server cannot reload")
 
     def watch(self) -> str | None:
         """The site's scripted death, once its time has come."""
@@ -117,6 +123,7 @@ class FakeSite:
     dead: set[str] = field(default_factory=set)  # servers that "crashed"
     unsupported: set[str] = field(default_factory=set)
     queries: int = 0
+    emulator: None = None  # nothing emulated
     started: list[str] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)
 

@@ -23,7 +23,8 @@ PROXY = "none"  # the server alone; nginx in front is a choice (PROXY=nginx)
 KEEPALIVE = True  # what wrk, browsers and HTTP/1.1 clients do unless told otherwise
 PROXY_TIMEOUT_S = 60  # nginx's own default for proxy_connect_timeout and proxy_read_timeout
 PIN = False  # pinning needs 2+ CPUs and halves what the server may use; opt in with PIN=1
-LOAD_TOOL = "wrk"  # one URL at a time, the lowest client overhead
+# LOAD='s default is the load tool that declares itself the default (bench.load.default_name):
+# tool names live in bench/load only.
 LOCUST_WORKERS = 0  # one local Locust process; workers only when it saturates a core
 RUNTIME = "native"  # the harness starts the server here; `compose` is set by make compose-bench
 
@@ -70,7 +71,7 @@ CAPACITY_KNEE_TRIALS = 3
 STUDY_SCENARIO = "upstream"  # the source documents are about slow I/O behind the server
 STUDY_CONCURRENCY = (10,)
 STUDY_WARMUP_S = 0  # the source experiments measured from a cold start
-STUDY_TRIALS = 1  # a verdict compares ratios measured within one run
+STUDY_TRIALS = 3  # the fewest trials that give a verdict an interval (bench.report.stats.decide)
 
 # -- make soak (memory over time at a fixed rate) --------------------------------------------
 SOAK_DURATION_S = 600  # source 002's long run: 10 minutes

@@ -16,9 +16,8 @@ from pathlib import Path
 from bench.core import defaults, scenario
 from bench.core.app import AppSpec
 
-# Scenarios are declared in bench.core.scenario; which load tool drives which is theirs to say.
+# Scenarios are declared in bench.core.scenario; which load tool drives which, bench.load says.
 SCENARIOS = scenario.SCENARIOS
-LOAD_SCENARIOS: dict[str, tuple[str, ...]] = {t: scenario.scenarios_for(t) for t in scenario.TOOLS}
 # alb: nginx configured as a cloud load balancer (proxy/alb.conf.template, issue 15)
 PROXIES = ("none", "nginx", "alb")
 # Mode.runtime: native, the harness started the server here; compose, in containers (make
@@ -96,7 +95,7 @@ class Options:
     upstream_keepalive: bool | None = None  # nginx -> server; None without a proxy
     proxy_timeout_s: int = defaults.PROXY_TIMEOUT_S  # nginx's connect/read timeouts
     pin: bool = defaults.PIN  # load tool and server on separate CPUs
-    load_tool: str = defaults.LOAD_TOOL
+    load_tool: str | None = None  # LOAD=; None: bench.load's default tool
     load_workers: int = defaults.LOCUST_WORKERS  # Locust worker processes (0: one local process)
     target: str | None = None  # http://host:port of a server running elsewhere (TARGET=)
     # RATE=: offered requests/s of an open-loop tool (oha); empty for closed-loop tools. With

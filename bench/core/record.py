@@ -192,11 +192,29 @@ def record_name(rec: Record) -> str:
     return "_".join(_safe(p) for p in parts)
 
 
+FILE_MODE = 0o644  # results are for reading by anyone: mkstemp's 0600 would hide them
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Replace path's content atomically (a reader sees the old or the new file, never half
+    of one), world-readable; no temp file is left behind on failure."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        os.fchmod(fd, FILE_MODE)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)  # e.g. path is a directory
+        raise
+
+
 def _write_new(path: Path, data: bytes) -> None:
     """Write data to path through a temp file; never replace an existing file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     try:
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

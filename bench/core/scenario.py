@@ -1,10 +1,11 @@
-"""Scenarios: what a run requests, how the answer is verified, which load tools drive it.
+"""Scenarios: what a run requests, how the answer is verified, what kind of load drives it.
 
 Input: nothing (declarations). Output: SCENARIOS, name -> Scenario, in verification order.
 Each Scenario owns its URL path, the checks verify_server runs on its route(s) before any
-load (as each TechEmpower test type owns its URL and verify()), and the load tools that can
-drive it. Adding a scenario touches this file only. Expected answers come from the database
-and db/ (never from the app's own code).
+load (as each TechEmpower test type owns its URL and verify()), and what its load needs: one
+URL requested over and over (URL) or a mix of routes played by users (MIX). Load tools say
+which of the two they drive (bench.load); no scenario names a tool. Adding a scenario touches
+this file only. Expected answers come from the database and db/ (never from the app's own code).
 """
 
 from __future__ import annotations
@@ -21,11 +22,10 @@ QUERY_CASES = [("", 1), ("foo", 1), ("0", 1), ("-1", 1), ("20", 20), ("501", 500
 UPSTREAM_MS = 50
 SLEEP_MS = 10  # the sleep scenario's wait: one sync worker serves at most 1000/SLEEP_MS req/s
 COMPUTE_N = 1000
-# Load tools that request one URL, and those that play a mix of routes.
-URL_TOOLS = ("wrk", "oha")
-MIX_TOOLS = ("locust",)
-# Every load tool a scenario may name, in the order error messages list them.
-TOOLS = ("wrk", "locust", "oha")
+# What a scenario's load needs: one URL requested over and over, or a mix of routes (a
+# scenario's `path` is then the mix's name). A load tool declares which one it drives.
+URL = "url"
+MIX = "mix"
 
 
 @dataclass
@@ -66,10 +66,10 @@ class Scenario:
     """One thing to measure."""
 
     name: str
-    path: str  # what the load tool requests (a mix's name for Locust)
+    path: str  # what the load tool requests (a mix's name for a MIX scenario)
     about: str
     checks: tuple[Check, ...]
-    tools: tuple[str, ...] = URL_TOOLS
+    needs: str = URL  # URL or MIX
 
 
 def escape_html(text: str) -> str:
@@ -245,14 +245,14 @@ _ALL = (
     Scenario(
         "saas",
         "saas mix",
-        "seed 000 SaaS users (locust/saas.py): DB and ~3 s upstream",
+        "seed 000 SaaS users (login, plan, history, voice): DB and ~3 s upstream",
         (),
-        MIX_TOOLS,
+        MIX,
     ),
 )
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in _ALL}
 
 
-def scenarios_for(tool: str) -> tuple[str, ...]:
-    """The scenarios a load tool can drive, in declaration order."""
-    return tuple(s.name for s in _ALL if tool in s.tools)
+def needing(load: str) -> tuple[str, ...]:
+    """The scenarios whose load is of this kind (URL or MIX), in declaration order."""
+    return tuple(s.name for s in _ALL if s.needs == load)

@@ -173,8 +173,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "LOAD",
         "wrk, locust (runs SCENARIO=saas) or oha (open loop: RATE=)",
-        defaults.LOAD_TOOL,
-        unset=defaults.LOAD_TOOL,
+        "the load package's default tool (bench/load)",
     ),
     Variable(
         "RATE",
@@ -334,6 +333,10 @@ def for_command(command: str) -> tuple[Variable, ...]:
     return tuple(v for v in VARIABLES if command in v.commands)
 
 
-def help_lines() -> list[str]:
-    """`make help`'s variables: name, what it does, the default."""
-    return [f"  {v.name:<18} {v.about} (default: {v.default})" for v in VARIABLES]
+def help_lines(known: dict[str, str] | None = None) -> list[str]:
+    """`make help`'s variables: name, what it does, the default (`known`: defaults found at
+    run time, as LOAD's, the load tool that declares itself the default)."""
+    known = known or {}
+    return [
+        f"  {v.name:<18} {v.about} (default: {known.get(v.name, v.default)})" for v in VARIABLES
+    ]

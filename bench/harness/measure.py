@@ -11,9 +11,10 @@ load tool failed).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from bench.core import defaults, plan
 from bench.harness.observers import Observers
@@ -21,6 +22,10 @@ from bench.host.metadata import now_iso
 from bench.host.procs import ProcessTable
 from bench.load import LoadAborted, LoadRequest, LoadResult, LoadTool
 from bench.observe.sample import Resources, Sampler, Sockets
+
+if TYPE_CHECKING:
+    from bench.host.cgroup import CpuCgroup
+    from bench.stack.components import RunningServer
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,16 @@ class Served(Protocol):
     base_url: str
     name: str  # for raw file names: the server id, or "target"
     proxied: bool  # a proxy of ours in front: its log is read inside the tool's window
+    # The facts a record keeps about this start (None where the site has none):
+    argv: list[str] | None  # the server's command line
+    verification: dict | None  # what verify_server checked, and its warnings
+    backlog: int | None  # the listen socket's backlog as the kernel reports it
+    # What the production observers follow (bench.harness.observers); None: not ours (TARGET=)
+    server: RunningServer | None  # the server process we started: to signal and to sample
+    cgroup: CpuCgroup | None  # CPU_QUOTA=: the server's own cgroup
+
+    def reload(self) -> None:
+        """LIFECYCLE=reload: the server's own reload signal (only where `server` is ours)."""
 
     def watch(self) -> str | None:
         """Why the measurement is void (a process died), or None."""
@@ -113,10 +128,12 @@ def _db_delta(before: dict[str, int], after: dict[str, int], pools: dict[str, in
     )
 
 
-def measure_point(
-    settings: Settings, tool: LoadTool, served: Served, run: plan.RunSpec, primed: set[str]
-) -> Measurement:
-    """Primer (first run of a scenario), warmup, drain, then the measured run."""
+Requester = Callable[..., LoadRequest]
+
+
+def _requester(settings: Settings, served: Served, run: plan.RunSpec) -> Requester:
+    """The LoadRequest of each phase of this point (primer, warmup, measure): raw files
+    named after the server, scenario, concurrency and trial."""
     stem = settings.run_dir / f"{served.name}-{run.scenario}-c{run.concurrency}-t{run.trial}"
 
     def request(concurrency: int, seconds: float, phase: str, statuses: bool = True) -> LoadRequest:
@@ -134,12 +151,68 @@ def measure_point(
             statuses=statuses,
         )
 
+    return request
+
+
+def _warm(
+    settings: Settings, tool: LoadTool, run: plan.RunSpec, primed: set[str], request: Requester
+) -> LoadResult | None:
+    """The primer (first run of a scenario on this server) and the warmup, for a tool that
+    primes; the warmup's result, None without one."""
     if tool.primes and run.scenario not in primed:
         tool.run(settings.table, request(defaults.PRIMER_CONCURRENCY, defaults.PRIMER_S, "primer"))
         primed.add(run.scenario)
-    warm = None
     if tool.primes and settings.warmup_s:
-        warm = tool.run(settings.table, request(run.concurrency, settings.warmup_s, "warmup"))
+        return tool.run(settings.table, request(run.concurrency, settings.warmup_s, "warmup"))
+    return None
+
+
+@dataclass(frozen=True)
+class _Window:
+    """The measured window as the load tool and the samplers saw it."""
+
+    result: LoadResult
+    started: str
+    sampler: Sampler
+    # (start, end) in Unix seconds: the tool's own clock when it gives one (wrk: before its
+    # first request .. its last counted response), else when the harness started it + the
+    # tool's duration. A proxy goes on answering the requests it holds (504s seconds later)
+    # after the tool has left, and the tool starts tens of ms after the harness's start on a
+    # busy machine: only requests inside this span are the run's.
+    span: tuple[float, float]
+
+
+def _measure_window(
+    settings: Settings,
+    tool: LoadTool,
+    served: Served,
+    observers: Observers,
+    request: LoadRequest,
+) -> _Window:
+    """The measured run with the server's sampler, the watchdog and the observers around it;
+    LoadAborted when the server or the stack broke."""
+    started = now_iso()
+    sampler = served.sampler()
+    window_start = time.time()
+    observers.start()
+    try:
+        result = tool.run(settings.table, request, watch=served.watch, sampler=sampler)
+    finally:
+        observers.stop()
+    # The server may die in the last half second: check once more after the load.
+    reason = served.watch()
+    if reason is not None:
+        raise LoadAborted(reason)
+    span = result.window or (window_start, window_start + result.duration_s)
+    return _Window(result, started, sampler, span)
+
+
+def measure_point(
+    settings: Settings, tool: LoadTool, served: Served, run: plan.RunSpec, primed: set[str]
+) -> Measurement:
+    """Primer (first run of a scenario), warmup, drain, then the measured run."""
+    request = _requester(settings, served, run)
+    warm = _warm(settings, tool, run, primed, request)
     # Responses by status cost the load tool per response (bench/load/wrk_report.lua): counted
     # when a proxy is in front (its log is read inside the tool's window), when the warmup at
     # this point saw failed statuses, or without a warmup to tell; else the tool's own non-2xx
@@ -151,40 +224,20 @@ def measure_point(
         served, settings.duration_s, settings.lifecycle, settings.soak_interval_s
     )
     mark = served.proxy_mark()
-    started = now_iso()
-    sampler = served.sampler()
-    window_start = time.time()
-    observers.start()
-    try:
-        result = tool.run(
-            settings.table,
-            request(run.concurrency, settings.duration_s, "measure", statuses),
-            watch=served.watch,
-            sampler=sampler,
-        )
-    finally:
-        observers.stop()
-    # The server may die in the last half second: check once more after the load.
-    reason = served.watch()
-    if reason is not None:
-        raise LoadAborted(reason)
-    # Only requests that started and ended while the tool counted, by its own clock when it
-    # gives one (wrk: before its first request .. its last counted response): a proxy goes
-    # on answering the requests it holds (504s seconds later) after the tool has left, and
-    # the tool starts tens of ms after window_start on a busy machine. Otherwise:
-    # window_start + the tool's duration.
-    window = result.window or (window_start, window_start + result.duration_s)
-    proxy = served.proxy_statuses(mark, *window)
+    measured = request(run.concurrency, settings.duration_s, "measure", statuses)
+    window = _measure_window(settings, tool, served, observers, measured)
+    proxy = served.proxy_statuses(mark, *window.span)
     after = served.db_stats()
+    sampler = window.sampler
     db = None
     if before is not None and after is not None:
         db = _db_delta(before, after, sampler.pools())
     return Measurement(
-        result=result,
-        started=started,
+        result=window.result,
+        started=window.started,
         db=db,
         resources=sampler.resources(),
         sockets=sampler.sockets() if sampler.port is not None else None,
         proxy_by_status=proxy,
-        **observers.outcome(result, run.rate),  # type: ignore[arg-type]
+        **observers.outcome(window.result, run.rate),  # type: ignore[arg-type]
     )

@@ -2,8 +2,9 @@
 throttling (CPU_QUOTA), the reload trigger and what the load saw around it (LIFECYCLE), the
 RSS of every server process (make soak) and the workers started (RECYCLE).
 
-Input: the Served (only a local server, bench.stack.site.LocalServed, has a cgroup, a leader to
-signal and processes to sample), the window's length and what the run asked for. Output:
+Input: the Served (its `server` and `cgroup` are None where the site has none: only a local
+server, bench.stack.site.LocalServed, has a leader to signal and processes to sample), the
+window's length and what the run asked for. Output:
 start()/stop() around the load tool, then outcome(): the Measurement's cgroup, lifecycle,
 series and recycles (None for whatever was not asked).
 """
@@ -11,21 +12,23 @@ series and recycles (None for whatever was not asked).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bench.host.cgroup import CpuCgroup, Throttling
 from bench.host.container_cgroup import ContainerCgroup, Snapshot, window
 from bench.load import LoadResult
-from bench.load.oha import REQUESTS_NAME
 from bench.observe import lifecycle, soak
 from bench.observe.recycle import WorkerWatch
+
+if TYPE_CHECKING:
+    from bench.harness.measure import Served
 
 
 @dataclass
 class Observers:
     """The observers one measured window needs (each None when not asked for)."""
 
-    served: Any
+    served: Served
     duration_s: float
     event: str | None = None
     group: CpuCgroup | None = None
@@ -41,25 +44,23 @@ class Observers:
     @classmethod
     def of(
         cls,
-        served: Any,
+        served: Served,
         duration_s: float,
         event: str | None = None,
         soak_interval_s: float | None = None,
     ) -> Observers:
         """The observers a window of this Served needs; the cgroup's counters are read now."""
         found = cls(served, duration_s, event)
-        group = getattr(served, "cgroup", None)
-        if isinstance(group, CpuCgroup):
-            found.group, found.before = group, group.stat()
+        if served.cgroup is not None:
+            found.group, found.before = served.cgroup, served.cgroup.stat()
         container = getattr(served, "container_cgroup", None)
         if isinstance(container, ContainerCgroup):
             found.container = container
             found.container_peak_reset = container.reset_peak()
             found.container_before = container.snapshot()
-        reload = getattr(served, "reload", None)
-        if event == "reload" and reload is not None:
-            found.trigger = lifecycle.Trigger(duration_s / 2, reload)
-        server = getattr(served, "server", None)
+        server = served.server
+        if event == "reload" and server is not None:
+            found.trigger = lifecycle.Trigger(duration_s / 2, served.reload)
         if soak_interval_s is not None and server is not None:
             count = soak.samples_in(duration_s, soak_interval_s)
             found.rss = soak.RssSampler(server.proc.pid, soak_interval_s, count)
@@ -86,7 +87,7 @@ class Observers:
             "container": self._container(),
             "lifecycle": self._lifecycle(result, rate),
             "series": self._series(result),
-            "recycles": self.workers.outcome(self.served.server.knobs) if self.workers else None,
+            "recycles": self._recycles(),
         }
 
     def _container(self) -> dict[str, object] | None:
@@ -95,6 +96,12 @@ class Observers:
             return None
         after = self.container.snapshot()
         return window(self.container, self.container_before, after, self.container_peak_reset)
+
+    def _recycles(self) -> dict[str, int] | None:
+        """The workers started in the window (RECYCLE=)."""
+        if self.workers is None or self.served.server is None:
+            return None
+        return self.workers.outcome(self.served.server.knobs)
 
     def _cgroup(self) -> dict[str, object] | None:
         """The quota and the throttling since the window started (CPU_QUOTA=)."""
@@ -117,16 +124,16 @@ class Observers:
         trigger = self.trigger
         if trigger is None:
             return None
-        spec = getattr(getattr(self.served, "server", None), "spec", None)
+        server = self.served.server
         outcome: dict[str, object] = {
             "event": self.event,
-            "signal": getattr(spec, "reload_signal", None),
+            "signal": server.spec.reload_signal if server is not None else None,
             "planned_at_s": trigger.planned_at_s,
             "at_s": trigger.fired_at_s,
         }
         if trigger.error is not None or trigger.fired_at_s is None:
             return outcome | {"error": trigger.error or "the run ended before the planned second"}
-        requests = result.raw.get(REQUESTS_NAME)
+        requests = result.per_request
         if requests is None or rate is None:
             return outcome | {"error": "no per-request file: LIFECYCLE needs an open-loop tool"}
         errors = result.errors.to_dict()
@@ -139,7 +146,7 @@ class Observers:
         rss = self.rss
         if rss is None:
             return None
-        requests = result.raw.get(REQUESTS_NAME)
+        requests = result.per_request
         minutes = soak.per_minute(requests, self.duration_s) if requests is not None else None
         return {
             "interval_s": rss.interval_s,

@@ -28,7 +28,8 @@ from bench.host.prepare import Environment, Unavailable
 from bench.host.procs import Interrupted, ProcessTable, signals_ignored, signals_raise
 from bench.host.state import LockedError, run_lock, state_base
 from bench.host.venv import tool_version
-from bench.load import LoadError, tools
+from bench.load import LoadError
+from bench.load import tool as load_tool
 from bench.observe.recycle import jitter
 from bench.report import summary as report
 from bench.stack.site import LocalSite, RemoteSite, ServeError, read_log
@@ -73,13 +74,12 @@ def measure_block(
             facts.meta["argv"] = exc.argv
         h.recorder.failed(opts, runs, facts, str(exc), exc.logs)
         return
-    facts.meta["argv"] = getattr(served, "argv", None)
-    if facts.meta["argv"] is None:
-        del facts.meta["argv"]
-    facts.verification = getattr(served, "verification", None)
+    if served.argv is not None:
+        facts.meta["argv"] = served.argv
+    facts.verification = served.verification
+    facts.backlog = served.backlog
     if facts.container is not None and hasattr(served, "facts"):
         facts.container |= served.facts()
-    facts.backlog = getattr(served, "backlog", None)
     session = Session(h, opts, facts, served)
     try:
         if opts.mode.objective is not None:
@@ -105,7 +105,7 @@ def run_arms(
         h.tool.prepare(h.run_dir / "venv.log")
     except LoadError as exc:
         prepared = {s: Unavailable(str(exc), logs=("venv.log",)) for s in servers}
-    h.recorder.emulator = getattr(h.site, "emulator", None)
+    h.recorder.emulator = h.site.emulator
     arm_blocks = [(opts, block) for opts, blocks in plans for block in blocks]
     try:
         h.progress.say("starting the shared stack")
@@ -152,7 +152,7 @@ def make_harness(
 ) -> Harness:
     """The real site (here, or TARGET=) and the load tool the options chose."""
     placement = cpu_placement(first.pin)
-    tool = tools(first.load_threads, first.load_workers)[first.load_tool]
+    tool = load_tool(first.load_tool, first.load_threads, first.load_workers)
     site: Site = (
         RemoteSite(first.target)
         if first.target is not None

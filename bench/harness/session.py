@@ -23,12 +23,15 @@ from bench.load import LoadAborted, LoadError, LoadTool
 if TYPE_CHECKING:
     from bench.core.progress import Progress
     from bench.core.registry import ServerSpec
+    from bench.host.arch import Emulator
     from bench.host.prepare import Environment, Prepared
     from bench.host.procs import ProcessTable
 
 
 class Site(Protocol):
     """Where servers run (bench.stack.site.LocalSite, RemoteSite; a fake in the tests)."""
+
+    emulator: Emulator | None  # ARCH= another arch: the user-mode emulator; else None
 
     def prepare(
         self, specs: list[ServerSpec], arch: str, say: Callable[[str], None]

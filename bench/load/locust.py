@@ -15,8 +15,9 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
+from bench.core import scenario
 from bench.core.parse import ParseError
 from bench.load import (
     OVERSTAY_S,
@@ -270,13 +271,22 @@ class Locust:
     """Locust in its own venv (locust/), one process or a master and `workers`."""
 
     workers: int = 0
-    name: str = "locust"
+    name: ClassVar[str] = "locust"
     # Locust's users start cold, as the paper's did: no primer, no warmup.
-    primes: bool = False
-    open_loop: bool = False
-    variables: tuple[str, ...] = ("LOCUST_WORKERS",)  # the make variables it reads
+    primes: ClassVar[bool] = False
+    open_loop: ClassVar[bool] = False
+    drives: ClassVar[str] = scenario.MIX
+    per_request: ClassVar[str | None] = None  # Locust's CSV holds buckets, not each request
+    selectable: ClassVar[bool] = True
+    default: ClassVar[bool] = False
+    variables: ClassVar[tuple[str, ...]] = ("LOCUST_WORKERS",)  # the make variables it reads
     python: Path | None = None
     version: str | None = None  # read by prepare()
+
+    @classmethod
+    def configured(cls, load_threads: int, load_workers: int) -> Locust:
+        """LOCUST_WORKERS worker processes (0: one local process)."""
+        return cls(load_workers)
 
     def prepare(self, log: Path) -> None:
         """Locust's venv, created with uv from locust/requirements.txt when stale."""
@@ -322,3 +332,6 @@ class Locust:
             return parse_locust(text, status, request.duration_s)
         except ParseError as exc:
             raise LoadError(f"unreadable Locust statistics: {exc}", {RAW_NAME: text}) from exc
+
+
+TOOL = Locust

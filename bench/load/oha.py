@@ -38,20 +38,25 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
+from bench.core import scenario
 from bench.core.parse import ParseError
 from bench.host.netns import Namespace
 from bench.host.procs import ProcessTable, StartError
 from bench.host.state import STATE
 from bench.load import (
     OVERSTAY_S,
+    PER_REQUEST_HEADER,
+    PERCENTILES,
     Errors,
     Latency,
     LoadError,
     LoadRequest,
     LoadResult,
     Watch,
+    latency_summary_ms,
+    per_request_ms,
     run_bounded,
 )
 
@@ -59,8 +64,6 @@ if TYPE_CHECKING:
     from bench.host.procs import ProcessTable
     from bench.observe.sample import Sampler
 
-#: The percentiles a record carries, key -> percent.
-PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
 #: The error classes of a record (wrk's, plus what oha tells apart).
 ERROR_CLASSES = ("connect", "read", "write", "timeout", "other")
 #: oha's text for a request cut off by `-z` (client.rs, ClientError::Deadline).
@@ -294,7 +297,7 @@ def _read_db(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
-REQUESTS_HEADER = "intended_ms,latency_ms,status"
+REQUESTS_HEADER = PER_REQUEST_HEADER
 
 
 def requests_csv(db_path: str | Path) -> str:
@@ -318,11 +321,10 @@ def requests_csv(db_path: str | Path) -> str:
 
 
 def _csv_latencies_ms(text: str, path: str | Path) -> list[float]:
-    lines = text.splitlines()
     try:
-        return [float(line.split(",")[1]) for line in lines[1:] if line]
-    except (IndexError, ValueError) as exc:
-        raise OhaParseError(f"{path}: malformed per-request line: {exc}") from exc
+        return per_request_ms(text, path)
+    except ParseError as exc:
+        raise OhaParseError(str(exc)) from exc
 
 
 def per_request_latencies_ms(path: str | Path) -> list[float]:
@@ -346,20 +348,6 @@ def per_request_latencies_ms(path: str | Path) -> list[float]:
     finally:
         conn.close()
     return [_to_ms(row[0]) for row in rows]
-
-
-def latency_summary_ms(samples_ms: Iterable[float]) -> dict[str, float | None]:
-    """p50 p90 p99 p999 max mean of the samples, oha's way (sorted[floor(p/100 * n)])."""
-    values = sorted(samples_ms)
-    if not values:
-        return dict.fromkeys((*PERCENTILES, "max", "mean"))
-    n = len(values)
-    out: dict[str, float | None] = {
-        key: values[min(int(p / 100 * n), n - 1)] for key, p in PERCENTILES.items()
-    }
-    out["max"] = values[-1]
-    out["mean"] = round(math.fsum(values) / n, 6)
-    return out
 
 
 def _to_ms(seconds: float) -> float:
@@ -394,6 +382,7 @@ def to_load_result(
     # (oha's timer against its deadline): not counted as unsent.
     scheduled = math.floor(rate * (duration_s - DEADLINE_SLACK_S))
     return LoadResult(
+        per_request_name=REQUESTS_NAME if REQUESTS_NAME in raw else None,
         requests=parsed.responses,
         duration_s=parsed.duration_s,
         rps=parsed.responses / parsed.duration_s if parsed.duration_s > 0 else 0.0,
@@ -419,11 +408,20 @@ def to_load_result(
 class Oha:
     """oha at a fixed arrival rate (RATE=), latency from each request's intended send time."""
 
-    name: str = "oha"
-    primes: bool = True
-    open_loop: bool = True
-    variables: tuple[str, ...] = ("RATE",)  # the make variables it reads
+    name: ClassVar[str] = "oha"
+    primes: ClassVar[bool] = True
+    open_loop: ClassVar[bool] = True
+    drives: ClassVar[str] = scenario.URL
+    per_request: ClassVar[str | None] = REQUESTS_NAME
+    selectable: ClassVar[bool] = True
+    default: ClassVar[bool] = False
+    variables: ClassVar[tuple[str, ...]] = ("RATE",)  # the make variables it reads
     version: str | None = None  # read by prepare()
+
+    @classmethod
+    def configured(cls, load_threads: int, load_workers: int) -> Oha:
+        """oha takes neither: a thread per physical core."""
+        return cls()
 
     def prepare(self, log: Path) -> None:
         """oha is built by bench/setup.sh (LOAD=oha or OHA=1): only its version is read."""
@@ -526,3 +524,6 @@ def run_oha(
     if proc.exit_code() != 0:
         raise StartError(f"oha exited with {proc.exit_code()}: {proc.log_tail(5)}")
     return json_path.read_text(errors="replace")
+
+
+TOOL = Oha

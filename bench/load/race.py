@@ -2,7 +2,9 @@
 set around the server's keep-alive timeout.
 
 Input: a Namespace, the front's URL, the idle gaps (ms), the burst size and the rounds per
-gap. Output: a RaceResult: statuses and client errors per gap, and in all.
+gap. Output: a RaceResult: statuses and client errors per gap, and in all. `Race` declares
+what a record whose load_tool is "race" stands for (bench.load.traits); only the
+load-balancer study drives the pattern, LOAD= cannot name it.
 
 Why bursts: a burst of N concurrent requests makes the balancer open (or re-use) N upstream
 connections; after the burst they sit idle in its keep-alive pool. The next burst is sent
@@ -23,11 +25,27 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import ClassVar
 from urllib.parse import urlsplit
 
+from bench.core import scenario
 from bench.host.netns import Namespace
 
 REQUEST_TIMEOUT_S = 10.0
+
+
+class Race:
+    """The burst pattern as a record's load_tool: its traits, no LoadRequest run."""
+
+    name: ClassVar[str] = "race"
+    # Open within a burst, closed between bursts (module docstring): not a fixed arrival rate.
+    open_loop: ClassVar[bool] = False
+    drives: ClassVar[str] = scenario.URL
+    per_request: ClassVar[str | None] = None
+    selectable: ClassVar[bool] = False  # the load-balancer study's own pattern
+    default: ClassVar[bool] = False
+    variables: ClassVar[tuple[str, ...]] = ()
+    raw_name: ClassVar[str] = "race.json"  # the whole RaceResult, beside the record
 
 
 @dataclass
@@ -164,3 +182,6 @@ def within_budget(
     centre = close_ms if close_ms is not None else gaps_ms[len(gaps_ms) // 2]
     nearest = sorted(gaps_ms, key=lambda g: (abs(g - centre), g))[:bursts]
     return sorted(nearest), 1
+
+
+TOOL = Race

@@ -14,8 +14,9 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
+from bench.core import scenario
 from bench.core.parse import ParseError
 from bench.load import (
     DEFAULT_TIMEOUT_S,
@@ -176,11 +177,21 @@ class Wrk:
     """wrk with `threads` threads (never more than connections)."""
 
     threads: int = 1
-    name: str = "wrk"
-    primes: bool = True
-    open_loop: bool = False
-    variables: tuple[str, ...] = ("LOAD_THREADS",)  # the make variables it reads
+    name: ClassVar[str] = "wrk"
+    primes: ClassVar[bool] = True
+    open_loop: ClassVar[bool] = False
+    drives: ClassVar[str] = scenario.URL
+    per_request: ClassVar[str | None] = None  # wrk keeps a histogram, not each response
+    selectable: ClassVar[bool] = True
+    # One URL at a time with the lowest client overhead: what LOAD= is when unset.
+    default: ClassVar[bool] = True
+    variables: ClassVar[tuple[str, ...]] = ("LOAD_THREADS",)  # the make variables it reads
     version: str | None = None  # read by prepare()
+
+    @classmethod
+    def configured(cls, load_threads: int, load_workers: int) -> Wrk:
+        """LOAD_THREADS threads."""
+        return cls(load_threads)
 
     def prepare(self, log: Path) -> None:
         """wrk comes from the distro (bench/setup.sh): only its version is read."""
@@ -212,4 +223,29 @@ class Wrk:
             raise LoadError(f"unreadable wrk output: {exc}", {RAW_NAME: text}) from exc
 
 
-__all__ = ["DEFAULT_TIMEOUT_S", "Wrk", "parse_wrk", "wrk_argv", "wrk_version"]
+def run_bare(table: ProcessTable, request: LoadRequest, threads: int) -> LoadResult:
+    """Plain wrk (make overhead's baseline): no script, no sampler, no watchdog; its text left
+    at <out>.bare.wrk.txt. LoadError when it fails."""
+    out_path = request.out.with_name(request.out.name + ".bare.wrk.txt")
+    argv = [
+        wrk_binary(),
+        f"-t{max(1, min(threads, request.concurrency))}",
+        f"-c{request.concurrency}",
+        f"-d{max(1, round(request.duration_s))}s",
+        # the harness's timeout: a slow answer is the same error in both, not a difference
+        f"--timeout={request.timeout_s}s",
+        request.url,
+    ]
+    limit_s = request.duration_s + OVERSTAY_S
+    proc = run_bounded(table, "wrk-bare", argv, out_path, limit_s, request)
+    text = out_path.read_text(errors="replace")
+    if proc.exit_code() != 0:
+        raise LoadError(f"bare wrk exited with {proc.exit_code()}: {text.strip()[-300:]}")
+    try:
+        return parse_wrk(text)
+    except ParseError as exc:
+        raise LoadError(f"unreadable bare wrk output: {exc}") from exc
+
+
+TOOL = Wrk
+__all__ = ["DEFAULT_TIMEOUT_S", "TOOL", "Wrk", "parse_wrk", "run_bare", "wrk_argv", "wrk_version"]

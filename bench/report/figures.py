@@ -14,6 +14,7 @@ from pathlib import Path
 
 from bench.core.outcome import Outcome
 from bench.core.record import Record
+from bench.load import per_request_files
 from bench.observe.lifecycle import BIN_S, TAIL_S, due, parse_requests
 from bench.report.plots import plot_bars, plot_race, plot_timelines
 
@@ -51,7 +52,7 @@ def reload_timeline(rec: Record, results: Path) -> tuple[list[float], list[int]]
     """Seconds from the reload signal per BIN_S bin, and the arrivals of that bin not
     answered 2xx within the run's latency limit (bench.observe.lifecycle's definition)."""
     life = rec.lifecycle or {}
-    files = [results / n for n in rec.raw_files if n.endswith(".oha.requests.csv.gz")]
+    files = [results / n for n in per_request_files(rec.load_tool, rec.raw_files)]
     if "at_s" not in life or not rec.offered_rps or not files or not files[0].exists():
         return None
     rows = parse_requests(files[0].read_bytes())

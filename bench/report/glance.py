@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from bench.core.record import Record
+from bench.load import uses_threads
 from bench.report.cells import host_of, knobs_label, num, via_label
 from bench.report.groups import (
     BASELINES,
@@ -111,7 +112,7 @@ def _caveats(group_list: list[list[Record]]) -> str:
     threads = [
         (r.resources or {}).get("load_cpu_pct", 0) / (100 * (r.load_threads or 1))
         for r in records
-        if r.resources and r.load_tool == "wrk"
+        if r.resources and uses_threads(r.load_tool)
     ]
     if threads and max(threads) >= LOAD_SATURATED:
         notes.append(f"load tool near saturation ({max(threads):.0%} of its CPU)")
@@ -246,7 +247,7 @@ def glance_section(records: list[Record], extra: list[str] | None = None) -> lis
         "achieved req/s is the load tool's pacing, so only p99 is ranked. The margin is the "
         "leader against the runner-up, both by point estimate: the ratio of req/s (or p99) "
         "with its interval and significance, Holm-corrected over every pair at that load. "
-        "Capacities: `X [lo–hi]`, the 95 % interval. Detailed tables below.",
+        "Capacities: `X [lo–hi]`, the 95 % interval. Detailed tables: the files under Details.",
         "",
     ]
     by_machine: dict[str, list[list[str]]] = defaultdict(list)

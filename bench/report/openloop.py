@@ -2,9 +2,9 @@
 each server's capacity at a latency objective (make capacity), and the knee plots.
 
 Input: every record and the results directory (each trial's percentiles from its record; a
-single trial's `oha.requests.csv.gz` beside it for a within-run interval). Output: markdown
-lines and the knee plots RESULTS/plots/knee-<scenario>-<objective>.png with each capacity's
-crossing marked.
+single trial's per-request file, kept beside it by its load tool (bench.load), for a
+within-run interval). Output: markdown lines and the knee plots
+RESULTS/plots/knee-<scenario>-<objective>.png with each capacity's crossing marked.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from bench.core.outcome import Outcome
+from bench.core.parse import ParseError
 from bench.core.record import Record
-from bench.load.oha import OhaParseError, per_request_latencies_ms
+from bench.load import per_request_files, read_per_request_ms
 from bench.report.cells import host_of, knobs_label, machine, median, num, section_value, via_label
 from bench.report.groups import is_experiment, latency_values
 from bench.report.plots import Knee, plot_knee
@@ -89,12 +90,12 @@ def is_open_loop(rec: Record) -> bool:
 
 def _per_request(results: Path, rec: Record) -> list[float] | None:
     """One run's per-request latencies in intended-send order (None without the file)."""
-    files = [results / n for n in rec.raw_files if n.endswith(".oha.requests.csv.gz")]
+    files = [results / n for n in per_request_files(rec.load_tool, rec.raw_files)]
     if len(files) != 1 or not files[0].exists():
         return None
     try:
-        return per_request_latencies_ms(files[0])
-    except OhaParseError:
+        return read_per_request_ms(files[0])
+    except ParseError:
         return None
 
 

@@ -8,13 +8,17 @@ or "not measured" with the command that measures it — never blank.
 - reload: the latest LIFECYCLE=reload record per server: requests failed (the load tool's
   failed count over the whole window), the time until the offered rate was served again and
   the p99 within 2 s of the signal.
-- CPU quota: two CPU_QUOTA= records (record.cgroup) of one study run on /db whose worker rule
-  (metadata.workers_rule) is `cpus` (the server's rule: workers = the CPUs os.cpu_count()
-  sees) and `quota` (the same rule counted from the quota): the change in req/s and p99 when
-  the rule ignores the quota.
+- CPU quota: CPU_QUOTA= records (record.cgroup) on /db of two worker rules, `cpus` (the
+  server's rule: workers = the CPUs os.cpu_count() sees) and `quota` (the same rule counted
+  from the quota), each rule's trials from one study run (metadata.workers_rule) or from plain
+  `make bench` runs of one machine at one quota (cgroup.workers equal to cgroup.cpus_seen, or
+  to the quota rounded up): the change in req/s (with its interval over trials) and p99
+  when the rule ignores the quota, and the throttling of each — only where the quota bound
+  (throttled time > 0 in some trial); "quota did not bind" otherwise.
 - recycling: a RECYCLE= record (record.recycles: the server's own max-requests setting) and
-  the same study run's steady record of the server and scenario (no recycles, lifecycle or
-  cgroup): failed requests, workers started and p99.
+  the steady record (no recycles, lifecycle or cgroup) of the same study run and scenario, or
+  for a plain run the latest plain one of the same machine, scenario and offered rate:
+  failed requests, workers started and p99.
 
 Records are found by what they carry, never by study or arm names; "not supported" by
 metadata.unsupported (record.unsupported_code, which reads records older than format 6 too).
@@ -23,19 +27,32 @@ metadata.unsupported (record.unsupported_code, which reads records older than fo
 
 from __future__ import annotations
 
+import math
+import statistics
+from collections.abc import Callable
+
 from bench.core.outcome import Outcome
 from bench.core.record import Record, unsupported_code
 from bench.core.registry import load_all
 from bench.report.soak import slope_text, soak_records
+from bench.report.stats import difference
 from bench.report.table import markdown_table
 
 NOT_CATALOG = ("nginx-static",)  # the ceiling baseline, not a Python server
-# The study that measures each column (studies/<name>.toml), for the "not measured" hint.
-QUOTA_STUDY = "cpu-quota"
-RECYCLE_STUDY = "recycle"
-RELOAD_STUDY = "reload"
+# The "not measured" hints are plain `make bench` commands for that server (a study declares
+# its arms per server: a new server has none); the window the reload and recycle studies use.
+RELOAD_RUN = "LOAD=oha RATE=300 SCENARIO=db DURATION=20"
 # metadata.workers_rule of the two quota records: the CPUs os.cpu_count() sees, the quota's.
 RULE_CPUS, RULE_QUOTA = "cpus", "quota"
+
+
+def quota_bound(rec: Record) -> bool | None:
+    """Whether a CPU quota bound in this record's window: the kernel throttled the server's
+    cgroup for some time (cgroup.throttled_ms > 0); None: no quota or no cpu.stat figures."""
+    quota = rec.cgroup or {}
+    if "throttled_ms" not in quota:
+        return None
+    return float(quota["throttled_ms"] or 0) > 0
 
 
 def _latest(records: list[Record]) -> Record | None:
@@ -53,7 +70,7 @@ def reload_cell(server: str, records: list[Record], why: str | None) -> str:
     if rec is None:
         if why is not None:
             return f"not supported by the server ({why})"
-        return f"not measured (make study NAME={RELOAD_STUDY})"
+        return f"not measured (make bench SERVER={server} {RELOAD_RUN} LIFECYCLE=reload)"
     if rec.status == "unsupported":
         return "not supported by the server" + (f" ({why})" if why else "")
     life = rec.lifecycle or {}
@@ -64,49 +81,109 @@ def reload_cell(server: str, records: list[Record], why: str | None) -> str:
     recovery = life.get("recovery_s")
     recovered = "not recovered in the window" if recovery is None else f"recovered in {recovery} s"
     around = life.get("p99_around_ms")
-    p99 = f", p99 ±2 s {around:.0f} ms" if isinstance(around, (int, float)) else ""
+    p99 = f", p99 ±2 s {around:,.0f} ms" if isinstance(around, (int, float)) else ""
     rate = f" at {rec.offered_rps:g} req/s" if rec.offered_rps else ""
-    return f"{life['failed']} failed{rate}, {recovered}{p99}"
+    return f"{int(life['failed']):,} failed{rate}, {recovered}{p99}"
 
 
-def _quota_pair(records: list[Record], server: str) -> tuple[Record, Record] | None:
-    """The latest study run's (rule, quota) records of the server on /db."""
-    found: dict[object, dict[str, Record]] = {}
-    for rec in sorted(records, key=lambda r: str(r.metadata.get("started_at", ""))):
-        rule = rec.metadata.get("workers_rule")
-        if (
-            rec.server == server
-            and rec.cgroup is not None
-            and rec.status == "ok"
-            and rec.scenario == "db"
-            and rule in (RULE_CPUS, RULE_QUOTA)
-        ):
-            found.setdefault(rec.metadata.get("study_run"), {})[str(rule)] = rec
+def _rule_of(rec: Record) -> str | None:
+    """Which of the two rules a quota record ran: a study arm's metadata.workers_rule, or for
+    a plain `make bench CPU_QUOTA=` run its workers against what it saw (cgroup): as many as
+    the CPUs it saw is the os.cpu_count() rule, the quota rounded up is the quota's (where
+    the two are equal there is no trap to measure)."""
+    rule = rec.metadata.get("workers_rule")
+    if rule is not None:
+        return str(rule) if rule in (RULE_CPUS, RULE_QUOTA) else None
+    cgroup = rec.cgroup or {}
+    workers, seen, quota = cgroup.get("workers"), cgroup.get("cpus_seen"), cgroup.get("cpu_quota")
+    if workers is None or seen is None or not quota or seen == math.ceil(float(quota)):
+        return None
+    if workers == seen:
+        return RULE_CPUS
+    return RULE_QUOTA if workers == math.ceil(float(quota)) else None
+
+
+def _quota_pair(records: list[Record], server: str) -> tuple[list[Record], list[Record]] | None:
+    """The latest comparison's trials of each rule on /db: one study run's, or plain `make
+    bench` runs' of one machine at one quota."""
+    found: dict[object, dict[str, list[Record]]] = {}
+    for rec in records:
+        if rec.server != server or rec.cgroup is None or rec.status != "ok" or rec.scenario != "db":
+            continue
+        rule = _rule_of(rec)
+        if rule is None:
+            continue
+        run = rec.metadata.get("study_run")
+        key = run or (rec.metadata.get("machine_id"), rec.cgroup.get("cpu_quota"))
+        found.setdefault(key, {}).setdefault(rule, []).append(rec)
     pairs = [(p[RULE_CPUS], p[RULE_QUOTA]) for p in found.values() if len(p) == 2]
-    return max(pairs, key=lambda p: str(p[1].metadata.get("started_at", ""))) if pairs else None
+    if not pairs:
+        return None
+    return max(pairs, key=lambda p: max(str(r.metadata.get("started_at", "")) for r in p[1]))
 
 
-def quota_cell(server: str, records: list[Record], has_workers: bool) -> str:
-    """req/s and p99 of the os.cpu_count() rule relative to the quota's, under a 1-CPU quota."""
+def _median(records: list[Record], value: Callable[[Record], float | None]) -> float | None:
+    present = [v for v in (value(r) for r in records) if v is not None]
+    return statistics.median(present) if present else None
+
+
+def _throttled_ms(rec: Record) -> float | None:
+    value = (rec.cgroup or {}).get("throttled_ms")
+    return float(value) if value is not None else None
+
+
+def _ms(value: float | None) -> str:
+    """Throttled milliseconds: a sliver (0.01 ms) stays visible beside a plain 0."""
+    value = value or 0.0
+    return f"{value:,.0f}" if value >= 1 or value == 0 else f"{value:.2f}"
+
+
+def _change_text(rule: list[Record], fix: list[Record]) -> tuple[str, str]:
+    """req/s of the rule against the quota's: the change with its 95 % interval over trials,
+    or why there is no interval."""
+    diff = difference([r.rps for r in fix if r.rps], [r.rps for r in rule if r.rps])
+    if diff.ratio is None:
+        return "req/s –", ""
+    text = f"req/s {100 * (diff.ratio - 1):+.0f} %"
+    if diff.low is None or diff.high is None:
+        return text, "; one trial: no interval"
+    return text + f" [{100 * (diff.low - 1):+.0f}, {100 * (diff.high - 1):+.0f}]", ""
+
+
+def quota_cell(
+    server: str, records: list[Record], has_workers: bool, cpus_rule: bool = True
+) -> str:
+    """req/s and p99 of the os.cpu_count() rule relative to the quota's, with the throttling
+    of each: shown only where the quota bound (throttled time > 0) in some trial."""
     if not has_workers:
         return "not supported by the server (one process: no worker rule)"
     pair = _quota_pair(records, server)
-    if pair is None or not pair[0].rps or not pair[1].rps:
-        return f"not measured (make study NAME={QUOTA_STUDY})"
+    if (
+        pair is None
+        or not _median(pair[0], lambda r: r.rps)
+        or not _median(pair[1], lambda r: r.rps)
+    ):
+        # The server's own rule where it is workers = CPUs; else the CPUs named for it.
+        first = "" if cpus_rule else " WORKERS=<the CPUs here>"
+        return (
+            f"not measured (make bench SERVER={server} SCENARIO=db CPU_QUOTA=1{first}, then "
+            "the same with WORKERS=1)"
+        )
     rule, fix = pair
-    change = 100 * (rule.rps / fix.rps - 1)
-    p99_rule = (rule.latency_ms or {}).get("p99")
-    p99_fix = (fix.latency_ms or {}).get("p99")
-    throttled = (rule.cgroup or {}).get("throttled_ms")
-    text = (
-        f"req/s {change:+.0f} % (w{rule.knobs.get('workers')} {rule.rps:,.0f} vs "
-        f"w{fix.knobs.get('workers')} {fix.rps:,.0f})"
+    workers = f"w{rule[0].knobs.get('workers')} vs w{fix[0].knobs.get('workers')}"
+    throttled = (
+        f"throttled {_ms(_median(rule, _throttled_ms))} vs {_ms(_median(fix, _throttled_ms))} ms"
     )
+    if not any(quota_bound(r) for r in [*rule, *fix]):
+        return f"quota did not bind ({workers}: 0 ms throttled in every trial): no penalty shown"
+    rps_rule, rps_fix = _median(rule, lambda r: r.rps), _median(fix, lambda r: r.rps)
+    change, note = _change_text(rule, fix)
+    text = f"{change} ({workers}: {rps_rule:,.0f} vs {rps_fix:,.0f}{note})"
+    p99_rule = _median(rule, lambda r: (r.latency_ms or {}).get("p99"))
+    p99_fix = _median(fix, lambda r: (r.latency_ms or {}).get("p99"))
     if p99_rule is not None and p99_fix is not None:
-        text += f", p99 {p99_rule:.0f} vs {p99_fix:.0f} ms"
-    if throttled is not None:
-        text += f", throttled {throttled / 1000:.1f} s"
-    return text
+        text += f", p99 {p99_rule:,.0f} vs {p99_fix:,.0f} ms"
+    return f"{text}, {throttled}"
 
 
 def _failed(rec: Record) -> int:
@@ -119,7 +196,8 @@ def _steady(rec: Record) -> bool:
 
 def _recycle_pair(records: list[Record], server: str) -> tuple[Record | None, Record | None]:
     """The server's latest recycling record (or its "not supported"), and the steady record
-    of the same study run and scenario to compare it with."""
+    to compare it with: of the same study run and scenario, or for a plain `make bench
+    RECYCLE=` run the latest plain steady run of the same machine, scenario and offered rate."""
     on = _latest(
         [
             r
@@ -127,20 +205,29 @@ def _recycle_pair(records: list[Record], server: str) -> tuple[Record | None, Re
             if r.server == server and (r.recycles is not None or unsupported_code(r) == "recycle")
         ]
     )
-    if on is None or on.metadata.get("study_run") is None:
-        return on, None
+    if on is None:
+        return None, None
+    run = on.metadata.get("study_run")
     off = _latest(
         [
             r
             for r in records
             if r.server == server
             and r.scenario == on.scenario
-            and r.metadata.get("study_run") == on.metadata.get("study_run")
+            and r.metadata.get("study_run") == run
+            and (run is not None or _same_plain_point(r, on))
             and r.status != "unsupported"
             and _steady(r)
         ]
     )
     return on, off
+
+
+def _same_plain_point(rec: Record, on: Record) -> bool:
+    """A plain run at the same offered rate on the same machine as `on`."""
+    return rec.offered_rps == on.offered_rps and rec.metadata.get("machine_id") == on.metadata.get(
+        "machine_id"
+    )
 
 
 def recycle_cell(server: str, records: list[Record], why: str | None) -> str:
@@ -152,12 +239,16 @@ def recycle_cell(server: str, records: list[Record], why: str | None) -> str:
     if on is not None and on.status == "failed":
         return f"failed with recycling: {on.reason}"
     if on is None or off is None or on.status != "ok" or off.status != "ok":
-        return f"not measured (make study NAME={RECYCLE_STUDY})"
+        return (
+            f"not measured (make bench SERVER={server} {RELOAD_RUN} RECYCLE=1000, then the "
+            "same without RECYCLE)"
+        )
     started = (on.recycles or {}).get("workers_started", 0)
     p99_on = (on.latency_ms or {}).get("p99")
     p99_off = (off.latency_ms or {}).get("p99")
-    p99 = f", p99 {p99_on:.0f} vs {p99_off:.0f} ms" if p99_on and p99_off else ""
-    return f"{_failed(on)} failed vs {_failed(off)} without ({started} workers started){p99}"
+    p99 = f", p99 {p99_on:,.0f} vs {p99_off:,.0f} ms" if p99_on and p99_off else ""
+    workers = f"{int(started):,} workers started"
+    return f"{_failed(on):,} failed vs {_failed(off):,} without ({workers}){p99}"
 
 
 def memory_cell(server: str, records: list[Record]) -> str:
@@ -194,7 +285,12 @@ def production_sections(records: list[Record]) -> list[str]:
                 recycle_cell(
                     server, records, spec.recycle_why if spec.recycle_argv is None else None
                 ),
-                quota_cell(server, records, "workers" in spec.knobs),
+                quota_cell(
+                    server,
+                    records,
+                    "workers" in spec.knobs,
+                    "workers" in spec.knobs and spec.knobs["workers"].default == "cpus",
+                ),
                 memory_cell(server, records),
             ]
         )
@@ -213,7 +309,9 @@ def production_sections(records: list[Record]) -> list[str]:
         "the window, recovered = until the offered rate is served again (2xx within 3 × the "
         "p99 before the signal, at least +100 ms). CPU quota: the server's rule (workers = "
         "the CPUs os.cpu_count() sees) against the same rule counted from a 1-CPU cgroup "
-        "quota, study cpu-quota; + means the rule that ignores the quota served more.",
+        "quota (study cpu-quota or two make bench runs), shown only where the quota bound "
+        "(the kernel throttled the server: throttled ms > 0); + means the rule that ignores "
+        "the quota served more, [interval] over trials.",
         "",
         *markdown_table(header, rows, "lllll"),
         "",

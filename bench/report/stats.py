@@ -405,6 +405,32 @@ def decide(
     return Verdict("inconclusive", f"{where} contains 1.00×", diff)
 
 
+@dataclass(frozen=True)
+class Shift:
+    """B − A on the figures' own scale (for counts and shares, where a zero has no log): the
+    difference of means and its interval, Bonferroni-corrected over `family`."""
+
+    diff: float
+    low: float
+    high: float
+    n: int
+
+
+def shift(values_a: Sequence[float], values_b: Sequence[float], family: int = 1) -> Shift | None:
+    """The difference of means B − A with Welch's interval (degrees of freedom min(n) − 1, as
+    `difference`) at 1 − 0.05/family; None with fewer than 2 trials on a side."""
+    a = np.asarray([v for v in values_a if v is not None], dtype=float)
+    b = np.asarray([v for v in values_b if v is not None], dtype=float)
+    n = int(min(a.size, b.size))
+    if n < 2:
+        return None
+    diff = float(b.mean() - a.mean())
+    se = math.sqrt(b.var(ddof=1) / b.size + a.var(ddof=1) / a.size)
+    # identical trials on both sides (a count that stayed 0): the interval is the point
+    half = float(stats.t.ppf(1 - ALPHA / family / 2, n - 1)) * se
+    return Shift(diff, diff - half, diff + half, n)
+
+
 def _lognormal(rng: np.random.Generator, center: float, sd: float, n: int) -> np.ndarray:
     return center * np.exp(rng.normal(0.0, sd, n))
 

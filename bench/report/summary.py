@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.core.record import Record, load_records
+from bench.core.record import Record, load_records, replace_text
+from bench.load import is_default
 from bench.report.cells import (
     app_label,
     host_of,
@@ -48,6 +48,7 @@ from bench.report.html import write_html
 from bench.report.openloop import open_loop_sections
 from bench.report.plots import write_plots
 from bench.report.production import production_sections
+from bench.report.recommend import recommendations_section
 from bench.report.soak import soak_sections
 from bench.report.stats import Estimate, Ranked
 from bench.report.table import markdown_table
@@ -186,7 +187,7 @@ def _speed_row(
     first = group[0]
     rps = rps_estimate(group)
     conc = str(first.concurrency)
-    if first.load_tool != "wrk":
+    if not is_default(first.load_tool):
         conc += f" ({load_label(first)})"
     return [
         _rank_cell(rank[0]),
@@ -275,17 +276,53 @@ def _scenario_rows(
     return rows, any(row[3] for row in rows)
 
 
+# The speed row's cells split into two tables of at most 9 columns, a block per machine:
+# ranks, throughput and p99 first; the other percentiles, errors and the ceiling share after.
+SPEED_CELLS = (0, 1, 2, 3, 4, 5, 6, 8, 13)
+LATENCY_CELLS = (2, 3, 4, 5, 7, 9, 10, 11, 12)
+MACHINE_CELL = 14
+LATENCY_NOTE = (
+    "Latency and errors of the same rows: p50 and p99.9 in ms (geometric means over trials); "
+    "errors: socket errors / non-2xx responses over all trials; 502 / 504: nginx's counts "
+    "(behind nginx, – direct); of ceiling: the share of nginx-static's req/s at the same "
+    "concurrency on the same machine."
+)
+
+
+def _split_tables(rows: list[list[str]]) -> list[str]:
+    """Per machine, the speed table and the latency-and-errors table of its rows."""
+    lines: list[str] = []
+    machines_seen = list(dict.fromkeys(row[MACHINE_CELL] for row in rows))
+    for name in machines_seen:
+        mine = [row for row in rows if row[MACHINE_CELL] == name]
+        lines += [f"**Machine {name}**", ""]
+        lines += markdown_table(
+            [SPEED_HEADER[i] for i in SPEED_CELLS],
+            [[row[i] for i in SPEED_CELLS] for row in mine],
+            "rrllllrrr",
+        )
+        lines += ["", "Latency and errors:", ""]
+        lines += markdown_table(
+            [SPEED_HEADER[i] for i in LATENCY_CELLS],
+            [[row[i] for i in LATENCY_CELLS] for row in mine],
+            "llllrrrrr",
+        )
+        lines.append("")
+    return lines
+
+
 def scenario_section(scenario: str, records: list[Record], plot: str | None = None) -> list[str]:
-    """The speed table of one scenario: ok runs aggregated over trials, then the failed ones."""
+    """The speed tables of one scenario: ok runs aggregated over trials, then the failed ones."""
     path = records[0].path
     lines = [f"## {scenario} (`{path}`)", ""]
     if plot:
         lines += [f"![{scenario}: req/s and p99 by concurrency]({plot})", ""]
     rows, any_starved = _scenario_rows(records)
     if rows:
-        lines += markdown_table(SPEED_HEADER, [row[1] for row in rows], "rrllllrrrrrrrrl")
+        lines += _split_tables([row[1] for row in rows])
+        lines += [LATENCY_NOTE, ""]
         if any_starved:
-            lines += ["", STARVED_NOTE]
+            lines += [STARVED_NOTE, ""]
     else:
         lines.append("No successful runs.")
     lines += _failures(records)
@@ -319,7 +356,8 @@ def _failures(records: list[Record]) -> list[str]:
             str(rec.concurrency),
             str(rec.trial),
             rec.status,
-            (rec.reason or "").replace("|", "\\|").replace("\n", " ")[:300],
+            # the whole reason: a cut one reads as another ("restarts on file c")
+            (rec.reason or "").replace("|", "\\|").replace("\n", " "),
         ]
         for rec in bad
     ]
@@ -466,37 +504,132 @@ def _by_scenario(records: list[Record]) -> dict[str, list[Record]]:
     return by_scenario
 
 
+DETAILS = "details"  # RESULTS/details/<topic>.md: every table the summary links to
+# topic -> the title of its file and the line that links it from summary.md
+TOPICS = {
+    "capacity": (
+        "Open loop: capacity and fixed arrival rates",
+        "capacity at a p99 objective and runs at fixed arrival rates (oha), with the knee plots",
+    ),
+    "studies": ("Studies", "each study's claim, arms, figures and verdict"),
+    "production": (
+        "Production behaviours",
+        "reload, recycling, CPU quota, memory over a soak, defaults behind a load balancer",
+    ),
+}
+
+
+def _detail(title: str, lines: list[str]) -> str:
+    """A detail file: its title, the way back, its sections (plot links one level up)."""
+    body = "\n".join(lines).replace("](plots/", "](../plots/")
+    return f"# {title}\n\n[Back to the summary](../summary.md)\n\n{body}\n"
+
+
+FAILED_HEADER = ["server", "scenario", "via", "conc.", "trial", "status", "reason"]
+
+
+def failed_file(records: list[Record], problems: list[str]) -> list[str]:
+    """Every run that was not measured, with its whole reason, and the skipped files."""
+    bad = sorted(
+        (r for r in records if r.status != "ok"),
+        key=lambda r: (r.server, r.scenario, r.concurrency, r.trial, r.status),
+    )
+    rows = [
+        [
+            r.server,
+            r.scenario,
+            via_label(r),
+            str(r.concurrency),
+            str(r.trial),
+            r.status,
+            (r.reason or "").replace("|", "\\|").replace("\n", " "),
+        ]
+        for r in bad
+    ]
+    lines = [f"{len(bad):,} run(s) not measured.", ""]
+    if rows:
+        lines += [*markdown_table(FAILED_HEADER, rows, "lllrrll"), ""]
+    if problems:
+        lines += ["## Skipped files", "", *(f"- {p}" for p in problems), ""]
+    return lines
+
+
+def _details(
+    records: list[Record], problems: list[str], plots: dict[str, str], topics: dict
+) -> dict[str, tuple[str, str]]:
+    """Detail file name -> (text, what it holds), in the order the summary links them."""
+    files: dict[str, tuple[str, str]] = {}
+    by_scenario = _by_scenario(records)
+    for scenario in sorted(by_scenario):
+        lines = scenario_section(scenario, by_scenario[scenario], plots.get(scenario))
+        files[f"speed-{scenario}.md"] = (
+            _detail(f"Speed: {scenario}", [*lines, RANK_NOTE, ""]),
+            f"{scenario}: req/s, latency, errors and ranks per configuration and load",
+        )
+    for topic, lines in topics.items():
+        if lines:
+            title, holds = TOPICS.get(topic, (topic, topic))
+            files[f"{topic}.md"] = (_detail(title, lines), holds)
+    files["system.md"] = (
+        _detail("System figures", render_system(records).splitlines()[2:]),
+        "CPU, memory, sockets, accept queue and pools per configuration",
+    )
+    files["machines.md"] = (
+        _detail(
+            "Machines", ["## Machines", "", *machines_table(records), "", *arch_section(records)]
+        ),
+        "each machine's CPU, kernel, Python; arches compared; emulated runs",
+    )
+    files["failed.md"] = (
+        _detail("Runs not measured", failed_file(records, problems)),
+        "runs that failed or are unsupported, with their reasons",
+    )
+    files["method.md"] = (
+        _detail("Method", [METHOD, "", RANK_NOTE]),
+        "how every figure, interval, rank and capacity is computed",
+    )
+    return files
+
+
+def render_report(
+    records: list[Record],
+    problems: list[str],
+    plots: dict[str, str] | None = None,
+    topics: dict[str, list[str]] | None = None,
+) -> dict[str, str]:
+    """summary.md and its detail files (path relative to RESULTS -> text). `topics`: more
+    detail files by topic (capacity, studies, production); At a glance takes the studies'
+    verdicts from them."""
+    topics = topics or {}
+    details = _details(records, problems, plots or {}, topics)
+    hosts = {host_of(r) for r in records}
+    links = [f"- [{name}]({DETAILS}/{name}): {holds}" for name, (_, holds) in details.items()]
+    lines = [
+        "# Benchmark summary",
+        "",
+        f"{len(records):,} records from {len(hosts):,} machine(s); generated by `make report` "
+        f"from the JSON records in this directory; how figures are computed: "
+        f"[method]({DETAILS}/method.md).",
+        "",
+        *recommendations_section(records),
+        *glance_section(records, [line for part in topics.values() for line in part]),
+        "## Details",
+        "",
+        *links,
+        "",
+    ]
+    files = {f"{DETAILS}/{name}": text for name, (text, _) in details.items()}
+    return {"summary.md": "\n".join(lines), **files}
+
+
 def render_summary(
     records: list[Record],
     problems: list[str],
     plots: dict[str, str] | None = None,
     extra: list[str] | None = None,
 ) -> str:
-    """The whole summary.md text (plots: scenario -> relative path of its PNG; extra: more
-    sections, before the skipped files; At a glance takes the studies' verdicts from them)."""
-    hosts = {host_of(r) for r in records}
-    lines = [
-        "# Benchmark summary",
-        "",
-        f"{len(records)} records from {len(hosts)} machine(s); generated by `make report` "
-        "from the JSON records in this directory. " + METHOD,
-        "",
-        *glance_section(records, extra or []),
-        "## Machines",
-        "",
-        *machines_table(records),
-        "",
-    ]
-    by_scenario = _by_scenario(records)
-    for scenario in sorted(by_scenario):
-        lines += scenario_section(scenario, by_scenario[scenario], (plots or {}).get(scenario))
-    if any(by_scenario.values()):
-        lines += [RANK_NOTE, ""]
-    lines += arch_section(records)
-    lines += extra or []
-    if problems:
-        lines += ["## Skipped files", "", *(f"- {p}" for p in problems), ""]
-    return "\n".join(lines)
+    """summary.md's text (extra: study sections, for At a glance's verdict lines)."""
+    return render_report(records, problems, plots, {"studies": extra or []})["summary.md"]
 
 
 SYSTEM_NOTE = (
@@ -552,36 +685,29 @@ def plot_series(records: list[Record]) -> dict[str, dict[str, list[tuple]]]:
     return {scenario: dict(lines) for scenario, lines in series.items()}
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)  # no half-written file left behind (e.g. summary.md is a directory)
-        raise
-
-
 def write_summary(
     results_dir: Path,
     sections: Callable[[list[Record]], list[str]] | None = None,
 ) -> Path:
-    """Rebuild results_dir/summary.md and system.md from the records on disk (each replaced
-    atomically); `sections` renders more sections from the records (the studies')."""
+    """Rebuild results_dir/summary.md and its detail files from the records on disk (each
+    replaced atomically, world-readable); `sections` renders the studies' sections."""
     # REFERENCE=1 (the Makefile exports it): the shipped reference merged into the user's set
     with_reference = os.environ.get("PYWEBBENCH_REFERENCE") == "1"
     records, problems = load_records(results_dir, with_reference)
     for problem in problems:
         print(f"report: {problem}", file=sys.stderr)
     results_dir.mkdir(parents=True, exist_ok=True)
-    path = results_dir / "summary.md"
     plots = write_plots(results_dir, plot_series(records))
-    extra = open_loop_sections(records, results_dir)
-    extra += sections(records) if sections is not None else []
-    extra += production_sections(records) + figure_sections(records, results_dir)
-    extra += soak_sections(records, results_dir)
-    _write_atomic(path, render_summary(records, problems, plots, extra))
-    _write_atomic(results_dir / "system.md", render_system(records))
+    topics = {
+        "capacity": open_loop_sections(records, results_dir),
+        "studies": sections(records) if sections is not None else [],
+        "production": production_sections(records)
+        + figure_sections(records, results_dir)
+        + soak_sections(records, results_dir),
+    }
+    texts = render_report(records, problems, plots, topics)
+    for name, text in texts.items():  # summary.md first: if it cannot be written, nothing is
+        (results_dir / name).parent.mkdir(exist_ok=True)
+        replace_text(results_dir / name, text)
     write_html(results_dir, points(records))
-    return path
+    return results_dir / "summary.md"

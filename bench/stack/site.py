@@ -126,7 +126,7 @@ class LocalServed:
         replaced from now on: the watchdog follows the leader alone."""
         assert self.server.spec.reload_signal is not None
         self._pids = {self.server.proc.pid}
-        os.kill(self.server.proc.pid, getattr(signal, self.server.spec.reload_signal))
+        os.kill(self.server.proc.pid, signal.Signals[self.server.spec.reload_signal])
 
     def wait_idle(self, timeout_s: float = 60.0) -> None:
         """Wait until the requests a finished load tool left behind are served.
@@ -268,8 +268,6 @@ class LocalSite:
     ) -> LocalServed:
         """Start, check, verify and (PROXY=nginx) front one server; ServeError if any fails."""
         assert self.db is not None
-        server_cpus = self.placement.server_cpus if self.placement.pinned else None
-        log_path = self.run_dir / log_name
         quota = self._cgroup(opts.cpu_quota)
         app = opts.app
         entry = app.entry_for(spec.app) if app is not None else None
@@ -285,7 +283,7 @@ class LocalSite:
                 environment.python,
                 self.db,
                 log_name,
-                cpus=server_cpus,
+                cpus=self._server_cpus(),
                 extra_env={**environment.env, **opts.study.app_env, **app_env_vars},
                 cgroup=quota.procs_file if quota else None,
                 app=(entry.target, entry.root) if entry is not None else None,
@@ -294,7 +292,7 @@ class LocalSite:
             if quota is not None:
                 quota.remove()
             reason = f"server did not start: {_first_line(exc)}"
-            raise ServeError(reason, {"server.log": read_log(log_path)}) from None
+            raise ServeError(reason, {"server.log": read_log(self.run_dir / log_name)}) from None
         served = LocalServed(
             server,
             self.db,
@@ -306,34 +304,49 @@ class LocalSite:
         )
         served._pids = process_tree(server.proc.pid)
         try:
-            if self.emulator is not None and not is_emulated(server.proc.pid):
-                raise ServeError("not running under qemu", {}, server.argv)
-            try:
-                if app is not None:
-                    served.verification = verify_routes(server.port, app.routes, self.db)
-                else:
-                    served.verification = _verify(server.port, spec, self.db, "127.0.0.1")
-            except (VerifyError, OSError) as exc:
-                logs = {"server.log": read_log(log_path)}
-                raise ServeError(f"verification failed: {exc}", logs, server.argv) from None
-            served.backlog = sample.listen_backlog(server.port)
+            self._check(served, spec, app)
             if opts.proxy is not None:
-                try:
-                    served.proxy = self.stack.start_proxy(
-                        server,
-                        bool(opts.upstream_keepalive),
-                        opts.proxy_timeout_s,
-                        server_cpus,
-                        kind=opts.proxy,
-                    )
-                except StartError as exc:
-                    reason = f"nginx (proxy) did not start: {_first_line(exc)}"
-                    logs = {"server.log": read_log(log_path)}
-                    raise ServeError(reason, logs, server.argv) from None
+                self._front(served, opts)
         except BaseException:
             self.stop(served)
             raise
         return served
+
+    def _server_cpus(self) -> frozenset[int] | None:
+        """The CPUs the server may use under PIN=1; None: any."""
+        return self.placement.server_cpus if self.placement.pinned else None
+
+    def _check(self, served: LocalServed, spec: ServerSpec, app: AppSpec | None) -> None:
+        """Under qemu when emulated, verified (APP=: the user's routes), its backlog read;
+        ServeError with its log."""
+        server = served.server
+        if self.emulator is not None and not is_emulated(server.proc.pid):
+            raise ServeError("not running under qemu", {}, server.argv)
+        try:
+            if app is not None:
+                served.verification = verify_routes(server.port, app.routes, self.db)
+            else:
+                served.verification = _verify(server.port, spec, self.db, "127.0.0.1")
+        except (VerifyError, OSError) as exc:
+            logs = {"server.log": read_log(server.proc.log_path)}
+            raise ServeError(f"verification failed: {exc}", logs, server.argv) from None
+        served.backlog = sample.listen_backlog(server.port)
+
+    def _front(self, served: LocalServed, opts: Options) -> None:
+        """nginx (PROXY=nginx or alb) in front of the server; ServeError with its log."""
+        server = served.server
+        try:
+            served.proxy = self.stack.start_proxy(
+                server,
+                bool(opts.upstream_keepalive),
+                opts.proxy_timeout_s,
+                self._server_cpus(),
+                kind=opts.proxy,
+            )
+        except StartError as exc:
+            reason = f"nginx (proxy) did not start: {_first_line(exc)}"
+            logs = {"server.log": read_log(server.proc.log_path)}
+            raise ServeError(reason, logs, server.argv) from None
 
     def _cgroup(self, quota: float | None) -> CpuCgroup | None:
         """CPU_QUOTA=: a new cgroup for one server start, removed with the server (and, on any
@@ -373,6 +386,12 @@ class RemoteServed:
     argv: list[str] | None = None
     name: str = "target"
     proxied: bool = False  # a proxy there is not ours: its log is not read
+    server: None = None  # no process of ours to signal or sample
+    cgroup: None = None  # no cgroup of ours
+
+    def reload(self) -> None:
+        """A remote server's reload is its own (the CLI refuses LIFECYCLE with TARGET=)."""
+        raise RuntimeError("a server running elsewhere is not ours to reload")
 
     def watch(self) -> str | None:
         """Nothing of ours can die."""
@@ -400,6 +419,8 @@ class RemoteServed:
 
 class RemoteSite:
     """TARGET=http://host:port: verify and load a server running elsewhere."""
+
+    emulator: Emulator | None = None  # nothing runs here: nothing emulated
 
     def __init__(self, target: str) -> None:
         self.target = target

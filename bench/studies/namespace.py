@@ -27,8 +27,8 @@ from bench.host import netns
 from bench.host.procs import ProcessTable
 from bench.host.venv import ensure_venv
 from bench.load import Errors, Latency, LoadResult
-from bench.load.oha import OhaParseError, parse_oha, run_oha, to_load_result
-from bench.load.race import RaceResult, gaps_around, probe_idle_close, run_race, within_budget
+from bench.load.oha import JSON_NAME, OhaParseError, parse_oha, run_oha, to_load_result
+from bench.load.race import Race, RaceResult, gaps_around, probe_idle_close, run_race, within_budget
 from bench.stack import namespace as nsstack
 from bench.studies.schema import RACE_BURST, RACE_LOAD, RACE_ROUNDS, Arm, Study
 
@@ -223,7 +223,7 @@ def race_result(race: RaceResult) -> LoadResult:
         by_message=dict(race.errors),
     )
     raw: dict[str, str | bytes] = {
-        "race.json": json.dumps(race.to_dict(), sort_keys=True, indent=1)
+        Race.raw_name: json.dumps(race.to_dict(), sort_keys=True, indent=1)
     }
     rps = race.requests / race.duration_s if race.duration_s > 0 else 0.0
     return LoadResult(race.requests, race.duration_s, rps, Latency(), errors, raw)
@@ -273,9 +273,9 @@ def record_arm(
             parsed = parse_oha(text, offered_rps=float(run.rate or 0))
         except OhaParseError as exc:
             reason = f"unreadable oha output: {exc}"
-            recorder.failed(opts, (run,), facts, reason, {"oha.json": text})
+            recorder.failed(opts, (run,), facts, reason, {JSON_NAME: text})
             return None
         rate = float(run.rate or 0)
-        result = to_load_result(parsed, rate, opts.duration_s, {"oha.json": text})
+        result = to_load_result(parsed, rate, opts.duration_s, {JSON_NAME: text})
     measurement = Measurement(result, started, proxy_by_status=measured.proxy_statuses)
     return recorder.in_namespace(opts, run, facts, measurement, fields)

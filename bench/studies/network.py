@@ -4,15 +4,18 @@ balancer".
 Input: a study described by `expect` (bench.studies.schema) and its latest run's records
 (each with `network`: the namespace's sysctls, kernel counter deltas, TIME_WAIT and
 accept-queue peaks, nginx's error-log reasons). Output: markdown lines: the claim, what was
-expected, a table per arm (errors with nginx's reasons, kernel counters, TIME_WAIT; for the
-race the 502s per 10,000 requests with an upper bound where none was seen), what the arms
-showed; then per server its defaults (keep-alive timeout, backlog) beside what the race
-measured.
+expected, for the race a verdict on the documented fix (per server with a default and a fix
+arm: decided only where the two rates' exact intervals do not overlap), a table per arm
+(errors with nginx's reasons, kernel counters, TIME_WAIT; for the race the 502s per 10,000
+requests with the count and an exact binomial 95 % interval), what the arms showed; then per
+server its defaults (keep-alive timeout, backlog) beside what the race measured.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+
+from scipy import stats
 
 from bench.core.outcome import Outcome
 from bench.core.record import Record
@@ -20,6 +23,8 @@ from bench.core.registry import load_all
 from bench.report.table import markdown_table
 from bench.studies.metrics import latest_run
 from bench.studies.schema import RACE_LOAD, Study
+from bench.studies.verdict import Outcome as Judged
+from bench.studies.verdict import verdict as verdict_of
 
 RACE = "lb-keepalive-race"
 BALANCER_IDLE_S = 60
@@ -55,10 +60,13 @@ def _sent(rec: Record) -> int:
     return (rec.requests or 0) + _client_errors(rec)
 
 
-def upper_bound_per_10k(sent: int) -> float | None:
-    """One-sided 95 % upper bound, per 10,000, on a rate never seen in `sent` independent
-    tries: the p with (1 - p)^sent = 0.05 (exact binomial; about 3/sent, the rule of three)."""
-    return 10_000 * (1 - 0.05 ** (1 / sent)) if sent else None
+def rate_per_10k(bad: int, sent: int) -> tuple[float, float, float] | None:
+    """A rate of `bad` in `sent` independent tries, per 10,000, with its exact (Clopper–
+    Pearson) two-sided 95 % interval: few events give a wide one (0 in 880: 0–42)."""
+    if not sent:
+        return None
+    ci = stats.binomtest(bad, sent).proportion_ci(confidence_level=0.95, method="exact")
+    return 10_000 * bad / sent, 10_000 * float(ci.low), 10_000 * float(ci.high)
 
 
 def _bad_gaps(rec: Record) -> str:
@@ -98,10 +106,10 @@ def per_10k(rec: Record) -> str:
         return f"no race: idle connections outlive the balancer's {BALANCER_IDLE_S} s"
     if not sent:
         return "–"
+    rate, low, high = rate_per_10k(bad, sent)  # type: ignore[misc]
     if bad == 0:
-        bound = upper_bound_per_10k(sent)
-        return f"0 in {sent:,} (race not seen; < {bound:.0f} per 10,000 at 95 %)"
-    return f"{10_000 * bad / sent:.1f} ({bad} in {sent:,})"
+        return f"0 [0–{high:.0f}] (0 in {sent:,}: race not seen)"
+    return f"{rate:.1f} [{low:.1f}–{high:.0f}] ({bad} in {sent:,})"
 
 
 def _upstream_opens_per_request(rec: Record) -> float | None:
@@ -139,7 +147,7 @@ RACE_HEADER = [
     "idle close s (measured)",
     "sent",
     "502s",
-    "502 per 10,000",
+    "502 per 10,000 [95 %] (count)",
     "gaps ms with 502s (count)",
     "upstream conns per request",
     "first reason (nginx error log)",
@@ -278,6 +286,61 @@ def measured_lines(study: Study, records: list[Record]) -> list[str]:
     ]
 
 
+def _race_counts(rec: Record) -> tuple[int, int]:
+    return _status_count(rec, 502), _sent(rec)
+
+
+def fix_outcome(server: str, default: Record, fixed: Record) -> Judged:
+    """Whether the documented fix (keep-alive above the balancer's) lowered a server's 502
+    rate: decided only when the two exact 95 % intervals do not overlap."""
+    (bad_d, sent_d), (bad_f, sent_f) = _race_counts(default), _race_counts(fixed)
+    both = rate_per_10k(bad_d, sent_d), rate_per_10k(bad_f, sent_f)
+    if both[0] is None or both[1] is None:
+        line = f"- {server}: not measured (no request sent in an arm) — inconclusive"
+        return Judged({}, "inconclusive", line, "not measured")
+    (_, low_d, high_d), (_, low_f, high_f) = both
+    if high_f < low_d:
+        result, why = "reproduced", "the fix's interval lies wholly below the default's"
+    elif low_f > high_d:
+        result, why = "not reproduced", "the fix's interval lies wholly above the default's"
+    else:
+        result, why = "inconclusive", "the intervals overlap (too few events to tell)"
+    line = (
+        f"- {server}, 502 per 10,000: default keep-alive {per_10k(default)}, keep-alive above "
+        f"{BALANCER_IDLE_S} s {per_10k(fixed)} — {result}: {why}"
+    )
+    return Judged({}, result, line, result)
+
+
+def fix_pairs(records: list[Record]) -> dict[str, tuple[Record, Record]]:
+    """Per server, its ok `<what>-default` and `<what>-fix` arms (the race study's names)."""
+    arms: dict[str, dict[str, Record]] = {}
+    for rec in records:
+        arm = str(rec.metadata.get("study_arm"))
+        for end in ("-default", "-fix"):
+            if rec.status == "ok" and arm.endswith(end):
+                arms.setdefault(rec.server, {})[end] = rec
+    return {s: (a["-default"], a["-fix"]) for s, a in arms.items() if len(a) == 2}
+
+
+def fix_verdict_lines(study: Study, records: list[Record]) -> list[str]:
+    """The race's verdict: per server with both arms, whether the fix lowered the 502 rate
+    beyond the overlap of the two exact intervals; none without a fix arm."""
+    pairs = fix_pairs(records) if _raced(study) else {}
+    if not pairs:
+        return []
+    outcomes = [fix_outcome(server, *pair) for server, pair in sorted(pairs.items())]
+    return [
+        f"**Verdict: {verdict_of(outcomes)}** (the documented fix, keep-alive above the "
+        f"balancer's {BALANCER_IDLE_S} s, against each server's default, for the "
+        f"{len(pairs)} server{'s' if len(pairs) != 1 else ''} with both arms; rule: decided "
+        "only where the exact 95 % intervals of the two 502 rates do not overlap).",
+        "",
+        *(o.line for o in outcomes),
+        "",
+    ]
+
+
 def study_section(study: Study, records: list[Record]) -> list[str]:
     """One load-balancer study's section."""
     first = records[0]
@@ -295,6 +358,7 @@ def study_section(study: Study, records: list[Record]) -> list[str]:
         "",
         f"**How ours differs.** {study.differs}",
         "",
+        *fix_verdict_lines(study, records),
         *_arm_table(study, records),
         "",
         *measured_lines(study, records),
@@ -355,8 +419,8 @@ def defaults_table(records: list[Record]) -> list[str]:
                 "idle close s (measured)",
                 "backlog",
                 "keeps connections alive",
-                "502 per 10,000 (default)",
-                "502 per 10,000 (keep-alive > 60 s)",
+                "502 per 10,000 [95 %] (default)",
+                "502 per 10,000 [95 %] (keep-alive > 60 s)",
             ],
             rows,
             "lrrrlll",

@@ -27,7 +27,7 @@ from bench.host.metadata import host_metadata, now_iso
 from bench.host.placement import cpu_placement
 from bench.host.procs import Interrupted, ProcessTable, StartError
 from bench.host.venv import tool_version
-from bench.load import LoadError, tools
+from bench.load import LoadError, open_loop_name, tools
 from bench.studies.arms import arm_options, base_options, derived_options, new_run_id
 from bench.studies.namespace import facts_of, measure_arm, record_arm, run_spec
 from bench.studies.schema import Arm, Study, StudyError, in_namespace, load_runnable
@@ -151,7 +151,7 @@ def execute_in_namespaces(study: Study, batch: Batch, sections: Sections) -> int
 
 def _recorder(run_dir: Path, batch: Batch) -> Recorder:
     """The Recorder of namespace arms: oha's version, nginx's when a proxy is in front."""
-    tool = tools()["oha"]
+    tool = tools()[open_loop_name()]
     # Without a working oha an oha arm fails with oha's own reason; the race needs none.
     with contextlib.suppress(LoadError):
         tool.prepare(run_dir / "venv.log")

@@ -21,7 +21,8 @@ from pathlib import Path
 from bench.core import defaults, plan
 from bench.core.registry import load_all, server_ids
 from bench.host import cgroup
-from bench.load import TOOL_NAMES, tools
+from bench.load import default_name, kinds, open_loop_name, scenarios_for, tools
+from bench.load.race import Race
 from bench.studies.metrics import METRICS
 
 STUDIES_DIR = Path(__file__).resolve().parents[2] / "studies"
@@ -67,8 +68,8 @@ RACE_KEYS += ("race_budget",)
 # The race's defaults, here and nowhere else: a burst of 20 concurrent requests, 10 rounds.
 RACE_BURST = 20
 RACE_ROUNDS = 10
-RACE_LOAD = "race"  # not a load tool of bench.load: the race's own bursts, in the namespace
-NAMESPACE_LOADS = ("oha", RACE_LOAD)
+RACE_LOAD = Race.name  # the race's own bursts in the namespace, not a LOAD= tool
+NAMESPACE_LOADS = (open_loop_name(), RACE_LOAD)
 # What an arm in a namespace is not measured with (it gets no warmup, trials, cgroup, ...).
 NOT_IN_NAMESPACE = ("cpu_quota", "lifecycle", "recycle", "app_env", "paths", "scenarios")
 NOT_IN_NAMESPACE += ("group", "warmup", "trials")
@@ -270,10 +271,8 @@ def validate_rates_from(where: str, raw: object) -> RatesFrom:
 def validate_load_keys(where: str, raw: dict) -> dict[str, object]:
     """An arm's load, rates, rates_from and from_best: the Arm fields they become."""
     load = raw.get("load")
-    if load is not None and load not in (*TOOL_NAMES, RACE_LOAD):
-        raise StudyError(
-            f"{where}: unknown load {load!r}; valid: {', '.join((*TOOL_NAMES, RACE_LOAD))}"
-        )
+    if load is not None and load not in kinds():
+        raise StudyError(f"{where}: unknown load {load!r}; valid: {', '.join(kinds())}")
     open_tools = [name for name, tool in tools().items() if tool.open_loop]
     rates, rates_from = raw.get("rates"), raw.get("rates_from")
     if load in open_tools and (rates is None) == (rates_from is None):
@@ -366,10 +365,10 @@ def _check_arm_run(path: Path, run: dict, arm: Arm) -> None:
             f"{path}: arm {arm.id}: unknown scenario {unknown or scenarios!r}; valid: "
             f"{', '.join(plan.SCENARIOS)} or a name in paths"
         )
-    load = arm.load or defaults.LOAD_TOOL
+    load = arm.load or default_name()
     if load == RACE_LOAD:
         return  # the race sends plain GETs: any single-URL route
-    drivable = plan.LOAD_SCENARIOS[load]
+    drivable = scenarios_for(load)
     wrong = [s for s in scenarios if s in plan.SCENARIOS and s not in drivable]
     if wrong:
         raise StudyError(
@@ -390,9 +389,9 @@ def _check_namespace(where: str, arm: Arm, settings: dict[str, object]) -> None:
         raise StudyError(
             f"{where}: an arm in a namespace is loaded by load = {' or '.join(NAMESPACE_LOADS)}"
         )
-    if arm.load == "oha" and len(arm.rates) != 1:
+    if arm.load == open_loop_name() and len(arm.rates) != 1:
         raise StudyError(f"{where}: an arm in a namespace runs oha at one rate: rates = [req/s]")
-    if arm.load == "oha" and set(used) & set(RACE_KEYS):
+    if arm.load == open_loop_name() and set(used) & set(RACE_KEYS):
         raise StudyError(f"{where}: {sorted(set(used) & set(RACE_KEYS))} need load = 'race'")
     unsupported = [k for k in NOT_IN_NAMESPACE if k in settings]
     if unsupported or len(settings.get("concurrency", [1])) != 1:  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ from pathlib import Path
 from bench.core.record import Record
 from bench.report.cells import host_of
 from bench.report.plots import Panel, plot_study
+from bench.report.production import quota_bound
 from bench.report.table import markdown_table
 from bench.studies import network
 from bench.studies.arms import best_arms
@@ -32,8 +33,6 @@ from bench.studies.schema import NOT_RUN_KEYS, Study, StudyError, load_study, st
 from bench.studies.verdict import Outcome, judge
 from bench.studies.verdict import outcome as judge_check
 from bench.studies.verdict import verdict as verdict_of
-
-SEEDS_URL = "../shared/seeds"
 
 
 def _published_cell(study: Study, arm: str, scenario: str, conc: int, metric: str) -> str:
@@ -82,13 +81,16 @@ def collapse_groups(study: Study, records: list[Record]) -> tuple[list[Record], 
     return kept, lines
 
 
-def _run_line(verdict: str, records: list[Record]) -> str:
+def _run_line(verdict: str, records: list[Record], family: int) -> str:
     host = host_of(records[0])
     started = min(str(r.metadata.get("started_at", "")) for r in records)
+    trials = len({r.trial for r in records})
     return (
         f"**Verdict: {verdict}** (run {records[0].metadata.get('study_run')} on {host}, "
-        f"{len(records)} runs from {started}; rule: the checks below, on ratios measured in "
-        "this one run)."
+        f"{len(records)} runs from {started}, {trials} trial{'s' if trials != 1 else ''} per "
+        "arm; rule: a check is decided only where the 95 % interval of its ratio over the "
+        f"trials, Bonferroni-corrected over the study's {family} checks, lies wholly on one "
+        "side, otherwise it is inconclusive)."
     )
 
 
@@ -171,29 +173,31 @@ def _changed_checks(closed: list[Outcome], opened: list[Outcome]) -> list[str]:
 def _two_model_lines(study: Study, records: list[Record]) -> tuple[list[str], list[str]]:
     """Verdict per load model, the checks of each, and which verdict changed and why; and
     the verdicts."""
+    family = len(study.checks)
     closed_checks = [c for c in study.checks if not study.check_is_open(c)]
     open_checks = [c for c in study.checks if study.check_is_open(c)]
     if not closed_checks:
         # Every arm is open loop (the production studies): one load model, one verdict.
-        opened = [judge_check(c, records) for c in open_checks]
+        opened = [judge_check(c, records, family) for c in open_checks]
         word = verdict_of(opened)
         label = f"{_open_label(records)}: {word}"
-        return [_run_line(label, records), "", *(o.line for o in opened), ""], [word]
-    closed = [judge_check(c, records) for c in closed_checks]
+        return [_run_line(label, records, family), "", *(o.line for o in opened), ""], [word]
+    closed = [judge_check(c, records, family) for c in closed_checks]
     if not any(r.offered_rps is not None for r in records):
         # Records from before the study had open-loop arms: the closed-loop verdict alone.
         return [
-            _run_line(verdict_of(closed), records),
+            _run_line(verdict_of(closed), records, family),
             "",
             *(o.line for o in closed),
             "",
             f"Open loop: not in this run (`make study NAME={study.name}` runs it).",
             "",
         ], [verdict_of(closed)]
-    opened = [judge_check(c, records) for c in open_checks]
+    opened = [judge_check(c, records, family) for c in open_checks]
     closed_verdict, open_verdict = verdict_of(closed), verdict_of(opened)
     closed_label, open_label = _closed_label(records), _open_label(records)
-    run_line = _run_line(f"{closed_label}: {closed_verdict}; {open_label}: {open_verdict}", records)
+    both = f"{closed_label}: {closed_verdict}; {open_label}: {open_verdict}"
+    run_line = _run_line(both, records, family)
     lines = [run_line, ""]
     lines += [f"{closed_label.capitalize()}:", "", *(o.line for o in closed), ""]
     lines += [f"{open_label.capitalize()}:", "", *(o.line for o in opened), ""]
@@ -220,7 +224,8 @@ def _verdict_lines(study: Study, records: list[Record]) -> list[str]:
         lines, verdicts = _two_model_lines(study, records)
     else:
         verdict, check_lines = judge(study, records)
-        lines, verdicts = [_run_line(verdict, records), "", *check_lines, ""], [verdict]
+        run_line = _run_line(verdict, records, len(study.checks))
+        lines, verdicts = [run_line, "", *check_lines, ""], [verdict]
     if any(v != "reproduced" for v in verdicts):
         lines += [f"Why it may differ: {study.differs}", ""]
     return lines
@@ -278,6 +283,23 @@ def _offered_cell(rec_rates: dict[tuple[str, str], float], arm: str, offered: fl
     return fmt(offered) + (f" ({_percent(fraction)})" if fraction else "")
 
 
+def _bound_text(records: list[Record], cell: Cell) -> str:
+    """Whether the CPU quota bound in a cell's trials (throttled time > 0): yes, no, or in
+    how many of them."""
+    bound = [
+        quota_bound(r)
+        for r in records
+        if r.status == "ok"
+        and (str(r.metadata.get("study_arm")), r.scenario, r.concurrency, r.offered_rps) == cell
+    ]
+    known = [b for b in bound if b is not None]
+    if not known:
+        return "–"
+    if all(known) or not any(known):
+        return "yes" if known[0] else "no (0 ms throttled)"
+    return f"in {sum(known)} of {len(known)} trials"
+
+
 def _results_table(study: Study, records: list[Record]) -> list[str]:
     """Per arm, route and concurrency (and offered rate, open loop), the study's metrics:
     published beside ours. Closed- and open-loop arms in tables of their own."""
@@ -298,6 +320,9 @@ def _results_table(study: Study, records: list[Record]) -> list[str]:
             else ["arm", "route", "conn.", "offered req/s"]
         )
         header = _results_header(metrics, with_published, first)
+        # Under a CPU quota: whether it bound, beside the figures it is meant to explain.
+        quota = any(quota_bound(r) is not None for r in part)
+        header += ["quota bound"] if quota else []
         rates = fraction_rates(part)
         rows = []
         for arm, scenario, conc, offered in _ordered_cells(study, values):
@@ -308,6 +333,8 @@ def _results_table(study: Study, records: list[Record]) -> list[str]:
                 if metric in with_published:
                     row.append(_published_cell(study, arm, scenario, conc, metric))
                 row.append(fmt(values[metric].get((arm, scenario, conc, offered))))
+            if quota:
+                row.append(_bound_text(part, (arm, scenario, conc, offered)))
             rows.append(row)
         if lines:
             lines.append("")
@@ -316,7 +343,8 @@ def _results_table(study: Study, records: list[Record]) -> list[str]:
                 f"{(_closed_label if part is closed else _open_label)(records).capitalize()}:",
                 "",
             ]
-        lines += markdown_table(header, rows, "ll" + "r" * (len(header) - 2))
+        align = "ll" + "r" * (len(header) - 2 - quota) + "l" * quota
+        lines += markdown_table(header, rows, align)
     return lines
 
 
@@ -350,7 +378,7 @@ def study_section(study: Study, records: list[Record], plot: str | None) -> list
     """The summary section of one study, from its latest run's records."""
     records, sweep_lines = collapse_groups(study, records)
     lines = [f"## Study: {study.name} — {study.title}", ""]
-    lines += [f"Source: `{SEEDS_URL}/{study.source}`. Claimed: {study.claim}", ""]
+    lines += [f"Source document `{study.source}`. Claimed: {study.claim}", ""]
     if not records:
         return [*lines, f"Not run yet: `make study NAME={study.name}`.", ""]
     lines += _verdict_lines(study, records)

@@ -40,7 +40,7 @@ def declared_paths() -> set[str]:
     """Every URL path a scenario's load tool requests or its checks verify."""
     paths = set()
     for item in scenario.SCENARIOS.values():
-        if set(item.tools) & set(scenario.URL_TOOLS):
+        if item.needs == scenario.URL:
             paths.add(urllib.parse.urlsplit(item.path).path)
         paths |= {urllib.parse.urlsplit(check.path).path for check in item.checks}
     return paths

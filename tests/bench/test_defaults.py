@@ -3,7 +3,7 @@
 import subprocess
 from pathlib import Path
 
-from bench import cli
+from bench import cli, load
 from bench.core import defaults
 from bench.core.registry import ROOT
 
@@ -27,7 +27,7 @@ def test_make_bench_without_variables_gets_the_defaults() -> None:
         defaults.PIN,
     )
     assert (opts.load_tool, opts.load_workers, opts.mode.runtime) == (
-        defaults.LOAD_TOOL,
+        load.default_name(),
         defaults.LOCUST_WORKERS,
         defaults.RUNTIME,
     )
@@ -52,7 +52,7 @@ def test_make_help_states_the_defaults() -> None:
         "KEEPALIVE": "on" if defaults.KEEPALIVE else "off",
         "PROXY_TIMEOUT": defaults.PROXY_TIMEOUT_S,
         "PIN": int(defaults.PIN),
-        "LOAD": defaults.LOAD_TOOL,
+        "LOAD": load.default_name(),
         "LOCUST_WORKERS": defaults.LOCUST_WORKERS,
         "SOAK_INTERVAL": defaults.SOAK_INTERVAL_S,
         "CPU_QUOTA": "none",

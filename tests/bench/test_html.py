@@ -52,16 +52,16 @@ def _text(fragment: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", fragment)).strip()
 
 
-def _glance_row_md(summary: str) -> list[str]:
-    """The first data row of the summary's first At a glance table, as plain text cells."""
-    after = summary.split("## At a glance", 1)[1]
+def _glance_row_md(summary: str, heading: str = "At a glance") -> list[str]:
+    """The first data row of the summary's first table under `heading`, as plain cells."""
+    after = summary.split(f"## {heading}", 1)[1]
     rows = [line for line in after.splitlines() if line.startswith("|")]
     cells = rows[2].strip("|").split("|")  # header, alignment, first row
     return [c.strip().replace("**", "").replace("`", "") for c in cells]
 
 
-def _glance_row_dom(dom: str) -> list[str]:
-    after = dom.split(">At a glance</h2>", 1)[1]
+def _glance_row_dom(dom: str, heading: str = "At a glance") -> list[str]:
+    after = dom.split(f">{heading}</h2>", 1)[1]
     body = after.split("<tbody>", 1)[1].split("</tr>", 1)[0]
     return [_text(cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", body, re.S)]
 
@@ -91,6 +91,16 @@ def test_rendered_page_says_what_the_summary_says(report: Path) -> None:
     total = len(points(records))
     shown = _text(re.search(r'<span id="shown-count">(.*?)</span>', dom).group(1))
     assert shown == f"{total} of {total} points shown"
+
+
+def test_the_rendered_page_opens_with_the_recommendation(report: Path) -> None:
+    """The first recommendation rendered in the browser is the summary's first, and it comes
+    before the charts: the answer first."""
+    dom, _ = _browse(report / "index.html")
+    summary = (report / "summary.md").read_text()
+    row = _glance_row_dom(dom, "Recommendations")
+    assert row and row == _glance_row_md(summary, "Recommendations")
+    assert dom.index(">Recommendations</h2>") < dom.index('id="explore"')
 
 
 def test_index_is_self_contained(report: Path) -> None:

@@ -69,7 +69,7 @@ def test_a_race_record_written_again_renders_the_same_row(tmp_path: Path) -> Non
         network.study_section(study, [replace(r, load_tool_version="1")])[8:] for r in (old, new)
     ]
     assert rows[0] == rows[1]
-    assert any("| 480 | 1 | 20.8 (1 in 480) | 1953 (1) |" in line for line in rows[1])
+    assert any("| 480 | 1 | 20.8 [0.5–116] (1 in 480) | 1953 (1) |" in line for line in rows[1])
 
 
 def test_an_oha_arm_record(tmp_path: Path) -> None:

@@ -1,13 +1,14 @@
 """Studies measured in network namespaces, offline (bench.studies.network): the study files
-validate, nginx's error-log reasons parse from a captured log, the race's bound is the rule
-of three, and the sections render from real records."""
+validate, nginx's error-log reasons parse from a captured log, each race rate carries its
+exact binomial interval, the fix is judged only where the intervals part, and the sections
+render from real records."""
 
 from pathlib import Path
 
 import pytest
 
 from bench.core.parse import parse_proxy_errors
-from bench.studies.network import upper_bound_per_10k
+from bench.studies.network import rate_per_10k
 from bench.studies.schema import in_namespace, load_study, study_names
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nginx"
@@ -44,13 +45,49 @@ def test_notices_are_not_failures() -> None:
     assert parse_proxy_errors("2026/11/23 15:38:23 [notice] 1#1: start worker processes\n") == {}
 
 
-def test_upper_bound_rule_of_three() -> None:
-    """No event in 3,000 tries: below ~10 per 10,000 at 95 % (exactly 1 - 0.05^(1/3000)),
-    and a bound p that makes 3,000 misses a 5 % event."""
-    bound = upper_bound_per_10k(3000)
-    assert bound == pytest.approx(9.98, abs=0.01)
-    assert (1 - bound / 10_000) ** 3000 == pytest.approx(0.05)
-    assert upper_bound_per_10k(0) is None
+def test_rate_interval_is_exact_binomial() -> None:
+    """A rate per 10,000 with its Clopper–Pearson 95 % interval: 0 in 3,000 reaches ~12 (the
+    two-sided bound 1 - 0.025^(1/3000)); 9 in 880 is 102 [47–193]; no tries, no rate."""
+    rate, low, high = rate_per_10k(0, 3000)  # type: ignore[misc]
+    assert rate == 0 and low == 0 and high == pytest.approx(10_000 * (1 - 0.025 ** (1 / 3000)))
+    rate, low, high = rate_per_10k(9, 880)  # type: ignore[misc]
+    assert rate == pytest.approx(102.27, abs=0.01)
+    assert (low, high) == (pytest.approx(46.9, abs=0.1), pytest.approx(193.3, abs=0.1))
+    assert rate_per_10k(0, 0) is None
+
+
+def _race_arm(rec, arm: str, bad: int, sent: int):
+    """A real race record as an arm with `bad` 502s in `sent` requests."""
+    import dataclasses
+
+    meta = {**rec.metadata, "study": "lb-keepalive-race", "study_arm": arm}
+    network = {**rec.network, "race": {**rec.network["race"], "sent": sent}}
+    errors = {**rec.errors, "proxy_by_status": {"502": bad}}
+    return dataclasses.replace(rec, metadata=meta, network=network, errors=errors)
+
+
+@pytest.mark.parametrize(
+    ("default", "fixed", "result"),
+    [
+        ((9, 880), (0, 880), "reproduced"),  # [47–193] against [0–42]: apart
+        ((3, 660), (0, 660), "inconclusive"),  # [9–132] against [0–56]: they overlap
+        ((0, 880), (9, 880), "not reproduced"),  # the fix raced more, beyond the overlap
+    ],
+)
+def test_the_fix_is_judged_only_where_the_intervals_part(
+    default: tuple, fixed: tuple, result: str
+) -> None:
+    """The race's verdict per server: the fix arm's 502 rate against the default arm's,
+    decided only where their exact intervals do not overlap; the section says it first."""
+    from bench.core.record import load_records
+    from bench.studies.network import fix_outcome, study_section
+
+    records, _ = load_records(FIXTURES.parent / "lb-race")
+    rec = next(r for r in records if r.server == "gunicorn-gevent")
+    arms = [_race_arm(rec, "gevent-default", *default), _race_arm(rec, "gevent-fix", *fixed)]
+    assert fix_outcome("gunicorn-gevent", *arms).result == result
+    lines = study_section(load_study("lb-keepalive-race"), arms)
+    assert f"**Verdict: {result}** (the documented fix" in "\n".join(lines)
 
 
 def test_section_from_a_real_port_exhaustion_record() -> None:
@@ -87,7 +124,7 @@ def test_race_rows_and_defaults_from_real_records() -> None:
     assert not problems and len(records) == 2
     lines = summary_sections(records)
     gevent = next(line for line in lines if line.startswith("| Gunicorn gevent"))
-    assert "| 2.00 |" in gevent and "| 480 | 1 | 20.8 (1 in 480) | 1953 (1) |" in gevent
+    assert "| 2.00 |" in gevent and "| 480 | 1 | 20.8 [0.5–116] (1 in 480) | 1953 (1) |" in gevent
     assert "Connection reset by peer" in gevent
     table = defaults_table(records)
     sync = next(line for line in table if line.startswith("| gunicorn-sync |"))

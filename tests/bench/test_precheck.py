@@ -33,7 +33,6 @@ def _precheck(command: str, **variables: str) -> subprocess.CompletedProcess[str
         ("run", {"KEEPALIVE": "maybe"}, "valid: on, off"),
         ("run", {"CPU_QUOTA": "lots"}, "CPU_QUOTA='lots'"),
         ("run", {"TARGET": "ftp://x"}, "TARGET="),
-        ("run", {"LOAD": "ab"}, "valid: wrk, locust, oha"),
         ("run", {"RUNTIME": "foo"}, "valid: native, docker, compose"),
         ("serve", {"RUNTIME": "docker", "CPUS": "abc"}, "CPUS='abc' is not a number of CPUs"),
         ("run", {"RUNTIME": "docker", "MEMORY": "12q"}, "MEMORY='12q' is not a size"),

@@ -50,9 +50,13 @@ def test_measured_cells_carry_the_records_figures() -> None:
     rows = _rows(production_sections(_records()))
     reload, recycle, quota, memory = rows["granian"]
     assert reload.startswith("0 failed at 300 req/s, ")
-    assert quota.startswith("req/s +47 % (w2 1,428 vs w1 973)")
+    assert quota.startswith("req/s +47 % (w2 vs w1: 1,428 vs 973; one trial: no interval)")
+    assert quota.endswith("throttled 35 vs 0 ms")
     assert "MB/h [" in memory and "at 50 req/s" in memory
-    assert recycle == "not measured (make study NAME=recycle)"
+    assert recycle == (
+        "not measured (make bench SERVER=granian LOAD=oha RATE=300 SCENARIO=db DURATION=20 "
+        "RECYCLE=1000, then the same without RECYCLE)"
+    )
     assert rows["gunicorn-sync"][0].startswith("0 failed at 300 req/s, recovered in 2.0 s")
 
 
@@ -104,10 +108,14 @@ def test_a_new_server_reads_not_measured_with_the_command(tmp_path, monkeypatch)
     _declare(servers, "fakeserver-plain", "")
     monkeypatch.setattr(registry, "SERVERS_DIR", servers)
     rows = _rows_of(production_sections(_records()), ("fakeserver", "fakeserver-plain"))
+    window = "LOAD=oha RATE=300 SCENARIO=db DURATION=20"
     assert rows["fakeserver"] == [
-        "not measured (make study NAME=reload)",
-        "not measured (make study NAME=recycle)",
-        "not measured (make study NAME=cpu-quota)",
+        f"not measured (make bench SERVER=fakeserver {window} LIFECYCLE=reload)",
+        f"not measured (make bench SERVER=fakeserver {window} RECYCLE=1000, then the same "
+        "without RECYCLE)",
+        # its declared workers are 2, not the CPUs: the command names them
+        "not measured (make bench SERVER=fakeserver SCENARIO=db CPU_QUOTA=1 WORKERS=<the CPUs "
+        "here>, then the same with WORKERS=1)",
         "not measured (make soak SERVER=fakeserver)",
     ]
     reload, recycle, _quota, _memory = rows["fakeserver-plain"]
@@ -168,4 +176,72 @@ def test_recycling_is_paired_by_study_run_not_by_arm_names() -> None:
     assert cell.startswith("0 failed vs 0 without (7 workers started)"), cell
     elsewhere = dataclasses.replace(off, metadata={**off.metadata, "study_run": "R2"})
     cell = _rows(production_sections([on, elsewhere]))["granian"][1]
-    assert cell == "not measured (make study NAME=recycle)"
+    assert cell.startswith("not measured (make bench SERVER=granian ")
+
+
+def _quota_arm(rule: str, rps: list[float], throttled_ms: float, plain: bool = False) -> list:
+    """granian's captured quota record of a rule as trials with these req/s; `plain`: as a
+    `make bench CPU_QUOTA=1` run would record it (no study metadata)."""
+    rec = Record.from_dict(
+        json.loads((FIXTURES / "production" / f"cpu-quota-granian-{rule}.record.json").read_text())
+    )
+    meta = dict(rec.metadata)
+    if plain:
+        for key in ("study", "study_arm", "study_run", "workers_rule"):
+            meta.pop(key, None)
+    cgroup = {**(rec.cgroup or {}), "throttled_ms": throttled_ms}
+    return [
+        dataclasses.replace(
+            rec, rps=v, trial=i + 1, run_id=f"{rule}{i}", metadata=meta, cgroup=cgroup
+        )
+        for i, v in enumerate(rps)
+    ]
+
+
+def test_a_quota_that_did_not_bind_shows_no_penalty() -> None:
+    """Both rules unthrottled in every trial: the cell says the quota did not bind instead of
+    a req/s change that would read as the quota's penalty."""
+    records = [
+        *_quota_arm("cpus", [1400.0, 1420.0, 1430.0], 0.0),
+        *_quota_arm("quota", [970.0, 980.0, 975.0], 0.0),
+    ]
+    cell = _rows(production_sections(records))["granian"][2]
+    assert cell == "quota did not bind (w2 vs w1: 0 ms throttled in every trial): no penalty shown"
+
+
+def test_a_bound_quota_shows_the_penalty_with_its_interval() -> None:
+    """The os.cpu_count() rule throttled: its req/s against the quota's with the interval
+    over three trials, and the throttling of each."""
+    records = [
+        *_quota_arm("cpus", [1400.0, 1420.0, 1430.0], 250.0),
+        *_quota_arm("quota", [970.0, 980.0, 975.0], 0.0),
+    ]
+    cell = _rows(production_sections(records))["granian"][2]
+    assert cell.startswith("req/s +45 % [+"), cell
+    assert "(w2 vs w1: 1,420 vs 975)" in cell and cell.endswith("throttled 250 vs 0 ms")
+
+
+def test_plain_make_bench_quota_runs_are_read_too() -> None:
+    """Two plain `make bench SCENARIO=db CPU_QUOTA=1` runs (the server's rule, then WORKERS=1):
+    no study metadata, the rules told apart by workers against the CPUs each saw — what the
+    "not measured" command writes is what the cell reads."""
+    records = [
+        *_quota_arm("cpus", [1400.0, 1420.0, 1430.0], 250.0, plain=True),
+        *_quota_arm("quota", [970.0, 980.0, 975.0], 0.0, plain=True),
+    ]
+    cell = _rows(production_sections(records))["granian"][2]
+    assert cell.startswith("req/s +45 % [+") and "(w2 vs w1: 1,420 vs 975)" in cell
+
+
+def test_plain_make_bench_recycling_pairs_with_a_plain_steady_run() -> None:
+    """`make bench … RECYCLE=1000` and the same without, plain runs of one machine at one
+    rate: the recycling cell reads them; a steady run at another rate is not its pair."""
+    rec = _granian_reload()
+    meta = {k: v for k, v in rec.metadata.items() if not k.startswith("study")}
+    on = dataclasses.replace(rec, lifecycle=None, recycles={"workers_started": 4}, metadata=meta)
+    off = dataclasses.replace(rec, lifecycle=None, metadata=meta, run_id="steady")
+    cell = _rows(production_sections([on, off]))["granian"][1]
+    assert cell.startswith("0 failed vs 0 without (4 workers started)"), cell
+    other_rate = dataclasses.replace(off, offered_rps=(off.offered_rps or 0) * 2)
+    cell = _rows(production_sections([on, other_rate]))["granian"][1]
+    assert cell.startswith("not measured (make bench SERVER=granian ")

@@ -6,27 +6,48 @@ import statistics
 from pathlib import Path
 
 from bench.core.record import load_records
-from bench.report.summary import render_summary, render_system, server_version, write_summary
+from bench.report.summary import (
+    render_report,
+    render_summary,
+    render_system,
+    server_version,
+    write_summary,
+)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 GOLDEN = FIXTURES / "summary" / "summary.md"
+GOLDEN_DETAILS = FIXTURES / "summary" / "details.md"
+
+
+def _whole(records: list, problems: list[str]) -> str:
+    """summary.md and every detail file, one after another, each under its name."""
+    return "\n".join(
+        f"<!-- {name} -->\n{text}" for name, text in render_report(records, problems).items()
+    )
+
+
 SYSTEM_CELLS = 15  # cells of a row of the second (resources and sockets) table
 
 
 def test_summary_matches_golden_file() -> None:
-    """Rendering the fixture records gives the checked-in summary (UPDATE_GOLDEN=1 rewrites)."""
-    text = render_summary(*load_records(FIXTURES / "records"))
+    """Rendering the fixture records gives the checked-in summary and detail files
+    (UPDATE_GOLDEN=1 rewrites them)."""
+    records, problems = load_records(FIXTURES / "records")
+    text = render_summary(records, problems)
+    details = _whole(records, problems)
     if os.environ.get("UPDATE_GOLDEN") == "1":
         GOLDEN.write_text(text)
+        GOLDEN_DETAILS.write_text(details)
     assert text == GOLDEN.read_text()
+    assert details == GOLDEN_DETAILS.read_text()
 
 
 def test_summary_content() -> None:
     """Rows per machine and concurrency, best req/s first, with 95 % intervals; failures and
     skipped files listed; the system figures in their own file."""
     records, problems = load_records(FIXTURES / "records")
-    text = render_summary(records, problems)
-    plaintext = text.split("## plaintext")[1].split("\n## ")[0]
+    text = _whole(records, problems)
+    plaintext = render_report(records, problems)["details/speed-plaintext.md"]
     assert plaintext.index("granian 2.8.7 | w2 t4 b1024 | direct | 10 | 13,964") < plaintext.index(
         "gunicorn-sync 27.0.1 | w2 t4 b1024 | direct | 10 | 6,050"
     )
@@ -45,7 +66,9 @@ def test_summary_content() -> None:
     assert "graviton [kernel 6.18.44-fc-v669] (arm64)" in text
     # real version-2 records: the share of nginx-static, and system figures in system.md
     speed_row = next(
-        line for line in plaintext.splitlines() if "gunicorn-sync 27.0.1 | w2 b2048" in line
+        line
+        for line in plaintext.splitlines()
+        if "gunicorn-sync 27.0.1 | w2 b2048" in line and "%" in line
     )
     assert "| 5% |" in speed_row  # 6,397 rps of nginx-static's 118,121 at c=50
     system = render_system(records)
@@ -58,8 +81,8 @@ def test_summary_content() -> None:
     assert "| 49 | 99% |" in system_row and "†" not in speed_row
     assert "TIME_WAIT" not in plaintext  # the speed table keeps to speed
     # machines are never ranked together: each machine's rows form one block
-    rows = [line for line in plaintext.splitlines() if "| granian 2.8.7" in line]
-    assert "graviton" in rows[0] and "graviton" not in rows[-1]
+    graviton = plaintext.index("**Machine graviton")
+    assert graviton < plaintext.index("**Machine vm") < plaintext.rindex("| granian 2.8.7")
 
 
 def test_at_a_glance_names_the_best_with_significance() -> None:
@@ -67,7 +90,7 @@ def test_at_a_glance_names_the_best_with_significance() -> None:
     ties where the data cannot separate them, the margin with its interval."""
     records, problems = load_records(FIXTURES / "records")
     text = render_summary(records, problems)
-    glance = text.split("## At a glance")[1].split("## Machines")[0]
+    glance = text.split("## At a glance")[1].split("## Details")[0]
     # c10 on vm: granian leads req/s but is not significantly ahead of gunicorn-sync (2
     # trials each); gunicorn-sync's p99 is significantly lower (0.24× [0.06–0.88])
     vm = glance.split("**vm [kernel 6.18.44-fc-v669]**")[1]
@@ -100,11 +123,11 @@ def test_starved_connections_flag_the_latency_as_optimistic() -> None:
         rec, concurrency=50, rps=19_354.0, latency_ms={**rec.latency_ms, "mean": 0.41, "p99": 1.7}
     )
     assert round(served_share(starved), 2) == 0.16
-    text = render_summary([starved], [])
+    text = _whole([starved], [])
     assert "| 1.70 † |" in text and "Fewer than 50% of the connections" in text
     served = replace(starved, latency_ms={**starved.latency_ms, "mean": 2.6})
     assert round(served_share(served), 2) == 1.0
-    assert "†" not in render_summary([served], [])
+    assert "†" not in _whole([served], [])
 
 
 def test_write_summary_replaces_only_the_summary(tmp_path: Path) -> None:
@@ -112,8 +135,8 @@ def test_write_summary_replaces_only_the_summary(tmp_path: Path) -> None:
     no temp file."""
     path = write_summary(tmp_path)
     assert path.read_text().startswith("# Benchmark summary")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["index.html", "summary.md", "system.md"]
-    assert (tmp_path / "system.md").read_text().startswith("# System figures")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["details", "index.html", "summary.md"]
+    assert (tmp_path / "details" / "system.md").read_text().startswith("# System figures")
 
 
 def test_server_version_falls_back_to_the_package_list() -> None:
@@ -134,9 +157,15 @@ def test_keepalive_and_proxy_columns() -> None:
     off = next(r for r in system if "nginx, keepalive off" in r)
     on = next(r for r in system if "| nginx |" in r)
     assert "15,713 (7,827 / 7,886)" in off and "30 (29 / 1)" in on
-    text = render_summary(records, problems)
-    speed = next(r for r in text.splitlines() if "| nginx | 20 | 4,737 |" in r)
-    assert "| 0 / 0 | 0 / 0 | – |" in speed  # 502 and 504 counted (none), no ceiling measured
+    text = _whole(records, problems)
+    assert any(
+        r.startswith("| 1–2 | 1–2 | gunicorn-gthread") and "| nginx | 20 | 4,737 |" in r
+        for r in text.splitlines()
+    )
+    errors = next(r for r in text.splitlines() if "| nginx | 20 |" in r and "0 / 0 | 0 / 0" in r)
+    assert errors.endswith(
+        "| 0 / 0 | 0 / 0 | – |"
+    )  # 502 and 504 counted (none), no ceiling measured
 
 
 def test_compare_arches_ratio_and_emulated_apart() -> None:
@@ -145,7 +174,7 @@ def test_compare_arches_ratio_and_emulated_apart() -> None:
     from dataclasses import replace
 
     records, problems = load_records(FIXTURES / "records")
-    section = render_summary(records, problems).split("## Compare arches")[1]
+    section = _whole(records, problems).split("## Compare arches")[1]
     # 2 trials on amd64, 1 on arm64: the ratio, and no test possible (?)
     row = "| plaintext | granian | w2 t4 b1024 | direct | c10 | 13,964 | 20,000 | 1.43× ? |"
     assert row in section
@@ -161,7 +190,7 @@ def test_compare_arches_ratio_and_emulated_apart() -> None:
         replace(native, emulated=True, arch="arm64", rps=rps, trial=i, run_id=f"e{i}" * 8)
         for i, rps in enumerate((1000.0, 1500.0), start=1)
     ]
-    text = render_summary([*records, *emulated], problems)
+    text = _whole([*records, *emulated], problems)
     assert "### Emulated runs (functional check)" in text
     before_arches = text.split("## Compare arches")[0]
     assert "1,225" not in before_arches
@@ -200,6 +229,7 @@ def test_plots_get_one_series_per_scenario(tmp_path: Path) -> None:
         for point in series["db"]["granian w2 t4 b1024 [vm [kernel 6.18.44-fc-v669]]"]
     )
     shutil.copytree(FIXTURES / "records" / "machine-a", tmp_path / "records", dirs_exist_ok=True)
-    text = write_summary(tmp_path).read_text()
-    assert "![db: req/s and p99 by concurrency](plots/db.png)" in text
+    write_summary(tmp_path)
+    text = (tmp_path / "details" / "speed-db.md").read_text()
+    assert "![db: req/s and p99 by concurrency](../plots/db.png)" in text
     assert (tmp_path / "plots" / "db.png").stat().st_size > 1000

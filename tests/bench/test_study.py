@@ -91,25 +91,153 @@ def _as_arm(rec, arm: str, **changes):
     return replace(rec, metadata=meta, run_id=arm + str(changes.get("concurrency")), **changes)
 
 
-def test_verdict_follows_the_ratio_rule() -> None:
-    """sync-vs-gevent: reproduced when sync/gevent mean time at 30 and 50 users is within a
-    factor 2 of the paper's ratios; partly when only the direction holds; the section shows
-    the published figure (28.3) beside ours."""
+def _trials(rec, arm: str, conc: int, means_s: list[float]) -> list:
+    """One record per trial of an arm at a concurrency, with the given mean response times."""
+    return [
+        replace(
+            _as_arm(rec, arm, concurrency=conc, latency_ms={**rec.latency_ms, "mean": s * 1000}),
+            trial=i + 1,
+            run_id=f"{arm}{conc}t{i}",
+        )
+        for i, s in enumerate(means_s)
+    ]
+
+
+def test_verdict_follows_the_ratio_rule_where_the_interval_decides() -> None:
+    """sync-vs-gevent over three trials: reproduced when the interval of sync/gevent at 30
+    and 50 users lies wholly within a factor 2 of the paper's ratios, not reproduced when
+    wholly outside, partly when the two checks are decided both ways; the section shows the
+    published figure (28.3) beside ours and the interval it rests on."""
     rec = next(r for r in load_records(FIXTURES / "records")[0] if r.status == "ok")
     spec = schema.load_study("sync-vs-gevent")
 
-    def runs(sync_s: float, gevent_s: float) -> list:
+    def runs(sync30: list, sync50: list, gevent: list) -> list:
         return [
-            _as_arm(rec, arm, concurrency=conc, latency_ms={**rec.latency_ms, "mean": ms})
-            for conc in (30, 50)
-            for arm, ms in (("sync", sync_s * 1000), ("gevent", gevent_s * 1000))
+            *_trials(rec, "sync", 30, sync30),
+            *_trials(rec, "sync", 50, sync50),
+            *_trials(rec, "gevent", 30, gevent),
+            *_trials(rec, "gevent", 50, gevent),
         ]
 
-    assert verdict.judge(spec, runs(15.0, 3.0))[0] == "reproduced"  # 5.0× vs 4.56× and 3.29×
-    assert verdict.judge(spec, runs(40.0, 3.0))[0] == "partly reproduced"  # 13× > 2 × 4.56
-    assert verdict.judge(spec, runs(3.0, 6.0))[0] == "not reproduced"  # the other way round
-    section = "\n".join(sections.study_section(spec, runs(15.0, 3.0), None))
+    steady = [3.0, 3.05, 2.95]
+    tight = runs([15.0, 15.2, 14.8], [15.0, 15.2, 14.8], steady)  # 5.0× vs 3.29× and 4.56×
+    assert verdict.judge(spec, tight)[0] == "reproduced"
+    wrong_way = runs([1.5, 1.52, 1.48], [1.5, 1.52, 1.48], steady)  # 0.5×: wholly outside
+    assert verdict.judge(spec, wrong_way)[0] == "not reproduced"
+    split = runs([40.0, 40.5, 39.5], [15.0, 15.2, 14.8], steady)  # 13× at 30: above 2 × 3.29
+    assert verdict.judge(spec, split)[0] == "partly reproduced"
+    section = "\n".join(sections.study_section(spec, tight, None))
     assert "**Verdict: reproduced**" in section and "| 28.30 | 15.00 |" in section
+    assert "3 trials per arm" in section
+    assert "— within (a/b 5.00× [" in section and "3 trials a side, 95 % over 2 checks)" in section
+
+
+def test_a_verdict_the_interval_does_not_decide_is_inconclusive() -> None:
+    """Noisy trials whose ratio interval reaches past the band's edge: inconclusive with the
+    reason, never "reproduced" on the point estimate (5.0×, inside the band)."""
+    rec = next(r for r in load_records(FIXTURES / "records")[0] if r.status == "ok")
+    spec = schema.load_study("sync-vs-gevent")
+    noisy = [6.0, 15.0, 37.5]  # geometric mean 15 s: 5.0×, but ln spread 0.9
+    records = [
+        *_trials(rec, "sync", 30, noisy),
+        *_trials(rec, "sync", 50, noisy),
+        *_trials(rec, "gevent", 30, [3.0, 3.0, 3.0]),
+        *_trials(rec, "gevent", 50, [3.0, 3.0, 3.0]),
+    ]
+    word, lines = verdict.judge(spec, records)
+    assert word == "inconclusive"
+    assert all("— inconclusive: a/b " in line for line in lines)
+    assert all("the interval crosses the band's edge" in line for line in lines)
+
+
+def test_one_trial_is_inconclusive() -> None:
+    """Records of one trial (every study run before STUDY_TRIALS = 3): no interval, so each
+    check reads "inconclusive: one trial" whatever its point estimate."""
+    rec = next(r for r in load_records(FIXTURES / "records")[0] if r.status == "ok")
+    spec = schema.load_study("sync-vs-gevent")
+    records = [
+        *_trials(rec, "sync", 30, [15.0]),
+        *_trials(rec, "sync", 50, [15.0]),
+        *_trials(rec, "gevent", 30, [3.0]),
+        *_trials(rec, "gevent", 50, [3.0]),
+    ]
+    word, lines = verdict.judge(spec, records)
+    assert word == "inconclusive"
+    assert all(line.endswith("— inconclusive: one trial") for line in lines)
+
+
+def _check(kind: str, **more) -> dict:
+    return {"kind": kind, "metric": "mean_s", "a": {"arm": "sync"}, "b": {"arm": "gevent"}, **more}
+
+
+@pytest.mark.parametrize(
+    ("kind", "sync", "gevent", "result"),
+    [
+        # a below b, the interval of a/b wholly below 1
+        ("less", [2.0, 2.1, 1.9], [3.0, 3.1, 2.9], "reproduced"),
+        # a above b, wholly
+        ("less", [4.0, 4.1, 3.9], [3.0, 3.1, 2.9], "not reproduced"),
+        # 0.97× on average but the trials overlap: the interval holds 1
+        ("less", [2.5, 3.4, 2.9], [3.0, 3.1, 2.9], "inconclusive"),
+        # zeros (a count, a share): decided on the figures' own scale
+        ("less", [0.0, 0.0, 0.0], [24.0, 25.0, 23.0], "reproduced"),
+        ("less", [0.0, 0.0, 0.0], [0.0, 0.0, 0.0], "not reproduced"),  # equal is not less
+        ("at_most", [0.0, 0.0, 0.0], [0.0, 0.0, 0.0], "reproduced"),  # equal is at most
+        ("less", [0.0, 5.0, 40.0], [24.0, 25.0, 23.0], "inconclusive"),
+    ],
+)
+def test_less_and_at_most_checks_on_synthetic_trials(
+    kind: str, sync: list, gevent: list, result: str
+) -> None:
+    """Each order check decided only where the interval over the trials lies wholly on one
+    side; zero figures (no log) use the difference of means instead of the ratio."""
+    rec = next(r for r in load_records(FIXTURES / "records")[0] if r.status == "ok")
+    records = [*_trials(rec, "sync", 30, sync), *_trials(rec, "gevent", 30, gevent)]
+    judged = verdict.outcome(_check(kind), records, family=1)
+    assert judged.result == result, judged.line
+
+
+def test_the_family_widens_the_interval() -> None:
+    """The same trials decided alone but not among 20 checks: the interval is
+    Bonferroni-corrected over the study's checks."""
+    rec = next(r for r in load_records(FIXTURES / "records")[0] if r.status == "ok")
+    records = [
+        *_trials(rec, "sync", 30, [2.75, 2.8, 2.85]),
+        *_trials(rec, "gevent", 30, [3.0, 3.05, 2.95]),
+    ]
+    assert verdict.outcome(_check("less"), records, family=1).result == "reproduced"
+    assert verdict.outcome(_check("less"), records, family=20).result == "inconclusive"
+
+
+def test_a_quota_that_never_bound_decides_nothing() -> None:
+    """cpu-quota: trials with a quota that throttled neither arm say nothing about the quota:
+    inconclusive with that reason; the same trials with throttling are decided."""
+    rec = next(r for r in load_records(FIXTURES / "records")[0] if r.status == "ok")
+    spec = schema.load_study("cpu-quota")
+
+    def arm(name: str, p99: list, throttled: float) -> list:
+        cgroup = {"cpu_quota": 1.0, "nr_periods": 100, "nr_throttled": 0, "throttled_ms": 0.0}
+        return [
+            replace(
+                rec,
+                metadata={**rec.metadata, "study": "cpu-quota", "study_arm": name},
+                scenario="db",
+                trial=i + 1,
+                run_id=f"{name}{i}",
+                latency_ms={**rec.latency_ms, "p99": v},
+                cgroup={**cgroup, "throttled_ms": throttled},
+            )
+            for i, v in enumerate(p99)
+        ]
+
+    check = spec.checks[0]  # p99 on /db, 2×quota+1 below 2×os.cpu_count()+1
+    free = [*arm("rule-quota", [80, 82, 81], 0.0), *arm("rule-cpus", [128, 130, 126], 0.0)]
+    judged = verdict.outcome(check, free, family=3)
+    assert judged.result == "inconclusive" and "the CPU quota did not bind" in judged.line
+    bound = [*arm("rule-quota", [80, 82, 81], 0.0), *arm("rule-cpus", [128, 130, 126], 250.0)]
+    assert verdict.outcome(check, bound, family=3).result == "reproduced"
+    table = "\n".join(sections.study_section(spec, free, None))
+    assert "| quota bound |" in table and "| no (0 ms throttled) |" in table
 
 
 # -- two phases: open-loop arms at rates measured in the same `make study` --------------------
@@ -290,33 +418,38 @@ def test_fixed_rates_must_be_whole_positive_numbers(
 P99_RECORDS = FIXTURES / "studies" / "sync-vs-async-p99"  # a real run (DURATION=3), trimmed
 
 
+def _three_trials(records: list) -> list:
+    """Each record as three trials 1 % apart (latencies and req/s): the same run with an
+    interval."""
+    out = []
+    for rec in records:
+        for trial, factor in ((1, 0.99), (2, 1.0), (3, 1.01)):
+            latency = {k: v * factor for k, v in (rec.latency_ms or {}).items()}
+            rps = rec.rps * factor if rec.rps else rec.rps
+            run_id = f"{rec.run_id}-t{trial}"
+            out.append(replace(rec, trial=trial, latency_ms=latency, rps=rps, run_id=run_id))
+    return out
+
+
 def test_the_section_shows_both_load_models_and_what_changed() -> None:
     """From a real two-phase run: a verdict per load model (each labelled from the records),
-    the checks of each, the closed-loop check whose outcome the open loop changed, why (the
-    pace each arm set itself vs the rates every arm was offered), and two tables — the
-    open-loop one with the offered rate as a share of the slowest's capacity."""
+    the checks of each (one trial: inconclusive), why the models differ (the pace each arm
+    set itself vs the rates every arm was offered), and two tables — the open-loop one with
+    the offered rate as a share of the slowest's capacity."""
     records, problems = load_records(P99_RECORDS)
     assert problems == [] and len(records) == 20
     spec = schema.load_study("sync-vs-async-p99")
     section = "\n".join(sections.study_section(spec, records, None))
     assert (
-        "**Verdict: closed loop (wrk, 50 connections): partly reproduced; open loop (oha) at "
-        "equal offered rates: partly reproduced**"
+        "**Verdict: closed loop (wrk, 50 connections): inconclusive; open loop (oha) at "
+        "equal offered rates: inconclusive** (run 20261123T131128Z on vm, 12 runs from "
+        "2026-11-23T13:11:52Z, 1 trial per arm;"
     ) in section
-    assert "- p99, best uWSGI below best Uvicorn (paper: 33 < 75 ms): 12.32 vs 65.87 — holds" in (
-        section
-    )
     assert (
-        "- p99 at 80 % of the slowest's capacity, best uWSGI below best Uvicorn: 14.00 vs 161 "
-        "— holds"
+        "- p99, best uWSGI below best Uvicorn (paper: 33 < 75 ms): 12.32 vs 65.87 — "
+        "inconclusive: one trial"
     ) in section
-    assert "The load model does not change the verdict: partly reproduced under both." in section
-    assert (
-        "- p99, best Gunicorn sync below best Gunicorn gevent (paper: 42 < 136 ms): does not "
-        "hold closed loop, holds open loop"
-    ) in section
-    assert "every arm was offered the same 625 (50 %), 1,000 (80 %) req/s" in section
-    assert "of gunicorn-sync's best 1,249 req/s" in section
+    assert "The load model does not change the verdict: inconclusive under both." in section
     assert "Closed loop (wrk, 50 connections):\n\n| arm | route | conc." in section
     assert "| offered req/s | achieved req/s (ours) |" in section
     assert (
@@ -325,13 +458,37 @@ def test_the_section_shows_both_load_models_and_what_changed() -> None:
     ) in section
 
 
+def test_three_trials_decide_and_show_what_the_load_model_changed() -> None:
+    """The same run as three trials 1 % apart: checks whose arms differ by far more than the
+    spread are decided (uWSGI's p99 below Uvicorn's, both models), the closed-loop sync vs
+    gevent p99s (72.95 vs 72.57 ms) stay inconclusive, and the open-loop checks that decide
+    it are named as changed."""
+    records = _three_trials(load_records(P99_RECORDS)[0])
+    spec = schema.load_study("sync-vs-async-p99")
+    section = "\n".join(sections.study_section(spec, records, None))
+    assert "3 trials per arm" in section
+    assert "- p99, best uWSGI below best Uvicorn (paper: 33 < 75 ms): 12.32 vs 65.87 — holds (" in (
+        section
+    )
+    assert (
+        "- p99, best Gunicorn sync below best Gunicorn gevent (paper: 42 < 136 ms): 72.95 vs "
+        "72.57 — inconclusive: a/b 1.01× ["
+    ) in section
+    assert (
+        "- p99, best Gunicorn sync below best Gunicorn gevent (paper: 42 < 136 ms): "
+        "inconclusive closed loop, holds open loop"
+    ) in section
+    assert "every arm was offered the same 625 (50 %), 1,000 (80 %) req/s" in section
+    assert "of gunicorn-sync's best 1,249 req/s" in section
+
+
 def test_records_from_before_the_open_loop_arms_still_render() -> None:
     """The closed-loop records alone (an older run): the closed-loop verdict and table as
     before, and one line saying the open loop was not run."""
     records = [r for r in load_records(P99_RECORDS)[0] if r.offered_rps is None]
     spec = schema.load_study("sync-vs-async-p99")
     section = "\n".join(sections.study_section(spec, records, None))
-    assert "**Verdict: partly reproduced** (run 20261123T131128Z on vm, 4 runs" in section
+    assert "**Verdict: inconclusive** (run 20261123T131128Z on vm, 4 runs" in section
     assert "Open loop: not in this run (`make study NAME=sync-vs-async-p99` runs it)." in section
     assert "offered req/s" not in section and "| uwsgi | `/db` | 50 | 22.00 | 1.67 |" in section
 
@@ -345,3 +502,21 @@ def test_a_configuration_that_cannot_run_today_keeps_its_row() -> None:
     assert "removed in Gunicorn 20.0" in row and "worse than sync" in row
     assert "UvicornWorker" in row
     assert sections.not_run_table(schema.load_study("accept-queue")) == []
+
+
+def test_the_readme_states_the_generated_study_cost() -> None:
+    """docs/studies.md's table of what the trials cost is the one python -m bench.studies.cost
+    prints from the study files (never typed in), and its arithmetic is arms × scenarios ×
+    points × (warmup + duration) × trials: sync-vs-gevent is 2 arms × 5 connection counts ×
+    20 s, tripled by 3 trials."""
+    from bench.studies import cost
+
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "studies.md").read_text()
+    for line in cost.cost_table():
+        assert line in readme, line
+    gevent = schema.load_study("sync-vs-gevent")
+    assert cost.measured_seconds(gevent, 1) == 2 * 5 * 20
+    assert cost.measured_seconds(gevent, 3) == 3 * 2 * 5 * 20
+    # arms in a namespace run once whatever the trials
+    port = schema.load_study("port-exhaustion")
+    assert cost.measured_seconds(port, 3) == cost.measured_seconds(port, 1) > 0

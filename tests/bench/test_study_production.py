@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bench.core.record import Record
 from bench.studies import schema, sections
+from bench.studies.verdict import outcome
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "lifecycle"
 
@@ -27,5 +28,33 @@ def test_all_open_loop_study_has_one_verdict() -> None:
     assert verdict.startswith("**Verdict: open loop (oha) at 300 req/s: ")
     assert "closed loop" not in text.lower()
     assert (
-        "requests failed on reload, Granian at most Gunicorn sync's: 0.00 vs 0.00 — holds" in text
+        "requests failed on reload, Granian at most Gunicorn sync's: 0.00 vs 0.00 — "
+        "inconclusive: one trial" in text
     )
+
+
+def _trials(server: str, failed: list[int]) -> list[Record]:
+    """The captured reload as trials with these failed counts."""
+    rec = _as_arm(server)
+    return [
+        dataclasses.replace(
+            rec,
+            trial=i + 1,
+            run_id=f"{rec.run_id}-{i}",
+            lifecycle={**(rec.lifecycle or {}), "failed": n},
+        )
+        for i, n in enumerate(failed)
+    ]
+
+
+def test_counts_with_zeros_are_decided_on_their_own_scale() -> None:
+    """Failed requests on reload are counts, often 0 (no log, no ratio): three trials of 0
+    against 12-16 decide "at most" on the difference of means; 0 against 0-40 does not."""
+    study = schema.load_study("reload")
+    check = study.checks[0]  # requests failed on reload, Granian at most Gunicorn sync's
+    clear = [*_trials("granian", [0, 0, 0]), *_trials("gunicorn-sync", [12, 16, 14])]
+    judged = outcome(check, clear, family=2)
+    assert judged.result == "reproduced" and "a − b -14 [-21.2, -6.83]" in judged.line
+    spread = [*_trials("granian", [0, 0, 40]), *_trials("gunicorn-sync", [12, 16, 14])]
+    judged = outcome(check, spread, family=2)
+    assert judged.result == "inconclusive" and "the interval contains 0" in judged.line

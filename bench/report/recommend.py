@@ -1,0 +1,579 @@
+"""Recommendations: per machine, workload and deployment, the server and knobs to run, the
+line to paste, the evidence, the production checks it passed and what to avoid.
+
+Input: every record. Output: `Recommendation`s and their markdown lines, the first section
+of summary.md. Nothing is typed in: servers, knobs, figures and intervals come from the
+records, command lines from servers/<id>/server.toml rendered with the knobs the evidence
+used, the balancer's idle timeout from proxy/alb.conf.template.
+
+The rules (the confidence rules of bench.report.stats):
+- A configuration is recommended only where the data decide: its capacity interval lies
+  wholly above every other's (make capacity), or its rank interval by req/s is exactly 1
+  (significantly ahead of every other after Holm's correction) at some load and holds 1 at
+  every other load of the workload. Two configurations that each lead somewhere, or a
+  leader whose interval overlaps another's: "not enough evidence — run: <command>".
+- Baselines (nginx-static, flask-dev) are never recommended nor offered as an alternative.
+- Machines apart: one recommendation per machine; emulated runs are a functional check only.
+- Keep-alive above the balancer's idle timeout only where the race study decides it: the
+  server's default keep-alive lost requests (502) and the longer one did not, Fisher's exact
+  test (one-sided) p < 0.05.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from scipy import stats
+
+from bench.core.record import Record
+from bench.core.registry import APPS, ROOT, load_all
+from bench.report.cells import host_of, knobs_label, num
+from bench.report.groups import (
+    BASELINES,
+    arena_key,
+    groups,
+    is_experiment,
+    latency_estimate,
+    rank_groups,
+    rps_estimate,
+    rps_values,
+)
+from bench.report.openloop import capacity_estimate, searches
+from bench.report.production import recycle_cell, reload_cell
+from bench.report.stats import ALPHA, Capacity, pairwise
+from bench.report.table import markdown_table
+
+# workload -> the scenarios that measure it (SCENARIO= names)
+WORKLOADS: dict[str, tuple[str, ...]] = {
+    "light CPU": ("plaintext", "json"),
+    "database": ("db", "queries", "fortunes", "updates"),
+    "slow upstream": ("upstream", "sleep"),
+    "mix": ("saas",),
+}
+DIRECT, NGINX, ALB = "direct", "behind nginx", "behind the ALB-like front"
+QUOTA = "under a CPU quota"
+DEPLOYMENTS = (DIRECT, NGINX, ALB, QUOTA)
+PROXY_OF = {DIRECT: None, NGINX: "nginx", ALB: "alb"}
+MAKE_FLAG = {DIRECT: "", NGINX: " PROXY=nginx", ALB: " PROXY=alb", QUOTA: " CPU_QUOTA=1"}
+NOT_ENOUGH = "not enough evidence — run:"
+TRIALS_TO_DECIDE = 5  # what a "run:" command asks for: 3 trials rarely separate close servers
+MAX_NAMED = 4  # servers named in a "run:" command
+ALB_TEMPLATE = ROOT / "proxy" / "alb.conf.template"
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """One machine's answer for one workload and deployment: `server` None when the data do
+    not decide, then `command` is the run that would produce the evidence."""
+
+    machine: str
+    workload: str
+    deployment: str
+    server: str | None
+    knobs: dict = field(default_factory=dict)
+    command: str = ""
+    evidence: str = "–"
+    checks: str = "–"
+    avoid: str = "–"
+
+
+def balancer_idle_s() -> int | None:
+    """The ALB-like front's upstream idle timeout, from its nginx template."""
+    text = ALB_TEMPLATE.read_text() if ALB_TEMPLATE.exists() else ""
+    upstream = re.search(r"upstream app \{(.*?)\}", text, re.S)
+    found = re.search(r"keepalive_timeout\s+(\d+)s", upstream.group(1)) if upstream else None
+    return int(found.group(1)) if found else None
+
+
+def command_line(server: str, knobs: dict) -> str:
+    """The server's declared argv rendered with the knobs the evidence used (defaults of the
+    declaration for any it did not record), ready to paste."""
+    spec = load_all().get(server)
+    if spec is None:
+        return "–"
+    fill: dict[str, object] = {k: v.default for k, v in spec.knobs.items()}
+    fill.update(knobs)
+    fill.update(python="python", port=8000, app=APPS.get(spec.app, ""))
+    try:
+        argv = [arg.format(**fill) for arg in spec.argv]
+    except (KeyError, IndexError):
+        return "–"
+    return shlex.join(argv)
+
+
+def _identity(rec: Record) -> tuple:
+    """One configuration across loads and load tools: server and knobs."""
+    return (rec.server, tuple(sorted((rec.knobs or {}).items())))
+
+
+def _label(rec: Record) -> str:
+    return " ".join(p for p in (rec.server, knobs_label(rec.knobs or {})) if p)
+
+
+def _interval(est, digits: int = 0) -> str:
+    if est is None:
+        return "–"
+    if est.low is None or est.high is None:
+        return f"{num(est.center, digits)} (1 trial)"
+    return f"{num(est.center, digits)} [{num(est.low, digits)}–{num(est.high, digits)}]"
+
+
+def _catalog(records: list[Record], machine: str, scenarios: tuple[str, ...]) -> list[Record]:
+    """The steady runs of the workload on the machine: no study, experiment or emulation."""
+    return [
+        r
+        for r in records
+        if r.status == "ok"
+        and not r.emulated
+        and host_of(r) == machine
+        and r.scenario in scenarios
+        and "study" not in r.metadata
+        and not is_experiment(r)
+    ]
+
+
+def _quota_runs(records: list[Record], machine: str, scenarios: tuple[str, ...]) -> list[Record]:
+    """Runs under a CPU quota (CPU_QUOTA=, the cpu-quota study, a container's limits)."""
+    return [
+        r
+        for r in records
+        if r.status == "ok"
+        and not r.emulated
+        and host_of(r) == machine
+        and r.scenario in scenarios
+        and (r.cgroup or {}).get("cpu_quota") is not None
+        and r.lifecycle is None
+        and r.recycles is None
+    ]
+
+
+@dataclass
+class Arena:
+    """Configurations measured side by side at one load, ranked by req/s."""
+
+    members: dict[tuple, list[Record]]
+    by_rps: dict
+    order: list[tuple]  # best req/s first
+
+    @property
+    def first(self) -> Record:
+        return next(iter(self.members.values()))[0]
+
+    def sole_leader(self) -> tuple | None:
+        top = self.order[0] if len(self.order) > 1 else None
+        rank = self.by_rps.get(top) if top else None
+        return top if rank is not None and rank.low == rank.high == 1 else None
+
+    def tied_leaders(self) -> list[tuple]:
+        return [k for k in self.order if self.by_rps[k].low == 1]
+
+
+def arenas(runs: list[Record]) -> list[Arena]:
+    """Closed-loop arenas of the runs (achieved req/s at a fixed rate is not ranked)."""
+    closed = [r for r in runs if r.offered_rps is None and r.server not in BASELINES]
+    by_arena: dict[tuple, dict[tuple, list[Record]]] = defaultdict(dict)
+    for key, group in groups(closed).items():
+        by_arena[arena_key(group[0])][key] = group
+    out = []
+    for members in by_arena.values():
+        by_rps, _ = rank_groups(members)
+        order = sorted(by_rps, key=lambda k: -rps_estimate(members[k]).center)  # type: ignore[union-attr]
+        if order:
+            out.append(Arena(members, by_rps, order))
+    return sorted(out, key=lambda a: (a.first.scenario, a.first.concurrency))
+
+
+def _capacities(runs: list[Record]) -> list[tuple[Capacity, Record]]:
+    """Each capacity search's estimate (non-baseline), highest first."""
+    found = []
+    for by_search in searches(runs).values():
+        for steps in by_search.values():
+            cap = capacity_estimate(steps)
+            if steps[0].server not in BASELINES and cap.center is not None:
+                found.append((cap, steps[0]))
+    return sorted(found, key=lambda f: -(f[0].center or 0.0))
+
+
+def _capacity_leader(caps: list[tuple[Capacity, Record]]) -> Record | None:
+    """The search whose capacity interval lies wholly above every other's."""
+    if len(caps) < 2 or caps[0][0].low is None:
+        return None
+    best = caps[0][0]
+    above = all(c.high is not None and best.low > c.high for c, _ in caps[1:])  # type: ignore[operator]
+    return caps[0][1] if above else None
+
+
+@dataclass
+class Decision:
+    """What the runs of one workload and deployment say: the leading configuration (a
+    record of it) or, when undecided, the candidates a further run should compare."""
+
+    leader: Record | None
+    arenas: list[Arena]
+    capacities: list[tuple[Capacity, Record]]
+    candidates: list[Record]
+
+
+def _beaten(ident: tuple, arenas_: list[Arena], caps: list[tuple[Capacity, Record]]) -> bool:
+    """Whether some other configuration is significantly ahead of `ident` anywhere."""
+    for arena in arenas_:
+        for key, group in arena.members.items():
+            if _identity(group[0]) == ident and arena.by_rps[key].low > 1:
+                return True
+    mine = [c for c, r in caps if _identity(r) == ident]
+    return any(
+        c.low is not None and m.high is not None and c.low > m.high
+        for m in mine
+        for c, r in caps
+        if _identity(r) != ident
+    )
+
+
+def decide(runs: list[Record]) -> Decision:
+    """The configuration the data single out, or the candidates still tied."""
+    arenas_ = arenas(runs)
+    caps = _capacities(runs)
+    winners: dict[tuple, Record] = {}
+    for arena in arenas_:
+        if (key := arena.sole_leader()) is not None:
+            winners[_identity(arena.members[key][0])] = arena.members[key][0]
+    if (cap_leader := _capacity_leader(caps)) is not None:
+        winners[_identity(cap_leader)] = cap_leader
+    if len(winners) == 1:
+        ident, rec = next(iter(winners.items()))
+        if not _beaten(ident, arenas_, caps):
+            return Decision(rec, arenas_, caps, [rec])
+    candidates: dict[tuple, Record] = dict(winners)
+    for arena in sorted(arenas_, key=lambda a: -a.first.concurrency)[:1]:
+        for key in arena.tied_leaders():
+            candidates.setdefault(_identity(arena.members[key][0]), arena.members[key][0])
+    for _, rec in caps[:2]:
+        candidates.setdefault(_identity(rec), rec)
+    return Decision(None, arenas_, caps, list(candidates.values()))
+
+
+def _arena_evidence(arena: Arena, key: tuple) -> str:
+    """One configuration's req/s and p99 at one load, with its rank there."""
+    group = arena.members[key]
+    first = group[0]
+    rank = arena.by_rps[key]
+    load = f"c{first.concurrency} ({first.load_tool})"
+    return (
+        f"{load}: {_interval(rps_estimate(group))} req/s, p99 "
+        f"{_interval(latency_estimate(group), 1)} ms, rank {rank.label} of {len(arena.order)} "
+        "by req/s"
+    )
+
+
+def _capacity_evidence(caps: list[tuple[Capacity, Record]], ident: tuple) -> str:
+    for cap, rec in caps:
+        if _identity(rec) == ident:
+            objective = rec.metadata["capacity"]["objective"]["p99_ms"]
+            others = [f"{_label(r)} {_cap_text(c)}" for c, r in caps if _identity(r) != ident]
+            text = f"capacity at p99 ≤ {objective:g} ms: {_cap_text(cap)} req/s"
+            return text + (f" (next: {others[0]} req/s)" if others else "")
+    return ""
+
+
+def _cap_text(cap: Capacity) -> str:
+    if cap.low is None or cap.high is None:
+        return num(cap.center)
+    return f"{num(cap.center)} [{num(cap.low)}–{num(cap.high)}]"
+
+
+def evidence(decision: Decision) -> str:
+    """The leader's capacity and its figures at the highest load it led or held rank 1."""
+    leader = decision.leader
+    if leader is None:
+        return "–"
+    ident = _identity(leader)
+    parts = [_capacity_evidence(decision.capacities, ident)]
+    held = [
+        (arena, key)
+        for arena in decision.arenas
+        for key, group in arena.members.items()
+        if _identity(group[0]) == ident and len(arena.order) > 1
+    ]
+    held.sort(key=lambda ak: (ak[0].by_rps[ak[1]].high, -ak[0].first.concurrency))
+    parts += [_arena_evidence(arena, key) for arena, key in held[:2]]
+    return "; ".join(p for p in parts if p) or "–"
+
+
+def avoid(decision: Decision) -> str:
+    """The slowest configuration significantly behind the fastest at the highest load, with
+    both figures and the Holm-corrected ratio (against the recommended one, if any)."""
+    leader = _identity(decision.leader) if decision.leader is not None else None
+    for arena in sorted(decision.arenas, key=lambda a: -a.first.concurrency):
+        if len(arena.order) < 2:
+            continue
+        mine = [k for k in arena.order if leader and _identity(arena.members[k][0]) == leader]
+        if leader and not mine:
+            continue
+        best, worst = (mine or arena.order)[0], arena.order[-1]
+        if best == worst:
+            continue
+        family = pairwise({k: rps_values(arena.members[k]) for k in arena.order})
+        diff = family[(best, worst)]
+        if not diff.significant or diff.low is None:
+            continue
+        b, w = arena.members[best], arena.members[worst]
+        return (
+            f"{_label(w[0])}: {num(rps_estimate(w).center)} vs {num(rps_estimate(b).center)} "  # type: ignore[union-attr]
+            f"req/s of {_label(b[0])} at c{arena.first.concurrency} "
+            f"({diff.ratio:.2f}× [{diff.low:.2f}–{diff.high:.2f}], significant)"
+        )
+    return "–"
+
+
+@dataclass(frozen=True)
+class Race:
+    """One server's keep-alive race behind the ALB-like front: 502s in requests sent with
+    its default keep-alive and with one above the balancer's idle timeout."""
+
+    server: str
+    default: tuple[int, int]  # (502s, sent)
+    longer: tuple[int, int] | None
+    keepalive_s: object  # the longer keep-alive's knob value
+    p: float | None  # Fisher's exact test, one-sided: the default loses more
+
+    @property
+    def decided(self) -> bool:
+        return self.p is not None and self.p < ALPHA
+
+
+def _race_counts(recs: list[Record]) -> tuple[int, int]:
+    lost = sum(int(((r.errors or {}).get("proxy_by_status") or {}).get("502", 0)) for r in recs)
+    return lost, sum(int(((r.network or {}).get("race") or {}).get("sent", 0)) for r in recs)
+
+
+def races(records: list[Record], machine: str) -> dict[str, Race]:
+    """Per server, its race arms on the machine (records carrying network.race)."""
+    idle = balancer_idle_s() or 0
+    specs = load_all()
+    arms: dict[str, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
+    for rec in records:
+        if rec.status != "ok" or host_of(rec) != machine or not (rec.network or {}).get("race"):
+            continue
+        knob = specs[rec.server].knobs.get("keepalive") if rec.server in specs else None
+        value = (rec.knobs or {}).get("keepalive")
+        longer = knob is not None and isinstance(value, int) and value > idle
+        arms[rec.server]["longer" if longer else "default"].append(rec)
+    out = {}
+    for server, by_arm in arms.items():
+        if not by_arm["default"]:
+            continue
+        default = _race_counts(by_arm["default"])
+        longer = _race_counts(by_arm["longer"]) if by_arm["longer"] else None
+        p = None
+        if longer is not None and longer[1] and default[1]:
+            table = [[default[0], default[1] - default[0]], [longer[0], longer[1] - longer[0]]]
+            p = float(stats.fisher_exact(table, alternative="greater").pvalue)
+        value = by_arm["longer"][0].knobs.get("keepalive") if by_arm["longer"] else None
+        out[server] = Race(server, default, longer, value, p)
+    return out
+
+
+def race_text(race: Race | None, server: str) -> str:
+    """The race's counts in words, and whether they decide the keep-alive."""
+    if race is None:
+        return f"keep-alive race not measured for {server} (make study NAME=lb-keepalive-race)"
+    lost, sent = race.default
+    text = f"race: {num(lost)} 502s in {num(sent)} requests at its default keep-alive"
+    if race.longer is not None:
+        text += f", {num(race.longer[0])} in {num(race.longer[1])} at {race.keepalive_s} s"
+        text += f" (Fisher p = {race.p:.3f}{'' if race.decided else ', not decided'})"
+    return text
+
+
+def checks(server: str, records: list[Record], race: Race | None) -> str:
+    """The production checks measured for the server: reload, recycling, the race."""
+    spec = load_all().get(server)
+    if spec is None:
+        return "–"
+    reload_why = spec.reload_why if spec.reload_signal is None else None
+    recycle_why = spec.recycle_why if spec.recycle_argv is None else None
+    return (
+        f"reload: {reload_cell(server, records, reload_why)}; "
+        f"recycling: {recycle_cell(server, records, recycle_why)}; {race_text(race, server)}"
+    )
+
+
+def run_command(decision: Decision, scenarios: tuple[str, ...], deployment: str) -> str:
+    """The make command that would decide between the candidates."""
+    servers = list(dict.fromkeys(r.server for r in decision.candidates))[:MAX_NAMED] or ["all"]
+    measured = sorted({r.scenario for r in decision.candidates}) or [scenarios[0]]
+    flag = MAKE_FLAG[deployment]
+    if decision.arenas or not decision.capacities:
+        conc = max((a.first.concurrency for a in decision.arenas), default=None)
+        load = " LOAD=locust" if measured == ["saas"] else ""
+        extra = f" CONCURRENCY={conc}" if conc else ""
+        return (
+            f"make bench SERVER={','.join(servers)} SCENARIO={','.join(measured)}{extra}"
+            f" TRIALS={TRIALS_TO_DECIDE}{load}{flag}"
+        )
+    return f"make capacity SERVER={','.join(servers)} SCENARIO={','.join(measured)}{flag}"
+
+
+def _steady(runs: list[Record]) -> list[Record]:
+    """Runs with keep-alive on both sides: the line to paste cannot carry a proxy's setting."""
+    return [
+        r
+        for r in runs
+        if (r.keepalive or {}).get("client") is not False
+        and (r.keepalive or {}).get("upstream") is not False
+    ]
+
+
+def _deployment_runs(
+    records: list[Record], machine: str, scenarios: tuple[str, ...], deployment: str
+) -> list[Record]:
+    if deployment == QUOTA:
+        return _quota_runs(records, machine, scenarios)
+    proxy = PROXY_OF[deployment]
+    catalog = _catalog(records, machine, scenarios)
+    return _steady([r for r in catalog if r.proxy == proxy])
+
+
+def _recommend(
+    records: list[Record],
+    machine: str,
+    workload: str,
+    deployment: str,
+    runs: list[Record],
+    races_: dict[str, Race],
+) -> Recommendation:
+    """One workload × deployment on one machine."""
+    decision = decide(runs)
+    scenarios = WORKLOADS[workload]
+    if deployment == ALB and not runs:
+        # No throughput behind the balancer: name the best candidates measured elsewhere.
+        for other in (NGINX, DIRECT):
+            if found := decide(_deployment_runs(records, machine, scenarios, other)).candidates:
+                decision = Decision(None, [], [], found)
+                break
+    leader = decision.leader
+    if leader is None:
+        command = run_command(decision, scenarios, deployment)
+        named = {r.server for r in decision.candidates}
+        alb = [race_text(races_.get(s), s) for s in sorted(named)] if deployment == ALB else []
+        return Recommendation(
+            machine,
+            workload,
+            deployment,
+            None,
+            command=command,
+            evidence="; ".join(alb) or _undecided(decision),
+            avoid=avoid(decision),
+        )
+    knobs = dict(leader.knobs or {})
+    race = races_.get(leader.server)
+    if deployment == ALB and race is not None and race.decided:
+        knobs["keepalive"] = race.keepalive_s
+    return Recommendation(
+        machine,
+        workload,
+        deployment,
+        leader.server,
+        knobs,
+        command_line(leader.server, knobs),
+        evidence(decision),
+        checks(leader.server, [r for r in records if host_of(r) == machine], race),
+        avoid(decision),
+    )
+
+
+def _undecided(decision: Decision) -> str:
+    """Why the data do not decide: one configuration, or leaders whose intervals overlap."""
+    if len(decision.arenas) + len(decision.capacities) == 0:
+        return "no run"
+    names = ", ".join(_label(r) for r in decision.candidates[:MAX_NAMED])
+    if len({_identity(r) for r in decision.candidates}) < 2 and all(
+        len(a.order) < 2 for a in decision.arenas
+    ):
+        return f"only {names} measured: nothing to compare"
+    trials = min((len(g) for a in decision.arenas for g in a.members.values()), default=None)
+    few = f"; {trials} trial(s) per configuration" if trials else ""
+    return f"leaders' intervals overlap: {names}{few}"
+
+
+def machines(records: list[Record]) -> list[str]:
+    """The machines with native (or same-arch) runs, in name order."""
+    return sorted({host_of(r) for r in records if not r.emulated})
+
+
+def recommendations(records: list[Record]) -> tuple[list[Recommendation], dict[str, list[str]]]:
+    """Every machine's recommendations, and per machine the workload × deployment pairs not
+    measured yet with the command that measures them."""
+    out, missing = [], defaultdict(list)
+    for machine in machines(records):
+        races_ = races(records, machine)
+        for workload, scenarios in WORKLOADS.items():
+            measured = [r for r in records if host_of(r) == machine and r.scenario in scenarios]
+            if not any(r.status == "ok" and not r.emulated for r in measured):
+                continue
+            for deployment in DEPLOYMENTS:
+                runs = _deployment_runs(records, machine, scenarios, deployment)
+                if runs or (deployment == ALB and races_):
+                    out.append(_recommend(records, machine, workload, deployment, runs, races_))
+                else:
+                    scenario = next(s for s in scenarios if any(r.scenario == s for r in measured))
+                    load = " LOAD=locust" if scenario == "saas" else ""
+                    missing[machine].append(
+                        f"{workload} {deployment} (`make bench SCENARIO={scenario}{load}"
+                        f"{MAKE_FLAG[deployment]}`)"
+                    )
+    return out, dict(missing)
+
+
+HEADER = ["workload", "deployment", "run", "line to paste", "evidence", "checks", "avoid"]
+LEGEND = (
+    "Workloads: light CPU = /plaintext, /json; database = /db, /queries, /fortunes, /updates; "
+    "slow upstream = /upstream, /sleep; mix = the SaaS mix (Locust). Run: the server and its "
+    "knobs, `w` workers, `t` threads per worker, `c` connections per worker, `b` listen "
+    "backlog, `ka` keep-alive in s. Lines to paste: the server's declaration "
+    "(servers/<id>/server.toml) with those knobs; put your app in place of app_common's and "
+    "0.0.0.0 in place of 127.0.0.1 in a container. Evidence: geometric mean over trials "
+    "[95 % confidence interval]; `c50 (wrk)`: 50 connections; rank by req/s among the "
+    "configurations at that load, `1` = significantly ahead of every other (Welch's t-test, "
+    "Holm-corrected), `1–3` = undecided. A configuration is recommended only where its rank "
+    "is `1` (and holds 1 at every other load) or its capacity interval lies above every "
+    "other's; baselines (nginx-static, flask-dev) never."
+)
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _row(rec: Recommendation) -> list[str]:
+    if rec.server is None:
+        run = f"{NOT_ENOUGH} `{rec.command}`"
+        paste = "–"
+    else:
+        label = knobs_label(rec.knobs)
+        if "keepalive" in rec.knobs:
+            label += f" ka{rec.knobs['keepalive']}"
+        run = f"**{rec.server}** {label}".strip()
+        paste = f"`{rec.command}`"
+    cells = [rec.workload, rec.deployment, run, paste, rec.evidence, rec.checks, rec.avoid]
+    return [_escape(c) for c in cells]
+
+
+def recommendations_section(records: list[Record]) -> list[str]:
+    """summary.md's first section: a table per machine, then what is not measured yet."""
+    recs, missing = recommendations(records)
+    if not recs:
+        return []
+    lines = ["## Recommendations", ""]
+    by_machine: dict[str, list[Recommendation]] = defaultdict(list)
+    for rec in recs:
+        by_machine[rec.machine].append(rec)
+    for machine, rows in by_machine.items():
+        lines += [f"**Machine {machine}**", ""]
+        lines += [*markdown_table(HEADER, [_row(r) for r in rows], "lllllll"), ""]
+        if missing.get(machine):
+            lines += ["Not measured yet: " + "; ".join(missing[machine]) + ".", ""]
+    return [*lines, LEGEND, ""]
