@@ -66,3 +66,10 @@ def granian(stack: Stack, db: Database) -> Iterator[RunningServer]:
     server = stack.start_server(spec, knobs, ensure_venv(spec), db, "granian-w1t16.log")
     yield server
     stack.stop_server(server)
+
+
+def report_text(results: Path) -> str:
+    """summary.md and every detail file it links (RESULTS/details/), as one text: what a
+    reader of the report sees, wherever a section now lives."""
+    details = sorted((results / "details").glob("*.md"))
+    return "\n".join(p.read_text() for p in [results / "summary.md", *details])

@@ -12,7 +12,7 @@ import pytest
 
 from bench.core.registry import ROOT
 from tests.conftest import stack_processes
-from tests.integration.conftest import run_bench
+from tests.integration.conftest import report_text, run_bench
 
 pytestmark = pytest.mark.integration
 TINY = "tests/fixtures/apps/tiny"
@@ -100,7 +100,7 @@ def test_two_versions_of_an_app_are_measured_apart_and_compared(tmp_path: Path) 
     assert all(
         r["requests"] > 0 and r["verify"]["checked"] == ["GET /ok", "GET /nope"] for r in recs
     )
-    summary = (base / "summary.md").read_text()
+    summary = report_text(base)
     assert "## tiny:ok (`/ok`)" in summary and "· wsgi tiny@" in summary
     compared = subprocess.run(
         [sys.executable, "-m", "bench", "compare", f"--base={base}", f"--head={head}"],
@@ -122,6 +122,6 @@ def test_two_versions_of_an_app_are_measured_apart_and_compared(tmp_path: Path) 
         capture_output=True,
         timeout=120,
     )
-    text = (merged / "summary.md").read_text()
+    text = report_text(merged)
     labels = {r["user_app"]["sha256"][:8] for r in recs}
     assert all(f"tiny@{label}" in text for label in labels)

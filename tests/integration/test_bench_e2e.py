@@ -7,7 +7,7 @@ import pytest
 
 from bench.core.record import FORMAT_VERSION
 from tests.conftest import stack_processes
-from tests.integration.conftest import run_bench
+from tests.integration.conftest import report_text, run_bench
 
 pytestmark = pytest.mark.integration
 
@@ -67,6 +67,6 @@ def test_short_bench_writes_ok_records_and_summary(tmp_path: Path) -> None:
     assert db_rec["db"]["queries"] >= db_rec["requests"]
     # pgbouncer's server connections were in use during the run (sampled from SHOW POOLS)
     assert db_rec["db"]["server_conns_max"] >= 1
-    summary = (results / "summary.md").read_text()
+    summary = report_text(results)
     assert "plaintext" in summary and "granian" in summary and "/db" in summary
     assert set(stack_processes()) - before == set()

@@ -54,5 +54,8 @@ def test_capacity_of_one_sync_worker_sleeping_10_ms(tmp_path: Path) -> None:
     # still about the saturated rate: not asserted.)
     assert not worst["metadata"]["capacity"]["passed"] and worst["latency_ms"]["p99"] > 100
     summary = (results / "summary.md").read_text()
-    assert "### Capacity at p99 ≤ 100 ms: sleep" in summary
+    assert "Capacity at p99 ≤ 100 ms, sleep" in summary  # At a glance, linked to its detail
+    assert (
+        "### Capacity at p99 ≤ 100 ms: sleep" in (results / "details" / "capacity.md").read_text()
+    )
     assert (results / "plots" / "knee-sleep-100.png").stat().st_size > 10_000

@@ -7,7 +7,7 @@ import pytest
 
 from bench.host.arch import host_arch
 from tests.conftest import stack_processes
-from tests.integration.conftest import run_bench
+from tests.integration.conftest import report_text, run_bench
 
 pytestmark = [
     pytest.mark.integration,
@@ -46,6 +46,6 @@ def test_emulated_granian_verifies_every_route_and_is_labelled(tmp_path: Path) -
     assert rec["metadata"]["packages"]["granian"] == pins["granian"]
     assert {"/fortunes", "/updates?n=5", "/db", "/upstream?ms=50"} <= set(rec["verify"]["checked"])
     assert rec["resources"]["server_rss_mb"] is None and rec["resources"]["qemu_rss_mb"] > 0
-    summary = (results / "summary.md").read_text()
+    summary = report_text(results)
     assert "Emulated runs (functional check)" in summary
     assert set(stack_processes()) == before

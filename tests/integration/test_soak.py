@@ -10,6 +10,7 @@ import pytest
 
 from bench.core.registry import ROOT
 from bench.observe import soak
+from tests.integration.conftest import report_text
 
 pytestmark = pytest.mark.integration
 
@@ -54,4 +55,4 @@ def test_short_soak_writes_every_sample_of_every_process(tmp_path: Path) -> None
     assert slope["ci_low"] <= slope["slope"] <= slope["ci_high"]
     [minute] = series["minutes"]
     assert minute["minute"] == 1 and minute["responses_per_s"] > 0
-    assert "## Soak: memory over time" in (results / "summary.md").read_text()
+    assert "## Soak: memory over time" in report_text(results)
