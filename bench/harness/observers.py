@@ -21,7 +21,7 @@ from bench.observe import lifecycle, soak
 from bench.observe.recycle import WorkerWatch
 
 if TYPE_CHECKING:
-    from bench.harness.measure import Served
+    from bench.harness.served import Served
 
 
 @dataclass

@@ -170,18 +170,7 @@ class Recorder:
             **self._measured_fields(measured),  # type: ignore[arg-type]
         )
         rec = dataclasses.replace(rec, cgroup=self._cgroup(opts, facts, measured), **(fields or {}))
-        if facts.container is not None:
-            window = (measured.container if measured else None) or {}
-            rec = dataclasses.replace(rec, container={**facts.container, **window})
-        if measured is None and status == "failed":
-            # What was asked of a run that failed, so that the summary says "failed", not
-            # "not measured".
-            if opts.lifecycle:
-                rec = dataclasses.replace(rec, lifecycle={"event": opts.lifecycle})
-            if "max_requests" in facts.knobs:
-                rec = dataclasses.replace(
-                    rec, recycles={"max_requests": facts.knobs["max_requests"]}
-                )
+        rec = _with_asked(rec, opts, facts, measured, status)
         if status == "failed":  # unsupported is a fact about the server, not a failed run
             self.failures += 1
         path = record.write_record(opts.results, rec, raw)
@@ -257,3 +246,23 @@ class Recorder:
         for run in runs:
             meta = {"unsupported": code}
             self._write(opts, run, facts, "unsupported", reason, {}, meta=meta)
+
+
+def _with_asked(
+    rec: record.Record,
+    opts: plan.Options,
+    facts: ServerFacts,
+    measured: Measurement | None,
+    status: str,
+) -> record.Record:
+    """The container's facts and window; and, for a run that failed before it was measured,
+    what was asked of it, so that the summary says "failed", not "not measured"."""
+    if facts.container is not None:
+        window = (measured.container if measured else None) or {}
+        rec = dataclasses.replace(rec, container={**facts.container, **window})
+    if measured is None and status == "failed":
+        if opts.lifecycle:
+            rec = dataclasses.replace(rec, lifecycle={"event": opts.lifecycle})
+        if "max_requests" in facts.knobs:
+            rec = dataclasses.replace(rec, recycles={"max_requests": facts.knobs["max_requests"]})
+    return rec

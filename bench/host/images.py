@@ -206,6 +206,16 @@ def ensure_base(arch: str, say: Say, log: Path) -> str:
     if not os.path.exists(debootstrap):
         raise ImageError("debootstrap is missing: run `make images` (it installs it)")
     say(f"base {tag}: debootstrap {SUITE} ({VARIANT}, {', '.join(PACKAGES)}) from {MIRROR}")
+    with tempfile.TemporaryDirectory(prefix="pwb-base-") as tmp:
+        root = Path(tmp) / "rootfs"
+        _bootstrap(debootstrap, arch, root, say, log)
+        say(f"base {tag}: importing into the engine")
+        _import(root, arch, tag)
+    return tag
+
+
+def _bootstrap(debootstrap: str, arch: str, root: Path, say: Say, log: Path) -> None:
+    """A minimal Debian tree in `root`, with the host's CA bundle, without apt's caches."""
     seen: set[str] = set()
 
     def phase(line: str) -> str | None:
@@ -216,64 +226,51 @@ def ensure_base(arch: str, say: Say, log: Path) -> str:
             return f"base: {line[3:].strip()}"
         return None
 
-    with tempfile.TemporaryDirectory(prefix="pwb-base-") as tmp:
-        root = Path(tmp) / "rootfs"
-        _stream(
-            [
-                debootstrap,
-                f"--variant={VARIANT}",
-                f"--arch={DEBOOTSTRAP_ARCH[arch]}",
-                f"--include={','.join(PACKAGES)}",
-                SUITE,
-                str(root),
-                MIRROR,
-            ],
-            say,
-            phase,
-            log,
+    argv = [
+        debootstrap,
+        f"--variant={VARIANT}",
+        f"--arch={DEBOOTSTRAP_ARCH[arch]}",
+        f"--include={','.join(PACKAGES)}",
+        SUITE,
+        str(root),
+        MIRROR,
+    ]
+    _stream(argv, say, phase, log)
+    if HOST_CA_BUNDLE.is_file():
+        shutil.copyfile(HOST_CA_BUNDLE, root / str(HOST_CA_BUNDLE).lstrip("/"))
+    # Downloaded .debs and package lists are not part of the image.
+    for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
+        for path in (root / junk).glob("*"):
+            if path.is_file():
+                path.unlink()
+
+
+def _import(root: Path, arch: str, tag: str) -> None:
+    """`docker import` of the tree as `tag`, labelled with its inputs' hash."""
+    changes = [
+        "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "ENV LANG=C.UTF-8",
+        # uv and pip read the system bundle (pip's own certifi otherwise).
+        f"ENV SSL_CERT_FILE={HOST_CA_BUNDLE} PIP_CERT={HOST_CA_BUNDLE}",
+        'CMD ["/bin/bash"]',
+        f"LABEL {INPUTS_LABEL}={base_inputs_hash(arch)}",
+    ]
+    argv = [docker_binary() or "docker", "import"]
+    for change in changes:
+        argv += ["--change", change]
+    tar = subprocess.Popen(
+        ["tar", "--numeric-owner", "-C", str(root), "-c", "."], stdout=subprocess.PIPE
+    )
+    try:
+        result = subprocess.run(
+            [*argv, "-", tag], stdin=tar.stdout, capture_output=True, text=True, timeout=1800
         )
-        if HOST_CA_BUNDLE.is_file():
-            shutil.copyfile(HOST_CA_BUNDLE, root / str(HOST_CA_BUNDLE).lstrip("/"))
-        # Downloaded .debs and package lists are not part of the image.
-        for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
-            for path in (root / junk).glob("*"):
-                if path.is_file():
-                    path.unlink()
-        say(f"base {tag}: importing into the engine")
-        tar = subprocess.Popen(
-            ["tar", "--numeric-owner", "-C", str(root), "-c", "."], stdout=subprocess.PIPE
-        )
-        try:
-            result = subprocess.run(
-                [
-                    docker_binary() or "docker",
-                    "import",
-                    "--change",
-                    "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                    "--change",
-                    "ENV LANG=C.UTF-8",
-                    # uv and pip read the system bundle (pip's own certifi otherwise).
-                    "--change",
-                    f"ENV SSL_CERT_FILE={HOST_CA_BUNDLE} PIP_CERT={HOST_CA_BUNDLE}",
-                    "--change",
-                    'CMD ["/bin/bash"]',
-                    "--change",
-                    f"LABEL {INPUTS_LABEL}={base_inputs_hash(arch)}",
-                    "-",
-                    tag,
-                ],
-                stdin=tar.stdout,
-                capture_output=True,
-                text=True,
-                timeout=1800,
-            )
-        finally:
-            if tar.stdout is not None:
-                tar.stdout.close()
-            tar.wait()
-        if result.returncode != 0 or tar.returncode != 0:
-            raise ImageError(f"docker import failed: {result.stderr.strip()}")
-    return tag
+    finally:
+        if tar.stdout is not None:
+            tar.stdout.close()
+        tar.wait()
+    if result.returncode != 0 or tar.returncode != 0:
+        raise ImageError(f"docker import failed: {result.stderr.strip()}")
 
 
 def build_server(spec: ServerSpec, arch: str, base: str, commit: str, say: Say, log: Path) -> str:

@@ -197,9 +197,28 @@ class ContainerSite(LocalSite):
         """Start the server's container, check it answers from inside it, verify it, and
         (PROXY=nginx) front it; ServeError if any fails."""
         assert self.db is not None
-        image = self.images[spec.id]
-        log_path = self.run_dir / log_name
         port = ready.free_port()
+        argv, env = self._command(spec, knobs, environment, opts, port)
+        served = self._start(spec, knobs, argv, env, port, self.run_dir / log_name)
+        try:
+            self._check(served)
+            if opts.proxy is not None:
+                self._front(served, opts)
+        except BaseException:
+            self.stop(served)
+            raise
+        return served
+
+    def _command(
+        self,
+        spec: ServerSpec,
+        knobs: dict[str, int],
+        environment: Environment,
+        opts: Options,
+        port: int,
+    ) -> tuple[list[str], dict[str, str]]:
+        """The server's argv inside the image and its environment."""
+        assert self.db is not None
         fill: dict[str, object] = {
             **knobs,
             "python": f"{VENV}/bin/python",
@@ -209,7 +228,6 @@ class ContainerSite(LocalSite):
             "root": APP_ROOT,
             "venv": VENV,
         }
-        argv = render_argv(spec, fill)
         home = self.run_dir / "home"
         home.mkdir(exist_ok=True)
         env = {
@@ -220,6 +238,20 @@ class ContainerSite(LocalSite):
             **environment.env,
             **opts.study.app_env,
         }
+        return render_argv(spec, fill), env
+
+    def _start(
+        self,
+        spec: ServerSpec,
+        knobs: dict[str, int],
+        argv: list[str],
+        env: dict[str, str],
+        port: int,
+        log_path: Path,
+    ) -> ContainerServed:
+        """`docker run` under the harness's name and labels, removed on every exit path."""
+        assert self.db is not None
+        image = self.images[spec.id]
         name = docker.container_name(spec.id)
         command = docker.run_argv(
             name,
@@ -242,9 +274,8 @@ class ContainerSite(LocalSite):
             )
         except StartError as exc:
             raise ServeError(f"server did not start: {exc}", {}) from None
-        server = RunningServer(spec, port, proc, argv, knobs)
-        served = ContainerServed(
-            server,
+        return ContainerServed(
+            RunningServer(spec, port, proc, argv, knobs),
             self.db,
             self.problem,
             name=spec.id,
@@ -253,47 +284,50 @@ class ContainerSite(LocalSite):
             image=image,
             limits=self.limits,
         )
+
+    def _check(self, served: ContainerServed) -> None:
+        """Ready, answered from inside its container (its cgroup found), every route
+        verified, its backlog read; ServeError with the server's log."""
+        server, name = served.server, served.container
+        assert server is not None and self.db is not None
+        port, log_path = server.port, server.proc.log_path
         try:
-            try:
-                ready.wait_http(proc, port, spec.ready_path, timeout_s=60)
-                served.init_pid = docker.container_pid(name)
-                if served.init_pid is None:
-                    raise StartError(f"container {name} is not running")
-                served.container_cgroup = ContainerCgroup.of_pid(served.init_pid)
-                owners = listeners(port)
-                if owners and not owners & served._container_pids():
-                    raise StartError(
-                        f"port {port} is answered by pid(s) {sorted(owners)}, not by the "
-                        f"container {name}; another program took the port"
-                    )
-            except (StartError, docker.EngineError, ContainerCgroupError) as exc:
-                reason = f"server did not start: {str(exc).splitlines()[0]}"
-                raise ServeError(reason, {"server.log": read_log(log_path)}, argv) from None
-            served._pids = served._container_pids()
-            try:
-                # Every route, as for a native server (a container holds a Python server only).
-                checked = verify_server(port, self.db, "127.0.0.1")
-                served.verification = {"checked": checked.checked, "warnings": checked.warnings}
-            except (VerifyError, OSError) as exc:
-                logs = {"server.log": read_log(log_path)}
-                raise ServeError(f"verification failed: {exc}", logs, argv) from None
-            served.backlog = sample.listen_backlog(port)
-            if opts.proxy is not None:
-                try:
-                    served.proxy = self.stack.start_proxy(
-                        server,
-                        bool(opts.upstream_keepalive),
-                        opts.proxy_timeout_s,
-                        None,
-                        kind=opts.proxy,
-                    )
-                except StartError as exc:
-                    reason = f"nginx (proxy) did not start: {str(exc).splitlines()[0]}"
-                    raise ServeError(reason, {"server.log": read_log(log_path)}, argv) from None
-        except BaseException:
-            self.stop(served)
-            raise
-        return served
+            ready.wait_http(server.proc, port, server.spec.ready_path, timeout_s=60)
+            served.init_pid = docker.container_pid(name)
+            if served.init_pid is None:
+                raise StartError(f"container {name} is not running")
+            served.container_cgroup = ContainerCgroup.of_pid(served.init_pid)
+            owners = listeners(port)
+            if owners and not owners & served._container_pids():
+                raise StartError(
+                    f"port {port} is answered by pid(s) {sorted(owners)}, not by the "
+                    f"container {name}; another program took the port"
+                )
+        except (StartError, docker.EngineError, ContainerCgroupError) as exc:
+            reason = f"server did not start: {str(exc).splitlines()[0]}"
+            raise ServeError(reason, {"server.log": read_log(log_path)}, server.argv) from None
+        served._pids = served._container_pids()
+        try:
+            # Every route, as for a native server (a container holds a Python server only).
+            checked = verify_server(port, self.db, "127.0.0.1")
+            served.verification = {"checked": checked.checked, "warnings": checked.warnings}
+        except (VerifyError, OSError) as exc:
+            logs = {"server.log": read_log(log_path)}
+            raise ServeError(f"verification failed: {exc}", logs, server.argv) from None
+        served.backlog = sample.listen_backlog(port)
+
+    def _front(self, served: ContainerServed, opts: Options) -> None:
+        """nginx (PROXY=nginx or alb) in front of the container; ServeError with its log."""
+        server = served.server
+        assert server is not None
+        try:
+            served.proxy = self.stack.start_proxy(
+                server, bool(opts.upstream_keepalive), opts.proxy_timeout_s, None, kind=opts.proxy
+            )
+        except StartError as exc:
+            reason = f"nginx (proxy) did not start: {str(exc).splitlines()[0]}"
+            logs = {"server.log": read_log(server.proc.log_path)}
+            raise ServeError(reason, logs, server.argv) from None
 
     def stop(self, served: LocalServed) -> None:
         """nginx, then the container (its stop signal, SIGKILL after the grace), by name."""
