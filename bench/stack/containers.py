@@ -201,9 +201,9 @@ class ContainerSite(LocalSite):
         argv, env = self._command(spec, knobs, environment, opts, port)
         served = self._start(spec, knobs, argv, env, port, self.run_dir / log_name)
         try:
-            self._check(served)
+            self._check_container(served)
             if opts.proxy is not None:
-                self._front(served, opts)
+                self._front(served, opts)  # LocalSite's: PIN is refused with RUNTIME=docker
         except BaseException:
             self.stop(served)
             raise
@@ -285,7 +285,7 @@ class ContainerSite(LocalSite):
             limits=self.limits,
         )
 
-    def _check(self, served: ContainerServed) -> None:
+    def _check_container(self, served: ContainerServed) -> None:
         """Ready, answered from inside its container (its cgroup found), every route
         verified, its backlog read; ServeError with the server's log."""
         server, name = served.server, served.container
@@ -315,19 +315,6 @@ class ContainerSite(LocalSite):
             logs = {"server.log": read_log(log_path)}
             raise ServeError(f"verification failed: {exc}", logs, server.argv) from None
         served.backlog = sample.listen_backlog(port)
-
-    def _front(self, served: ContainerServed, opts: Options) -> None:
-        """nginx (PROXY=nginx or alb) in front of the container; ServeError with its log."""
-        server = served.server
-        assert server is not None
-        try:
-            served.proxy = self.stack.start_proxy(
-                server, bool(opts.upstream_keepalive), opts.proxy_timeout_s, None, kind=opts.proxy
-            )
-        except StartError as exc:
-            reason = f"nginx (proxy) did not start: {str(exc).splitlines()[0]}"
-            logs = {"server.log": read_log(server.proc.log_path)}
-            raise ServeError(reason, logs, server.argv) from None
 
     def stop(self, served: LocalServed) -> None:
         """nginx, then the container (its stop signal, SIGKILL after the grace), by name."""
