@@ -169,7 +169,7 @@ def unsupported_code(rec: Record) -> str | None:
     return next((c for text, c in _UNSUPPORTED_BEFORE_6.items() if reason.startswith(text)), None)
 
 
-def _safe(text: str) -> str:
+def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "-", text).strip("-") or "x"
 
 
@@ -189,7 +189,7 @@ def record_name(rec: Record) -> str:
         f"t{rec.trial}",
         rec.run_id[:8],
     ]
-    return "_".join(_safe(p) for p in parts)
+    return "_".join(safe_name(p) for p in parts)
 
 
 FILE_MODE = 0o644  # results are for reading by anyone: mkstemp's 0600 would hide them

@@ -71,7 +71,8 @@ def _errors(center: list, intervals: list) -> list[list[float]] | None:
     ]
 
 
-def _safe(name: str) -> str:
+def safe_name(name: str) -> str:
+    """A file name for a scenario (an APP= route is `<app>:<route>`): letters, digits, . and -."""
     return re.sub(r"[^A-Za-z0-9.-]+", "-", name).strip("-") or "x"
 
 
@@ -273,7 +274,7 @@ def write_plots(results_dir: Path, series: dict[str, dict[str, list[Point]]]) ->
     for scenario, lines in sorted(series.items()):
         if not any(lines.values()):
             continue
-        path = results_dir / "plots" / f"{_safe(scenario)}.png"
+        path = results_dir / "plots" / f"{safe_name(scenario)}.png"
         plot_scenario(scenario, lines, path)
         written[scenario] = str(path.relative_to(results_dir))
     return written

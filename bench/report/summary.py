@@ -46,7 +46,7 @@ from bench.report.groups import (
 )
 from bench.report.html import write_html
 from bench.report.openloop import open_loop_sections
-from bench.report.plots import write_plots
+from bench.report.plots import safe_name, write_plots
 from bench.report.production import production_sections
 from bench.report.recommend import recommendations_section
 from bench.report.soak import soak_sections
@@ -562,7 +562,7 @@ def _details(
     by_scenario = _by_scenario(records)
     for scenario in sorted(by_scenario):
         lines = scenario_section(scenario, by_scenario[scenario], plots.get(scenario))
-        files[f"speed-{scenario}.md"] = (
+        files[f"speed-{safe_name(scenario)}.md"] = (
             _detail(f"Speed: {scenario}", [*lines, RANK_NOTE, ""]),
             f"{scenario}: req/s, latency, errors and ranks per configuration and load",
         )
