@@ -1,4 +1,8 @@
-"""The summary's statistics against synthetic samples with a known truth."""
+"""The summary's statistics against synthetic samples with a known truth.
+
+Every name from bench.report.stats is imported here at module level, never inside a test:
+tests/bench/test_mutants.py runs these tests with a mutant of the module in their place.
+"""
 
 import math
 
@@ -6,7 +10,9 @@ import numpy as np
 import pytest
 
 from bench.report.stats import (
+    ar1_latencies,
     capacity,
+    capacity_coverage,
     correct,
     decide,
     difference,
@@ -209,12 +215,6 @@ def test_power_curve_of_a_30_percent_difference(trials: int, low: float, high: f
     assert low <= hits / reps <= high
 
 
-def _ar1(rng: np.random.Generator, n: int, phi: float) -> np.ndarray:
-    from bench.report.stats import ar1_latencies
-
-    return ar1_latencies(rng, n, phi)
-
-
 def test_within_run_interval_is_wider_than_order_statistics_on_autocorrelated_requests() -> None:
     """AR(1) latencies (lag-1 0.9): the block bootstrap covers the true p99 far more often
     than the order-statistic interval, which treats requests as independent."""
@@ -223,7 +223,7 @@ def test_within_run_interval_is_wider_than_order_statistics_on_autocorrelated_re
     boot = order = 0
     reps = 60
     for i in range(reps):
-        series = _ar1(rng, 4000, 0.9)
+        series = ar1_latencies(rng, 4000, 0.9)
         _, lo, hi = within_run_interval(series, 0.99, 400, reps=300, seed=i)
         boot += lo <= truth <= hi
         _, lo, hi = quantile_interval(series, 0.99)
@@ -234,8 +234,6 @@ def test_within_run_interval_is_wider_than_order_statistics_on_autocorrelated_re
 def test_capacity_interval_covers_the_truth_with_three_repeats() -> None:
     """Pass chance falling around 1,000 req/s: the interval from 3 trials per ladder rate
     holds 1,000 in at least 90 % of searches; with 1 trial per rate it is a bracket only."""
-    from bench.report.stats import capacity_coverage
-
     assert capacity_coverage(150, 3) >= 0.9
     single = capacity({900.0: [True], 1000.0: [True], 1100.0: [False]})
     assert single.bracket_only and single.low == 1000.0 and single.high == 1100.0
