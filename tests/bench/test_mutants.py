@@ -31,7 +31,7 @@ SOURCE = Path(real_stats.__file__).read_text()
 
 # The chain tie-ranking the summary once had: best first, each configuration compared only
 # with its group's leader, joining the group when not significantly different from it.
-CHAIN_RANKS = '''
+CHAIN_RANKS = """
 def rank_intervals(samples, higher_is_better=True):
     estimates = {key: estimate(values) for key, values in samples.items()}
     present = [key for key in samples if estimates[key] is not None]
@@ -48,7 +48,7 @@ def rank_intervals(samples, higher_is_better=True):
         out += [Ranked(k, start, start + len(group) - 1) for k in group]
         start += len(group)
     return out
-'''
+"""
 
 WELCH_SATTERTHWAITE = """\
     va, vb = la.var(ddof=1) / la.size, lb.var(ddof=1) / lb.size
@@ -59,7 +59,8 @@ WELCH_SATTERTHWAITE = """\
 class Mutant:
     """One wrong statistic: text replacements (each `old` must occur exactly once) and/or
     whole top-level functions swapped for another definition, with the tests meant to kill
-    it as (test function name, keyword arguments), cheapest first."""
+    it, cheapest first: (test function name, the parameters to run it with; {} runs every
+    parameter set of its parametrize marks, {"trials": 3} those with trials 3)."""
 
     name: str
     killers: tuple[tuple[str, dict], ...]
@@ -67,10 +68,7 @@ class Mutant:
     functions: dict[str, str] = field(default_factory=dict)
 
 
-FALSE_POSITIVES = tuple(
-    ("test_one_pair_false_positive_rate_is_calibrated_on_both_sides", {"trials": n})
-    for n in (3, 5, 10)
-)
+FALSE_POSITIVES = (("test_one_pair_false_positive_rate_is_calibrated_on_both_sides", {}),)
 MUTANTS = (
     Mutant(
         "arithmetic-mean-of-a-point",
@@ -107,8 +105,7 @@ MUTANTS = (
                 "low = float(array.min())",
             ),
             (
-                "high = float(interval.high) if np.isfinite(interval.high) "
-                "else float(array.max())",
+                "high = float(interval.high) if np.isfinite(interval.high) else float(array.max())",
                 "high = float(array.max())",
             ),
         ),
@@ -122,7 +119,10 @@ MUTANTS = (
         "significant-at-10-percent",
         FALSE_POSITIVES,
         replace=(
-            ("return self.p is not None and self.p < ALPHA", "return self.p is not None and self.p < 2 * ALPHA"),
+            (
+                "return self.p is not None and self.p < ALPHA",
+                "return self.p is not None and self.p < 2 * ALPHA",
+            ),
         ),
     ),
     Mutant(
@@ -133,7 +133,7 @@ MUTANTS = (
     Mutant(
         "welch-satterthwaite-df",
         (
-            ("test_power_curve_of_a_30_percent_difference", {"trials": 3, "low": 0.2, "high": 0.55}),
+            ("test_power_curve_of_a_30_percent_difference", {}),
             *FALSE_POSITIVES,
         ),
         replace=(("    df = min(la.size, lb.size) - 1", WELCH_SATTERTHWAITE),),
@@ -142,7 +142,7 @@ MUTANTS = (
         "holm-removed",
         (
             ("test_holm_adjusts_like_the_textbook", {}),
-            ("test_a_family_of_13_identical_configurations_splits_at_most_5_percent", {"trials": 3}),
+            ("test_a_family_of_13_identical_configurations_splits_at_most_5_percent", {}),
         ),
         replace=(
             (
@@ -153,13 +153,28 @@ MUTANTS = (
     ),
     Mutant(
         "pairwise-uncorrected",
-        (("test_a_family_of_13_identical_configurations_splits_at_most_5_percent", {"trials": 3}),),
+        (("test_a_family_of_13_identical_configurations_splits_at_most_5_percent", {}),),
         replace=(
             (
                 "return dict(zip(pairs, correct(raw), strict=True))",
                 "return dict(zip(pairs, raw, strict=True))",
             ),
         ),
+    ),
+    Mutant(
+        "holm-interval-uncorrected",
+        (("test_a_corrected_interval_excludes_1_exactly_when_holm_says_significant", {}),),
+        replace=(
+            (
+                "level = min(ALPHA, ALPHA * p_raw / p_adj)",
+                "level = ALPHA",
+            ),
+        ),
+    ),
+    Mutant(
+        "study-family-uncorrected",
+        (("test_decide_says_inconclusive_where_the_interval_does_not_decide", {}),),
+        replace=(("diff.df, ALPHA / family)", "diff.df, ALPHA)"),),
     ),
     Mutant(
         "iid-bootstrap",
@@ -170,6 +185,11 @@ MUTANTS = (
             ),
         ),
         replace=(("    block = max(1, min(int(block), n))", "    block = 1"),),
+    ),
+    Mutant(
+        "iid-bootstrap-block-length",
+        (("test_within_run_blocks_hold_half_a_second_of_arrivals", {}),),
+        replace=(("return max(1, round((rate_rps or 0.0) * BLOCK_S))", "return 1"),),
     ),
 )
 
@@ -212,18 +232,35 @@ def inject(module: types.ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(test_stats, name, getattr(module, name))
 
 
+def cases(test_name: str, only: dict) -> list[dict]:
+    """A test's parameter sets from its own parametrize marks (so the bounds stay the test's),
+    keeping those that agree with `only`."""
+    combos: list[dict] = [{}]
+    for mark in getattr(getattr(test_stats, test_name), "pytestmark", []):
+        if mark.name != "parametrize":
+            continue
+        names, values = mark.args[0], mark.args[1]
+        names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+        rows = [v if len(names) > 1 else (v,) for v in values]
+        combos = [{**c, **dict(zip(names, row, strict=True))} for c in combos for row in rows]
+    return [c for c in combos if all(c[k] == v for k, v in only.items())]
+
+
 def failures(killers: tuple[tuple[str, dict], ...], stop_at_first: bool) -> list[str]:
     """The killers whose assertions fail (pytest.approx and pytest.raises fail so too); any
     other exception is a broken mutant and propagates."""
     failed = []
-    for test_name, kwargs in killers:
+    for test_name, only in killers:
         test: Callable[..., None] = getattr(test_stats, test_name)
-        try:
-            test(**kwargs)
-        except (AssertionError, pytest.fail.Exception):
-            failed.append(f"{test_name}{kwargs or ''}")
-            if stop_at_first:
-                break
+        runs = cases(test_name, only)
+        assert runs, f"{test_name} has no parameters matching {only}"
+        for kwargs in runs:
+            try:
+                test(**kwargs)
+            except (AssertionError, pytest.fail.Exception):
+                failed.append(f"{test_name}{kwargs or ''}")
+                if stop_at_first:
+                    return failed
     return failed
 
 
@@ -248,6 +285,11 @@ def test_the_killers_pass_on_an_unmutated_copy(monkeypatch: pytest.MonkeyPatch) 
     module = load("_stats_mutant_none", SOURCE, monkeypatch)
     inject(module, monkeypatch)
     assert test_stats.estimate is module.estimate
-    killers = {(name, tuple(sorted(kw.items()))) for m in MUTANTS for name, kw in m.killers}
-    failed = failures(tuple((name, dict(kw)) for name, kw in sorted(killers)), False)
+    every = {
+        (name, tuple(sorted(kwargs.items())))
+        for mutant in MUTANTS
+        for name, only in mutant.killers
+        for kwargs in cases(name, only)
+    }
+    failed = failures(tuple((name, dict(kwargs)) for name, kwargs in sorted(every)), False)
     assert not failed, f"the unmutated copy fails {failed}"
