@@ -131,6 +131,8 @@ def _assert_consistent(samples: dict[str, list[float]]) -> None:
     for one that no other is significantly better than."""
     ranked = {r.key: r for r in rank_intervals(samples)}
     family = pairwise(samples)
+    pairs = len(samples) * (len(samples) - 1) // 2
+    assert all(d.family == pairs for d in family.values())  # Holm over every pair
     for (x, y), diff in family.items():
         if diff.significant:
             assert not ranked[x].low == ranked[y].low == 1, (x, y)
