@@ -1,0 +1,298 @@
+"""A mutation check of the summary's statistics: each wrong statistic the summary once had, or
+could slip into, must make some test of tests/bench/test_stats.py fail.
+
+Input: bench/report/stats.py's source (read, never written) and the test functions of
+tests/bench/test_stats.py. Each mutant is a source-text or AST replacement applied to a copy
+of the module, executed as a module of another name; the test functions meant to catch that
+kind of mistake run with the mutant's names injected in place of the real ones (the tests
+import every name at module level for this). Output: a pass when at least one of them fails
+its assertions (the mutant is killed); a mutant that survives fails here, naming the tests it
+passed. Deterministic: the tests seed their own generators. A control runs the same tests on
+an unmutated copy and demands they all pass, so a kill is the mutation's doing, not the
+loading's.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+import time
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+import bench.report.stats as real_stats
+from tests.bench import test_stats
+
+SOURCE = Path(real_stats.__file__).read_text()
+
+# The chain tie-ranking the summary once had: best first, each configuration compared only
+# with its group's leader, joining the group when not significantly different from it.
+CHAIN_RANKS = """
+def rank_intervals(samples, higher_is_better=True):
+    estimates = {key: estimate(values) for key, values in samples.items()}
+    present = [key for key in samples if estimates[key] is not None]
+    present.sort(key=lambda k: estimates[k].center, reverse=higher_is_better)
+    family = pairwise({k: samples[k] for k in present})
+    groups = []
+    for key in present:
+        if groups and not family[(groups[-1][0], key)].significant:
+            groups[-1].append(key)
+        else:
+            groups.append([key])
+    out, start = [], 1
+    for group in groups:
+        out += [Ranked(k, start, start + len(group) - 1) for k in group]
+        start += len(group)
+    return out
+"""
+
+WELCH_SATTERTHWAITE = """\
+    va, vb = la.var(ddof=1) / la.size, lb.var(ddof=1) / lb.size
+    df = (va + vb) ** 2 / (va**2 / (la.size - 1) + vb**2 / (lb.size - 1))"""
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One wrong statistic: text replacements (each `old` must occur exactly once) and/or
+    whole top-level functions swapped for another definition, with the tests meant to kill
+    it, cheapest first: (test function name, the parameters to run it with; {} runs every
+    parameter set of its parametrize marks, {"trials": 3} those with trials 3)."""
+
+    name: str
+    killers: tuple[tuple[str, dict], ...]
+    replace: tuple[tuple[str, str], ...] = ()
+    functions: dict[str, str] = field(default_factory=dict)
+
+
+FALSE_POSITIVES = (("test_one_pair_false_positive_rate_is_calibrated_on_both_sides", {}),)
+MUTANTS = (
+    Mutant(
+        "arithmetic-mean-of-a-point",
+        (("test_geometric_not_arithmetic_mean", {}),),
+        replace=(("center = float(np.exp(logs.mean()))", "center = float(np.mean(present))"),),
+    ),
+    Mutant(
+        "arithmetic-mean-ratio",
+        (("test_geometric_not_arithmetic_mean", {}),),
+        replace=(
+            ("ratio = math.exp(lb.mean() - la.mean())", "ratio = float(np.mean(b) / np.mean(a))"),
+        ),
+    ),
+    Mutant(
+        "min-max-interval-of-a-point",
+        (
+            ("test_interval_is_a_t_interval_not_the_range", {}),
+            ("test_interval_of_a_point_covers_the_truth_about_95_percent", {}),
+        ),
+        replace=(
+            (
+                "low, high = stats.t.interval(CONFIDENCE, logs.size - 1, loc=logs.mean(), "
+                "scale=sem)",
+                "low, high = float(logs.min()), float(logs.max())",
+            ),
+        ),
+    ),
+    Mutant(
+        "min-max-quantile-interval",
+        (("test_quantile_interval_from_per_request_latencies", {}),),
+        replace=(
+            (
+                "low = float(interval.low) if np.isfinite(interval.low) else float(array.min())",
+                "low = float(array.min())",
+            ),
+            (
+                "high = float(interval.high) if np.isfinite(interval.high) else float(array.max())",
+                "high = float(array.max())",
+            ),
+        ),
+    ),
+    Mutant(
+        "chain-tie-ranking",
+        (("test_ranks_are_transitive_where_a_chain_is_not", {}),),
+        functions={"rank_intervals": CHAIN_RANKS},
+    ),
+    Mutant(
+        "significant-at-10-percent",
+        FALSE_POSITIVES,
+        replace=(
+            (
+                "return self.p is not None and self.p < ALPHA",
+                "return self.p is not None and self.p < 2 * ALPHA",
+            ),
+        ),
+    ),
+    Mutant(
+        "alpha-doubled",
+        (*FALSE_POSITIVES, ("test_interval_of_a_point_covers_the_truth_about_95_percent", {})),
+        replace=(("ALPHA = 0.05", "ALPHA = 0.10"),),
+    ),
+    Mutant(
+        "welch-satterthwaite-df",
+        (
+            ("test_power_curve_of_a_30_percent_difference", {}),
+            *FALSE_POSITIVES,
+        ),
+        replace=(("    df = min(la.size, lb.size) - 1", WELCH_SATTERTHWAITE),),
+    ),
+    Mutant(
+        "holm-removed",
+        (
+            ("test_holm_adjusts_like_the_textbook", {}),
+            ("test_a_family_of_13_identical_configurations_splits_at_most_5_percent", {}),
+        ),
+        replace=(
+            (
+                "running = max(running, min(1.0, (m - rank) * p))",
+                "running = max(running, min(1.0, p))",
+            ),
+        ),
+    ),
+    Mutant(
+        "pairwise-uncorrected",
+        (
+            ("test_ranks_are_transitive_where_a_chain_is_not", {}),
+            ("test_a_family_of_13_identical_configurations_splits_at_most_5_percent", {}),
+        ),
+        replace=(
+            (
+                "return dict(zip(pairs, correct(raw), strict=True))",
+                "return dict(zip(pairs, raw, strict=True))",
+            ),
+        ),
+    ),
+    Mutant(
+        "holm-interval-uncorrected",
+        (("test_a_corrected_interval_excludes_1_exactly_when_holm_says_significant", {}),),
+        replace=(
+            (
+                "level = min(ALPHA, ALPHA * p_raw / p_adj)",
+                "level = ALPHA",
+            ),
+        ),
+    ),
+    Mutant(
+        "study-family-uncorrected",
+        (("test_decide_says_inconclusive_where_the_interval_does_not_decide", {}),),
+        replace=(("diff.df, ALPHA / family)", "diff.df, ALPHA)"),),
+    ),
+    Mutant(
+        "iid-bootstrap",
+        (
+            (
+                "test_within_run_interval_is_wider_than_order_statistics_on_autocorrelated_requests",
+                {},
+            ),
+        ),
+        replace=(("    block = max(1, min(int(block), n))", "    block = 1"),),
+    ),
+    Mutant(
+        "iid-bootstrap-block-length",
+        (("test_within_run_blocks_hold_half_a_second_of_arrivals", {}),),
+        replace=(("return max(1, round((rate_rps or 0.0) * BLOCK_S))", "return 1"),),
+    ),
+)
+
+
+def mutate(mutant: Mutant) -> str:
+    """The module's source with the mutant's replacements applied."""
+    source = SOURCE
+    for old, new in mutant.replace:
+        assert source.count(old) == 1, f"{mutant.name}: {old!r} is not in stats.py exactly once"
+        source = source.replace(old, new)
+    if not mutant.functions:
+        return source
+    tree = ast.parse(source)
+    for name, definition in mutant.functions.items():
+        spots = [
+            i
+            for i, node in enumerate(tree.body)
+            if isinstance(node, ast.FunctionDef) and node.name == name
+        ]
+        assert len(spots) == 1, f"{mutant.name}: no single function {name} in stats.py"
+        tree.body[spots[0]] = ast.parse(definition).body[0]
+    return ast.unparse(tree)
+
+
+def load(name: str, source: str, monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    """The source executed as module `name` (registered only for this test: dataclasses look
+    their module up while the classes are made)."""
+    module = types.ModuleType(name)
+    module.__file__ = f"<{name}>"
+    monkeypatch.setitem(sys.modules, name, module)
+    exec(compile(source, module.__file__, "exec"), module.__dict__)
+    return module
+
+
+def inject(module: types.ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point every name test_stats took from the real module at the copy's."""
+    names = [n for n, v in vars(test_stats).items() if getattr(real_stats, n, None) is v]
+    assert names, "test_stats imports nothing from bench.report.stats"
+    for name in names:
+        monkeypatch.setattr(test_stats, name, getattr(module, name))
+
+
+def cases(test_name: str, only: dict) -> list[dict]:
+    """A test's parameter sets from its own parametrize marks (so the bounds stay the test's),
+    keeping those that agree with `only`."""
+    combos: list[dict] = [{}]
+    for mark in getattr(getattr(test_stats, test_name), "pytestmark", []):
+        if mark.name != "parametrize":
+            continue
+        names, values = mark.args[0], mark.args[1]
+        names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+        rows = [v if len(names) > 1 else (v,) for v in values]
+        combos = [{**c, **dict(zip(names, row, strict=True))} for c in combos for row in rows]
+    return [c for c in combos if all(c[k] == v for k, v in only.items())]
+
+
+def failures(killers: tuple[tuple[str, dict], ...], stop_at_first: bool) -> list[str]:
+    """The killers whose assertions fail (pytest.approx and pytest.raises fail so too); any
+    other exception is a broken mutant and propagates."""
+    failed = []
+    for test_name, only in killers:
+        test: Callable[..., None] = getattr(test_stats, test_name)
+        runs = cases(test_name, only)
+        assert runs, f"{test_name} has no parameters matching {only}"
+        for kwargs in runs:
+            try:
+                test(**kwargs)
+            except (AssertionError, pytest.fail.Exception):
+                failed.append(f"{test_name}{kwargs or ''}")
+                if stop_at_first:
+                    return failed
+    return failed
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
+def test_every_mutant_of_the_statistics_is_killed(
+    mutant: Mutant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Some test meant for this kind of mistake fails on the mutant."""
+    source = mutate(mutant)
+    assert source != SOURCE
+    module = load(f"_stats_mutant_{mutant.name.replace('-', '_')}", source, monkeypatch)
+    inject(module, monkeypatch)
+    start = time.monotonic()
+    killed = failures(mutant.killers, stop_at_first=True)
+    names = [name for name, _ in mutant.killers]
+    assert killed, f"mutant {mutant.name} survived {names}"
+    print(f"{mutant.name}: killed by {killed[0]} in {time.monotonic() - start:.1f} s")
+
+
+def test_the_killers_pass_on_an_unmutated_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Control: loaded and injected the same way, the real source passes every killer."""
+    module = load("_stats_mutant_none", SOURCE, monkeypatch)
+    inject(module, monkeypatch)
+    assert test_stats.estimate is module.estimate
+    every = {
+        (name, tuple(sorted(kwargs.items())))
+        for mutant in MUTANTS
+        for name, only in mutant.killers
+        for kwargs in cases(name, only)
+    }
+    failed = failures(tuple((name, dict(kwargs)) for name, kwargs in sorted(every)), False)
+    assert not failed, f"the unmutated copy fails {failed}"
