@@ -170,6 +170,7 @@ def unsupported_code(rec: Record) -> str | None:
 
 
 def safe_name(text: str) -> str:
+    """A file-name part: letters, digits, . and - (an APP= route is `<app>:<route>`)."""
     return re.sub(r"[^A-Za-z0-9.-]+", "-", text).strip("-") or "x"
 
 

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from bench.core.record import safe_name
 
 Point = tuple  # (concurrency, req/s, p99 ms[, (low, high) of req/s, (low, high) of p99])
 
@@ -69,11 +70,6 @@ def _errors(center: list, intervals: list) -> list[list[float]] | None:
         [c - lo for c, (lo, _) in zip(center, intervals, strict=True)],
         [hi - c for c, (_, hi) in zip(center, intervals, strict=True)],
     ]
-
-
-def safe_name(name: str) -> str:
-    """A file name for a scenario (an APP= route is `<app>:<route>`): letters, digits, . and -."""
-    return re.sub(r"[^A-Za-z0-9.-]+", "-", name).strip("-") or "x"
 
 
 def save_figure(fig: Any, path: Path) -> None:
