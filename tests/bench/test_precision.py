@@ -125,7 +125,8 @@ def test_harness_adds_rounds_until_the_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Trials alternating 250 / 750 req/s never get precise: rounds go on while one more
-    fits in a 10-minute budget (the fake clock: a minute per round), then the summary names the points that missed."""
+    fits in a 10-minute budget (the fake clock: a minute per round), then the summary names
+    the points that missed."""
     script = [result(requests=r) for _ in range(100) for r in (500, 500, 1500, 1500)]
     settings = plan.Precision(budget_s=600)
     records = _execute(tmp_path, FakeTool(script=script), monkeypatch, precision=settings)
