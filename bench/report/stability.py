@@ -36,6 +36,7 @@ import numpy as np
 
 from bench.core.record import Record
 from bench.report.groups import groups, is_experiment, rps_values
+from bench.report.table import markdown_table
 
 SPREAD_MAX = 0.10  # sd of ln(figure) over trials: pyperf's 10 % of the mean
 OUTLIER_MAX = 0.25  # one trial this far from the geometric mean: pyperf's min/max check
@@ -134,8 +135,6 @@ HEADER = ["point", "figure", "trials", "spread (sd of ln)", "drift first→last"
 
 def detail_lines(unstable: list[Unstable]) -> list[str]:
     """The detail file's body: the thresholds and a row per unstable point."""
-    from bench.report.table import markdown_table
-
     rows = [
         [
             u.label,
