@@ -31,6 +31,7 @@ from bench.core.validate import (  # noqa: F401  (re-exported: tests and overhea
     validate_results,
     validate_switch,
     validate_target,
+    validate_trials,
 )
 from bench.core.variables import VARIABLES, for_command, help_lines
 from bench.host.arch import ArchError, check_emulation_supported, host_arch, normalize_arch
@@ -345,6 +346,21 @@ def simple_options(args: argparse.Namespace, target: str | None) -> dict[str, ob
     return values
 
 
+def validate_precision(args: argparse.Namespace) -> dict[str, object]:
+    """TRIALS and BUDGET: the fixed trial count, or TRIALS=auto's first rounds and its
+    Precision (make bench only: a capacity search and a soak have rounds of their own)."""
+    trials, minutes = validate_trials(args.trials, getattr(args, "trials_budget", None))
+    if trials is not None:
+        return {"trials": trials}
+    if getattr(args, "command", "run") != "run":
+        raise UsageError(
+            f"TRIALS=auto applies to make bench; valid here: TRIALS=<1..{defaults.AUTO_MAX_TRIALS}>"
+        )
+    budget = minutes if minutes is not None else defaults.AUTO_BUDGET_MIN
+    auto = plan.Precision(budget_s=budget * 60)
+    return {"trials": auto.min_trials, "precision": auto}
+
+
 def options_from(args: argparse.Namespace) -> plan.Options:
     """Validate every run option; raise UsageError on the first bad one."""
     load_all()  # a broken declaration is bad input too: refuse before anything starts
@@ -380,6 +396,7 @@ def options_from(args: argparse.Namespace) -> plan.Options:
         cpu_quota=validate_cpu_quota(args.cpu_quota, proxy["target"]),  # type: ignore[arg-type]
         lifecycle=validate_lifecycle(args.lifecycle, load, proxy["target"]),  # type: ignore[arg-type]
         **simple_options(args, proxy["target"]),  # type: ignore[arg-type]
+        **validate_precision(args),  # type: ignore[arg-type]
         **load,  # type: ignore[arg-type]
         **proxy,  # type: ignore[arg-type]
     )

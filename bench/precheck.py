@@ -30,6 +30,7 @@ from bench.core.validate import (
     validate_memory,
     validate_switch,
     validate_target,
+    validate_trials,
 )
 from bench.core.variables import for_command
 from bench.host.arch import ArchError, normalize_arch
@@ -77,6 +78,7 @@ CHOICES: dict[str, Callable[[str], object]] = {
     "MEMORY": validate_memory,
     "TARGET": validate_target,
     "NAME": lambda raw: validate_choices("name", raw, _study_names(), allow_all=True),
+    "TRIALS": lambda raw: validate_trials(raw, None),
     "APP_KIND": lambda raw: [validate_choice("app_kind", k, APP_KINDS) for k in raw.split(",")],
 }
 
@@ -119,6 +121,8 @@ def check(command: str, env: dict[str, str]) -> None:
         raw = env.get(variable.name)
         if raw:
             check_value(variable.name, raw)
+    if env.get("BUDGET") and command == "run":  # BUDGET means something with TRIALS=auto only
+        validate_trials(env.get("TRIALS") or "", env["BUDGET"])
     check_directories(command, env)
 
 

@@ -18,6 +18,15 @@ WARMUP_S = 2  # connection pools and lazy imports fill before the measured windo
 # the fewest trials that separate a 30 % difference 9 times in 10 at this machine's noise
 # (sd 10 % of log req/s; `python -m bench.report.stats` prints the simulation)
 TRIALS = 5
+# TRIALS=auto: rounds of trials until every point's 95 % interval of req/s is within ±5 % of
+# its estimate (a difference of 10 % or more then shows between two points), at least 3
+# trials first (fewer give an interval too unsure of its own width to stop on), and no more
+# rounds than the budget holds: 15 minutes by default, three times the default fixed run of
+# one server on one scenario and concurrency at DURATION=10.
+AUTO_TARGET = 0.05
+AUTO_MIN_TRIALS = 3
+AUTO_BUDGET_MIN = 15
+AUTO_MAX_TRIALS = 100  # TRIALS' own upper bound: a quiet machine stops long before
 RESULTS = "results"  # relative to where make runs: the checkout
 PROXY = "none"  # the server alone; nginx in front is a choice (PROXY=nginx)
 KEEPALIVE = True  # what wrk, browsers and HTTP/1.1 clients do unless told otherwise

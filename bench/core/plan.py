@@ -8,8 +8,10 @@ over time does not favour whichever server always runs first.
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +54,26 @@ class Objective:
 
 
 @dataclass(frozen=True)
+class Precision:
+    """TRIALS=auto: rounds of trials until every point's 95 % interval half-width is within
+    `target` (a share of its estimate) or the budget ends; never fewer than `min_trials`."""
+
+    target: float = defaults.AUTO_TARGET
+    budget_s: int = defaults.AUTO_BUDGET_MIN * 60
+    min_trials: int = defaults.AUTO_MIN_TRIALS
+    max_trials: int = defaults.AUTO_MAX_TRIALS
+
+    def to_dict(self) -> dict[str, float | int]:
+        """The record's metadata.trials_auto."""
+        return {
+            "target": self.target,
+            "budget_s": self.budget_s,
+            "min_trials": self.min_trials,
+            "max_trials": self.max_trials,
+        }
+
+
+@dataclass(frozen=True)
 class StudySettings:
     """What only a study file sets (bench/studies): never a make variable."""
 
@@ -84,7 +106,7 @@ class Options:
     concurrency: tuple[int, ...]
     duration_s: int
     warmup_s: int
-    trials: int
+    trials: int  # with `precision`: the rounds run before the first check
     arch: str
     results: Path
     overrides: dict[str, int]  # WORKERS, THREADS, CONNECTIONS, BACKLOG where set
@@ -113,6 +135,8 @@ class Options:
     # APP=: the user's own app instead of app_common (bench.core.app); its routes are the
     # scenarios (`<app>:<route>`)
     app: AppSpec | None = None
+    # TRIALS=auto: more rounds after `trials` until precise or past BUDGET; None: fixed trials
+    precision: Precision | None = None
     study: StudySettings = StudySettings()
     mode: Mode = Mode()
 
@@ -167,13 +191,14 @@ def points(options: Options) -> list[tuple[int, int | None]]:
     ]
 
 
-def make_plan(options: Options) -> list[Block]:
-    """Blocks in execution order: trials in turn, servers shuffled within each trial."""
+def rounds(options: Options) -> Iterator[list[Block]]:
+    """Every trial's blocks in turn, servers shuffled within each (one seeded generator, so a
+    fixed plan and TRIALS=auto's first rounds run in the same order); endless."""
     rng = random.Random(options.seed)
-    blocks = []
-    for trial in range(1, options.trials + 1):
+    for trial in itertools.count(1):
         order = list(options.servers)
         rng.shuffle(order)
+        blocks = []
         for server in order:
             runs = tuple(
                 RunSpec(server, scenario, conc, trial, path_of(options, scenario), rate)
@@ -181,7 +206,14 @@ def make_plan(options: Options) -> list[Block]:
                 for conc, rate in points(options)
             )
             blocks.append(Block(trial, server, runs))
-    return blocks
+        yield blocks
+
+
+def make_plan(options: Options) -> list[Block]:
+    """Blocks in execution order: trials in turn, servers shuffled within each trial."""
+    return [
+        block for blocks in itertools.islice(rounds(options), options.trials) for block in blocks
+    ]
 
 
 def run_seconds(options: Options, scenario_primed: bool) -> int:

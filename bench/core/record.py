@@ -68,8 +68,12 @@ from pathlib import Path
 #    nr_throttled, throttled_ms, memory_mb_end, memory_peak_mb, memory_peak_scope (window or
 #    container), oom_kills, memory_failcnt}: RUNTIME=docker runs only (metadata.runtime
 #    "docker"); null otherwise.
-FORMAT_VERSION = 7
-KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
+# 8: (2026-11, issue 22 item 8) metadata.trials_auto {target (the 95 % interval's half-width
+#    sought, a share of the estimate), budget_s, min_trials, max_trials}: TRIALS=auto runs
+#    only; their trials past min_trials were added a round at a time until every point's
+#    interval was within the target or the budget ended (bench.report.precision).
+FORMAT_VERSION = 8
+KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
 STATUSES = ("ok", "failed", "unsupported")
 UNSUPPORTED = ("scenario", "reload", "recycle", "emulation")
 # Before format 6: the reason's opening words (bench/harness/run.py wrote them) -> the code.

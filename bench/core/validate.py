@@ -37,6 +37,26 @@ def validate_int(name: str, raw: str) -> int:
     return value
 
 
+def validate_trials(raw: str, budget: str | None) -> tuple[int | None, int | None]:
+    """TRIALS (a whole number or `auto`) and BUDGET (minutes, TRIALS=auto only): (trials,
+    budget): trials None for auto, budget None when not set."""
+    auto = raw.strip().lower() == "auto"
+    if not auto:
+        low, high = LIMITS["trials"]
+        try:
+            int(raw.strip())
+        except ValueError:
+            raise UsageError(
+                f"TRIALS={raw!r} is not a whole number ({low}..{high}) or auto"
+            ) from None
+    minutes = validate_int("budget", budget) if budget is not None and budget.strip() else None
+    if minutes is not None and not auto:
+        raise UsageError(
+            f"BUDGET={budget} applies to TRIALS=auto only; valid: TRIALS=auto BUDGET=<minutes>"
+        )
+    return (None if auto else validate_int("trials", raw)), minutes
+
+
 def validate_int_list(name: str, raw: str) -> tuple[int, ...]:
     """A comma list of integers within LIMITS[name], duplicates removed, order kept."""
     items = [item for item in raw.split(",") if item.strip()]

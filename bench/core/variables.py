@@ -96,12 +96,20 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable(
         "TRIALS",
-        "measured trials per server/scenario/concurrency",
+        "measured trials per server/scenario/concurrency, or auto: rounds until every "
+        f"point's 95 % interval of req/s is within ±{defaults.AUTO_TARGET:.0%} (BUDGET)",
         str(defaults.TRIALS),
-        limits=(1, 100),
-        field="trials",
-        kind="int",
+        limits=(1, defaults.AUTO_MAX_TRIALS),
         unset=str(defaults.TRIALS),
+    ),
+    Variable(
+        "BUDGET",
+        f"TRIALS=auto: minutes of rounds at most (at least {defaults.AUTO_MIN_TRIALS} trials "
+        "run whatever it says)",
+        str(defaults.AUTO_BUDGET_MIN),
+        ("run",),
+        flag="trials-budget",
+        limits=(1, 1_440),
     ),
     Variable("ARCH", "amd64 or arm64", "this host's", (*SERVE, "images")),
     Variable(

@@ -48,6 +48,8 @@ class Recorder:
     emulator: Emulator | None = None
     failures: int = 0
     written: list[Path] = field(default_factory=list)
+    # this invocation's records, in the order written: TRIALS=auto's stopping rule reads them
+    records: list[record.Record] = field(default_factory=list)
 
     def _metadata(
         self,
@@ -63,6 +65,7 @@ class Recorder:
             "started_at": measured.started if measured else now_iso(),
             "ended_at": now_iso(),
             "seed": opts.seed,
+            **({"trials_auto": opts.precision.to_dict()} if opts.precision else {}),
             "cpu_placement": self.placement.to_dict(),
             "runtime": opts.mode.runtime,
             **opts.study.meta,
@@ -175,6 +178,7 @@ class Recorder:
             self.failures += 1
         path = record.write_record(opts.results, rec, raw)
         self.written.append(path)
+        self.records.append(rec)
         self.progress.done += 1
         return path
 

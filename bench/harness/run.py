@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -31,8 +32,14 @@ from bench.host.venv import tool_version
 from bench.load import LoadError
 from bench.load import tool as load_tool
 from bench.observe.recycle import jitter
+from bench.report import precision
 from bench.report import summary as report
 from bench.stack.site import LocalSite, RemoteSite, ServeError, read_log
+
+
+def clock() -> float:
+    """Seconds on a clock that only moves forward: TRIALS=auto's budget (tests pass a fake)."""
+    return time.monotonic()
 
 
 class StackDied(RuntimeError):
@@ -93,10 +100,11 @@ def measure_block(
         h.site.stop(served)
 
 
-def run_arms(
+def open_arms(
     h: Harness, plans: list[tuple[plan.Options, list[plan.Block]]], specs: dict[str, ServerSpec]
-) -> int:
-    """Prepare, start the shared stack, then every block of every arm in order."""
+) -> dict[str, Environment | Unavailable] | None:
+    """Prepare every server's environment and the load tool, start the shared stack (None:
+    it did not start, every planned run recorded as failed), check APP= first."""
     servers = list(dict.fromkeys(s for opts, _ in plans for s in opts.servers))
     arch = plans[0][0].arch
     prepared = h.site.prepare([specs[s] for s in servers], arch, h.progress.say)
@@ -106,18 +114,27 @@ def run_arms(
     except LoadError as exc:
         prepared = {s: Unavailable(str(exc), logs=("venv.log",)) for s in servers}
     h.recorder.emulator = h.site.emulator
-    arm_blocks = [(opts, block) for opts, blocks in plans for block in blocks]
     try:
         h.progress.say("starting the shared stack")
         h.site.open()
     except ServeError as exc:
-        for opts, block in arm_blocks:
-            h.recorder.failed(
-                opts, block.runs, ServerFacts(specs[block.server].app), str(exc), exc.logs
-            )
-        return 1
+        for opts, blocks in plans:
+            for block in blocks:
+                facts = ServerFacts(specs[block.server].app)
+                h.recorder.failed(opts, block.runs, facts, str(exc), exc.logs)
+        return None
     if plans[0][0].app is not None:
         preflight_app(h, plans[0][0], specs, prepared)
+    return prepared
+
+
+def run_blocks(
+    h: Harness,
+    arm_blocks: list[tuple[plan.Options, plan.Block]],
+    specs: dict[str, ServerSpec],
+    prepared: dict[str, Environment | Unavailable],
+) -> str | None:
+    """Every block in order; returns why the stack died (None: it lived)."""
     stack_reason: str | None = None
     for number, (opts, block) in enumerate(arm_blocks):
         spec = specs[block.server]
@@ -140,6 +157,55 @@ def run_arms(
                     f"bench: {exc}; the remaining {left} server start(s) are recorded as failed",
                     file=sys.stderr,
                 )
+    return stack_reason
+
+
+def more_rounds(
+    h: Harness,
+    opts: plan.Options,
+    specs: dict[str, ServerSpec],
+    prepared: dict[str, Environment | Unavailable],
+    started: float,
+) -> str:
+    """TRIALS=auto: after the first opts.trials rounds, one more round at a time (servers
+    shuffled as in the plan) until bench.report.precision says stop; returns why it stopped."""
+    assert opts.precision is not None
+    rounds = plan.rounds(opts)
+    for _ in range(opts.trials):
+        next(rounds)  # the rounds of the first plan, already run
+    done = opts.trials
+    while True:
+        elapsed = clock() - started
+        figures = precision.point_figures(h.recorder.records)
+        stop = precision.next_round(done, figures, elapsed, elapsed / done, opts.precision)
+        if stop is not None:
+            met = sum(precision.reached(v, opts.precision.target) for v in figures.values())
+            h.progress.say(
+                f"TRIALS=auto: stopped on {stop} after {done} trial(s), {elapsed / 60:.1f} min: "
+                f"{met} of {len(figures)} point(s) within ±{opts.precision.target:.0%}"
+            )
+            return stop
+        blocks = next(rounds)
+        if run_blocks(h, [(opts, b) for b in blocks], specs, prepared) is not None:
+            return "stack"
+        done += 1
+
+
+def run_arms(
+    h: Harness, plans: list[tuple[plan.Options, list[plan.Block]]], specs: dict[str, ServerSpec]
+) -> int:
+    """Prepare, start the shared stack, then every block of every arm in order (TRIALS=auto:
+    then more rounds until precise or out of budget)."""
+    prepared = open_arms(h, plans, specs)
+    if prepared is None:
+        return 1
+    # The budget counts the measuring rounds, not installing the servers' environments.
+    started = clock()
+    arm_blocks = [(opts, block) for opts, blocks in plans for block in blocks]
+    stack_reason = run_blocks(h, arm_blocks, specs, prepared)
+    first = plans[0][0]
+    if first.precision is not None and stack_reason is None:
+        more_rounds(h, first, specs, prepared, started)
     return 1 if h.recorder.failures else 0
 
 
@@ -185,9 +251,12 @@ def execute(
     plans = [(opts, plan.make_plan(opts)) for opts in arms]
     first = arms[0]
     searches = [(o, b) for o, b in plans if o.mode.objective is not None]
+    auto = first.precision
     progress = Progress(
-        None if searches else sum(len(b.runs) for _, blocks in plans for b in blocks),
-        sum(
+        None if searches or auto else sum(len(b.runs) for _, blocks in plans for b in blocks),
+        auto.budget_s
+        if auto is not None
+        else sum(
             plan.estimate_seconds(opts, blocks)
             if opts.mode.objective is None
             else opts.mode.objective.budget_s * sum(len(b.runs) for b in blocks)

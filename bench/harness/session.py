@@ -106,9 +106,10 @@ class Session:
         meta: dict | None = None
         step = plan.run_seconds(self.opts, run.scenario in self.primed or not self.h.tool.primes)
         rate = f" at {run.rate} req/s" if run.rate is not None else ""
+        of = "auto" if self.opts.precision is not None else self.opts.trials
         self.h.progress.say(
             f"{run.server} {run.scenario}{rate} c={run.concurrency} trial "
-            f"{run.trial}/{self.opts.trials}: {step} s"
+            f"{run.trial}/{of}: {step} s"
         )
         try:
             measured = measure_point(self.settings(), self.h.tool, self.served, run, self.primed)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from bench.core.record import Record, load_records, replace_text
 from bench.load import is_default
+from bench.report import precision, stability
 from bench.report.cells import (
     app_label,
     host_of,
@@ -574,6 +575,12 @@ def _details(
         _detail("System figures", render_system(records).splitlines()[2:]),
         "CPU, memory, sockets, accept queue and pools per configuration",
     )
+    unstable = stability.unstable_points(records)
+    if unstable:
+        files["stability.md"] = (
+            _detail("Unstable points", stability.detail_lines(unstable)),
+            "points whose trials spread, held an outlier or drifted past pyperf's thresholds",
+        )
     files["machines.md"] = (
         _detail(
             "Machines", ["## Machines", "", *machines_table(records), "", *arch_section(records)]
@@ -613,6 +620,8 @@ def render_report(
         "",
         *recommendations_section(records),
         *glance_section(records, [line for part in topics.values() for line in part]),
+        *stability.summary_lines(stability.unstable_points(records), f"{DETAILS}/stability.md"),
+        *precision.summary_lines(records),
         "## Details",
         "",
         *links,

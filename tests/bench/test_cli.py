@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench import cli
+from bench.core import plan
 from bench.core.registry import ROOT
 
 BAD = [
@@ -116,6 +117,18 @@ def test_make_bench_with_an_unknown_server_exits_2() -> None:
     )
     assert result.returncode == 2
     assert "unknown SERVER" in result.stderr and "granian" in result.stderr
+
+
+def test_trials_auto_and_budget_become_a_precision(tmp_path: Path) -> None:
+    """TRIALS=auto BUDGET=5: 3 first rounds and a 300 s budget at the default ±5 % target;
+    a number stays a fixed count; auto is refused where rounds mean nothing (capacity)."""
+    parser = cli.build_parser()
+    args = parser.parse_args(["run", "--trials=auto", "--trials-budget=5", f"--results={tmp_path}"])
+    options = cli.options_from(args)
+    assert options.trials == 3 and options.precision == plan.Precision(budget_s=300)
+    fixed = cli.options_from(parser.parse_args(["run", "--trials=4", f"--results={tmp_path}"]))
+    assert fixed.trials == 4 and fixed.precision is None
+    assert cli.main(["capacity", "--trials=auto", f"--results={tmp_path}"]) == 2
 
 
 def test_valid_lists_are_parsed_and_deduplicated() -> None:

@@ -38,6 +38,9 @@ def _precheck(command: str, **variables: str) -> subprocess.CompletedProcess[str
         ("run", {"RUNTIME": "docker", "MEMORY": "12q"}, "MEMORY='12q' is not a size"),
         ("images", {"SERVER": "nope"}, "valid: flask-dev"),
         ("study", {"NAME": "nope"}, "valid: accept-queue"),
+        ("run", {"TRIALS": "many"}, "TRIALS='many' is not a whole number (1..100) or auto"),
+        ("run", {"TRIALS": "5", "BUDGET": "3"}, "BUDGET=3 applies to TRIALS=auto only"),
+        ("run", {"TRIALS": "auto", "BUDGET": "0"}, "BUDGET=0 is out of range 1..1440"),
         ("report", {"RESULTS": "/nonexistent/deeper"}, "does not exist"),
         ("compare", {"BASE": "results/reference", "HEAD": "results/reference"}, "same directory"),
         ("compare", {"BASE": "/", "HEAD": "results/reference"}, "holds no records"),
@@ -65,6 +68,8 @@ def test_good_input_passes() -> None:
         DURATION="3",
         KEEPALIVE="off",
         ARCH="arm64",
+        TRIALS="auto",
+        BUDGET="5",
     )
     assert result.returncode == 0, result.stderr
 
