@@ -128,10 +128,11 @@ def test_a_frozen_server_shows_in_the_corrected_p99(
 ) -> None:
     """granian at 1000 req/s over 10 connections for 6 s, twice: unfrozen, p99 stays in
     milliseconds (under half the frozen run's); with every process of the server stopped
-    (SIGSTOP) for 1 s in the middle of the window, the arrivals queued behind the freeze count
-    from their intended send times, so p99 is hundreds of ms (>= 300 ms) and the slowest waited about the whole second.
-    Both runs carry the offered rate (achieved > 90 %), and the freeze loses no request: no
-    error but, possibly, requests oha itself cut off at its deadline."""
+    (SIGSTOP) for 1 s in the middle of the window, the arrivals queued behind the freeze
+    count from their intended send times, so p99 is hundreds of ms (>= 300 ms) and the
+    slowest waited about the whole second. Both runs carry the offered rate (achieved > 90
+    %), and the freeze loses no request: no error but, possibly, requests oha itself cut off
+    at its deadline."""
     before = {p.pid for p in table.procs}
     a, _ = _run_oha(oha, table, granian, tmp_path / "a", freeze=False)
     b, frozen_pids = _run_oha(oha, table, granian, tmp_path / "b", freeze=True)
