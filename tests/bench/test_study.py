@@ -625,3 +625,26 @@ def test_a_container_records_throttling_and_oom_kills_as_study_metrics() -> None
     # no CPU limit on the container: no quota to bind, no throttling figure
     unlimited = replace(boxed, container={**window, "quota_us": None})
     assert quota_bound(unlimited) is None and metric_value(unlimited, "throttled_ms") is None
+
+
+def test_name_all_leaves_out_a_container_study_without_its_images(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """NAME=all on a machine without the images: the container study is left out with one
+    line naming the make images command, the others run."""
+    from bench.host import images
+
+    def no_image(spec, arch):
+        raise images.ImageError(f"RUNTIME=docker: no image of {spec.id}")
+
+    ran: list[list[str]] = []
+    monkeypatch.setattr(runner.docker, "engine_problem", lambda: None)
+    monkeypatch.setattr(runner.images, "image_for", no_image)
+    monkeypatch.setattr(runner, "execute_studies", lambda names, *a: ran.append(names) or 0)
+    names = ["container-limits", "cpu-quota"]
+    assert runner.run(names, tmp_path, None, 1, skip_unrunnable=True) == 0
+    assert ran == [["cpu-quota"]]
+    err = capsys.readouterr().err
+    assert err.startswith("bench: skipping container-limits: ") and "make images SERVER=" in err
+    with pytest.raises(schema.StudyError, match="make images SERVER="):
+        runner.run(names, tmp_path, None, 1)
