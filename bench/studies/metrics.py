@@ -38,9 +38,11 @@ METRICS = {
     "throttled_ms": "throttled ms",
     "throttled_pct": "throttled periods %",
     # runtime = "docker" (records with a container): memory.events / memory.oom_control's
-    # oom_kill and the memory peak over the window
+    # oom_kill, the memory peak, and (v1) memory.failcnt: times usage hit the limit (the
+    # kernel reclaimed instead of killing) over the window
     "oom_kills": "OOM kills",
     "memory_peak_mb": "memory peak MB",
+    "memory_failcnt": "hits of the memory limit",
     # LIFECYCLE=reload (records with a lifecycle): what the load saw around the reload
     "reload_failed": "failed on reload",
     "p99_around_ms": "p99 ms ±2 s of reload",
@@ -87,7 +89,7 @@ def metric_value(rec: Record, metric: str) -> float | None:
         return (rec.resources or {}).get("server_cpu_pct")
     if metric in ("throttled_ms", "throttled_pct"):
         return _throttled(rec, metric)
-    if metric in ("oom_kills", "memory_peak_mb"):
+    if metric in ("oom_kills", "memory_peak_mb", "memory_failcnt"):
         value = (rec.container or {}).get(metric)
         return float(value) if isinstance(value, (int, float)) else None
     if metric == "workers_started":

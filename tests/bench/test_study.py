@@ -614,12 +614,13 @@ def test_a_container_records_throttling_and_oom_kills_as_study_metrics() -> None
 
     rec = load_records(P99_RECORDS)[0][0]
     window = {"quota_us": 50000, "period_us": 100000, "nr_periods": 40, "nr_throttled": 10}
-    window |= {"throttled_ms": 812.5, "oom_kills": 3, "memory_peak_mb": 99.5}
+    window |= {"throttled_ms": 812.5, "oom_kills": 3, "memory_peak_mb": 99.5, "memory_failcnt": 7}
     boxed = replace(rec, cgroup=None, container=window)
     assert metric_value(boxed, "throttled_ms") == 812.5
     assert metric_value(boxed, "throttled_pct") == 25.0
     assert metric_value(boxed, "oom_kills") == 3.0
     assert metric_value(boxed, "memory_peak_mb") == 99.5
+    assert metric_value(boxed, "memory_failcnt") == 7.0
     assert quota_bound(boxed) is True
     assert quota_bound(replace(boxed, container={**window, "throttled_ms": 0})) is False
     # no CPU limit on the container: no quota to bind, no throttling figure
