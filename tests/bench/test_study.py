@@ -649,3 +649,16 @@ def test_name_all_leaves_out_a_container_study_without_its_images(
     assert err.startswith("bench: skipping container-limits: ") and "make images SERVER=" in err
     with pytest.raises(schema.StudyError, match="make images SERVER="):
         runner.run(names, tmp_path, None, 1)
+
+
+def test_an_older_run_at_another_quota_is_labelled_with_the_quota_it_ran_at() -> None:
+    """cpu-quota's file now sets 0.5 CPU; records that ran at 1 CPU keep the file's label
+    plus the quota they carry, so an old run is never shown under the new figure."""
+    study = schema.load_study("cpu-quota")
+    rec = load_records(P99_RECORDS)[0][0]
+    meta = {**rec.metadata, "study": "cpu-quota", "study_arm": "rule-cpus"}
+    old = replace(rec, metadata=meta, cgroup={"cpu_quota": 1.0})
+    now = replace(rec, metadata={**meta, "study_arm": "w1"}, cgroup={"cpu_quota": 0.5})
+    labels = sections._arm_labels(study, [old, now])
+    assert labels["rule-cpus"].endswith("0.5-CPU quota (this run: a 1-CPU quota)")
+    assert labels["w1"] == "Gunicorn sync, workers 1, 0.5-CPU quota"
