@@ -48,10 +48,13 @@ RULE_CPUS, RULE_QUOTA = "cpus", "quota"
 
 def quota_bound(rec: Record) -> bool | None:
     """Whether a CPU quota bound in this record's window: the kernel throttled the server's
-    cgroup for some time (cgroup.throttled_ms > 0); None: no quota or no cpu.stat figures."""
+    cgroup for some time (cgroup.throttled_ms > 0, or the container's under a CPU limit);
+    None: no quota or no cpu.stat figures."""
     quota = rec.cgroup or {}
     if "throttled_ms" not in quota:
-        return None
+        quota = rec.container or {}
+        if quota.get("quota_us") is None or quota.get("throttled_ms") is None:
+            return None
     return float(quota["throttled_ms"] or 0) > 0
 
 

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench.core import defaults, plan
+from bench.core import defaults, plan, validate
 from bench.core.record import Record
 from bench.core.runid import study_run_id
 from bench.host.arch import host_arch
@@ -98,6 +98,7 @@ def arm_options(
     cpus = len(os.sched_getaffinity(0))
     knobs = derived.knobs if derived and derived.knobs is not None else arm.knobs
     quota = settings.get("cpu_quota")
+    container = _container(settings, base.mode)
     # The race has no duration of its own: its gaps and rounds decide how long it takes.
     asked = int(settings.get("duration", 0))  # type: ignore[call-overload]
     reach = _reach(study, arm)
@@ -107,7 +108,8 @@ def arm_options(
         duration_s=duration if duration is not None and asked else asked,
         warmup_s=int(settings.get("warmup", defaults.STUDY_WARMUP_S)),  # type: ignore[call-overload]
         trials=int(settings.get("trials", defaults.STUDY_TRIALS)),  # type: ignore[call-overload]
-        overrides=resolve_knob_expressions(knobs, cpus, quota),  # type: ignore[arg-type]
+        # "quota" counts a container's CPU limit as it counts a native cgroup's quota.
+        overrides=resolve_knob_expressions(knobs, cpus, quota or container["cpus"]),  # type: ignore[arg-type]
         cpu_quota=float(quota) if quota is not None else None,  # type: ignore[arg-type]
         lifecycle=str(settings["lifecycle"]) if "lifecycle" in settings else None,
         recycle=int(settings["recycle"]) if "recycle" in settings else None,  # type: ignore[call-overload]
@@ -126,7 +128,20 @@ def arm_options(
             },
         ),
         **reach,  # type: ignore[arg-type]
+        **container,  # type: ignore[arg-type]
     )
+
+
+def _container(settings: dict[str, object], mode: plan.Mode) -> dict[str, object]:
+    """The Options fields of an arm's runtime (RUNTIME=) and its container's limits (CPUS=,
+    MEMORY=), from the settings schema.check_runtime validated."""
+    memory = settings.get("memory")
+    cpus = settings.get("cpus")
+    return {
+        "mode": replace(mode, runtime=str(settings.get("runtime", mode.runtime))),
+        "cpus": float(cpus) if cpus is not None else None,  # type: ignore[arg-type]
+        "memory_bytes": validate.parse_memory(str(memory)) if memory is not None else None,
+    }
 
 
 def new_run_id() -> str:

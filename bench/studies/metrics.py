@@ -33,9 +33,16 @@ METRICS = {
     "offered_rps": "offered req/s",
     "achieved_rps": "achieved req/s",
     "failed_pct": "failed %",
-    # CPU_QUOTA= / cpu_quota (records with a cgroup): cpu.stat over the measured window
+    # CPU_QUOTA= / cpu_quota (records with a cgroup), or a container's CPU limit (cpus): its
+    # cpu.stat over the measured window
     "throttled_ms": "throttled ms",
     "throttled_pct": "throttled periods %",
+    # runtime = "docker" (records with a container): memory.events / memory.oom_control's
+    # oom_kill, the memory peak, and (v1) memory.failcnt: times usage hit the limit (the
+    # kernel reclaimed instead of killing) over the window
+    "oom_kills": "OOM kills",
+    "memory_peak_mb": "memory peak MB",
+    "memory_failcnt": "hits of the memory limit",
     # LIFECYCLE=reload (records with a lifecycle): what the load saw around the reload
     "reload_failed": "failed on reload",
     "p99_around_ms": "p99 ms ±2 s of reload",
@@ -82,6 +89,9 @@ def metric_value(rec: Record, metric: str) -> float | None:
         return (rec.resources or {}).get("server_cpu_pct")
     if metric in ("throttled_ms", "throttled_pct"):
         return _throttled(rec, metric)
+    if metric in ("oom_kills", "memory_peak_mb", "memory_failcnt"):
+        value = (rec.container or {}).get(metric)
+        return float(value) if isinstance(value, (int, float)) else None
     if metric == "workers_started":
         value = (rec.recycles or {}).get("workers_started")
         return float(value) if value is not None else None
@@ -92,10 +102,13 @@ def metric_value(rec: Record, metric: str) -> float | None:
 
 
 def _throttled(rec: Record, metric: str) -> float | None:
-    """Time throttled, or the share of periods throttled, of a record under a CPU quota."""
+    """Time throttled, or the share of periods throttled, of a record under a CPU quota (a
+    native cgroup's, or a container's CPU limit)."""
     quota = rec.cgroup or {}
     if "nr_periods" not in quota:
-        return None
+        quota = rec.container or {}
+        if quota.get("quota_us") is None or quota.get("nr_periods") is None:
+            return None
     if metric == "throttled_ms":
         return float(quota["throttled_ms"])
     return 100 * quota["nr_throttled"] / quota["nr_periods"] if quota["nr_periods"] else 0.0

@@ -22,7 +22,8 @@ from bench.core.record import Record, load_records
 from bench.core.registry import load_all
 from bench.harness import run as harness_run
 from bench.harness.recorder import Recorder
-from bench.host import cgroup, netns
+from bench.host import cgroup, docker, images, netns
+from bench.host.arch import host_arch
 from bench.host.metadata import host_metadata, now_iso
 from bench.host.placement import cpu_placement
 from bench.host.procs import Interrupted, ProcessTable, StartError
@@ -51,6 +52,16 @@ def run(
     studies = load_runnable(names)  # every file checked before anything runs
     namespaced = [s.name for s in studies if any(in_namespace(s.settings(a)) for a in s.arms)]
     problem = netns.root_problem() if namespaced else None
+    try:
+        check_images(studies)
+    except StudyError as exc:
+        if not skip_unrunnable:
+            raise
+        # NAME=all on a machine without the images: the container studies left out, as the
+        # namespace ones without root.
+        boxed = [s.name for s in studies if any(_in_container(s, a) for a in s.arms)]
+        print(f"bench: skipping {', '.join(boxed)}: {exc}", file=sys.stderr)
+        names = [n for n in names if n not in boxed]
     if problem is not None and not skip_unrunnable:
         raise StudyError(f"study {', '.join(namespaced)} {problem}")
     if problem is not None:
@@ -62,19 +73,51 @@ def run(
     return execute_studies(names, base, duration, harness_run.execute, sections_for(results))
 
 
+def check_images(studies: list[Study]) -> None:
+    """Arms with runtime = "docker": StudyError in one line when the engine is missing or a
+    server's current image is, naming the `make images SERVER=...` that builds them all."""
+    servers = sorted({a.server for s in studies for a in s.arms if _in_container(s, a)})
+    if not servers:
+        return
+    problem = docker.engine_problem()
+    if problem is not None:
+        raise StudyError(f"study {', '.join(s.name for s in studies)}: {problem}")
+    specs, arch = load_all(), host_arch()
+    missing = []
+    for server in servers:
+        try:
+            images.image_for(specs[server], arch)
+        except images.ImageError:
+            missing.append(server)
+    if missing:
+        raise StudyError(
+            f"study {', '.join(s.name for s in studies)}: no current image of "
+            f"{', '.join(missing)}; run `make images SERVER={','.join(missing)}`"
+        )
+
+
+def _in_container(study: Study, arm: Arm) -> bool:
+    return study.settings(arm).get("runtime") == "docker"
+
+
 def sections_for(results: Path) -> Sections:
     """The studies' summary sections, plots under `results`, for report.write_summary."""
     return lambda records: summary_sections(records, results)
 
 
 def _batches(study: Study, options: list[tuple[Arm, plan.Options]]) -> list[Batch]:
-    """Consecutive batches of one way of measuring each: one load tool through the stack
-    (one harness run drives one tool), or network namespaces."""
+    """Consecutive batches of one way of measuring each: one load tool and one runtime with
+    its container limits through the stack (one harness run drives one tool and starts its
+    containers with one set of limits), or network namespaces."""
+
+    def kind(arm: Arm, opts: plan.Options) -> tuple:
+        way = (opts.load_tool, opts.mode.runtime, opts.cpus, opts.memory_bytes)
+        return (in_namespace(study.settings(arm)), *way)
+
     batches: list[Batch] = []
     for arm, opts in options:
-        kind = (in_namespace(study.settings(arm)), opts.load_tool)
         last = batches[-1][0] if batches else None
-        if last and (in_namespace(study.settings(last[0])), last[1].load_tool) == kind:
+        if last and kind(*last) == kind(arm, opts):
             batches[-1].append((arm, opts))
         else:
             batches.append([(arm, opts)])

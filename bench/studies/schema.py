@@ -11,6 +11,7 @@ Arm, or StudyError naming the file and the key (bench.cli prints it in one line,
 from __future__ import annotations
 
 import math
+import os
 import re
 import tomllib
 from collections import defaultdict
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.core import defaults, plan
+from bench.core import defaults, plan, validate
 from bench.core.registry import load_all, server_ids
 from bench.host import cgroup
 from bench.load import default_name, kinds, open_loop_name, scenarios_for, tools
@@ -44,6 +45,11 @@ SETTING_TYPES: dict[str, type] = {
     "trials": int,
     "load_timeout": int,
     "cpu_quota": float,  # CPUs (1.0, 0.5): the server in a cgroup with this quota (CPU_QUOTA=)
+    # runtime = "docker": the server in its image (RUNTIME=), with the engine's limits cpus
+    # (CPUS=, docker's --cpus) and memory (MEMORY=, docker's --memory syntax: "512m")
+    "runtime": str,
+    "cpus": float,
+    "memory": str,
     "lifecycle": str,  # "reload": the server's reload mid-window (LIFECYCLE=)
     "recycle": int,  # requests per worker before the server's own recycling (RECYCLE=)
     # The arm in a network namespace of its own (root only, bench.host.netns) with these
@@ -72,7 +78,12 @@ RACE_LOAD = Race.name  # the race's own bursts in the namespace, not a LOAD= too
 NAMESPACE_LOADS = (open_loop_name(), RACE_LOAD)
 # What an arm in a namespace is not measured with (it gets no warmup, trials, cgroup, ...).
 NOT_IN_NAMESPACE = ("cpu_quota", "lifecycle", "recycle", "app_env", "paths", "scenarios")
-NOT_IN_NAMESPACE += ("group", "warmup", "trials")
+NOT_IN_NAMESPACE += ("group", "warmup", "trials", "runtime", "cpus", "memory")
+# The runtimes a study arm may name (compose is make compose-bench's own), and what the
+# container runtime does not support (as bench.cli.validate_runtime refuses them).
+STUDY_RUNTIMES = ("native", "docker")
+CONTAINER_KEYS = ("cpus", "memory")
+NOT_IN_CONTAINER = ("cpu_quota", "lifecycle", "recycle", "namespace")
 # Keys only an arm may set: a load tool of its own, its offered rates, and what it takes from
 # the first phase's records. [run] is the closed-loop setting the other arms share.
 OPEN_LOOP_KEYS = ("load", "rates", "rates_from", "from_best")
@@ -353,6 +364,7 @@ def _check_arm_run(path: Path, run: dict, arm: Arm) -> None:
     which the arm's load tool can drive."""
     settings = merged_settings(run, arm)
     _check_namespace(f"{path}: arm {arm.id}", arm, settings)
+    check_runtime(f"{path}: arm {arm.id}", settings)
     if "duration" not in settings and arm.load != RACE_LOAD:
         raise StudyError(f"{path}: arm {arm.id} has no duration (in [run] or the arm)")
     # A scenario of the harness, or a name the study gives a path (paths = { sleep = ... }).
@@ -401,6 +413,37 @@ def _check_namespace(where: str, arm: Arm, settings: dict[str, object]) -> None:
     sysctls = settings.get("sysctls", {})
     if not all(str(k).startswith("net.") for k in sysctls):  # type: ignore[union-attr]
         raise StudyError(f"{where}: sysctls may set net.* names only (the namespace's own)")
+
+
+def check_runtime(where: str, settings: dict[str, object]) -> None:
+    """runtime, cpus and memory of an arm (its merged settings): a known runtime; the limits
+    in docker's syntax and only with runtime = "docker", which takes no native-only key."""
+    runtime = settings.get("runtime", defaults.RUNTIME)
+    if runtime not in STUDY_RUNTIMES:
+        raise StudyError(
+            f"{where}: runtime = {runtime!r} is unknown; valid: {', '.join(STUDY_RUNTIMES)}"
+        )
+    limits = [k for k in CONTAINER_KEYS if k in settings]
+    if runtime != "docker":
+        if limits:
+            raise StudyError(f"{where}: {limits} limit a container: add runtime = 'docker'")
+        return
+    native = [k for k in NOT_IN_CONTAINER if k in settings]
+    if native:
+        raise StudyError(
+            f"{where}: {native} are not supported with runtime = 'docker' (its CPU limit is cpus)"
+        )
+    available = os.cpu_count() or 1
+    try:
+        if "cpus" in settings:
+            validate.parse_cpus(str(settings["cpus"]), available)
+        if "memory" in settings:
+            validate.parse_memory(str(settings["memory"]))
+    except ValueError as exc:
+        raise StudyError(
+            f"{where}: {exc}; valid: cpus = {validate.CPUS_MIN:g}..{available} (e.g. 0.5), "
+            "memory = a size of at least 6m (e.g. '512m')"
+        ) from None
 
 
 def _check_derived(path: Path, arms: tuple[Arm, ...], best_by: str | None) -> None:

@@ -270,7 +270,22 @@ def _arm_labels(study: Study, records: list[Record]) -> dict[str, str]:
         arm = str(rec.metadata.get("study_arm"))
         if source and arm in labels and not labels[arm].endswith(")"):
             labels[arm] = f"{labels[arm]} (knobs of {source})"
-    return labels
+    return labels | _quota_as_run(study, records, labels)
+
+
+def _quota_as_run(study: Study, records: list[Record], labels: dict[str, str]) -> dict[str, str]:
+    """Labels of arms whose records ran under another CPU quota than the file sets now (the
+    file's label names its quota): the quota the records carry, so an older run is never
+    shown under the new figure."""
+    changed = {}
+    for rec in records:
+        arm = study.arm(str(rec.metadata.get("study_arm")))
+        ran = (rec.cgroup or {}).get("cpu_quota")
+        if arm is None or ran is None or arm.id in changed:
+            continue
+        if float(ran) != study.settings(arm).get("cpu_quota"):
+            changed[arm.id] = f"{labels[arm.id]} (this run: a {float(ran):g}-CPU quota)"
+    return changed
 
 
 def _percent(fraction: str) -> str:

@@ -35,6 +35,7 @@ def test_the_five_source_documents_have_a_study() -> None:
     assert schema.study_names() == [
         "accept-queue",
         "accept-queue-abort",
+        "container-limits",
         "cpu-quota",
         "keepalive-timewait",
         "lb-keepalive-race",
@@ -58,10 +59,12 @@ def test_quota_knob_expressions() -> None:
 
 
 def test_cpu_quota_study_arms_carry_quota_and_rule() -> None:
-    """Every cpu-quota arm runs under its 1-CPU quota and records the worker rule it used."""
+    """Every cpu-quota arm runs under a fractional quota that binds on 2 CPUs (0.5, and 0.25
+    for the rule's second pair) and records the worker rule it used."""
     base = cli.options_from(cli.build_parser().parse_args(["run"]))
     options = arms.study_options(["cpu-quota"], base)
-    assert {o.cpu_quota for o in options} == {1.0}
+    assert {o.cpu_quota for o in options} == {0.5, 0.25}
+    assert all(o.mode.runtime == "native" and o.cpus is None for o in options)
     rules = {o.study.meta["study_arm"]: o.study.meta["workers_rule"] for o in options}
     assert rules["rule-cpus"] == "2*cpus+1" and rules["rule-quota"] == "2*quota+1"
 
@@ -520,3 +523,142 @@ def test_the_readme_states_the_generated_study_cost() -> None:
     # arms in a namespace run once whatever the trials
     port = schema.load_study("port-exhaustion")
     assert cost.measured_seconds(port, 3) == cost.measured_seconds(port, 1) > 0
+
+
+def test_container_limits_arms_carry_runtime_limits_and_rule() -> None:
+    """container-limits: every arm in its image (runtime docker) under the engine's --cpus
+    (0.5 or 0.25) and, for the *-mem arms, --memory in bytes; workers = "cpus" counts what
+    os.cpu_count() sees, "quota" the limit rounded up (1); no native quota."""
+    base = cli.options_from(cli.build_parser().parse_args(["run"]))
+    options = {o.study.meta["study_arm"]: o for o in arms.study_options(["container-limits"], base)}
+    assert {o.mode.runtime for o in options.values()} == {"docker"}
+    assert {o.cpus for o in options.values()} == {0.5, 0.25}
+    assert all(o.cpu_quota is None for o in options.values())
+    sync = options["gunicorn-sync-quota-mem"]
+    assert sync.memory_bytes == 100 * 2**20 and sync.overrides["workers"] == 1
+    assert options["gunicorn-sync-cpus-25"].memory_bytes is None
+    cpus = len(__import__("os").sched_getaffinity(0))
+    assert options["uvicorn-cpus-25"].overrides["workers"] == cpus
+
+
+def test_arms_of_other_limits_run_in_harness_runs_of_their_own() -> None:
+    """One harness run starts its containers with one set of limits: consecutive arms of
+    the same limits share a batch, a change of --cpus or --memory starts another."""
+    study = schema.load_study("container-limits")
+    base = cli.options_from(cli.build_parser().parse_args(["run"]))
+    pairs = [(a, arms.arm_options(study, a, base, "r")) for a in study.arms]
+    batches = runner._batches(study, pairs)
+    for batch in batches:
+        assert len({(o.cpus, o.memory_bytes, o.mode.runtime) for _, o in batch}) == 1
+    # 0.5 CPU (8 arms), 0.25 CPU (8 arms), then per memory limit (the two gunicorns share 100m)
+    assert [len(b) for b in batches] == [8, 8, 4, 2, 2]
+
+
+BAD_RUNTIME = [
+    (('[run]\nruntime = "docker"', '[run]\nruntime = "podman"'), "'podman' is unknown"),
+    (('[run]\nruntime = "docker"', '[run]\nruntime = "native"'), "limit a container"),
+    (("cpus = 0.25\n", "cpus = 9.0\n"), "valid: cpus = 0.01.."),
+    (("cpus = 0.25\n", "cpus = 0\n"), "cpus must be a number of CPUs"),
+    (('memory = "100m"', 'memory = "lots"'), "'lots' is not a size"),
+    (('memory = "100m"', 'memory = "1m"'), "below docker's floor"),
+    (("[run]\n", "[run]\ncpu_quota = 0.5\n"), "not supported with runtime = 'docker'"),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), BAD_RUNTIME)
+def test_bad_runtime_or_limits_are_one_line_and_exit_2(
+    change: tuple[str, str],
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """runtime, cpus and memory in a study file: an unknown runtime, limits without docker,
+    a CPU count outside docker's range, a size docker refuses, a native quota in a
+    container: one line naming the file and the key, exit 2, nothing run."""
+    text = (schema.STUDIES_DIR / "container-limits.toml").read_text()
+    old, new = change
+    assert old in text
+    monkeypatch.setattr(schema, "STUDIES_DIR", tmp_path / "studies")
+    (tmp_path / "studies").mkdir()
+    (tmp_path / "studies" / "broken.toml").write_text(text.replace(old, new, 1))
+    results = tmp_path / "results"
+    assert cli.main(["study", "--name=broken", f"--results={results}"]) == 2
+    _one_line_error(capsys, "broken.toml", message)
+    assert not results.exists()
+
+
+def test_a_missing_image_is_refused_with_the_make_images_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """runtime = "docker" arms whose servers have no current image: one line naming every
+    missing one and the `make images SERVER=...` that builds them, exit 2, nothing run."""
+    from bench.host import images
+
+    def no_image(spec, arch):
+        raise images.ImageError(f"RUNTIME=docker: no image of {spec.id}")
+
+    monkeypatch.setattr(runner.docker, "engine_problem", lambda: None)
+    monkeypatch.setattr(runner.images, "image_for", no_image)
+    results = tmp_path / "results"
+    assert cli.main(["study", "--name=container-limits", f"--results={results}"]) == 2
+    _one_line_error(capsys, "make images SERVER=granian,gunicorn-gthread,gunicorn-sync,uvicorn`")
+    assert not results.exists()
+
+
+def test_a_container_records_throttling_and_oom_kills_as_study_metrics() -> None:
+    """A RUNTIME=docker record's `container` window gives throttled ms, the share of periods
+    throttled, OOM kills and the memory peak; the quota counts as bound when throttled."""
+    from bench.report.production import quota_bound
+    from bench.studies.metrics import metric_value
+
+    rec = load_records(P99_RECORDS)[0][0]
+    window = {"quota_us": 50000, "period_us": 100000, "nr_periods": 40, "nr_throttled": 10}
+    window |= {"throttled_ms": 812.5, "oom_kills": 3, "memory_peak_mb": 99.5, "memory_failcnt": 7}
+    boxed = replace(rec, cgroup=None, container=window)
+    assert metric_value(boxed, "throttled_ms") == 812.5
+    assert metric_value(boxed, "throttled_pct") == 25.0
+    assert metric_value(boxed, "oom_kills") == 3.0
+    assert metric_value(boxed, "memory_peak_mb") == 99.5
+    assert metric_value(boxed, "memory_failcnt") == 7.0
+    assert quota_bound(boxed) is True
+    assert quota_bound(replace(boxed, container={**window, "throttled_ms": 0})) is False
+    # no CPU limit on the container: no quota to bind, no throttling figure
+    unlimited = replace(boxed, container={**window, "quota_us": None})
+    assert quota_bound(unlimited) is None and metric_value(unlimited, "throttled_ms") is None
+
+
+def test_name_all_leaves_out_a_container_study_without_its_images(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """NAME=all on a machine without the images: the container study is left out with one
+    line naming the make images command, the others run."""
+    from bench.host import images
+
+    def no_image(spec, arch):
+        raise images.ImageError(f"RUNTIME=docker: no image of {spec.id}")
+
+    ran: list[list[str]] = []
+    monkeypatch.setattr(runner.docker, "engine_problem", lambda: None)
+    monkeypatch.setattr(runner.images, "image_for", no_image)
+    monkeypatch.setattr(runner, "execute_studies", lambda names, *a: ran.append(names) or 0)
+    names = ["container-limits", "cpu-quota"]
+    assert runner.run(names, tmp_path, None, 1, skip_unrunnable=True) == 0
+    assert ran == [["cpu-quota"]]
+    err = capsys.readouterr().err
+    assert err.startswith("bench: skipping container-limits: ") and "make images SERVER=" in err
+    with pytest.raises(schema.StudyError, match="make images SERVER="):
+        runner.run(names, tmp_path, None, 1)
+
+
+def test_an_older_run_at_another_quota_is_labelled_with_the_quota_it_ran_at() -> None:
+    """cpu-quota's file now sets 0.5 CPU; records that ran at 1 CPU keep the file's label
+    plus the quota they carry, so an old run is never shown under the new figure."""
+    study = schema.load_study("cpu-quota")
+    rec = load_records(P99_RECORDS)[0][0]
+    meta = {**rec.metadata, "study": "cpu-quota", "study_arm": "rule-cpus"}
+    old = replace(rec, metadata=meta, cgroup={"cpu_quota": 1.0})
+    now = replace(rec, metadata={**meta, "study_arm": "w1"}, cgroup={"cpu_quota": 0.5})
+    labels = sections._arm_labels(study, [old, now])
+    assert labels["rule-cpus"].endswith("0.5-CPU quota (this run: a 1-CPU quota)")
+    assert labels["w1"] == "Gunicorn sync, workers 1, 0.5-CPU quota"
