@@ -8,13 +8,10 @@ are the user's (their route list): the harness knows nothing else about their ap
 
 from __future__ import annotations
 
-import http.client
-import time
-
 from bench.core.app import Route
 from bench.core.scenario import Response
 from bench.stack.components import Database
-from bench.stack.verify import VerifyError
+from bench.stack.verify import VerifyError, fetch
 
 TIMEOUT_S = 30.0
 
@@ -23,19 +20,7 @@ def send(
     port: int, route: Route, host: str = "127.0.0.1", timeout_s: float = TIMEOUT_S
 ) -> Response:
     """One request of the route on a fresh connection (an empty body for POST and the like)."""
-    conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
-    start = time.monotonic()
-    try:
-        body = b"" if route.method not in ("GET", "HEAD", "DELETE") else None
-        conn.request(route.method, route.path, body=body)
-        resp = conn.getresponse()
-        data = resp.read()
-        headers: dict[str, str] = {}
-        for key, value in resp.getheaders():
-            headers.setdefault(key.lower(), value)
-        return Response(resp.status, headers, data, time.monotonic() - start)
-    finally:
-        conn.close()
+    return fetch(port, route.path, host, timeout_s, route.method)
 
 
 def check_route(route: Route, resp: Response) -> list[str]:

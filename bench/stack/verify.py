@@ -29,12 +29,16 @@ class Verification:
     db_queries: int = 0
 
 
-def fetch(port: int, path: str, host: str = "127.0.0.1", timeout_s: float = 10.0) -> Response:
-    """GET path on a fresh connection."""
+def fetch(
+    port: int, path: str, host: str = "127.0.0.1", timeout_s: float = 10.0, method: str = "GET"
+) -> Response:
+    """`method` (GET by default) of path on a fresh connection; an empty body for methods that
+    carry one (POST and the like)."""
     conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
     start = time.monotonic()
     try:
-        conn.request("GET", path)
+        body = b"" if method not in ("GET", "HEAD", "DELETE") else None
+        conn.request(method, path, body=body)
         resp = conn.getresponse()
         body = resp.read()
         headers: dict[str, str] = {}
