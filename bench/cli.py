@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         load=open_loop_name(),
         duration=str(defaults.CAPACITY_DURATION_S),
         warmup=str(defaults.CAPACITY_WARMUP_S),
-        trials="1",
+        trials=str(defaults.CAPACITY_KNEE_TRIALS),
     )
     add_own_arguments(capacity, "capacity")
     serve = sub.add_parser("serve", help="a verified stack and server left up until Ctrl-C")

@@ -26,6 +26,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -33,12 +34,11 @@ import psutil
 from bench import cli
 from bench.core import defaults, plan
 from bench.core.registry import load_all
-from bench.core.runid import run_dir_name
 from bench.harness.measure import Settings, measure_point
+from bench.harness.run import supervised
 from bench.host.placement import cpu_placement
 from bench.host.prepare import Environment, Unavailable
-from bench.host.procs import Interrupted, ProcessTable, signals_ignored, signals_raise
-from bench.host.state import LockedError, run_lock, state_base
+from bench.host.procs import ProcessTable
 from bench.load import LoadRequest, LoadResult, LoadTool
 from bench.load.wrk import Wrk, run_bare
 from bench.observe.sample import Family, Sampler, ss_listen, ss_time_wait
@@ -295,45 +295,39 @@ def main(argv: list[str] | None = None) -> int:
     except cli.UsageError as exc:
         print(f"overhead: {exc}", file=sys.stderr)
         return 2
-    base = state_base()
-    run_dir = base / "runs" / run_dir_name("overhead")
-    run_dir.mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
-    status = 0
-    try:
-        with run_lock(base), signals_raise():
-            table = ProcessTable()
-            site = LocalSite(table, run_dir, cpu_placement(False))
-            try:
-                specs = [load_all()[s] for s in opts.servers]
-                prepared = site.prepare(
-                    specs, opts.arch, lambda text: print(f"overhead: {text}", file=sys.stderr)
-                )
-                site.open()
-                for spec in specs:
-                    env = prepared[spec.id]
-                    if isinstance(env, Unavailable):
-                        print(f"overhead: {spec.id}: {env.reason}", file=sys.stderr)
-                        status = 1
-                        continue
-                    one = dataclasses.replace(opts, servers=(spec.id,))
-                    lines += measure_server(site, one, env, rounds, legacy)
-            except ServeError as exc:
-                print(f"overhead: {exc}", file=sys.stderr)
-                status = 1
-            except (KeyboardInterrupt, Interrupted):
-                print("overhead: interrupted: stopping everything", file=sys.stderr)
-                status = 130
-            finally:
-                with signals_ignored():
-                    table.stop_all()
-    except LockedError as exc:
-        print(f"overhead: {exc}; wait for it to finish", file=sys.stderr)
+    where: list[Path] = []
+
+    def body(table: ProcessTable, run_dir: Path) -> int:
+        where.append(run_dir)
+        site = LocalSite(table, run_dir, cpu_placement(False))
+        status = 0
+        try:
+            specs = [load_all()[s] for s in opts.servers]
+            prepared = site.prepare(
+                specs, opts.arch, lambda text: print(f"overhead: {text}", file=sys.stderr)
+            )
+            site.open()
+            for spec in specs:
+                env = prepared[spec.id]
+                if isinstance(env, Unavailable):
+                    print(f"overhead: {spec.id}: {env.reason}", file=sys.stderr)
+                    status = 1
+                    continue
+                one = dataclasses.replace(opts, servers=(spec.id,))
+                lines.extend(measure_server(site, one, env, rounds, legacy))
+        except ServeError as exc:
+            print(f"overhead: {exc}", file=sys.stderr)
+            status = 1
+        return status
+
+    status = supervised(body, "overhead", who="overhead")
+    if status is None:
         return 1
     threads = max(1, min(opts.load_threads, opts.concurrency[0]))
     print(
         f"arm / bare wrk -t{threads} -c{opts.concurrency[0]} -d{opts.duration_s}s against the "
-        f"same server, {rounds} rounds, arms in rotating order (run directory {run_dir})"
+        f"same server, {rounds} rounds, arms in rotating order (run directory {where[0]})"
     )
     print(HEADER)
     for line in lines:

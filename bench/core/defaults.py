@@ -58,7 +58,7 @@ OPEN_LOOP_POOL_MAX = 1000  # file descriptors and the server's accept queue stay
 # -- make capacity ---------------------------------------------------------------------------
 SLO_P99_MS = 100  # a common web latency objective; set SLO_P99_MS to yours
 CAPACITY_BUDGET_S = (
-    480  # per server and scenario: ~40 steps of 1 s warmup + 5 s + gaps (15 at the knee)
+    480  # per server, scenario and trial: ~40 steps of 1 s warmup + 5 s + gaps (7 at the knee)
 )
 CAPACITY_START_RPS = 50  # below any server's capacity here; doubled until a step fails
 CAPACITY_PRECISION = 0.05  # bisect until the passing and failing rates are within 5 %
@@ -71,10 +71,13 @@ CAPACITY_PAST = (1.2, 1.5)
 CAPACITY_PROFILE = (0.5, 0.8)
 # Repeated steps around the search's result: single 5 s steps near the knee flipped their
 # verdict in 5 of 11 repeats, so the capacity is the crossing of the pass share over these
-# rates, CAPACITY_KNEE_TRIALS trials each (bench.report.stats.capacity; 3 trials cover the
-# truth in 94-96 % of simulated searches, 1 trial in 53-56 %). Costs 15 steps: ~90 s a search.
-CAPACITY_KNEE = (0.8, 0.9, 1.0, 1.1, 1.25)
-CAPACITY_KNEE_TRIALS = 3
+# rates (bench.report.stats.capacity). One round of them per trial, each trial a fresh start of
+# the server with the servers shuffled (the trial is the unit: two capacity runs of one
+# server differed by 7 % when the repeats shared one start, each interval missing the other's
+# estimate); 3 trials cover the truth in 94-96 % of simulated searches, 1 trial in 53-56 %.
+# Denser within ±10 % of the result, where the crossing lies: ~45 s a round.
+CAPACITY_KNEE = (0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25)
+CAPACITY_KNEE_TRIALS = 3  # make capacity's default TRIALS
 
 # -- study files: what [run] or an arm may leave out -----------------------------------------
 STUDY_SCENARIO = "upstream"  # the source documents are about slow I/O behind the server

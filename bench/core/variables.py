@@ -97,7 +97,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "TRIALS",
         "measured trials per server/scenario/concurrency, or auto: rounds until every "
-        f"point's 95 % interval of req/s is within ±{defaults.AUTO_TARGET:.0%} (BUDGET)",
+        f"point's 95 % interval of req/s is within ±{defaults.AUTO_TARGET:.0%} (BUDGET); "
+        f"make capacity: rounds of steps around the knee, each on a fresh server start "
+        f"(default {defaults.CAPACITY_KNEE_TRIALS})",
         str(defaults.TRIALS),
         limits=(1, defaults.AUTO_MAX_TRIALS),
         unset=str(defaults.TRIALS),
@@ -287,7 +289,7 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable(
         "CAPACITY_BUDGET",
-        "make capacity: seconds per server and scenario (RATE's first value starts the "
+        "make capacity: seconds per server, scenario and trial (RATE's first value starts the "
         f"search: default {defaults.CAPACITY_START_RPS}; DURATION {defaults.CAPACITY_DURATION_S}"
         f", WARMUP {defaults.CAPACITY_WARMUP_S})",
         str(defaults.CAPACITY_BUDGET_S),

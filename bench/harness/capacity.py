@@ -127,23 +127,30 @@ def _step(
     return bool(outcome.get("ok"))
 
 
-def knee_ladder(found: int, seed: int) -> list[int]:
-    """The repeated rates around a search's result, each round in its own shuffled order (a
-    drift through the session then spreads over every rate instead of biasing one)."""
+def knee_ladder(found: int, seed: int, rounds: int) -> list[list[int]]:
+    """The repeated rates around a search's result, one round per trial, each round in its own
+    shuffled order (a drift through the session then spreads over every rate instead of
+    biasing one)."""
     rates = sorted({max(1, round(found * f)) for f in defaults.CAPACITY_KNEE})
     rng = random.Random(seed)
-    ladder = []
-    for _ in range(defaults.CAPACITY_KNEE_TRIALS):
-        ladder += rng.sample(rates, len(rates))
-    return ladder
+    return [rng.sample(rates, len(rates)) for _ in range(rounds)]
 
 
-def search_one(session: Session, template: plan.RunSpec) -> int | None:
-    """Search one scenario's capacity, repeat steps around it, then measure below and past
-    it; the rate the search confirmed (the report's capacity is the crossing over all steps)."""
+@dataclass
+class Knee:
+    """A search's result, carried from the trial that searched to the later trials (each on a
+    fresh start of the server) that repeat the steps around it."""
+
+    search_id: str
+    found: int
+    ladder: list[list[int]]
+    number: int  # the last step's number: later steps go on counting
+
+
+def _search(session: Session, template: plan.RunSpec, deadline: float) -> Knee | None:
+    """Step up, bisect, confirm: the search's result with its id, or None (not found)."""
     objective = session.opts.mode.objective
     assert objective is not None
-    deadline = time.monotonic() + objective.budget_s
     search = Search(objective.start_rps, objective.precision)
     search_id = uuid.uuid4().hex[:12]
     number = 0
@@ -153,24 +160,53 @@ def search_one(session: Session, template: plan.RunSpec) -> int | None:
         search.observe(rate, phase, _step(session, template, rate, phase, number, search_id))
     if search.result is None:
         return None
-    extra = [("knee", r) for r in knee_ladder(search.result, int(search_id, 16))]
-    extra += [("profile", max(1, round(search.result * f))) for f in defaults.CAPACITY_PROFILE]
-    extra += [("past", max(1, round(search.result * f))) for f in defaults.CAPACITY_PAST]
+    rounds = max(1, session.opts.trials)
+    ladder = knee_ladder(search.result, int(search_id, 16), rounds)
+    return Knee(search_id, search.result, ladder, number)
+
+
+def _steps(session: Session, template: plan.RunSpec, knee: Knee, extra, deadline: float) -> None:
+    """Measure (phase, rate) steps of a search until the list or the budget ends."""
     for phase, rate in extra:
         if time.monotonic() >= deadline:
             break
-        number += 1
-        _step(session, template, rate, phase, number, search_id)
-    return search.result
+        knee.number += 1
+        _step(session, template, rate, phase, knee.number, knee.search_id)
 
 
-def search_capacity(session: Session, runs: tuple[plan.RunSpec, ...]) -> None:
-    """Each scenario's capacity on this server (one search per scenario in the block)."""
+def search_one(session: Session, template: plan.RunSpec, trial: int, knees: dict) -> int | None:
+    """Trial 1 searches the capacity; every trial (each a fresh start of the server) then runs
+    its round of steps around the result, and the last one the steps below and past it. The
+    report's capacity is the crossing over every step of the search, across trials."""
+    objective = session.opts.mode.objective
+    assert objective is not None
+    deadline = time.monotonic() + objective.budget_s
+    key = (template.server, tuple(sorted(session.facts.knobs.items())), template.scenario)
+    knee = knees.get(key)
+    if knee is None:
+        if trial > 1 or (knee := _search(session, template, deadline)) is None:
+            return None  # no search result (trial 1 found none): nothing to repeat
+        knees[key] = knee
+    extra = [("knee", r) for r in knee.ladder[min(trial, len(knee.ladder)) - 1]]
+    if trial >= len(knee.ladder):
+        extra += [("profile", max(1, round(knee.found * f))) for f in defaults.CAPACITY_PROFILE]
+        extra += [("past", max(1, round(knee.found * f))) for f in defaults.CAPACITY_PAST]
+    _steps(session, template, knee, extra, deadline)
+    return knee.found
+
+
+def search_capacity(
+    session: Session, runs: tuple[plan.RunSpec, ...], trial: int = 1, knees: dict | None = None
+) -> None:
+    """Each scenario's capacity on this server (one search per scenario in the block); `knees`
+    carries trial 1's results to the later trials of the same invocation."""
+    knees = {} if knees is None else knees
     seen: set[str] = set()
     for template in runs:
         if template.scenario in seen:
             continue
         seen.add(template.scenario)
-        found = search_one(session, template)
+        found = search_one(session, template, trial, knees)
         label = f"{found:,} req/s" if found is not None else "not found within the budget"
-        session.h.progress.say(f"{template.server} {template.scenario}: capacity {label}")
+        what = "capacity" if trial == 1 else f"trial {trial}, steps around"
+        session.h.progress.say(f"{template.server} {template.scenario}: {what} {label}")

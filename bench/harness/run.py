@@ -90,7 +90,7 @@ def measure_block(
     session = Session(h, opts, facts, served)
     try:
         if opts.mode.objective is not None:
-            search_capacity(session, runs)
+            search_capacity(session, runs, block.trial, h.knees)
         else:
             session.measure_all(runs)
     except BlockVoid as exc:
@@ -274,36 +274,32 @@ def execute(
 Body = Callable[[ProcessTable, Path], int]
 
 
-def guarded(
-    results: Path,
-    sections: Callable[[list[record.Record]], list[str]] | None,
-    body: Body,
-    note: str = "",
-) -> int:
-    """The one way a harness invocation runs (make bench and every study arm, the namespace
-    ones too): under the checkout's run lock, in a run directory of its own, Ctrl-C and
-    SIGTERM ending it with 130 and every process of `body`'s table stopped on every exit
-    path; summary.md rebuilt after. Returns body's status (1: the lock is held)."""
+def supervised(body: Body, name: str, who: str = "bench", note: str = "") -> int | None:
+    """Run `body` the one way a harness invocation runs (make bench, every study arm, the
+    namespace ones too, make overhead): under the checkout's run lock, in a run directory of
+    its own (`name` in it), Ctrl-C and SIGTERM ending it with 130 and every process of
+    `body`'s table stopped on every exit path. Returns body's status (2: APP= was rejected
+    before any load), None when another run holds the lock."""
     base = state_base()
-    run_dir = base / "runs" / run_dir_name(str(os.getpid()))
+    run_dir = base / "runs" / run_dir_name(name)
     run_dir.mkdir(parents=True, exist_ok=True)
     status = 0
     try:
         with run_lock(base), signals_raise():
             table = ProcessTable()
-            print(f"bench: run directory {run_dir}{', ' + note if note else ''}", file=sys.stderr)
+            print(f"{who}: run directory {run_dir}{', ' + note if note else ''}", file=sys.stderr)
             try:
                 status = body(table, run_dir)
             except AppRejected as exc:
                 # APP= failed before any load: bad input, one line (then the log's tail).
-                print(f"bench: APP rejected: {exc}", file=sys.stderr)
-                for name, text in exc.logs.items():
+                print(f"{who}: APP rejected: {exc}", file=sys.stderr)
+                for log, text in exc.logs.items():
                     tail = "\n".join(text.strip().splitlines()[-15:])
-                    print(f"--- {name} (last lines)\n{tail}", file=sys.stderr)
+                    print(f"--- {log} (last lines)\n{tail}", file=sys.stderr)
                 status = 2
             except (KeyboardInterrupt, Interrupted) as exc:
                 print(
-                    f"bench: interrupted ({exc or 'SIGINT'}): stopping everything", file=sys.stderr
+                    f"{who}: interrupted ({exc or 'SIGINT'}): stopping everything", file=sys.stderr
                 )
                 status = 130
             finally:
@@ -311,7 +307,21 @@ def guarded(
                 with signals_ignored():
                     table.stop_all()
     except LockedError as exc:
-        print(f"bench: {exc}; wait for it to finish", file=sys.stderr)
+        print(f"{who}: {exc}; wait for it to finish", file=sys.stderr)
+        return None
+    return status
+
+
+def guarded(
+    results: Path,
+    sections: Callable[[list[record.Record]], list[str]] | None,
+    body: Body,
+    note: str = "",
+) -> int:
+    """A measuring invocation: `body` supervised (above), then summary.md rebuilt unless the
+    lock was held or the input rejected. Returns body's status."""
+    status = supervised(body, str(os.getpid()), note=note)
+    if status is None:
         return 1
     if status == 2:
         return status  # nothing was measured: the summary stays as it was

@@ -62,6 +62,8 @@ class Harness:
     table: ProcessTable
     run_dir: Path
     progress: Progress
+    # make capacity: each search's result, carried from trial 1 to the later trials' repeats
+    knees: dict = field(default_factory=dict)
 
 
 Judge = Callable[[Measurement | None], dict]

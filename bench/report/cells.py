@@ -17,6 +17,15 @@ def num(value: float | None, digits: int = 0) -> str:
     return f"{value:,.{digits}f}"
 
 
+def figure(value: float | None) -> str:
+    """A measured figure (a latency, a rate, a ratio of them): whole numbers from 100 up, three
+    significant digits below (7.44, 83.8, 0.0123), so 3,000 ms never reads "3,000.00"; –
+    for none. Every table and bar label prints figures through this."""
+    if value is None:
+        return "–"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def median(values: list[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return statistics.median(present) if present else None

@@ -12,7 +12,7 @@ from collections import defaultdict
 
 from bench.core.record import Record
 from bench.load import uses_threads
-from bench.report.cells import host_of, knobs_label, num, via_label
+from bench.report.cells import figure, host_of, knobs_label, num, via_label
 from bench.report.groups import (
     BASELINES,
     SERVED_MIN,
@@ -143,7 +143,7 @@ def _arena_row(members: dict[tuple, list[Record]], by_rps: dict, by_p99: dict) -
         (_names(members, top_p99) + (of if first.offered_rps is not None else ""))
         if top_p99
         else "–",
-        num(p99_est.center if p99_est else None, 2),
+        figure(p99_est.center if p99_est else None),
         _margin(members, p99_order, latency_values) if top_p99 else "–",
         _caveats([members[k] for k in {*top_rps, *top_p99}] or list(members.values())),
     ]

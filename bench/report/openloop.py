@@ -16,7 +16,16 @@ from bench.core.outcome import Outcome
 from bench.core.parse import ParseError
 from bench.core.record import Record
 from bench.load import per_request_files, read_per_request_ms
-from bench.report.cells import host_of, knobs_label, machine, median, num, section_value, via_label
+from bench.report.cells import (
+    figure,
+    host_of,
+    knobs_label,
+    machine,
+    median,
+    num,
+    section_value,
+    via_label,
+)
 from bench.report.groups import is_experiment, latency_values
 from bench.report.plots import Knee, plot_knee
 from bench.report.stats import Capacity, block_for, capacity, estimate, within_run_interval
@@ -106,12 +115,12 @@ def _p99_cell(results: Path, group: list[Record]) -> str:
     if est is None:
         return "–"
     if est.low is not None and est.high is not None:
-        return f"{num(est.center, 2)} [{num(est.low, 2)}–{num(est.high, 2)}]"
+        return f"{figure(est.center)} [{figure(est.low)}–{figure(est.high)}]"
     series = _per_request(results, group[0]) if len(group) == 1 else None
     within = within_run_interval(series, 0.99, block_for(group[0].offered_rps)) if series else None
     if within is None:
-        return num(est.center, 2)
-    return f"{num(est.center, 2)} [{num(within[1], 2)}–{num(within[2], 2)} within-run]"
+        return figure(est.center)
+    return f"{figure(est.center)} [{figure(within[1])}–{figure(within[2])} within-run]"
 
 
 def _latency_cells(results: Path, group: list[Record]) -> list[str]:
@@ -122,7 +131,7 @@ def _latency_cells(results: Path, group: list[Record]) -> list[str]:
             cells.append(_p99_cell(results, group))
             continue
         est = estimate(latency_values(group, key))
-        cells.append(num(est.center, 2) if est else "–")
+        cells.append(figure(est.center) if est else "–")
     return cells
 
 
@@ -173,7 +182,7 @@ def _step_cells(steps: list[Record], phase: str, factor: float, found: float) ->
     rec = match[-1]
     p99 = (rec.latency_ms or {}).get("p99")
     overflows = section_value(rec, "sockets", "listen_overflows")
-    cell = f"{num(rec.achieved_rps)}, {num(p99, 1)}, {num(failed_requests(rec))}, {num(overflows)}"
+    cell = f"{num(rec.achieved_rps)}, {figure(p99)}, {num(failed_requests(rec))}, {num(overflows)}"
     # A rate past capacity that meets the objective: the knee is noisy here (short steps on
     # shared CPUs), the capacity a lower bound.
     return cell + (" ◇" if rec.metadata["capacity"].get("passed") else "")
@@ -203,7 +212,7 @@ def _capacity_row(steps: list[Record]) -> list[str]:
             and s.metadata["capacity"]["phase"] == "profile"
             and abs((s.offered_rps or 0) - round(found * factor)) <= 1
         ]
-        profile.append(num((match[-1].latency_ms or {}).get("p99"), 1) if match else "–")
+        profile.append(figure((match[-1].latency_ms or {}).get("p99")) if match else "–")
     passed = [s.offered_rps for s in steps if s.metadata["capacity"].get("passed")]
     return [
         first.server,

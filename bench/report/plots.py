@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.core.record import safe_name
+from bench.report.cells import figure
 
 Point = tuple  # (concurrency, req/s, p99 ms[, (low, high) of req/s, (low, high) of p99])
 
@@ -50,11 +51,6 @@ def _pyplot() -> Any:
 def style(index: int) -> dict[str, object]:
     """Colour and marker of the index-th series of an axes."""
     return {"color": PALETTE[index % len(PALETTE)], "marker": MARKERS[index % len(MARKERS)]}
-
-
-def figure(value: float) -> str:
-    """A bar's value as the tables print it: whole numbers from 100 up, 3 digits below."""
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
 def is_baseline(label: str) -> bool:

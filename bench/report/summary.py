@@ -19,6 +19,7 @@ from bench.load import is_default
 from bench.report import precision, stability
 from bench.report.cells import (
     app_label,
+    figure,
     host_of,
     knobs_label,
     machine,
@@ -66,12 +67,14 @@ def _share(center: float | None, ceiling_rps: float | None) -> str:
 
 
 def interval_cell(est: Estimate | None, digits: int = 0) -> str:
-    """`14,000 [13,100–15,000]`: the geometric mean over trials and its 95 % interval."""
+    """`14,000 [13,100–15,000]`: the geometric mean over trials and its 95 % interval; with
+    digits, a latency's three significant digits (`7.44 [6.9–8.12]`, cells.figure)."""
     if est is None:
         return "–"
+    cell = figure if digits else num
     if est.low is None or est.high is None:
-        return num(est.center, digits)
-    return f"{num(est.center, digits)} [{num(est.low, digits)}–{num(est.high, digits)}]"
+        return cell(est.center)
+    return f"{cell(est.center)} [{cell(est.low)}–{cell(est.high)}]"
 
 
 def machines_table(records: list[Record]) -> list[str]:
@@ -198,9 +201,9 @@ def _speed_row(
         via_label(first),
         conc,
         interval_cell(rps),
-        num(_latency(group, "p50"), 2),
+        figure(_latency(group, "p50")),
         interval_cell(latency_estimate(group), 2) + (" †" if starved else ""),
-        num(_latency(group, "p999"), 2),
+        figure(_latency(group, "p999")),
         f"{num(sum(socket_errors(r) for r in group))} / "
         f"{num(sum(int((r.errors or {}).get('non_2xx', 0)) for r in group))}",
         f"{_proxy_count(group, 502)} / {_proxy_count(group, 504)}"
@@ -404,7 +407,7 @@ def _emulated_rows(records: list[Record]) -> list[list[str]]:
                     f"{emulator.get('name', '?')} {emulator.get('version', '')}".strip(),
                     str(first.concurrency),
                     num(est.center if est else None),
-                    num(p99.center if p99 else None, 2),
+                    figure(p99.center if p99 else None),
                     str(len(group)),
                     ratio,
                     host_of(first),

@@ -161,12 +161,3 @@ def per_arm(records: list[Record], metric: str) -> dict[str, float | None]:
         if value is not None:
             by_arm[arm].append(value)
     return {a: statistics.median(by_arm[a]) if by_arm[a] else None for a in seen}
-
-
-def fmt(value: float | None) -> str:
-    """A figure for a table: thousands without decimals, else two decimals; – for none."""
-    if value is None:
-        return "–"
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    return f"{value:,.2f}"

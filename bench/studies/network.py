@@ -20,6 +20,7 @@ from scipy import stats
 from bench.core.outcome import Outcome
 from bench.core.record import Record
 from bench.core.registry import load_all
+from bench.report.cells import figure
 from bench.report.table import markdown_table
 from bench.studies.metrics import latest_run
 from bench.studies.schema import RACE_LOAD, Study
@@ -128,12 +129,6 @@ def _upstream_opens_per_request(rec: Record) -> float | None:
     return max(0, opens - client) / client
 
 
-def _fmt(value: float | int | None) -> str:
-    if value is None:
-        return "–"
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}".rstrip("0").rstrip(".")
-
-
 def _sysctl_text(rec: Record, varying: set[str]) -> str:
     sysctls = (rec.network or {}).get("sysctls") or {}
     return ", ".join(f"{k.rsplit('.', 1)[1]}={sysctls[k]}" for k in sorted(varying) if k in sysctls)
@@ -181,7 +176,7 @@ def _race_row(rec: Record) -> list[str]:
         str(_status_count(rec, 502)),
         per_10k(rec),
         _bad_gaps(rec),
-        _fmt(_upstream_opens_per_request(rec)),
+        figure(_upstream_opens_per_request(rec)),
         _top_reason(rec),
         str(_client_errors(rec)),
     ]
@@ -191,20 +186,20 @@ def _published_failed_pct(study: Study, arm: str) -> str:
     """The source's failed % for an arm (`published`, metric failed_pct), or blank."""
     figures = [f for f in study.published if f.get("arm") == arm]
     found = [f["value"] for f in figures if f.get("metric") == "failed_pct"]
-    return _fmt(float(found[0])) if found else ""
+    return figure(float(found[0])) if found else ""
 
 
 def _rate_row(study: Study, rec: Record) -> list[str]:
     """An arm at a fixed rate (oha): its cells after arm, server and sysctls."""
     kernel = (rec.network or {}).get("kernel_counters") or {}
     return [
-        _fmt(rec.achieved_rps),
-        _fmt((rec.latency_ms or {}).get("p99")),
+        figure(rec.achieved_rps),
+        figure((rec.latency_ms or {}).get("p99")),
         str(_status_count(rec, 502)),
         str(_status_count(rec, 504)),
         str(_client_errors(rec)),
-        _fmt((rec.sockets or {}).get("time_wait_max")),
-        " / ".join(_fmt(kernel.get(k)) for k in QUEUE_COUNTERS),
+        figure((rec.sockets or {}).get("time_wait_max")),
+        " / ".join(figure(kernel.get(k)) for k in QUEUE_COUNTERS),
         _top_reason(rec),
         str(int((rec.errors or {}).get("unsent") or 0)),
         failed_pct_text(rec),

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from bench.core.record import Record
-from bench.report.cells import host_of
+from bench.report.cells import figure, host_of
 from bench.report.plots import Panel, plot_study
 from bench.report.production import quota_bound
 from bench.report.table import markdown_table
@@ -23,7 +23,6 @@ from bench.studies.arms import best_arms
 from bench.studies.metrics import (
     METRICS,
     Cell,
-    fmt,
     fraction_rates,
     latest_run,
     measured,
@@ -44,7 +43,7 @@ def _published_cell(study: Study, arm: str, scenario: str, conc: int, metric: st
             and fig.get("scenario", scenario) == scenario
         ):
             value = fig.get("value")
-            return str(fig.get("text")) if value is None else fmt(float(value))
+            return str(fig.get("text")) if value is None else figure(float(value))
     return ""
 
 
@@ -62,7 +61,7 @@ def collapse_groups(study: Study, records: list[Record]) -> tuple[list[Record], 
         if values.get(arm_id) is None:
             sweep[group].append(f"{arm_id} failed")
         else:
-            sweep[group].append(f"{arm_id} {fmt(values[arm_id])}")
+            sweep[group].append(f"{arm_id} {figure(values[arm_id])}")
     kept = []
     for rec in records:
         arm = str(rec.metadata.get("study_arm"))
@@ -109,7 +108,7 @@ def _open_label(records: list[Record]) -> str:
     tools_used = ", ".join(sorted({r.load_tool for r in opened})) or "?"
     if any(r.metadata.get("study_rates") for r in opened):
         return f"open loop ({tools_used}) at equal offered rates"
-    rates = " and ".join(fmt(x) for x in sorted({r.offered_rps or 0.0 for r in opened}))
+    rates = " and ".join(figure(x) for x in sorted({r.offered_rps or 0.0 for r in opened}))
     fresh = any((r.keepalive or {}).get("client") is False for r in opened)
     return f"open loop ({tools_used}) at {rates} req/s" + (
         ", a new connection per request" if fresh else ""
@@ -124,7 +123,7 @@ def _why_changed(study: Study, records: list[Record]) -> str:
     order = [str(a.settings.get("group", a.id)) for a in study.arms]
     rps = per_arm(closed, "rps")
     paced = ", ".join(
-        f"{labels.get(arm, arm)} {fmt(rps[arm])}"
+        f"{labels.get(arm, arm)} {figure(rps[arm])}"
         for arm in sorted(rps, key=lambda a: order.index(a) if a in order else len(order))
         if rps[arm] is not None
     )
@@ -139,15 +138,15 @@ def _why_changed(study: Study, records: list[Record]) -> str:
     rates = next((r.metadata["study_rates"] for r in opened if "study_rates" in r.metadata), None)
     if basis and rates:
         offered = ", ".join(
-            f"{fmt(float(rate))} ({_percent(f)})" for f, rate in sorted(rates.items())
+            f"{figure(float(rate))} ({_percent(f)})" for f, rate in sorted(rates.items())
         )
         open_part = (
             f"open loop, every arm was offered the same {offered} req/s of "
-            f"{basis['group']}'s best {fmt(float(basis['rps']))} req/s (the slowest server, "
+            f"{basis['group']}'s best {figure(float(basis['rps']))} req/s (the slowest server, "
             "measured above), with latency counted from each request's intended send time"
         )
     else:
-        offered = " and ".join(fmt(x) for x in sorted({r.offered_rps or 0.0 for r in opened}))
+        offered = " and ".join(figure(x) for x in sorted({r.offered_rps or 0.0 for r in opened}))
         open_part = (
             f"open loop, requests arrived at {offered} req/s whatever the server did, as a "
             "load balancer sends them, and latency counts from each intended send time"
@@ -295,7 +294,7 @@ def _percent(fraction: str) -> str:
 
 def _offered_cell(rec_rates: dict[tuple[str, str], float], arm: str, offered: float) -> str:
     fraction = next((f for (a, f), r in rec_rates.items() if a == arm and r == offered), None)
-    return fmt(offered) + (f" ({_percent(fraction)})" if fraction else "")
+    return figure(offered) + (f" ({_percent(fraction)})" if fraction else "")
 
 
 def _bound_text(records: list[Record], cell: Cell) -> str:
@@ -347,7 +346,7 @@ def _results_table(study: Study, records: list[Record]) -> list[str]:
             for metric in metrics:
                 if metric in with_published:
                     row.append(_published_cell(study, arm, scenario, conc, metric))
-                row.append(fmt(values[metric].get((arm, scenario, conc, offered))))
+                row.append(figure(values[metric].get((arm, scenario, conc, offered))))
             if quota:
                 row.append(_bound_text(part, (arm, scenario, conc, offered)))
             rows.append(row)
@@ -382,7 +381,7 @@ def _failed_lines(records: list[Record]) -> list[str]:
         f"{len(failed)} run(s) failed: "
         + "; ".join(
             f"{r.metadata.get('study_arm')} c={r.concurrency}"
-            + (f" at {fmt(r.offered_rps)} req/s" if r.offered_rps is not None else "")
+            + (f" at {figure(r.offered_rps)} req/s" if r.offered_rps is not None else "")
             + f": {(r.reason or '')[:120]}"
             for r in failed[:5]
         ),

@@ -18,9 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.core.record import Record
+from bench.report.cells import figure
 from bench.report.production import quota_bound
 from bench.report.stats import Difference, decide, shift
-from bench.studies.metrics import fmt, fraction_rates, metric_value
+from bench.studies.metrics import fraction_rates, metric_value
 from bench.studies.schema import Study
 
 ONE_TRIAL = "one trial"
@@ -169,7 +170,7 @@ def outcome(check: dict, records: list[Record], family: int = 1) -> Outcome:
         ours = f"ours {med_a / med_b:.2f}×" if med_b else "ours –"
         head = f"published {published:.2f}×, {ours} (a factor {band:g} allowed)"
     else:
-        head = f"{fmt(med_a)} vs {fmt(med_b)}"
+        head = f"{figure(med_a)} vs {figure(med_b)}"
     line = f"- {what}: {head} — {held}" + (
         f": {reason}" if held == "inconclusive" else f" ({reason})"
     )

@@ -3,6 +3,8 @@ finds that capacity within the precision, confirms it, and stops."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from bench.core import plan
@@ -114,13 +116,57 @@ def test_verdict_checks_p999_when_asked() -> None:
 
 
 def test_the_knee_ladder_repeats_each_rate_in_shuffled_rounds() -> None:
-    """Every rate around the result CAPACITY_KNEE_TRIALS times, each round a permutation."""
+    """Every rate around the result once per round, each round a permutation."""
     from bench.core import defaults
     from bench.harness.capacity import knee_ladder
 
-    ladder = knee_ladder(1000, seed=7)
+    rounds = knee_ladder(1000, seed=7, rounds=3)
     rates = sorted({round(1000 * f) for f in defaults.CAPACITY_KNEE})
-    assert sorted(ladder) == sorted(rates * defaults.CAPACITY_KNEE_TRIALS)
-    width = len(rates)
-    rounds = [ladder[i : i + width] for i in range(0, len(ladder), width)]
+    assert len(rounds) == 3
     assert all(sorted(r) == rates for r in rounds) and len({tuple(r) for r in rounds}) > 1
+
+
+def _capacity_session(trials: int, capacity: int):
+    """A stand-in session: its objective, trials and knobs, as search_one reads them."""
+    from types import SimpleNamespace
+
+    mode = SimpleNamespace(objective=plan.Objective(p99_ms=100))
+    opts = SimpleNamespace(mode=mode, trials=trials)
+    return SimpleNamespace(opts=opts, facts=SimpleNamespace(knobs={"workers": 2}))
+
+
+def test_each_trial_repeats_the_knee_on_its_own_server_start(monkeypatch) -> None:
+    """Trial 1 searches and runs the first round; later trials (fresh starts of the server)
+    run their round under the same search id; the last adds the steps below and past."""
+    from bench.core import defaults
+    from bench.harness import capacity as cap
+
+    steps: list[tuple[int, int, str, str, int]] = []  # (trial, rate, phase, search, number)
+    trial = 0
+
+    def fake_step(session, template, rate, phase, number, search_id):
+        steps.append((trial, rate, phase, search_id, number))
+        return rate <= 1000
+
+    monkeypatch.setattr(cap, "_step", fake_step)
+    template = SimpleNamespace(server="s", scenario="db")
+    session, knees = _capacity_session(3, 1000), {}
+    for trial in (1, 2, 3):
+        assert cap.search_one(session, template, trial, knees) is not None
+    by_trial = {t: [s for s in steps if s[0] == t] for t in (1, 2, 3)}
+    rungs = len(set(defaults.CAPACITY_KNEE))
+    assert {s[3] for s in steps} == {steps[0][3]}  # one search id across the trials
+    assert [s[4] for s in steps] == list(range(1, len(steps) + 1))  # step numbers go on
+    assert not {s[2] for s in by_trial[2]} - {"knee"} and len(by_trial[2]) == rungs
+    assert {"step-up", "bisect", "confirm", "knee"} <= {s[2] for s in by_trial[1]}
+    assert {"knee", "profile", "past"} == {s[2] for s in by_trial[3]}
+    assert sum(s[2] == "knee" for s in steps) == 3 * rungs
+
+
+def test_a_later_trial_without_a_search_result_measures_nothing(monkeypatch) -> None:
+    """No result in trial 1 (or no trial 1 in this invocation): nothing to repeat."""
+    from bench.harness import capacity as cap
+
+    monkeypatch.setattr(cap, "_step", lambda *a: pytest.fail("measured a step"))
+    template = SimpleNamespace(server="s", scenario="db")
+    assert cap.search_one(_capacity_session(3, 1000), template, 2, {}) is None

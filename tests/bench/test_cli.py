@@ -78,13 +78,13 @@ def test_bad_capacity_input_is_one_line_and_exit_2(
 
 
 def test_capacity_defaults_and_the_start_rate() -> None:
-    """make capacity: oha, 5 s steps after 1 s warmups, one trial, p99 <= 100 ms, a search from
-    50 req/s, or from RATE's first value."""
+    """make capacity: oha, 5 s steps after 1 s warmups, 3 trials (rounds around the knee, each
+    on a fresh server start), p99 <= 100 ms, a search from 50 req/s, or from RATE's first value."""
     parser = cli.build_parser()
     args = parser.parse_args(["capacity"])
     args.rate = "50"
     opts = cli.with_objective(cli.options_from(args), args)
-    assert (opts.load_tool, opts.duration_s, opts.warmup_s, opts.trials) == ("oha", 5, 1, 1)
+    assert (opts.load_tool, opts.duration_s, opts.warmup_s, opts.trials) == ("oha", 5, 1, 3)
     assert opts.mode.objective is not None and opts.mode.objective.p99_ms == 100
     assert (opts.rates, opts.mode.objective.start_rps, opts.concurrency) == ((50,), 50, ())
     args = parser.parse_args(["capacity", "--rate=300,900", "--slo-p99-ms=20"])

@@ -124,7 +124,7 @@ def test_starved_connections_flag_the_latency_as_optimistic() -> None:
     )
     assert round(served_share(starved), 2) == 0.16
     text = _whole([starved], [])
-    assert "| 1.70 † |" in text and "Fewer than 50% of the connections" in text
+    assert "| 1.7 † |" in text and "Fewer than 50% of the connections" in text
     served = replace(starved, latency_ms={**starved.latency_ms, "mean": 2.6})
     assert round(served_share(served), 2) == 1.0
     assert "†" not in _whole([served], [])

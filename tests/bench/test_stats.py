@@ -292,11 +292,12 @@ def test_within_run_blocks_hold_half_a_second_of_arrivals() -> None:
 
 
 def test_capacity_interval_covers_the_truth_with_three_repeats() -> None:
-    """Pass chance falling around 1,000 req/s: the interval from 3 trials per ladder rate
-    holds 1,000 in at least 90 % of searches; with 1 trial per rate it is a bracket only."""
-    assert capacity_coverage(150, 3) >= 0.9
+    """Pass chance falling around 1,000 req/s, each trial (a server start) with its own
+    capacity 5 % apart: the interval from 3 trials per ladder rate holds 1,000 in at least
+    90 % of searches; with 1 trial per rate it is marked and never narrower than its bracket."""
+    assert capacity_coverage(150, 3, start_sd=0.05) >= 0.9
     single = capacity({900.0: [True], 1000.0: [True], 1100.0: [False]})
-    assert single.bracket_only and single.low == 1000.0 and single.high == 1100.0
+    assert single.bracket_only and single.low <= 1000.0 and single.high >= 1100.0
 
 
 def test_capacity_edges() -> None:

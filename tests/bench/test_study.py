@@ -130,7 +130,7 @@ def test_verdict_follows_the_ratio_rule_where_the_interval_decides() -> None:
     split = runs([40.0, 40.5, 39.5], [15.0, 15.2, 14.8], steady)  # 13× at 30: above 2 × 3.29
     assert verdict.judge(spec, split)[0] == "partly reproduced"
     section = "\n".join(sections.study_section(spec, tight, None))
-    assert "**Verdict: reproduced**" in section and "| 28.30 | 15.00 |" in section
+    assert "**Verdict: reproduced**" in section and "| 28.3 | 15 |" in section
     assert "3 trials per arm" in section
     assert "— within (a/b 5.00× [" in section and "3 trials a side, 95 % over 2 checks)" in section
 
@@ -449,7 +449,7 @@ def test_the_section_shows_both_load_models_and_what_changed() -> None:
         "2026-11-23T13:11:52Z, 1 trial per arm;"
     ) in section
     assert (
-        "- p99, best uWSGI below best Uvicorn (paper: 33 < 75 ms): 12.32 vs 65.87 — "
+        "- p99, best uWSGI below best Uvicorn (paper: 33 < 75 ms): 12.3 vs 65.9 — "
         "inconclusive: one trial"
     ) in section
     assert "The load model does not change the verdict: inconclusive under both." in section
@@ -457,7 +457,7 @@ def test_the_section_shows_both_load_models_and_what_changed() -> None:
     assert "| offered req/s | achieved req/s (ours) |" in section
     assert (
         "| uWSGI + Flask, open loop (knobs of uwsgi-w2) | `/db` | 50 | 1,000 (80 %) | 984 | "
-        "22.00 | 1.24 |"
+        "22 | 1.24 |"
     ) in section
 
 
@@ -470,12 +470,12 @@ def test_three_trials_decide_and_show_what_the_load_model_changed() -> None:
     spec = schema.load_study("sync-vs-async-p99")
     section = "\n".join(sections.study_section(spec, records, None))
     assert "3 trials per arm" in section
-    assert "- p99, best uWSGI below best Uvicorn (paper: 33 < 75 ms): 12.32 vs 65.87 — holds (" in (
+    assert "- p99, best uWSGI below best Uvicorn (paper: 33 < 75 ms): 12.3 vs 65.9 — holds (" in (
         section
     )
     assert (
-        "- p99, best Gunicorn sync below best Gunicorn gevent (paper: 42 < 136 ms): 72.95 vs "
-        "72.57 — inconclusive: a/b 1.01× ["
+        "- p99, best Gunicorn sync below best Gunicorn gevent (paper: 42 < 136 ms): 73 vs "
+        "72.6 — inconclusive: a/b 1.01× ["
     ) in section
     assert (
         "- p99, best Gunicorn sync below best Gunicorn gevent (paper: 42 < 136 ms): "
@@ -493,7 +493,7 @@ def test_records_from_before_the_open_loop_arms_still_render() -> None:
     section = "\n".join(sections.study_section(spec, records, None))
     assert "**Verdict: inconclusive** (run 20261123T131128Z on vm, 4 runs" in section
     assert "Open loop: not in this run (`make study NAME=sync-vs-async-p99` runs it)." in section
-    assert "offered req/s" not in section and "| uwsgi | `/db` | 50 | 22.00 | 1.67 |" in section
+    assert "offered req/s" not in section and "| uwsgi | `/db` | 50 | 22 | 1.67 |" in section
 
 
 def test_a_configuration_that_cannot_run_today_keeps_its_row() -> None:

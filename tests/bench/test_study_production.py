@@ -28,7 +28,7 @@ def test_all_open_loop_study_has_one_verdict() -> None:
     assert verdict.startswith("**Verdict: open loop (oha) at 300 req/s: ")
     assert "closed loop" not in text.lower()
     assert (
-        "requests failed on reload, Granian at most Gunicorn sync's: 0.00 vs 0.00 — "
+        "requests failed on reload, Granian at most Gunicorn sync's: 0 vs 0 — "
         "inconclusive: one trial" in text
     )
 

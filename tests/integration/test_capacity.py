@@ -39,6 +39,10 @@ def test_capacity_of_one_sync_worker_sleeping_10_ms(tmp_path: Path) -> None:
     records = [json.loads(p.read_text()) for p in (results / "records").glob("*.json")]
     assert records and all(r["status"] == "ok" and r["load_tool"] == "oha" for r in records)
     steps = sorted(records, key=lambda r: r["metadata"]["capacity"]["step"])
+    # One search; its repeats around the knee in each of the 3 trials (fresh server starts).
+    assert len({s["metadata"]["capacity"]["search"] for s in steps}) == 1
+    knee = [s for s in steps if s["metadata"]["capacity"]["phase"] == "knee"]
+    assert sorted({s["trial"] for s in knee}) == [1, 2, 3] and len(knee) % 3 == 0
     found = [s["metadata"]["capacity"].get("result_rps") for s in steps]
     (capacity,) = [f for f in found if f is not None]
     # By construction one worker serves 1000 / (SLEEP_MS + the server's own time per request)
