@@ -5,12 +5,14 @@ environment make exports them in, and the declarations on disk (servers/, scenar
 Output: exit status 0, or one line naming the valid choices and exit status 2. Runs with the
 system's python3 and the standard library only, so `make capacity SLO_P99_MS=abc` is refused in
 well under a second on a fresh clone instead of after apt, uv and a cargo build of oha. The
-harness checks everything again, with the rules that need it running (bench/cli.py); LOAD
-is checked there only, as the load tools are found by importing them (bench/load).
+harness checks everything again, with the rules that need it running (bench/cli.py); LOAD's
+names are read from the load tools' source (importing them needs psutil), its pairings with
+other variables are checked by the harness only.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import sys
 from collections.abc import Callable
@@ -38,6 +40,38 @@ from bench.host.arch import ArchError, normalize_arch
 LISTS = ("CONCURRENCY", "RATE")  # the numeric variables that take a comma list
 SWITCH_VARIABLES = ("KEEPALIVE", "UPSTREAM_KEEPALIVE", "PIN", "REFERENCE", "LEGACY")
 LIFECYCLES = ("reload",)
+
+
+def load_names() -> list[str]:
+    """The names LOAD= takes, read without importing the tools: each bench/load module's
+    `TOOL = <class>`, that class's `name` unless it sets `selectable` false (held to
+    bench.load.names() by tests/bench/test_precheck.py)."""
+    names = []
+    for path in sorted((ROOT / "bench" / "load").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        tool = next(
+            (
+                node.value.id
+                for node in tree.body
+                if isinstance(node, ast.Assign)
+                and [getattr(t, "id", None) for t in node.targets] == ["TOOL"]
+                and isinstance(node.value, ast.Name)
+            ),
+            None,
+        )
+        classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == tool]
+        attrs = {
+            node.target.id: node.value
+            for cls in classes
+            for node in cls.body
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+        }
+        name, selectable = attrs.get("name"), attrs.get("selectable")
+        if isinstance(name, ast.Constant) and not (
+            isinstance(selectable, ast.Constant) and selectable.value is False
+        ):
+            names.append(str(name.value))
+    return sorted(names)
 
 
 def _study_names() -> list[str]:
@@ -74,6 +108,7 @@ CHOICES: dict[str, Callable[[str], object]] = {
     "LIFECYCLE": lambda raw: validate_choice("lifecycle", raw, LIFECYCLES),
     "CPU_QUOTA": _cpu_quota,
     "RUNTIME": lambda raw: validate_choice("runtime", raw, plan.RUNTIMES),
+    "LOAD": lambda raw: validate_choice("load", raw, load_names()),
     "CPUS": validate_cpus,
     "MEMORY": validate_memory,
     "TARGET": validate_target,

@@ -34,6 +34,7 @@ def _precheck(command: str, **variables: str) -> subprocess.CompletedProcess[str
         ("run", {"CPU_QUOTA": "lots"}, "CPU_QUOTA='lots'"),
         ("run", {"TARGET": "ftp://x"}, "TARGET="),
         ("run", {"RUNTIME": "foo"}, "valid: native, docker, compose"),
+        ("run", {"LOAD": "nosuchtool"}, "unknown LOAD 'nosuchtool'; valid: "),
         ("serve", {"RUNTIME": "docker", "CPUS": "abc"}, "CPUS='abc' is not a number of CPUs"),
         ("run", {"RUNTIME": "docker", "MEMORY": "12q"}, "MEMORY='12q' is not a size"),
         ("images", {"SERVER": "nope"}, "valid: flask-dev"),
@@ -83,3 +84,12 @@ def test_make_refuses_before_setup() -> None:
     assert result.returncode == 2
     assert "SLO_P99_MS='abc'" in result.stderr
     assert "setup:" not in result.stderr
+
+
+def testload_names_read_from_source_are_the_harness_names() -> None:
+    """LOAD's names, read from bench/load's source without importing it, are exactly the
+    tools the harness offers (a tool added, renamed or made unselectable shows here)."""
+    from bench import load, precheck
+
+    assert precheck.load_names() == sorted(load.names())
+    assert _precheck("run", LOAD=load.default_name()).returncode == 0
