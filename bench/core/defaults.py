@@ -74,7 +74,7 @@ CAPACITY_PROFILE = (0.5, 0.8)
 # rates (bench.report.stats.capacity). One round of them per trial, each trial a fresh start of
 # the server with the servers shuffled (the trial is the unit: two capacity runs of one
 # server differed by 7 % when the repeats shared one start, each interval missing the other's
-# estimate); 3 trials cover the truth in 94-96 % of simulated searches, 1 trial in 53-56 %.
+# estimate); 3 trials cover the truth in 94-99 % of simulated searches (docs/statistics.md).
 # Denser within ±10 % of the result, where the crossing lies: ~45 s a round.
 CAPACITY_KNEE = (0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25)
 CAPACITY_KNEE_TRIALS = 3  # make capacity's default TRIALS
