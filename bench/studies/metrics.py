@@ -138,8 +138,12 @@ def runs_text(records: list[Record]) -> str:
     runs = sorted(arms)
     if len(runs) == 1:
         return f"run {runs[0]}"
-    parts = [f"{runs[0]} ({len(arms[runs[0]])} arms)"]
-    parts += [f"{run} ({len(arms[run])} arms: {', '.join(arms[run])})" for run in runs[1:]]
+
+    def count(run: str) -> str:
+        return f"{len(arms[run])} arm{'s' if len(arms[run]) != 1 else ''}"
+
+    parts = [f"{runs[0]} ({count(runs[0])})"]
+    parts += [f"{run} ({count(run)}: {', '.join(arms[run])})" for run in runs[1:]]
     return f"runs {', '.join(parts)}, each arm's latest"
 
 

@@ -390,10 +390,11 @@ def fix_verdict_lines(study: Study, records: list[Record]) -> list[str]:
 def study_section(study: Study, records: list[Record]) -> list[str]:
     """One load-balancer study's section."""
     first = records[0]
+    runs = runs_text(records)
     lines = [
         f"## Study: {study.title}",
         "",
-        f"Source: `{study.source}`. {runs_text(records).capitalize()}, each arm in a network "
+        f"Source: `{study.source}`. {runs[0].upper()}{runs[1:]}, each arm in a network "
         "namespace of the harness's own (sysctls set there only), oha "
         f"{first.load_tool_version or ''} or the burst pattern of bench/load/race.py. "
         "Measured on a shared 2-CPU machine while other load ran: single runs, noisy.",
