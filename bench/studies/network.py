@@ -25,6 +25,7 @@ from bench.report.table import markdown_table
 from bench.studies.metrics import latest_run, runs_text
 from bench.studies.schema import RACE_LOAD, Study, StudyError, load_study
 from bench.studies.verdict import Outcome as Judged
+from bench.studies.verdict import tally
 from bench.studies.verdict import verdict as verdict_of
 
 RACE = "lb-keepalive-race"
@@ -376,10 +377,10 @@ def fix_verdict_lines(study: Study, records: list[Record]) -> list[str]:
         return []
     outcomes = [fix_outcome(server, *pair) for server, pair in sorted(pairs.items())]
     return [
-        f"**Verdict: {verdict_of(outcomes)}** (the documented fix, keep-alive above the "
-        f"balancer's {BALANCER_IDLE_S} s, against each server's default, for the "
-        f"{len(pairs)} server{'s' if len(pairs) != 1 else ''} with both arms; rule: decided "
-        "only where the exact 95 % intervals of the two 502 rates do not overlap).",
+        f"**Verdict: {verdict_of(outcomes)}** ({tally(outcomes)}: the documented fix, "
+        f"keep-alive above the balancer's {BALANCER_IDLE_S} s, against each server's default, "
+        f"for the {len(pairs)} server{'s' if len(pairs) != 1 else ''} with both arms; rule: "
+        "decided only where the exact 95 % intervals of the two 502 rates do not overlap).",
         "",
         *(o.line for o in outcomes),
         *unfixed_lines(study, records, set(pairs)),

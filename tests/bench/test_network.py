@@ -87,7 +87,7 @@ def test_the_fix_is_judged_only_where_the_intervals_part(
     arms = [_race_arm(rec, "gevent-default", *default), _race_arm(rec, "gevent-fix", *fixed)]
     assert fix_outcome("gunicorn-gevent", *arms).result == result
     lines = study_section(load_study("lb-keepalive-race"), arms)
-    assert f"**Verdict: {result}** (the documented fix" in "\n".join(lines)
+    assert f"**Verdict: {result}** (1 {result}: the documented fix" in "\n".join(lines)
 
 
 def test_section_from_a_real_port_exhaustion_record() -> None:
