@@ -45,7 +45,7 @@ from bench.load import (
     traits,
 )
 from bench.load import names as load_names
-from bench.studies.schema import StudyError
+from bench.studies.schema import StudyError, load_study
 
 
 class _Parser(argparse.ArgumentParser):
@@ -108,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--results", default=defaults.RESULTS)
     study = sub.add_parser("study", help="re-run a source document's experiment")
     study.add_argument("--name", default=None)
+    study.add_argument("--arms", default=None)
     study.add_argument("--duration", default=None)
     study.add_argument("--results", default=defaults.RESULTS)
     study.add_argument("--seed", default=None)
@@ -123,6 +124,22 @@ def study_names_from(raw: str | None) -> list[str]:
     if not raw:
         raise UsageError(f"NAME is required; valid: {', '.join(valid)}, all")
     return list(validate_choices("name", raw, valid, allow_all=True))
+
+
+def study_arms_from(raw: str | None, names: list[str]) -> tuple[str, ...] | None:
+    """ARMS: arm ids of the named studies (None: every arm, `all`). A second-phase arm is refused:
+    its rates or knobs come from the first phase's records of the same run."""
+    if not raw or raw.strip() == "all":
+        return None
+    arms = [a for name in names for a in load_study(name).arms]
+    chosen = validate_choices("arms", raw, list(dict.fromkeys(a.id for a in arms)), False)
+    derived = [a.id for a in arms if a.id in chosen and a.derived]
+    if derived:
+        raise UsageError(
+            f"ARMS {','.join(derived)}: derived from the first phase's arms of the same run "
+            "(rates_from, from_best); run the whole study"
+        )
+    return chosen
 
 
 def _sections(results: Path) -> Callable[[list], list[str]]:
@@ -593,12 +610,14 @@ def do_study(args: argparse.Namespace) -> int:
     """`make study`: the named studies (bench/studies), namespace ones and common ones."""
     from bench.studies import runner
 
+    names = study_names_from(args.name)
     return runner.run(
-        study_names_from(args.name),
+        names,
         validate_results(args.results),
         validate_int("duration", args.duration) if args.duration else None,
         validate_int("seed", args.seed) if args.seed else random.randrange(2**31),
         skip_unrunnable=args.name.strip() == "all",
+        arms=study_arms_from(args.arms, names),
     )
 
 

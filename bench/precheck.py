@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import os
 import sys
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -76,6 +77,22 @@ def load_names() -> list[str]:
 
 def _study_names() -> list[str]:
     return sorted(p.stem for p in (ROOT / "studies").glob("*.toml"))
+
+
+def _arms(raw: str, names: str) -> None:
+    """ARMS: arm ids of the studies NAME names (their [[arm]] tables, read as TOML here; the
+    harness refuses second-phase arms, which need the file's rules)."""
+    if raw.strip() == "all" or not names:  # without NAME the harness says NAME is required
+        return
+    chosen = validate_choices("name", names, _study_names(), allow_all=True)
+    ids: list[str] = []
+    for name in chosen:
+        try:
+            data = tomllib.loads((ROOT / "studies" / f"{name}.toml").read_text())
+        except (OSError, tomllib.TOMLDecodeError):
+            return  # the harness names the file's problem
+        ids += [str(arm.get("id")) for arm in data.get("arm", []) if isinstance(arm, dict)]
+    validate_choices("arms", raw, list(dict.fromkeys(ids)), allow_all=False)
 
 
 def _cpu_quota(raw: str) -> None:
@@ -156,6 +173,8 @@ def check(command: str, env: dict[str, str]) -> None:
         raw = env.get(variable.name)
         if raw:
             check_value(variable.name, raw)
+    if env.get("ARMS") and command == "study":  # arm ids of the studies NAME names
+        _arms(env["ARMS"], env.get("NAME") or "")
     if env.get("BUDGET") and command == "run":  # BUDGET means something with TRIALS=auto only
         validate_trials(env.get("TRIALS") or "", env["BUDGET"])
     check_directories(command, env)

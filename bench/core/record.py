@@ -281,3 +281,35 @@ def load_records(
         except (RecordError, TypeError) as exc:
             problems.append(f"{rel}: {exc}, skipped")
     return records, problems
+
+
+def study_runs(records: list[Record]) -> list[str]:
+    """The study runs (metadata.study_run) among records, oldest first."""
+    return sorted({str(r.metadata.get("study_run", "")) for r in records})
+
+
+def latest_per_arm(
+    records: list[Record], study: str, declared: tuple[str, ...] | None = None
+) -> list[Record]:
+    """A study's records as its section shows them: per arm (metadata.study_arm), those of
+    the latest run (metadata.study_run) that ran it, so a run of some arms (make study
+    ARMS=) adds to the runs before it. An arm only an older run has is kept where `declared`
+    (the study file's arm ids) names it, or `declared` is None; the latest run's arms always."""
+    mine = [r for r in records if r.metadata.get("study") == study]
+    if not mine:
+        return []
+    runs: dict[str, str] = {}
+    for rec in mine:
+        arm, run = str(rec.metadata.get("study_arm")), str(rec.metadata.get("study_run", ""))
+        runs[arm] = max(run, runs.get(arm, run))
+    newest = max(runs.values())
+    keep = {
+        arm: run
+        for arm, run in runs.items()
+        if run == newest or declared is None or arm in declared
+    }
+    return [
+        r
+        for r in mine
+        if keep.get(str(r.metadata.get("study_arm"))) == str(r.metadata.get("study_run", ""))
+    ]

@@ -300,6 +300,13 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable("NAME", "make study: a study below, a comma list, or all", "none", ("study",)),
     Variable(
+        "ARMS",
+        "make study: only these arms (comma list of the named studies' arm ids); the section "
+        "shows each arm's latest run",
+        "all",
+        ("study",),
+    ),
+    Variable(
         "FORMAT", "make export: csv or json, one row per point on stdout", "none", ("export",)
     ),
     Variable("BASE", "make compare: the results directory compared against", "none", ("compare",)),

@@ -13,7 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from bench.core.outcome import Outcome
-from bench.core.record import Record
+from bench.core.record import Record, latest_per_arm
 from bench.load import per_request_files
 from bench.observe.lifecycle import BIN_S, TAIL_S, due, parse_requests
 from bench.report.plots import plot_bars, plot_race, plot_timelines
@@ -23,11 +23,8 @@ RECYCLE_STUDY = "recycle"
 
 
 def _latest_run(records: list[Record], study: str) -> list[Record]:
-    mine = [r for r in records if r.metadata.get("study") == study and r.status == "ok"]
-    if not mine:
-        return []
-    latest = max(str(r.metadata.get("study_run", "")) for r in mine)
-    return [r for r in mine if str(r.metadata.get("study_run", "")) == latest]
+    """The ok records of a study, per arm those of its latest run (ARMS= adds to a run)."""
+    return [r for r in latest_per_arm(records, study) if r.status == "ok"]
 
 
 def race_data(records: list[Record]) -> dict[str, list[tuple]]:
@@ -110,7 +107,7 @@ def figure_sections(records: list[Record], results: Path) -> list[str]:
         lines += [
             "![502s by idle gap](plots/race-502-by-gap.png)",
             "",
-            "The keep-alive race: per arm of the latest lb-keepalive-race run, the 502s nginx "
+            "The keep-alive race: per arm of lb-keepalive-race (its latest run), the 502s nginx "
             "(as an ALB, 60 s idle timeout) returned for bursts sent after each idle gap; the "
             "gaps sit around the server's measured idle close.",
             "",

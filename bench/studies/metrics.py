@@ -11,7 +11,7 @@ import statistics
 from collections import defaultdict
 
 from bench.core.outcome import Outcome
-from bench.core.record import Record
+from bench.core.record import Record, latest_per_arm
 
 METRICS = {
     "rps": "req/s",
@@ -118,13 +118,33 @@ def _throttled(rec: Record, metric: str) -> float | None:
 Cell = tuple[str, str, int, float | None]
 
 
-def latest_run(records: list[Record], name: str) -> list[Record]:
-    """The records of a study's latest run (metadata.study_run)."""
-    mine = [r for r in records if r.metadata.get("study") == name]
-    if not mine:
-        return []
-    latest = max(str(r.metadata.get("study_run", "")) for r in mine)
-    return [r for r in mine if str(r.metadata.get("study_run", "")) == latest]
+def latest_run(
+    records: list[Record], name: str, declared: tuple[str, ...] | None = None
+) -> list[Record]:
+    """The records a study's section shows: per arm those of its latest run
+    (bench.core.record.latest_per_arm; `declared`: the study file's arm ids)."""
+    return latest_per_arm(records, name, declared)
+
+
+def runs_text(records: list[Record]) -> str:
+    """Which runs a section rests on: `run X`, or, when arms were re-run on their own
+    (ARMS=), `runs X (15 arms), Y (2 arms: a-fix, b-fix), each arm's latest`."""
+    arms: dict[str, list[str]] = defaultdict(list)
+    for rec in records:
+        arm = str(rec.metadata.get("study_arm"))
+        run = str(rec.metadata.get("study_run", ""))
+        if arm not in arms[run]:
+            arms[run].append(arm)
+    runs = sorted(arms)
+    if len(runs) == 1:
+        return f"run {runs[0]}"
+
+    def count(run: str) -> str:
+        return f"{len(arms[run])} arm{'s' if len(arms[run]) != 1 else ''}"
+
+    parts = [f"{runs[0]} ({count(runs[0])})"]
+    parts += [f"{run} ({count(run)}: {', '.join(arms[run])})" for run in runs[1:]]
+    return f"runs {', '.join(parts)}, each arm's latest"
 
 
 def measured(records: list[Record], metric: str) -> dict[Cell, float | None]:

@@ -13,6 +13,7 @@ server its defaults (keep-alive timeout, backlog) beside what the race measured.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from scipy import stats
@@ -22,9 +23,10 @@ from bench.core.record import Record
 from bench.core.registry import load_all
 from bench.report.cells import figure
 from bench.report.table import markdown_table
-from bench.studies.metrics import latest_run
-from bench.studies.schema import RACE_LOAD, Study
+from bench.studies.metrics import latest_run, runs_text
+from bench.studies.schema import RACE_LOAD, Study, StudyError, load_study
 from bench.studies.verdict import Outcome as Judged
+from bench.studies.verdict import tally
 from bench.studies.verdict import verdict as verdict_of
 
 RACE = "lb-keepalive-race"
@@ -285,9 +287,36 @@ def _race_counts(rec: Record) -> tuple[int, int]:
     return _status_count(rec, 502), _sent(rec)
 
 
+def zero_needed(low_per_10k: float) -> int | None:
+    """How many requests a fix arm with no 502 must send for its exact 95 % upper bound to
+    fall below `low_per_10k` (the default's lower bound); None when that bound is 0."""
+    low = low_per_10k / 10_000
+    if low <= 0:
+        return None
+    # 0 in n: the upper bound is 1 - 0.025^(1/n) (Clopper-Pearson), below `low` past this n.
+    return math.floor(math.log(0.025) / math.log1p(-low)) + 1
+
+
+def _undecided(default: Record, fixed: Record, low_d: float) -> str:
+    """Why the two rates do not decide: the default raced too rarely for any fix arm of this
+    size to fall below its interval, or the fix arm had 502s too."""
+    bad_d, sent_d = _race_counts(default)
+    bad_f, sent_f = _race_counts(fixed)
+    if bad_d == 0:
+        return f"the default showed no 502 ({bad_d} in {sent_d:,}): no race to fix"
+    needed = zero_needed(low_d)
+    if bad_f == 0 and needed is not None and needed > sent_f:
+        return (
+            f"too few race events to decide: the default's {bad_d} in {sent_d:,} put its "
+            f"rate's lower bound at {low_d:.1f} per 10,000, and a fix arm without a 502 would "
+            f"need {needed:,} requests sent to fall below it (this one sent {sent_f:,})"
+        )
+    return "the intervals overlap (too few events to tell)"
+
+
 def fix_outcome(server: str, default: Record, fixed: Record) -> Judged:
     """Whether the documented fix (keep-alive above the balancer's) lowered a server's 502
-    rate: decided only when the two exact 95 % intervals do not overlap."""
+    rate: decided only when the two exact 95 % intervals do not overlap; otherwise why not."""
     (bad_d, sent_d), (bad_f, sent_f) = _race_counts(default), _race_counts(fixed)
     both = rate_per_10k(bad_d, sent_d), rate_per_10k(bad_f, sent_f)
     if both[0] is None or both[1] is None:
@@ -299,7 +328,7 @@ def fix_outcome(server: str, default: Record, fixed: Record) -> Judged:
     elif low_f > high_d:
         result, why = "not reproduced", "the fix's interval lies wholly above the default's"
     else:
-        result, why = "inconclusive", "the intervals overlap (too few events to tell)"
+        result, why = "inconclusive", _undecided(default, fixed, low_d)
     line = (
         f"- {server}, 502 per 10,000: default keep-alive {per_10k(default)}, keep-alive above "
         f"{BALANCER_IDLE_S} s {per_10k(fixed)} — {result}: {why}"
@@ -318,20 +347,38 @@ def fix_pairs(records: list[Record]) -> dict[str, tuple[Record, Record]]:
     return {s: (a["-default"], a["-fix"]) for s, a in arms.items() if len(a) == 2}
 
 
+def unfixed_lines(study: Study, records: list[Record], paired: set[str]) -> list[str]:
+    """A line per server whose default raced (502s) without a fix arm: why (the study's
+    `no_fix`: no setting above the balancer's), or that no fix arm ran."""
+    lines = []
+    for rec in sorted(records, key=lambda r: r.server):
+        arm = str(rec.metadata.get("study_arm"))
+        if rec.status != "ok" or not arm.endswith("-default") or rec.server in paired:
+            continue
+        if rec.server in study.no_fix:
+            why = study.no_fix[rec.server]
+            lines.append(f"- {rec.server}, 502 per 10,000: default {per_10k(rec)} — no fix: {why}")
+        elif _status_count(rec, 502):
+            lines.append(f"- {rec.server}, 502 per 10,000: default {per_10k(rec)} — no fix arm ran")
+    return lines
+
+
 def fix_verdict_lines(study: Study, records: list[Record]) -> list[str]:
     """The race's verdict: per server with both arms, whether the fix lowered the 502 rate
-    beyond the overlap of the two exact intervals; none without a fix arm."""
+    beyond the overlap of the two exact intervals; then the servers that raced without a fix
+    arm, and why (none without a fix arm at all)."""
     pairs = fix_pairs(records) if _raced(study) else {}
     if not pairs:
         return []
     outcomes = [fix_outcome(server, *pair) for server, pair in sorted(pairs.items())]
     return [
-        f"**Verdict: {verdict_of(outcomes)}** (the documented fix, keep-alive above the "
-        f"balancer's {BALANCER_IDLE_S} s, against each server's default, for the "
-        f"{len(pairs)} server{'s' if len(pairs) != 1 else ''} with both arms; rule: decided "
-        "only where the exact 95 % intervals of the two 502 rates do not overlap).",
+        f"**Verdict: {verdict_of(outcomes)}** ({tally(outcomes)}: the documented fix, "
+        f"keep-alive above the balancer's {BALANCER_IDLE_S} s, against each server's default, "
+        f"for the {len(pairs)} server{'s' if len(pairs) != 1 else ''} with both arms; rule: "
+        "decided only where the exact 95 % intervals of the two 502 rates do not overlap).",
         "",
         *(o.line for o in outcomes),
+        *unfixed_lines(study, records, set(pairs)),
         "",
     ]
 
@@ -339,10 +386,11 @@ def fix_verdict_lines(study: Study, records: list[Record]) -> list[str]:
 def study_section(study: Study, records: list[Record]) -> list[str]:
     """One load-balancer study's section."""
     first = records[0]
+    runs = runs_text(records)
     lines = [
         f"## Study: {study.title}",
         "",
-        f"Source: `{study.source}`. Run `{first.metadata.get('study_run')}`, each arm in a network "
+        f"Source: `{study.source}`. {runs[0].upper()}{runs[1:]}, each arm in a network "
         "namespace of the harness's own (sysctls set there only), oha "
         f"{first.load_tool_version or ''} or the burst pattern of bench/load/race.py. "
         "Measured on a shared 2-CPU machine while other load ran: single runs, noisy.",
@@ -373,9 +421,32 @@ def _keeps_alive(rec: Record) -> str:
     return "–"
 
 
+def _race_study() -> Study | None:
+    try:
+        return load_study(RACE)
+    except StudyError:
+        return None
+
+
+def race_records(records: list[Record]) -> list[Record]:
+    """The race's records as its section shows them: per arm its latest run."""
+    study = _race_study()
+    return latest_run(records, RACE, tuple(a.id for a in study.arms) if study else None)
+
+
+def _fix_cell(server: str, fixed: list[Record], study: Study | None) -> str:
+    """The defaults table's fix column: the fix arm's rate, or why there is none."""
+    if fixed:
+        return per_10k(fixed[0])
+    if study is not None and server in study.no_fix:
+        return "no setting above the balancer's (see the race study)"
+    return "not measured"
+
+
 def defaults_table(records: list[Record]) -> list[str]:
     """Per server: its own keep-alive timeout and backlog, and what the race measured."""
-    race = [r for r in latest_run(records, RACE) if r.status == "ok"]
+    race = [r for r in race_records(records) if r.status == "ok"]
+    study = _race_study()
     rows = []
     for sid, spec in sorted(load_all().items()):
         if spec.app == "static":
@@ -395,14 +466,14 @@ def defaults_table(records: list[Record]) -> list[str]:
                 str(backlog.server_default) if backlog is not None else "–",
                 _keeps_alive(default[0]) if default else "not measured",
                 per_10k(default[0]) if default else "not measured",
-                per_10k(fixed[0]) if fixed else "not measured",
+                _fix_cell(sid, fixed, study),
             ]
         )
     return [
         "## Defaults behind a load balancer",
         "",
         "Each server with its own defaults behind the ALB-like front (PROXY=alb: "
-        f"{BALANCER_IDLE_S} s upstream idle timeout, no retry), from the latest "
+        f"{BALANCER_IDLE_S} s upstream idle timeout, no retry), from each arm's latest "
         "`lb-keepalive-race` run: 502s when the server's keep-alive is shorter than the "
         "balancer's, then with the documented fix "
         f"(keep-alive above {BALANCER_IDLE_S} s). Backlog is the server's own default.",
@@ -426,4 +497,4 @@ def defaults_table(records: list[Record]) -> list[str]:
 
 def defaults_section(records: list[Record]) -> list[str]:
     """The defaults table, when the race ran; else nothing."""
-    return defaults_table(records) if latest_run(records, RACE) else []
+    return defaults_table(records) if race_records(records) else []

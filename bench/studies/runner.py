@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from bench.core import plan
@@ -45,11 +46,14 @@ def run(
     duration: int | None,
     seed: int,
     skip_unrunnable: bool = False,
+    arms: Sequence[str] | None = None,
 ) -> int:
-    """make study NAME=...: the exit status. A study this machine cannot run (namespaces
-    without root) is refused (StudyError), or with `skip_unrunnable` (NAME=all) left out
-    with one line saying why."""
-    studies = load_runnable(names)  # every file checked before anything runs
+    """make study NAME=... [ARMS=...]: the exit status. A study this machine cannot run
+    (namespaces without root) is refused (StudyError), or with `skip_unrunnable` (NAME=all)
+    left out with one line saying why. `arms`: only these arm ids run (None: all)."""
+    studies = [only_arms(s, arms) for s in load_runnable(names)]  # checked before any runs
+    studies = [s for s in studies if s.arms]
+    names = [n for n in names if n in {s.name for s in studies}]
     namespaced = [s.name for s in studies if any(in_namespace(s.settings(a)) for a in s.arms)]
     problem = netns.root_problem() if namespaced else None
     try:
@@ -70,7 +74,15 @@ def run(
     if not names:
         return 0
     base = base_options(results, seed)
-    return execute_studies(names, base, duration, harness_run.execute, sections_for(results))
+    execute = harness_run.execute
+    return execute_studies(names, base, duration, execute, sections_for(results), arms)
+
+
+def only_arms(study: Study, arms: Sequence[str] | None) -> Study:
+    """The study with only the arms named (ARMS=); every arm when None."""
+    if arms is None:
+        return study
+    return replace(study, arms=tuple(a for a in study.arms if a.id in arms))
 
 
 def check_images(studies: list[Study]) -> None:
@@ -146,10 +158,11 @@ def execute_studies(
     duration: int | None,
     execute: Execute,
     sections: Sections,
+    arms: Sequence[str] | None = None,
 ) -> int:
     """Per study, the first phase, then the arms derived from its records; the worst exit
-    status (130: interrupted, nothing more is run)."""
-    studies = load_runnable(names)
+    status (130: interrupted, nothing more is run). `arms`: only these (ARMS=)."""
+    studies = [s for s in (only_arms(s, arms) for s in load_runnable(names)) if s.arms]
     for study in studies:
         quotas = [a.id for a in study.arms if "cpu_quota" in study.settings(a)]
         problem = cgroup.unavailable() if quotas else None

@@ -16,7 +16,7 @@ import re
 import tomllib
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.core import defaults, plan, validate
@@ -112,6 +112,9 @@ TOP_TYPES: dict[str, tuple[type, bool]] = {
     "best_by": (str, False),
     "open_metrics": (list, False),
     "not_run": (list, False),
+    # server id -> why it has no fix arm (the race: no setting keeps an idle connection open
+    # past the balancer's): said in the section instead of an invented arm.
+    "no_fix": (dict, False),
 }
 # A configuration the source measured that cannot run today: shown as a row of its own.
 NOT_RUN_KEYS = ("label", "published", "why", "instead")
@@ -176,6 +179,7 @@ class Study:
     open_metrics: tuple[str, ...] = ("achieved_rps", "p50_ms", "p99_ms", "failed_pct")
     not_run: tuple[dict, ...] = ()  # {label, published, why, instead}: the source's, not ours
     expect: str | None = None  # what is expected, in prose (a study without checks)
+    no_fix: dict[str, str] = field(default_factory=dict)  # server -> why no fix arm
 
     def settings(self, arm: Arm) -> dict[str, object]:
         """The arm's settings over [run]."""
@@ -593,7 +597,20 @@ def load_study(name: str) -> Study:
         open_metrics=open_metrics,
         not_run=tuple(data.get("not_run", [])),
         expect=data["expect"].strip() if "expect" in data else None,
+        no_fix=_no_fix(path, data.get("no_fix", {}), arms),
     )
+
+
+def _no_fix(path: Path, table: dict, arms: tuple[Arm, ...]) -> dict[str, str]:
+    """`no_fix`: a server of the study's arms -> why it has no fix arm, in prose."""
+    servers = sorted({a.server for a in arms})
+    for server, why in table.items():
+        if server not in servers or not isinstance(why, str):
+            raise StudyError(
+                f"{path}: no_fix.{server} must be a server of the arms ({', '.join(servers)}) "
+                "= why it has no fix arm"
+            )
+    return {server: " ".join(why.split()) for server, why in table.items()}
 
 
 def _check_figures(path: Path, data: dict) -> None:

@@ -27,6 +27,7 @@ from bench.studies.metrics import (
     latest_run,
     measured,
     per_arm,
+    runs_text,
 )
 from bench.studies.schema import NOT_RUN_KEYS, Study, StudyError, load_study, study_names
 from bench.studies.verdict import Outcome, judge
@@ -81,11 +82,11 @@ def collapse_groups(study: Study, records: list[Record]) -> tuple[list[Record], 
 
 
 def _run_line(verdict: str, records: list[Record], family: int) -> str:
-    host = host_of(records[0])
+    host = ", ".join(sorted({host_of(r) for r in records}))
     started = min(str(r.metadata.get("started_at", "")) for r in records)
     trials = len({r.trial for r in records})
     return (
-        f"**Verdict: {verdict}** (run {records[0].metadata.get('study_run')} on {host}, "
+        f"**Verdict: {verdict}** ({runs_text(records)} on {host}, "
         f"{len(records)} runs from {started}, {trials} trial{'s' if trials != 1 else ''} per "
         "arm; rule: a check is decided only where the 95 % interval of its ratio over the "
         f"trials, Bonferroni-corrected over the study's {family} checks, lies wholly on one "
@@ -461,11 +462,19 @@ def _judged_first(name: str) -> tuple[bool, str]:
         return (False, name)
 
 
+def _declared(name: str) -> tuple[str, ...] | None:
+    """The arm ids a study file declares (None: the file cannot be read)."""
+    try:
+        return tuple(a.id for a in load_study(name).arms)
+    except StudyError:
+        return None
+
+
 def summary_sections(records: list[Record], results_dir: Path | None = None) -> list[str]:
     """Sections for every study that has records (latest run of each), with plots; then the
     defaults behind a load balancer, when the race ran."""
     lines: list[str] = []
-    ran = {name: latest_run(records, name) for name in study_names()}
+    ran = {name: latest_run(records, name, _declared(name)) for name in study_names()}
     for name in sorted((n for n in ran if ran[n]), key=_judged_first):
         lines += _sections_of(name, ran[name], results_dir)
     return lines + network.defaults_section(records)

@@ -87,7 +87,7 @@ def test_the_fix_is_judged_only_where_the_intervals_part(
     arms = [_race_arm(rec, "gevent-default", *default), _race_arm(rec, "gevent-fix", *fixed)]
     assert fix_outcome("gunicorn-gevent", *arms).result == result
     lines = study_section(load_study("lb-keepalive-race"), arms)
-    assert f"**Verdict: {result}** (the documented fix" in "\n".join(lines)
+    assert f"**Verdict: {result}** (1 {result}: the documented fix" in "\n".join(lines)
 
 
 def test_section_from_a_real_port_exhaustion_record() -> None:
@@ -132,3 +132,80 @@ def test_race_rows_and_defaults_from_real_records() -> None:
     assert "no race possible" in sync
     untried = next(line for line in table if line.startswith("| granian |"))
     assert untried.count("not measured") == 4
+
+
+def test_zero_needed_is_where_no_502_falls_below_the_default() -> None:
+    """The requests a fix arm without a 502 must send for its exact upper bound to fall below
+    the default's lower bound: one fewer does not."""
+    from bench.studies.network import zero_needed
+
+    for bad, sent in ((3, 660), (5, 880), (9, 880)):
+        low = rate_per_10k(bad, sent)[1]
+        needed = zero_needed(low)
+        assert rate_per_10k(0, needed)[2] < low <= rate_per_10k(0, needed - 1)[2]
+    assert zero_needed(0.0) is None
+
+
+def _race_pair(default: tuple, fixed: tuple, server: str = "gunicorn-gevent") -> list:
+    import dataclasses
+
+    from bench.core.record import load_records
+
+    records, _ = load_records(FIXTURES.parent / "lb-race")
+    rec = dataclasses.replace(
+        next(r for r in records if r.server == "gunicorn-gevent"), server=server
+    )
+    name = server.removeprefix("gunicorn-")
+    return [_race_arm(rec, f"{name}-default", *default), _race_arm(rec, f"{name}-fix", *fixed)]
+
+
+def test_too_few_default_events_are_said_with_the_size_that_would_decide() -> None:
+    """3 502s in 660 against 0 in 660: inconclusive, and the row says the default's events
+    are too few (0 in 3,930 would be needed); a fix arm with 502s of its own only overlaps."""
+    from bench.studies.network import fix_outcome
+
+    few = fix_outcome("gunicorn-gevent", *_race_pair((3, 660), (0, 660)))
+    assert few.result == "inconclusive"
+    assert "too few race events to decide: the default's 3 in 660" in few.line
+    assert "need 3,930 requests sent to fall below it (this one sent 660)" in few.line
+    raced = fix_outcome("gunicorn-gevent", *_race_pair((3, 660), (2, 660)))
+    assert raced.line.endswith("the intervals overlap (too few events to tell)")
+    none = fix_outcome("gunicorn-gevent", *_race_pair((0, 660), (0, 660)))
+    assert "the default showed no 502 (0 in 660): no race to fix" in none.line
+    decided = fix_outcome("gunicorn-gevent", *_race_pair((3, 660), (0, 4_000)))
+    assert decided.result == "reproduced"
+
+
+def test_a_server_without_a_setting_is_shown_as_such() -> None:
+    """granian-asgi raced with its defaults and has no setting above the balancer's 60 s:
+    the section says so (the study's no_fix) in place of a fix arm, and the defaults table's
+    fix column too; a server that raced with neither a fix arm nor a reason says no fix ran."""
+    from bench.studies.network import defaults_table, study_section
+
+    study = load_study("lb-keepalive-race")
+    assert study.no_fix["granian-asgi"].startswith("no keep-alive timeout setting in granian 2.8.7")
+    pair = _race_pair((9, 880), (0, 880))
+    granian = _race_pair((1, 140), (0, 140), "granian-asgi")[0]
+    hyper = _race_pair((1, 660), (0, 660), "hypercorn")[0]
+    lines = study_section(study, [*pair, granian, hyper])
+    text = "\n".join(lines)
+    assert "for the 1 server with both arms" in text
+    row = next(line for line in lines if line.startswith("- granian-asgi,"))
+    assert row.startswith("- granian-asgi, 502 per 10,000: default 71.4 [1.8–392] (1 in 140) —")
+    assert "— no fix: no keep-alive timeout setting in granian 2.8.7: " in row
+    assert "IntRange(1, 60_000)" in row
+    assert "- hypercorn, 502 per 10,000: default 15.2 [0.4–84] (1 in 660) — no fix arm ran" in text
+    table = defaults_table([*pair, granian])
+    cell = next(line for line in table if line.startswith("| granian-asgi |"))
+    assert "no setting above the balancer's (see the race study)" in cell
+
+
+def test_no_fix_must_name_a_server_of_the_arms(tmp_path, monkeypatch) -> None:
+    """no_fix.<server> names a server the study's arms run, with the reason as a string."""
+    from bench.studies import schema
+
+    text = (schema.STUDIES_DIR / "lb-keepalive-race.toml").read_text()
+    monkeypatch.setattr(schema, "STUDIES_DIR", tmp_path)
+    (tmp_path / "lb-keepalive-race.toml").write_text(text.replace("granian-asgi = ", "nginx = "))
+    with pytest.raises(schema.StudyError, match=r"no_fix\.nginx must be a server of the arms"):
+        schema.load_study("lb-keepalive-race")

@@ -39,6 +39,11 @@ def _precheck(command: str, **variables: str) -> subprocess.CompletedProcess[str
         ("run", {"RUNTIME": "docker", "MEMORY": "12q"}, "MEMORY='12q' is not a size"),
         ("images", {"SERVER": "nope"}, "valid: flask-dev"),
         ("study", {"NAME": "nope"}, "valid: accept-queue"),
+        (
+            "study",
+            {"NAME": "lb-keepalive-race", "ARMS": "gevent-fix,nope"},
+            "unknown ARMS 'nope'; valid: gthread-default",
+        ),
         ("run", {"TRIALS": "many"}, "TRIALS='many' is not a whole number (1..100) or auto"),
         ("run", {"TRIALS": "5", "BUDGET": "3"}, "BUDGET=3 applies to TRIALS=auto only"),
         ("run", {"TRIALS": "auto", "BUDGET": "0"}, "BUDGET=0 is out of range 1..1440"),
@@ -72,6 +77,12 @@ def test_good_input_passes() -> None:
         TRIALS="auto",
         BUDGET="5",
     )
+    assert result.returncode == 0, result.stderr
+
+
+def test_arms_of_the_named_study_pass() -> None:
+    """ARMS= naming arms of the study NAME names passes the pre-check."""
+    result = _precheck("study", NAME="lb-keepalive-race", ARMS="gevent-fix,meinheld-fix")
     assert result.returncode == 0, result.stderr
 
 

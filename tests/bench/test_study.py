@@ -662,3 +662,92 @@ def test_an_older_run_at_another_quota_is_labelled_with_the_quota_it_ran_at() ->
     labels = sections._arm_labels(study, [old, now])
     assert labels["rule-cpus"].endswith("0.5-CPU quota (this run: a 1-CPU quota)")
     assert labels["w1"] == "Gunicorn sync, workers 1, 0.5-CPU quota"
+
+
+def test_arms_names_arms_of_the_named_studies_or_is_refused() -> None:
+    """ARMS=: a comma list of the named studies' arm ids (`all` or unset: every arm); an
+    unknown id is one line naming the valid ones, exit 2; a second-phase arm is refused (its
+    rates come from the first phase of the same run)."""
+    race = ["lb-keepalive-race"]
+    assert cli.study_arms_from(" gevent-fix, meinheld-fix", race) == ("gevent-fix", "meinheld-fix")
+    assert cli.study_arms_from("all", race) is None and cli.study_arms_from(None, race) is None
+    with pytest.raises(cli.UsageError, match="unknown ARMS 'nope'; valid: gthread-default, "):
+        cli.study_arms_from("gevent-fix,nope", race)
+    with pytest.raises(cli.UsageError, match="unknown ARMS"):  # an arm of a study not named
+        cli.study_arms_from("uwsgi-w1", race)
+    with pytest.raises(cli.UsageError, match="ARMS uwsgi-open: derived from the first phase"):
+        cli.study_arms_from("uwsgi-w1,uwsgi-open", ["sync-vs-async-p99"])
+    assert cli.main(["study", "--name=lb-keepalive-race", "--arms=nope"]) == 2
+
+
+def test_make_study_with_arms_runs_only_those(tmp_path: Path) -> None:
+    """ARMS= of first-phase arms: only those are executed, and no second phase (no derived
+    arm was named); the study's other arms are not run."""
+    calls = []
+
+    def fake_execute(options, sections) -> int:
+        calls.append([str(o.study.meta["study_arm"]) for o in options])
+        return 0
+
+    base = _base(tmp_path)
+    chosen = ("uvicorn-w2", "uwsgi-w1")
+    assert runner.execute_studies(["sync-vs-async-p99"], base, 3, fake_execute, list, chosen) == 0
+    assert calls == [["uwsgi-w1", "uvicorn-w2"]]  # in the file's order, one batch
+    study = schema.load_study("lb-keepalive-race")
+    assert [a.id for a in runner.only_arms(study, ("meinheld-fix",)).arms] == ["meinheld-fix"]
+    assert runner.only_arms(study, None) is study
+
+
+def _run_of(rec, run: str, arm: str, trial: int = 1):
+    meta = {**rec.metadata, "study": "lb-keepalive-race", "study_run": run, "study_arm": arm}
+    return replace(rec, metadata=meta, trial=trial, run_id=f"{run}{arm}{trial}")
+
+
+def test_each_arm_shows_its_latest_run() -> None:
+    """A run of some arms (ARMS=) adds to the runs before it: per arm the records of its
+    latest run, every trial of it; an arm only an older run has stays while the study file
+    declares it (or nothing is declared), and the section names each run it rests on."""
+    from bench.core.record import latest_per_arm
+
+    rec = load_records(FIXTURES / "lb-race")[0][0]
+    records = [
+        _run_of(rec, "r1", "gevent-default"),
+        _run_of(rec, "r1", "gevent-fix"),
+        _run_of(rec, "r1", "gone"),  # an arm the file no longer declares
+        _run_of(rec, "r2", "gevent-fix", 1),
+        _run_of(rec, "r2", "gevent-fix", 2),
+        _run_of(rec, "r0", "gevent-default"),
+    ]
+    picked = {(r.metadata["study_arm"], r.metadata["study_run"], r.trial) for r in records}
+    got = latest_per_arm(records, "lb-keepalive-race", ("gevent-default", "gevent-fix"))
+    assert {(r.metadata["study_arm"], r.metadata["study_run"], r.trial) for r in got} == {
+        ("gevent-default", "r1", 1),
+        ("gevent-fix", "r2", 1),
+        ("gevent-fix", "r2", 2),
+    }
+    everything = latest_per_arm(records, "lb-keepalive-race")
+    assert (
+        ("gone", "r1", 1)
+        in {(r.metadata["study_arm"], r.metadata["study_run"], r.trial) for r in everything}
+        <= picked
+    )
+    # The newest run's arms are kept even when the file no longer declares them.
+    assert len(latest_per_arm(records, "lb-keepalive-race", ("gevent-default",))) == 3
+    assert latest_per_arm(records, "no-such-study") == []
+    text = "\n".join(sections.summary_sections(got))
+    assert "Runs r1 (1 arm), r2 (1 arm: gevent-fix), each arm's latest" in text
+    run = "Run 20261123T160812Z, each arm"  # one run: as before, its id as written
+    assert run in "\n".join(sections.summary_sections([_run_of(rec, "20261123T160812Z", "x")]))
+
+
+def test_a_race_arm_costs_its_probe_and_its_gaps_at_most() -> None:
+    """The race's cost bound: a fix arm's gaps × rounds (cut to race_budget) and no probe; a
+    probing arm its probe_limit plus the whole budget (its gaps follow the measured close)."""
+    from bench.studies import cost
+
+    study = schema.load_study("lb-keepalive-race")
+    fix, probing = study.arm("gevent-fix"), study.arm("gevent-default")
+    assert fix is not None and probing is not None
+    gaps = study.settings(fix)["race_gaps_ms"]
+    assert cost.race_seconds(study, fix) == sum(gaps) * 4 / 1000  # type: ignore[arg-type]
+    assert cost.race_seconds(study, probing) == 65 + 240
