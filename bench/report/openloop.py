@@ -82,8 +82,9 @@ CAPACITY_NOTE = (
     "Trials at the knee: the steps between those two rates."
 )
 BRACKET_NOTE = (
-    "‡: one step per rate around the crossing (a search without repeats at the knee): the "
-    "interval is only the bracket of those single steps, and a repeat may land outside it."
+    "‡: no rate around the crossing was stepped 3 times (a search without repeats at the "
+    "knee, or with TRIALS below 3): the interval rests on single steps, and a repeat may "
+    "land outside it."
 )
 
 

@@ -277,8 +277,9 @@ def block_for(rate_rps: float | None) -> int:
 class Capacity:
     """The offered rate where the share of passing trials crosses 1/2, with its interval;
     `center` None when no rate failed (`below` False) or every rate failed (`below` True).
-    `bracket_only`: fewer than 2 trials at the rates around the crossing, so the interval is
-    only the ladder step that holds it."""
+    `bracket_only`: no rate around the crossing was stepped 3 times (a search without the
+    knee's repeats: single steps, and the search's confirmation): the interval rests on
+    single steps."""
 
     center: float | None
     low: float | None
@@ -351,7 +352,7 @@ def capacity(
         min(low, step_low),
         max(high, step_high),
         int(sum(near)),
-        bracket_only=min(counts[(rates >= step_low) & (rates <= step_high)]) < 2,
+        bracket_only=max(counts[(rates >= step_low) & (rates <= step_high)]) < 3,
     )
 
 
