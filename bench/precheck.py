@@ -74,6 +74,7 @@ CHOICES: dict[str, Callable[[str], object]] = {
     "LIFECYCLE": lambda raw: validate_choice("lifecycle", raw, LIFECYCLES),
     "CPU_QUOTA": _cpu_quota,
     "RUNTIME": lambda raw: validate_choice("runtime", raw, plan.RUNTIMES),
+    "NETWORK": lambda raw: validate_choice("network", raw, plan.NETWORKS),
     "CPUS": validate_cpus,
     "MEMORY": validate_memory,
     "TARGET": validate_target,

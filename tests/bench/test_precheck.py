@@ -36,6 +36,12 @@ def _precheck(command: str, **variables: str) -> subprocess.CompletedProcess[str
         ("run", {"RUNTIME": "foo"}, "valid: native, docker, compose"),
         ("serve", {"RUNTIME": "docker", "CPUS": "abc"}, "CPUS='abc' is not a number of CPUs"),
         ("run", {"RUNTIME": "docker", "MEMORY": "12q"}, "MEMORY='12q' is not a size"),
+        (
+            "run",
+            {"RUNTIME": "docker", "NETWORK": "nat"},
+            "unknown NETWORK 'nat'; valid: host, bridge",
+        ),
+        ("serve", {"NETWORK": "BOGUS"}, "valid: host, bridge"),
         ("images", {"SERVER": "nope"}, "valid: flask-dev"),
         ("study", {"NAME": "nope"}, "valid: accept-queue"),
         ("run", {"TRIALS": "many"}, "TRIALS='many' is not a whole number (1..100) or auto"),
