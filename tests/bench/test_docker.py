@@ -156,3 +156,19 @@ def test_subnets_in_use_are_read_from_the_engines_inspect() -> None:
         ipaddress.IPv4Network("172.17.0.0/16"),
         ipaddress.IPv4Network("198.19.0.0/24"),
     ]
+
+
+def test_records_say_which_network_and_which_subnet() -> None:
+    """container.network is "host" without a bridge (subnet and address null), "bridge" with
+    one, with its subnet and the server's address."""
+    from bench.stack.containers import container_facts
+
+    host = container_facts(None, docker.Limits(), "pwb-1-granian-1")
+    assert (host["network"], host["subnet"], host["address"]) == ("host", None, None)
+    bridge = docker.Bridge("pwb-1-bridge-2", ipaddress.IPv4Network("198.19.3.0/24"))
+    facts = container_facts(None, docker.Limits(cpus=1.0), "pwb-1-granian-3", bridge)
+    assert (facts["network"], facts["subnet"], facts["address"]) == (
+        "bridge",
+        "198.19.3.0/24",
+        "198.19.3.2",
+    )
