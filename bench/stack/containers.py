@@ -49,7 +49,6 @@ from bench.stack.verify import VerifyError, verify_server
 
 APP_ROOT = "/app"  # where compose/Dockerfile puts app_common/ and servers/
 VENV = "/venv"
-NETWORKS = ("host", "bridge")  # plan.NETWORKS: NETWORK= picks one
 # Asks the image's own interpreter what is installed: the record's packages, as native.
 PACKAGES_PY = (
     "import importlib.metadata as m, json, platform; print(json.dumps({'python': "
@@ -132,8 +131,9 @@ class ContainerServed(LocalServed):
         return group.pids() if group is not None else set()
 
     def wait_idle(self, timeout_s: float = 60.0) -> None:
-        """As native (the accept queue is on the host's loopback); then the container's
-        processes are the ones the watchdog follows."""
+        """As native (the accept queue read where the listener is: the host's network, or
+        the container's on a bridge); then the container's processes are the ones the
+        watchdog follows."""
         port = self.server.port
         ready.wait_until(
             lambda: ((self.listen_state(port) or (0, 0))[0]) == 0,
