@@ -162,6 +162,15 @@ class ContainerServed(LocalServed):
         return container_facts(self.image, self.limits, self.container, self.bridge)
 
 
+def bind_to(argv: list[str], bridge: docker.Bridge | None) -> list[str]:
+    """The server's argv as declared (it binds 127.0.0.1), or on a bridge the same argv bound
+    to the container's address there: loopback inside the container is not reachable from the
+    host, and the declarations (hashed into the images) stay as they are."""
+    if bridge is None:
+        return argv
+    return [arg.replace("127.0.0.1", bridge.server_address) for arg in argv]
+
+
 def container_facts(
     image: Image | None,
     limits: docker.Limits,
@@ -302,7 +311,7 @@ class ContainerSite(LocalSite):
             **environment.env,
             **opts.study.app_env,
         }
-        return render_argv(spec, fill), env
+        return bind_to(render_argv(spec, fill), self.bridge), env
 
     def _start(
         self,

@@ -172,3 +172,21 @@ def test_records_say_which_network_and_which_subnet() -> None:
         "198.19.3.0/24",
         "198.19.3.2",
     )
+
+
+def test_on_a_bridge_the_server_binds_its_address_there() -> None:
+    """A declaration binds 127.0.0.1: in a bridged container that would be unreachable from
+    the host, so the argv binds the container's address instead (never 0.0.0.0)."""
+    from bench.stack.containers import bind_to
+
+    argv = ["gunicorn", "--bind", "127.0.0.1:8000", "--host", "127.0.0.1", "app:app"]
+    assert bind_to(argv, None) == argv
+    bridge = docker.Bridge("pwb-1-bridge-1", ipaddress.IPv4Network("198.19.5.0/24"))
+    assert bind_to(argv, bridge) == [
+        "gunicorn",
+        "--bind",
+        "198.19.5.2:8000",
+        "--host",
+        "198.19.5.2",
+        "app:app",
+    ]
