@@ -283,12 +283,26 @@ def validate_cpu_quota(raw: str | None, target: str | None = None) -> float | No
     return quota
 
 
+def validate_network(args: argparse.Namespace, runtime: str) -> str:
+    """NETWORK: the server container's network; bridge only with RUNTIME=docker, and with
+    the load tool talking to the server directly (no PROXY=)."""
+    network = validate_choice("network", getattr(args, "network", None), plan.NETWORKS)
+    if network == "host":
+        return network
+    if runtime != "docker":
+        raise UsageError(f"NETWORK={network} is the server container's network: add RUNTIME=docker")
+    if (getattr(args, "proxy", None) or "none") != "none":
+        raise UsageError(f"PROXY is not supported with NETWORK={network}; valid: NETWORK=host")
+    return network
+
+
 def validate_runtime(
     args: argparse.Namespace, servers: tuple[str, ...], arch: str, target: str | None
 ) -> dict[str, object]:
     """RUNTIME, CPUS and MEMORY: RUNTIME=docker needs an engine and each server's current
     image; CPUS and MEMORY are the container's limits, in docker's own syntax."""
     runtime = validate_choice("runtime", args.runtime, plan.RUNTIMES)
+    network = validate_network(args, runtime)
     cpus_raw = (args.cpus or "").strip()
     memory_raw = (args.memory or "").strip()
     if runtime != "docker":
@@ -301,7 +315,7 @@ def validate_runtime(
     from bench.core.registry import load_all
     from bench.host import docker, images
 
-    limits: dict[str, object] = {"mode": plan.Mode(runtime=runtime)}
+    limits: dict[str, object] = {"mode": plan.Mode(runtime=runtime), "network": network}
     if cpus_raw:
         limits["cpus"] = validate_cpus(cpus_raw)
     if memory_raw:

@@ -126,6 +126,7 @@ CHOICES: dict[str, Callable[[str], object]] = {
     "CPU_QUOTA": _cpu_quota,
     "RUNTIME": lambda raw: validate_choice("runtime", raw, plan.RUNTIMES),
     "LOAD": lambda raw: validate_choice("load", raw, load_names()),
+    "NETWORK": lambda raw: validate_choice("network", raw, plan.NETWORKS),
     "CPUS": validate_cpus,
     "MEMORY": validate_memory,
     "TARGET": validate_target,

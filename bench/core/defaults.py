@@ -36,6 +36,8 @@ PIN = False  # pinning needs 2+ CPUs and halves what the server may use; opt in 
 # tool names live in bench/load only.
 LOCUST_WORKERS = 0  # one local Locust process; workers only when it saturates a core
 RUNTIME = "native"  # the harness starts the server here; `compose` is set by make compose-bench
+# RUNTIME=docker's network: the host's stack (no hop added); bridge measures the bridge's cost
+NETWORK = "host"
 
 # -- every run (studies may change the load timeout) -----------------------------------------
 # wrk's --timeout: a response slower than this counts as a timeout error, not a latency sample.

@@ -26,6 +26,9 @@ PROXIES = ("none", "nginx", "alb")
 # compose-bench); docker, the server under test in its image (RUNTIME=docker,
 # bench.stack.containers)
 RUNTIMES = ("native", "docker", "compose")
+# NETWORK= with RUNTIME=docker: the host's network stack, or a bridge the harness creates in
+# 198.19.0.0/16 (bench.host.docker.create_bridge)
+NETWORKS = ("host", "bridge")
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,7 @@ class Options:
     # RUNTIME=docker: the container's limits (the engine's --cpus and --memory); None: none
     cpus: float | None = None
     memory_bytes: int | None = None
+    network: str = defaults.NETWORK  # RUNTIME=docker: host or bridge (NETWORKS)
     # APP=: the user's own app instead of app_common (bench.core.app); its routes are the
     # scenarios (`<app>:<route>`)
     app: AppSpec | None = None

@@ -72,8 +72,11 @@ from pathlib import Path
 #    sought, a share of the estimate), budget_s, min_trials, max_trials}: TRIALS=auto runs
 #    only; their trials past min_trials were added a round at a time until every point's
 #    interval was within the target or the budget ended (bench.report.precision).
-FORMAT_VERSION = 8
-KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
+# 9: (2026-11, issue 24 item 5) container.network "host" or "bridge" (NETWORK=), and
+#    container.subnet, container.address: the harness's bridge and the server's address on
+#    it (null on the host network; absent before 9, read as null).
+FORMAT_VERSION = 9
+KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
 STATUSES = ("ok", "failed", "unsupported")
 UNSUPPORTED = ("scenario", "reload", "recycle", "emulation")
 # Before format 6: the reason's opening words (bench/harness/run.py wrote them) -> the code.

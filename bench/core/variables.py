@@ -228,6 +228,13 @@ VARIABLES: tuple[Variable, ...] = (
         SERVE,
     ),
     Variable(
+        "NETWORK",
+        "RUNTIME=docker: host (the host's network) or bridge (a harness-made one, 198.19.0.0/16)",
+        defaults.NETWORK,
+        SERVE,
+        unset=defaults.NETWORK,
+    ),
+    Variable(
         "LIFECYCLE",
         "reload: each server's own graceful reload mid-window (needs LOAD=oha RATE=)",
         "none",

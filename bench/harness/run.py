@@ -228,7 +228,8 @@ def make_harness(
         from bench.host.docker import Limits
         from bench.stack.containers import ContainerSite
 
-        site = ContainerSite(table, run_dir, placement, Limits(first.cpus, first.memory_bytes))
+        limits = Limits(first.cpus, first.memory_bytes)
+        site = ContainerSite(table, run_dir, placement, limits, first.network)
     proxy_version = tool_version(["nginx", "-v"]) if any(o.proxy for o in arms) else None
     recorder = Recorder(host_metadata(), placement, tool, progress, proxy_version)
     return Harness(site, tool, recorder, table, run_dir, progress)

@@ -31,7 +31,8 @@ POLL_S = 1.0  # how often a dead server or stack is noticed while nobody is look
 def urls(served: LocalServed) -> list[str]:
     """The lines a user's tools need: the server, nginx in front, pgbouncer's DSN."""
     app = f", APP {served.app_name}" if getattr(served, "app_name", None) else ""
-    lines = [f"server http://127.0.0.1:{served.server.port} ({served.name}{app})"]
+    host = getattr(served, "host", "127.0.0.1")  # RUNTIME=docker NETWORK=bridge: its address
+    lines = [f"server http://{host}:{served.server.port} ({served.name}{app})"]
     if served.proxy is not None:
         lines.append(f"nginx http://127.0.0.1:{served.proxy.port} (in front of {served.name})")
     lines.append(f"pgbouncer {served.db.app_url}")
@@ -92,9 +93,8 @@ def serve(opts: plan.Options, out: TextIO = sys.stdout, say: TextIO = sys.stderr
                 from bench.host.docker import Limits
                 from bench.stack.containers import ContainerSite
 
-                site = ContainerSite(
-                    table, run_dir, cpu_placement(opts.pin), Limits(opts.cpus, opts.memory_bytes)
-                )
+                limits = Limits(opts.cpus, opts.memory_bytes)
+                site = ContainerSite(table, run_dir, cpu_placement(opts.pin), limits, opts.network)
             try:
                 return _up(site, opts, out, say)
             except ServeError as exc:

@@ -12,10 +12,19 @@ Engine facts relied on (docker run --help, Docker 20.10 docs "Runtime options wi
 CPUs"): `--cpus=N` sets the CFS quota to N × the 100 ms period; `--memory=N[b|k|m|g]` is the
 hard limit (at least 6 MiB); `--network host` shares the host's network stack (127.0.0.1 is the
 host's loopback, no port mapping, no bridge); `--rm` removes the container when it exits.
+NETWORK=bridge (docker network create --help, Docker's "Bridge network driver" page): a
+user-defined bridge with `--subnet` and `--gateway` gets a Linux bridge holding the gateway
+address on the host as soon as it is created (so host processes can listen on it before any
+container attaches); `--internal` keeps its containers off every other network (the engine's
+isolation rules drop what would leave the bridge), and
+`com.docker.network.bridge.enable_ip_masquerade=false` adds no NAT rule; `docker run --ip`
+gives the container a fixed address on it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import json
 import os
 import re
@@ -37,6 +46,13 @@ OWNER_LABEL = "pywebbench.owner"
 TOKEN_LABEL = "pywebbench.token"
 NAME_RE = re.compile(rf"^{PREFIX}-(\d+)-")
 TIMEOUT_S = 60  # one engine command (inspect, rm, stop): bounded
+# NETWORK=bridge: the harness's bridges take a /24 of 198.19.0.0/16, the upper half of the
+# benchmarking range 198.18.0.0/15 (RFC 2544), never the engine's 172.17.0.0/16; compose/
+# keeps 198.18.0.0/24 and its test 198.18.224.0/24, in the lower half.
+BENCHMARK_RANGE = ipaddress.IPv4Network("198.18.0.0/15")
+BRIDGE_POOL = ipaddress.IPv4Network("198.19.0.0/16")
+BRIDGE_PREFIX = 24
+BRIDGE_ATTEMPTS = 8  # another harness may take the same free /24 at the same moment
 _numbers = count(1)
 
 
@@ -135,6 +151,7 @@ def run_argv(
     workdir: str,
     labels: dict[str, str],
     network: str = "host",
+    ip: str | None = None,
     stop_signal: str = "SIGTERM",
     stop_timeout_s: int = 10,
 ) -> list[str]:
@@ -146,6 +163,7 @@ def run_argv(
         "--rm",
         f"--name={name}",
         f"--network={network}",
+        *([f"--ip={ip}"] if ip else []),
         # The server's own stop signal (server.toml), SIGKILL after the timeout.
         f"--stop-signal={stop_signal}",
         f"--stop-timeout={stop_timeout_s}",
@@ -233,8 +251,105 @@ def remove_leftovers() -> list[str]:
             remove_container(name)
             removed.append(name)
         for name in leftovers(owned("network")):
-            _docker("network", "rm", name, check=False)
+            remove_network(name)
             removed.append(name)
     except EngineError:
         return removed
     return removed
+
+
+@dataclass(frozen=True)
+class Bridge:
+    """A harness-made bridge network: its name, subnet, the host's address on it (the
+    gateway) and the address the server's container takes."""
+
+    name: str
+    subnet: ipaddress.IPv4Network
+
+    @property
+    def gateway(self) -> str:
+        """The host's own address on the bridge (the first of the subnet)."""
+        return str(self.subnet.network_address + 1)
+
+    @property
+    def server_address(self) -> str:
+        """The server container's fixed address (the second of the subnet)."""
+        return str(self.subnet.network_address + 2)
+
+
+def choose_subnet(
+    used: list[ipaddress.IPv4Network], pool: ipaddress.IPv4Network = BRIDGE_POOL
+) -> ipaddress.IPv4Network:
+    """The first /24 of `pool` that overlaps none of `used`; EngineError when none is free."""
+    for candidate in pool.subnets(new_prefix=BRIDGE_PREFIX):
+        if not any(candidate.overlaps(other) for other in used):
+            return candidate
+    raise EngineError(f"no free /{BRIDGE_PREFIX} left in {pool} for a bridge network")
+
+
+def host_networks() -> list[ipaddress.IPv4Network]:
+    """The IPv4 networks of the host's own interfaces."""
+    found = []
+    for addresses in psutil.net_if_addrs().values():
+        for address in addresses:
+            if address.family.name == "AF_INET" and address.netmask:
+                found.append(
+                    ipaddress.IPv4Network(f"{address.address}/{address.netmask}", strict=False)
+                )
+    return found
+
+
+def parse_subnets(inspected: list[dict]) -> list[ipaddress.IPv4Network]:
+    """The IPv4 subnets of `docker network inspect`'s networks."""
+    found = []
+    for network in inspected:
+        for config in (network.get("IPAM") or {}).get("Config") or []:
+            with contextlib.suppress(ValueError):
+                subnet = ipaddress.ip_network(config.get("Subnet") or "", strict=False)
+                if isinstance(subnet, ipaddress.IPv4Network):
+                    found.append(subnet)
+    return found
+
+
+def subnets_in_use() -> list[ipaddress.IPv4Network]:
+    """Every subnet the engine's networks and the host's interfaces hold."""
+    ids = _docker("network", "ls", "--quiet").split()
+    inspected = json.loads(_docker("network", "inspect", *ids)) if ids else []
+    return parse_subnets(inspected) + host_networks()
+
+
+def network_argv(name: str, subnet: ipaddress.IPv4Network, labels: dict[str, str]) -> list[str]:
+    """`docker network create` of one harness-owned bridge: internal, no NAT."""
+    command = [
+        "network",
+        "create",
+        "--driver=bridge",
+        f"--subnet={subnet}",
+        f"--gateway={subnet.network_address + 1}",
+        "--internal",
+        "--opt=com.docker.network.bridge.enable_ip_masquerade=false",
+    ]
+    command += [f"--label={key}={value}" for key, value in sorted(labels.items())]
+    return [*command, name]
+
+
+def create_bridge(owner: int | None = None) -> Bridge:
+    """A new harness-owned bridge network in BRIDGE_POOL (named and labelled like the
+    containers, so a killed harness's is removed at the next start); EngineError if none."""
+    used = subnets_in_use()
+    for _ in range(BRIDGE_ATTEMPTS):
+        bridge = Bridge(container_name("bridge", owner), choose_subnet(used))
+        try:
+            _docker(*network_argv(bridge.name, bridge.subnet, owner_labels(owner)))
+        except EngineError as exc:
+            if "overlap" not in str(exc):
+                raise
+            used.append(bridge.subnet)  # taken meanwhile: the next one
+            continue
+        return bridge
+    raise EngineError(f"no bridge network could be created in {BRIDGE_POOL}")
+
+
+def remove_network(name: str) -> None:
+    """Remove one network by name; nothing when it is already gone."""
+    _docker("network", "rm", name, check=False)

@@ -172,24 +172,30 @@ class Namespace:
 
     def call(self, fn: Callable[[], T]) -> T:
         """fn() on a thread that entered the namespace: its sockets are the namespace's."""
-        box: dict[str, object] = {}
+        return call_in(NETNS_DIR / self.name, fn)
 
-        def body() -> None:
-            try:
-                with open(NETNS_DIR / self.name) as handle:
-                    if libc.setns(handle.fileno(), CLONE_NEWNET) != 0:
-                        errno = ctypes.get_errno()
-                        raise NetnsError(f"setns({self.name}): {os.strerror(errno)}")
-                box["value"] = fn()
-            except BaseException as exc:  # handed to the caller's thread
-                box["error"] = exc
 
-        thread = threading.Thread(target=body, name=f"in-{self.name}", daemon=True)
-        thread.start()
-        thread.join()
-        if "error" in box:
-            raise box["error"]  # type: ignore[misc]
-        return box["value"]  # type: ignore[return-value]
+def call_in(handle_path: Path, fn: Callable[[], T]) -> T:
+    """fn() on a thread that entered the network namespace at handle_path (a bind mount of
+    /run/netns, or /proc/<pid>/ns/net: a container's); the thread ends with it."""
+    box: dict[str, object] = {}
+
+    def body() -> None:
+        try:
+            with open(handle_path) as handle:
+                if libc.setns(handle.fileno(), CLONE_NEWNET) != 0:
+                    errno = ctypes.get_errno()
+                    raise NetnsError(f"setns({handle_path}): {os.strerror(errno)}")
+            box["value"] = fn()
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=body, name=f"in-{handle_path}", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["value"]  # type: ignore[return-value]
 
 
 @dataclass

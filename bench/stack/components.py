@@ -81,7 +81,11 @@ class Database:
     @property
     def app_url(self) -> str:
         """What the app connects to: pgbouncer over TCP on loopback."""
-        return f"postgresql://{DB_USER}:{self.password}@127.0.0.1:{self.pgbouncer_port}/{DB_NAME}"
+        return self.app_url_at("127.0.0.1")
+
+    def app_url_at(self, host: str) -> str:
+        """pgbouncer at `host` (one of its listen addresses: loopback, a bridge's gateway)."""
+        return f"postgresql://{DB_USER}:{self.password}@{host}:{self.pgbouncer_port}/{DB_NAME}"
 
     def psql(self, sql: str, *, via_pgbouncer: bool = False, dbname: str = DB_NAME) -> str:
         """Run SQL with psql and return its unaligned output (header line included)."""
@@ -201,6 +205,10 @@ class Stack:
         # The test suite uses its own cluster, so `make test` never meets a `make bench`.
         self.cluster = self.base / cluster_name
         self.upstream_port: int | None = None
+        # Where pgbouncer listens besides loopback, and where the upstream stub listens: a
+        # container on a bridge reaches both on the bridge's gateway (bench.stack.containers).
+        self.extra_listen: tuple[str, ...] = ()
+        self.upstream_host = "127.0.0.1"
 
     # -- PostgreSQL -------------------------------------------------------------------------
     def _init_cluster(self) -> Path:
@@ -325,6 +333,7 @@ class Stack:
                 pg_socket_dir=sock,
                 pg_port=pg_port,
                 port=port,
+                listen_addr=",".join(("127.0.0.1", *self.extra_listen)),
                 auth_file=auth_file,
                 pool_size=PGBOUNCER_POOL_SIZE,
             )
@@ -370,16 +379,18 @@ class Stack:
 
     # -- the simulated external API ---------------------------------------------------------
     def start_upstream(self, python: str) -> int:
-        """The local stub that answers /delay?ms= after ms, for the /upstream route."""
+        """The local stub that answers /delay?ms= after ms, for the /upstream route, on
+        upstream_host (the server is its only client)."""
         port = ready.free_port()
+        host = self.upstream_host
         proc = self.table.start(
             "upstream",
-            [python, "-m", "app_common.upstream", "--host", "127.0.0.1", "--port", str(port)],
+            [python, "-m", "app_common.upstream", "--host", host, "--port", str(port)],
             self.run_dir / "upstream.log",
             env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT)},
             cwd=ROOT,
         )
-        ready.wait_http(proc, port, "/health", timeout_s=20)
+        ready.wait_http(proc, port, "/health", timeout_s=20, host=host)
         self.upstream_port = port
         return port
 

@@ -1,8 +1,9 @@
 """RUNTIME=docker: the server under test in its image, the rest of the stack as for native.
 
-Input: the options' limits (CPUS=, MEMORY=), the images `make images` built, the shared stack
-of bench.site.LocalSite. Output: a ContainerSite whose serve() starts the server's container
-(`docker run --network host`, the engine's --cpus/--memory), waits until it answers, verifies
+Input: the options' limits (CPUS=, MEMORY=), the network (NETWORK=), the images `make images`
+built, the shared stack of bench.site.LocalSite. Output: a ContainerSite whose serve() starts
+the server's container (`docker run --network host` or on a bridge of its own, the engine's
+--cpus/--memory), waits until it answers, verifies
 it exactly as a native server, and hands bench.measure a ContainerServed: the watchdog follows
 the processes of the container's cgroup, the sampler the container's process tree, and the
 observers its cgroup (CPU, throttling, memory, OOM kills).
@@ -10,6 +11,13 @@ observers its cgroup (CPU, throttling, memory, OOM kills).
 Why the host network: the server reaches pgbouncer and the upstream stub on 127.0.0.1 as the
 native server does, the load tool reaches it on 127.0.0.1, and no bridge or NAT hop is added
 to what is measured; the container keeps its own cgroup limits, filesystem and pid namespace.
+NETWORK=bridge measures what that hop costs: a bridge the harness creates in 198.19.0.0/16
+(bench.host.docker.create_bridge), the server's container at its second address, and
+pgbouncer and the upstream stub listening on its gateway (the host's address on it; pgbouncer
+on loopback too, for the harness's own probes); the load tool stays on the host and sends to
+the container's address, through the veth pair and the bridge, without NAT or the engine's
+userland proxy. The server's listening socket is then in the container's network namespace:
+its accept queue and backlog are read there (bench.host.netns.call_in).
 The container is named and labelled by the harness (bench.host.docker) and removed on every
 exit path: by the site when the server stops, by the process table's clean-up otherwise, and
 at the next start when the harness was killed.
@@ -28,7 +36,7 @@ from pathlib import Path
 
 from bench.core.plan import Options
 from bench.core.registry import APPS, ServerSpec, render_argv, render_env, resolve_knobs
-from bench.host import docker, ready
+from bench.host import docker, netns, ready
 from bench.host.container_cgroup import ContainerCgroup, ContainerCgroupError
 from bench.host.images import Image, ImageError, image_for
 from bench.host.prepare import Environment, Prepared, Unavailable
@@ -41,7 +49,6 @@ from bench.stack.verify import VerifyError, verify_server
 
 APP_ROOT = "/app"  # where compose/Dockerfile puts app_common/ and servers/
 VENV = "/venv"
-NETWORK = "host"
 # Asks the image's own interpreter what is installed: the record's packages, as native.
 PACKAGES_PY = (
     "import importlib.metadata as m, json, platform; print(json.dumps({'python': "
@@ -95,21 +102,47 @@ class ContainerServed(LocalServed):
     limits: docker.Limits = field(default_factory=docker.Limits)
     init_pid: int | None = None
     container_cgroup: ContainerCgroup | None = None
+    bridge: docker.Bridge | None = None  # NETWORK=bridge: the server is at its address
+
+    @property
+    def host(self) -> str:
+        """The server's address as the load tool reaches it."""
+        return self.bridge.server_address if self.bridge else "127.0.0.1"
+
+    @property
+    def base_url(self) -> str:
+        """The server (PROXY= is refused with NETWORK=bridge)."""
+        if self.bridge is None or self.proxy is not None:
+            return super().base_url
+        return f"http://{self.host}:{self.server.port}"
+
+    def listen_state(self, port: int) -> tuple[int, int] | None:
+        """(accept queue, backlog) of the server's listener, in its network namespace."""
+        if self.bridge is None or self.init_pid is None:
+            return sample.listen_state(port)
+        handle = Path(f"/proc/{self.init_pid}/ns/net")
+        try:
+            return netns.call_in(handle, lambda: sample.listen_state(port))
+        except (OSError, netns.NetnsError):
+            return None  # the container is gone: the watchdog says so
 
     def _container_pids(self) -> set[int]:
         group = self.container_cgroup
         return group.pids() if group is not None else set()
 
     def wait_idle(self, timeout_s: float = 60.0) -> None:
-        """As native (the accept queue is on the host's loopback); then the container's
-        processes are the ones the watchdog follows."""
+        """As native (the accept queue read where the listener is: the host's network, or
+        the container's on a bridge); then the container's processes are the ones the
+        watchdog follows."""
+        port = self.server.port
         ready.wait_until(
-            lambda: (sample.listen_queue(self.server.port) or 0) == 0,
+            lambda: ((self.listen_state(port) or (0, 0))[0]) == 0,
             "draining its accept queue",
             self.server.proc,
             timeout_s,
         )
-        ready.wait_http(self.server.proc, self.server.port, self.server.spec.ready_path, timeout_s)
+        spec = self.server.spec
+        ready.wait_http(self.server.proc, port, spec.ready_path, timeout_s, host=self.host)
         self._pids = self._container_pids()
 
     def sampler(self) -> Sampler:
@@ -121,22 +154,40 @@ class ContainerServed(LocalServed):
             proxy_port=self.proxy.port if self.proxy else None,
             pool_probe=self.pool_probe or self.db.pgbouncer_pools,
             db_port=self.db.pgbouncer_port,
+            listen_probe=self.listen_state,
         )
 
     def facts(self) -> dict[str, object]:
         """The record's `container` keys known at start (the window adds its own)."""
-        return container_facts(self.image, self.limits, self.container)
+        return container_facts(self.image, self.limits, self.container, self.bridge)
 
 
-def container_facts(image: Image | None, limits: docker.Limits, name: str | None) -> dict:
-    """runtime facts of a container run: image, limits, network, name."""
+def bind_to(argv: list[str], bridge: docker.Bridge | None) -> list[str]:
+    """The server's argv as declared (it binds 127.0.0.1), or on a bridge the same argv bound
+    to the container's address there: loopback inside the container is not reachable from the
+    host, and the declarations (hashed into the images) stay as they are."""
+    if bridge is None:
+        return argv
+    return [arg.replace("127.0.0.1", bridge.server_address) for arg in argv]
+
+
+def container_facts(
+    image: Image | None,
+    limits: docker.Limits,
+    name: str | None,
+    bridge: docker.Bridge | None = None,
+) -> dict:
+    """runtime facts of a container run: image, limits, network (with a bridge: its subnet
+    and the server's address on it), name."""
     return {
         "image": image.ref if image else None,
         "image_id": image.id if image else None,
         "image_tags": list(image.tags) if image else [],
         "cpus": limits.cpus,
         "memory_bytes": limits.memory_bytes,
-        "network": NETWORK,
+        "network": "bridge" if bridge else "host",
+        "subnet": str(bridge.subnet) if bridge else None,
+        "address": bridge.server_address if bridge else None,
         "name": name,
     }
 
@@ -145,10 +196,17 @@ class ContainerSite(LocalSite):
     """The shared stack here, each server in its container."""
 
     def __init__(
-        self, table: ProcessTable, run_dir: Path, placement, limits: docker.Limits
+        self,
+        table: ProcessTable,
+        run_dir: Path,
+        placement,
+        limits: docker.Limits,
+        network: str = "host",
     ) -> None:
         super().__init__(table, run_dir, placement)
         self.limits = limits
+        self.network = network
+        self.bridge: docker.Bridge | None = None
         self.images: dict[str, Image] = {}
         self.engine: dict[str, str] | None = None
 
@@ -156,12 +214,25 @@ class ContainerSite(LocalSite):
         """The record's `container` keys before the server starts: image, limits, engine."""
         if self.engine is None:
             self.engine = docker.engine_facts()
-        return container_facts(self.images.get(server), self.limits, None) | {"engine": self.engine}
+        facts = container_facts(self.images.get(server), self.limits, None, self.bridge)
+        return facts | {"engine": self.engine}
 
     def open(self) -> None:
-        """Containers a killed harness left behind are removed, then the native stack."""
+        """Containers and networks a killed harness left behind are removed; NETWORK=bridge:
+        the bridge is made (removed on every exit path, after the containers); then the
+        native stack, pgbouncer and the stub also on the bridge's gateway."""
         for name in docker.remove_leftovers():
             print(f"bench: removed {name} left by a harness that is gone", file=sys.stderr)
+        if self.network == "bridge":
+            try:
+                bridge = docker.create_bridge()
+            except docker.EngineError as exc:
+                raise ServeError(f"stack did not start: {exc}", {}) from None
+            # Cleanups run last-registered first: every container's removal comes before.
+            self.table.on_stop(lambda: docker.remove_network(bridge.name))
+            self.bridge = bridge
+            self.stack.extra_listen = (bridge.gateway,)
+            self.stack.upstream_host = bridge.gateway
         super().open()
 
     def knobs(self, spec: ServerSpec, overrides: dict[str, int]) -> dict[str, int]:
@@ -230,15 +301,17 @@ class ContainerSite(LocalSite):
         }
         home = self.run_dir / "home"
         home.mkdir(exist_ok=True)
+        # On a bridge the host (pgbouncer, the stub) is the gateway; else loopback.
+        host = self.bridge.gateway if self.bridge else "127.0.0.1"
         env = {
             "HOME": str(home),
-            "APP_DATABASE_URL": self.db.app_url,
-            "APP_UPSTREAM_URL": f"http://127.0.0.1:{self.stack.upstream_port}",
+            "APP_DATABASE_URL": self.db.app_url_at(host),
+            "APP_UPSTREAM_URL": f"http://{host}:{self.stack.upstream_port}",
             **render_env(spec, fill),
             **environment.env,
             **opts.study.app_env,
         }
-        return render_argv(spec, fill), env
+        return bind_to(render_argv(spec, fill), self.bridge), env
 
     def _start(
         self,
@@ -263,7 +336,8 @@ class ContainerSite(LocalSite):
             mounts=[f"{self.run_dir}:{self.run_dir}"],
             workdir=APP_ROOT,
             labels=docker.owner_labels(),
-            network=NETWORK,
+            network=self.bridge.name if self.bridge else "host",
+            ip=self.bridge.server_address if self.bridge else None,
             stop_signal=spec.stop_signal,
         )
         # On any exit path the container goes, by name (stop_all runs this after the CLI).
@@ -283,21 +357,23 @@ class ContainerSite(LocalSite):
             container=name,
             image=image,
             limits=self.limits,
+            bridge=self.bridge,
         )
 
     def _check_container(self, served: ContainerServed) -> None:
         """Ready, answered from inside its container (its cgroup found), every route
         verified, its backlog read; ServeError with the server's log."""
-        server, name = served.server, served.container
+        server, name, host = served.server, served.container, served.host
         assert server is not None and self.db is not None
         port, log_path = server.port, server.proc.log_path
         try:
-            ready.wait_http(server.proc, port, server.spec.ready_path, timeout_s=60)
+            ready.wait_http(server.proc, port, server.spec.ready_path, timeout_s=60, host=host)
             served.init_pid = docker.container_pid(name)
             if served.init_pid is None:
                 raise StartError(f"container {name} is not running")
             served.container_cgroup = ContainerCgroup.of_pid(served.init_pid)
-            owners = listeners(port)
+            # On a bridge the address is the container's own: no other program can hold it.
+            owners = listeners(port) if served.bridge is None else set()
             if owners and not owners & served._container_pids():
                 raise StartError(
                     f"port {port} is answered by pid(s) {sorted(owners)}, not by the "
@@ -309,12 +385,13 @@ class ContainerSite(LocalSite):
         served._pids = served._container_pids()
         try:
             # Every route, as for a native server (a container holds a Python server only).
-            checked = verify_server(port, self.db, "127.0.0.1")
+            checked = verify_server(port, self.db, host)
             served.verification = {"checked": checked.checked, "warnings": checked.warnings}
         except (VerifyError, OSError) as exc:
             logs = {"server.log": read_log(log_path)}
             raise ServeError(f"verification failed: {exc}", logs, server.argv) from None
-        served.backlog = sample.listen_backlog(port)
+        state = served.listen_state(port)
+        served.backlog = state[1] if state else None
 
     def stop(self, served: LocalServed) -> None:
         """nginx, then the container (its stop signal, SIGKILL after the grace), by name."""

@@ -53,6 +53,10 @@ BAD = [
     (["--memory=512m"], "add RUNTIME=docker"),
     (["--runtime=docker", "--cpu-quota=0.5"], "not with CPU_QUOTA="),
     (["--runtime=docker", "--server=nginx-static"], "nginx-static is not a Python server"),
+    (["--network=bogus"], "unknown NETWORK 'bogus'; valid: host, bridge"),
+    (["--runtime=docker", "--network=nat"], "unknown NETWORK 'nat'; valid: host, bridge"),
+    (["--network=bridge"], "NETWORK=bridge is the server container's network: add RUNTIME=docker"),
+    (["--runtime=docker", "--network=bridge", "--proxy=nginx"], "valid: NETWORK=host"),
 ]
 
 
@@ -356,6 +360,9 @@ def test_docker_runtime_limits_reach_the_options(monkeypatch: pytest.MonkeyPatch
     args = cli.build_parser().parse_args(["run", "--runtime=docker", "--cpus=0.5", "--memory=512m"])
     opts = cli.options_from(args)
     assert (opts.mode.runtime, opts.cpus, opts.memory_bytes) == ("docker", 0.5, 512 * 2**20)
+    assert opts.network == "host"
+    bridge = cli.build_parser().parse_args(["run", "--runtime=docker", "--network=bridge"])
+    assert cli.options_from(bridge).network == "bridge"
 
 
 def test_make_images_refuses_an_emulated_arch_in_one_line(

@@ -37,6 +37,12 @@ def _precheck(command: str, **variables: str) -> subprocess.CompletedProcess[str
         ("run", {"LOAD": "nosuchtool"}, "unknown LOAD 'nosuchtool'; valid: "),
         ("serve", {"RUNTIME": "docker", "CPUS": "abc"}, "CPUS='abc' is not a number of CPUs"),
         ("run", {"RUNTIME": "docker", "MEMORY": "12q"}, "MEMORY='12q' is not a size"),
+        (
+            "run",
+            {"RUNTIME": "docker", "NETWORK": "nat"},
+            "unknown NETWORK 'nat'; valid: host, bridge",
+        ),
+        ("serve", {"NETWORK": "BOGUS"}, "valid: host, bridge"),
         ("images", {"SERVER": "nope"}, "valid: flask-dev"),
         ("study", {"NAME": "nope"}, "valid: accept-queue"),
         (

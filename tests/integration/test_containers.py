@@ -5,6 +5,7 @@ cgroup, and no container outlives a run, even one whose harness was SIGKILLed.
 The base and granian's image are built once per session (cached layers after the first
 build: bench.host.images). Skipped only where no Docker engine answers."""
 
+import ipaddress
 import json
 import os
 import signal
@@ -190,3 +191,54 @@ def test_sigterm_stops_the_container(serve_proc: subprocess.Popen) -> None:
     assert serve_proc.wait(timeout=90) == 0
     assert _owned_by(serve_proc.pid) == []
     assert TOKEN  # the session guard (tests/conftest.py) checks the token's containers too
+
+
+def test_bench_on_a_bridge_leaves_no_network(image: images.Image, tmp_path: Path) -> None:
+    """RUNTIME=docker NETWORK=bridge: the server answers on its address in the harness's
+    bridge (a /24 of 198.19.0.0/16, inside 198.18.0.0/15), reaches pgbouncer on the gateway
+    (/db verified and measured), the records say so, and neither the container nor the
+    network outlives the run."""
+    results = tmp_path / "results"
+    done = run_bench(
+        results,
+        server=SERVER,
+        scenario="db",
+        concurrency=5,
+        duration=1,
+        warmup=1,
+        trials=1,
+        runtime="docker",
+        network="bridge",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (rec,) = _records(results)
+    box = rec["container"]
+    assert rec["status"] == "ok" and rec["rps"] > 0 and box["network"] == "bridge"
+    subnet = ipaddress.IPv4Network(box["subnet"])
+    assert subnet.subnet_of(ipaddress.IPv4Network("198.18.0.0/15")), subnet
+    assert ipaddress.IPv4Address(box["address"]) in subnet
+    assert session_containers() == []
+
+
+def test_a_dead_harness_network_is_removed_at_the_next_start(tmp_path: Path) -> None:
+    """A bridge whose owner pid is gone (a SIGKILLed harness) is removed by the next start of
+    the harness; one whose owner lives (this test) is left alone."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = docker.create_bridge(owner=gone.pid)
+    alive = docker.create_bridge(owner=os.getpid())
+    try:
+        nxt = subprocess.run(
+            [sys.executable, "-m", "bench", "report", f"--results={tmp_path}"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert nxt.returncode == 0, nxt.stderr
+        assert f"removed {dead.name} left by a harness that died" in nxt.stderr
+        left = [name for name, _ in docker.owned("network")]
+        assert dead.name not in left and alive.name in left
+    finally:
+        docker.remove_network(dead.name)
+        docker.remove_network(alive.name)
