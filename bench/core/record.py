@@ -72,8 +72,13 @@ from pathlib import Path
 #    sought, a share of the estimate), budget_s, min_trials, max_trials}: TRIALS=auto runs
 #    only; their trials past min_trials were added a round at a time until every point's
 #    interval was within the target or the budget ended (bench.report.precision).
-FORMAT_VERSION = 8
-KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
+# 9: (2026-11, issue 24 item 4) container.memory_anon_mb_end (the cgroup's anonymous memory
+#    at the window's end: v1 memory.stat total_rss, v2 anon) and container.oom_kills_total
+#    (OOM kills in the container's cgroup since it started; on a failed run, as last read
+#    before it ended): RUNTIME=docker runs only. Under a memory limit a worker the kernel
+#    kills no longer voids the run: its kills and the requests it cut off are measured.
+FORMAT_VERSION = 9
+KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
 STATUSES = ("ok", "failed", "unsupported")
 UNSUPPORTED = ("scenario", "reload", "recycle", "emulation")
 # Before format 6: the reason's opening words (bench/harness/run.py wrote them) -> the code.

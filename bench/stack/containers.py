@@ -17,6 +17,7 @@ at the next start when the harness was killed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import signal
@@ -95,10 +96,33 @@ class ContainerServed(LocalServed):
     limits: docker.Limits = field(default_factory=docker.Limits)
     init_pid: int | None = None
     container_cgroup: ContainerCgroup | None = None
+    oom_kills_seen: int | None = None  # the cgroup's OOM kills when the watchdog last looked
 
     def _container_pids(self) -> set[int]:
         group = self.container_cgroup
         return group.pids() if group is not None else set()
+
+    def read_oom_kills(self) -> int | None:
+        """The cgroup's OOM kills since the container started (kept: once the container has
+        exited its cgroup is gone, and the last figure read is what a failed record says)."""
+        group = self.container_cgroup
+        if group is not None:
+            with contextlib.suppress(ContainerCgroupError):
+                self.oom_kills_seen = group.oom_kills()
+        return self.oom_kills_seen
+
+    def watch(self, leaders_only: bool = False, when: str = " during load") -> str | None:
+        """As native; under a memory limit a worker the kernel OOM-kills is the behaviour
+        measured, not a broken run: its master respawns it (Gunicorn, Uvicorn) or exits
+        (then the container does), so only the container's first process is followed, and the
+        kills are counted from the cgroup (the window's oom_kills) and the requests they cut
+        off by the load tool."""
+        self.read_oom_kills()
+        memory_limited = self.limits.memory_bytes is not None
+        reason = super().watch(leaders_only or memory_limited, when)
+        if reason is not None and self.oom_kills_seen:
+            reason += f" ({self.oom_kills_seen} OOM kill(s) in the container's cgroup)"
+        return reason
 
     def wait_idle(self, timeout_s: float = 60.0) -> None:
         """As native (the accept queue is on the host's loopback); then the container's
@@ -124,8 +148,10 @@ class ContainerServed(LocalServed):
         )
 
     def facts(self) -> dict[str, object]:
-        """The record's `container` keys known at start (the window adds its own)."""
-        return container_facts(self.image, self.limits, self.container)
+        """The record's `container` keys known now (the window adds its own): a failed
+        run's record keeps the OOM kills counted until the watchdog last looked."""
+        facts = container_facts(self.image, self.limits, self.container)
+        return facts | {"oom_kills_total": self.oom_kills_seen}
 
 
 def container_facts(image: Image | None, limits: docker.Limits, name: str | None) -> dict:
@@ -204,8 +230,13 @@ class ContainerSite(LocalSite):
             self._check_container(served)
             if opts.proxy is not None:
                 self._front(served, opts)  # LocalSite's: PIN is refused with RUNTIME=docker
-        except BaseException:
+        except BaseException as exc:
+            kills = served.read_oom_kills()
             self.stop(served)
+            if isinstance(exc, ServeError) and kills:
+                # Workers killed at start or during verification: the count says why.
+                why = f"{exc} ({kills} OOM kill(s) in the container's cgroup)"
+                raise ServeError(why, exc.logs, exc.argv, {"oom_kills_total": kills}) from None
             raise
         return served
 
