@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from bench.host.container_cgroup import (
-    anon_bytes,
     ContainerCgroup,
     ContainerCgroupError,
+    anon_bytes,
     parse_mountinfo,
     parse_proc_cgroup,
     window,
