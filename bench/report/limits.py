@@ -270,7 +270,9 @@ def advice(records: list[Record]) -> list[Advice]:
             out.append(Advice(server, None, text, judged))
         else:
             rule = favoured.pop()
-            out.append(Advice(server, rule, f"workers = {rule_words(rule)} ({at})", judged))
+            least = ", at least 1" if rule == RULE_QUOTA else ""
+            text = f"workers = {rule_words(rule)}{least} — {at}"
+            out.append(Advice(server, rule, text, judged))
     return out
 
 
@@ -279,7 +281,7 @@ def _favoured_words(judged: Judged) -> str:
         return "undecided"
     side = judged.pair.quota if judged.favoured == RULE_QUOTA else judged.pair.default
     plural = "s" if side.workers != 1 else ""
-    return f"{rule_words(judged.favoured)} ({side.workers} worker{plural})"
+    return f"{side.workers} worker{plural} ({rule_words(judged.favoured)}) favoured"
 
 
 def interval_text(est: Estimate | None, digits: int = 0) -> str:

@@ -95,7 +95,10 @@ def test_a_cpu_limit_favours_the_rule_with_the_lower_p99() -> None:
     )
     (advice,) = limits.advice(recs)
     assert advice.rule == "quota"
-    assert advice.text.startswith("workers = the CPU limit rounded up (--cpus=0.5: ")
+    assert advice.text.startswith(
+        "workers = the CPU limit rounded up, at least 1 — --cpus=0.5: 1 worker (the CPU limit "
+        "rounded up) favoured (p99 quota/default 0.50×"
+    )
     assert "p99 quota/default 0.50×" in advice.text
 
 
@@ -165,8 +168,10 @@ def test_rules_favoured_at_different_limits_depend_on_the_limit() -> None:
     )
     (advice,) = limits.advice(recs)
     assert advice.rule is None
-    assert advice.text.startswith("depends on the limit — --cpus=0.5: os.cpu_count() (5 workers)")
-    assert "--cpus=0.5 --memory=160m: the CPU limit rounded up (1 worker)" in advice.text
+    assert advice.text.startswith(
+        "depends on the limit — --cpus=0.5: 5 workers (os.cpu_count()) favoured"
+    )
+    assert "--cpus=0.5 --memory=160m: 1 worker (the CPU limit rounded up) favoured" in advice.text
 
 
 def test_the_three_renderers_say_the_same_rule() -> None:
