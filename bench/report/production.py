@@ -275,6 +275,20 @@ def limits_cell(server: str, found: dict[str, str], has_workers: bool) -> str:
     return found.get(server, f"not measured ({LIMITS_RUN}, with arms for {server})")
 
 
+def _row(server: str, spec, records: list[Record], limits: dict[str, str]) -> list[str]:
+    """One catalog server's row."""
+    why = spec.reload_why if spec.reload_signal is None else None
+    workers = "workers" in spec.knobs
+    return [
+        server,
+        reload_cell(server, records, why),
+        recycle_cell(server, records, spec.recycle_why if spec.recycle_argv is None else None),
+        quota_cell(server, records, workers, workers and spec.knobs["workers"].default == "cpus"),
+        memory_cell(server, records),
+        limits_cell(server, limits, workers),
+    ]
+
+
 def production_sections(records: list[Record]) -> list[str]:
     """The section, when any record of a production behaviour exists."""
     relevant = [
@@ -291,28 +305,11 @@ def production_sections(records: list[Record]) -> list[str]:
         return []
     specs = load_all()
     limits = {a.server: a.text for a in advice(records)}
-    rows = []
-    for server, spec in sorted(specs.items()):
-        if server in NOT_CATALOG:
-            continue
-        why = spec.reload_why if spec.reload_signal is None else None
-        rows.append(
-            [
-                server,
-                reload_cell(server, records, why),
-                recycle_cell(
-                    server, records, spec.recycle_why if spec.recycle_argv is None else None
-                ),
-                quota_cell(
-                    server,
-                    records,
-                    "workers" in spec.knobs,
-                    "workers" in spec.knobs and spec.knobs["workers"].default == "cpus",
-                ),
-                memory_cell(server, records),
-                limits_cell(server, limits, "workers" in spec.knobs),
-            ]
-        )
+    rows = [
+        _row(server, spec, records, limits)
+        for server, spec in sorted(specs.items())
+        if server not in NOT_CATALOG
+    ]
     header = [
         "server",
         "graceful reload under load",
