@@ -37,7 +37,7 @@ from collections.abc import Callable
 
 from bench.core.outcome import Outcome
 from bench.core.record import Record, unsupported_code
-from bench.core.registry import load_all
+from bench.core.registry import ServerSpec, load_all
 from bench.report.limits import RUN as LIMITS_RUN
 from bench.report.limits import advice
 from bench.report.soak import slope_text, soak_records
@@ -275,7 +275,7 @@ def limits_cell(server: str, found: dict[str, str], has_workers: bool) -> str:
     return found.get(server, f"not measured ({LIMITS_RUN}, with arms for {server})")
 
 
-def _row(server: str, spec, records: list[Record], limits: dict[str, str]) -> list[str]:
+def _row(server: str, spec: ServerSpec, records: list[Record], limits: dict[str, str]) -> list[str]:
     """One catalog server's row."""
     why = spec.reload_why if spec.reload_signal is None else None
     workers = "workers" in spec.knobs
