@@ -231,14 +231,27 @@ class ContainerSite(LocalSite):
             if opts.proxy is not None:
                 self._front(served, opts)  # LocalSite's: PIN is refused with RUNTIME=docker
         except BaseException as exc:
-            kills = served.read_oom_kills()
+            kills = self._kills_so_far(served)
             self.stop(served)
-            if isinstance(exc, ServeError) and kills:
+            if isinstance(exc, ServeError) and kills is not None:
                 # Workers killed at start or during verification: the count says why.
-                why = f"{exc} ({kills} OOM kill(s) in the container's cgroup)"
+                why = (
+                    f"{exc} ({kills} OOM kill(s) in the container's cgroup)" if kills else str(exc)
+                )
                 raise ServeError(why, exc.logs, exc.argv, {"oom_kills_total": kills}) from None
             raise
         return served
+
+    def _kills_so_far(self, served: ContainerServed) -> int | None:
+        """The OOM kills of a container that failed to start or verify, read before it is
+        removed (its cgroup is found here when the failure came before it was: a server that
+        never answered, its workers killed or thrashing at the memory limit)."""
+        if served.container_cgroup is None:
+            with contextlib.suppress(docker.EngineError, ContainerCgroupError):
+                pid = docker.container_pid(served.container)
+                if pid is not None:
+                    served.container_cgroup = ContainerCgroup.of_pid(pid)
+        return served.read_oom_kills()
 
     def _command(
         self,

@@ -61,3 +61,41 @@ def test_the_captured_group_reads_as_the_real_one() -> None:
     """The fake above reads the same files as the real reader apart from the kill count."""
     real = ContainerCgroup("v1", {c: CAPTURED_V1 / c for c in ("cpu", "cpuacct", "memory")})
     assert real.oom_kills() == 0
+
+
+def test_a_container_that_never_answered_has_its_kills_read_before_removal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server that never answered (workers killed or thrashing at the memory limit) fails
+    before its cgroup was located: the site locates it then, reads the kills, and the
+    ServeError carries them (reason and container facts) after the container is removed."""
+    from bench.stack.site import ServeError
+
+    site = containers.ContainerSite.__new__(containers.ContainerSite)
+    served = _served(113 * 2**20, 0)
+    served.container_cgroup = None
+    monkeypatch.setattr(containers.docker, "container_pid", lambda name: 4242)
+    monkeypatch.setattr(
+        containers.ContainerCgroup,
+        "of_pid",
+        classmethod(lambda cls, pid: _Group("v1", {"kills": 3})),
+    )
+    assert site._kills_so_far(served) == 3
+    stopped: list[str] = []
+
+    def fail(*args: object) -> None:
+        raise ServeError("server did not start: not answering GET /plaintext after 60 s", {})
+
+    monkeypatch.setattr(site, "_command", lambda *a: ([], {}), raising=False)
+    monkeypatch.setattr(site, "_start", lambda *a: served, raising=False)
+    monkeypatch.setattr(site, "_check_container", fail, raising=False)
+    monkeypatch.setattr(site, "stop", lambda s: stopped.append(s.container), raising=False)
+    site.db = object()  # type: ignore[assignment]
+    site.run_dir = Path("/nonexistent")
+    served.container_cgroup = None
+    monkeypatch.setattr(containers.ready, "free_port", lambda: 8000)
+    with pytest.raises(ServeError) as caught:
+        site.serve(None, {}, None, None, "x.log")  # type: ignore[arg-type]
+    assert str(caught.value).endswith("(3 OOM kill(s) in the container's cgroup)")
+    assert caught.value.container == {"oom_kills_total": 3}
+    assert stopped == ["pwb-1-granian-1"]
