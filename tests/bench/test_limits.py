@@ -192,3 +192,22 @@ def test_the_three_renderers_say_the_same_rule() -> None:
         "",
     ]
     assert limits_cell("waitress", {}, False).startswith("not supported by the server")
+
+
+def test_real_records_of_gunicorn_sync_at_half_a_cpu() -> None:
+    """Six records of the study's run here (gunicorn-sync at --cpus=0.5, 2 workers from
+    os.cpu_count() against 1 from the limit, 3 trials each): the limit bound in every trial,
+    and the intervals (Bonferroni over this pair's two tests) favour 1 worker on p99, its req/s
+    not decided below 95 % of the default's."""
+    paths = sorted((FIXTURE / "limits").glob("*.json"))
+    recs = [Record.from_dict(json.loads(p.read_text())) for p in paths]
+    assert len(recs) == 6 and {r.format_version for r in recs} == {9}
+    (advice,) = limits.advice(recs)
+    (judged,) = advice.judged
+    assert judged.favoured == "quota"
+    assert advice.text.startswith(
+        "workers = the CPU limit rounded up, at least 1 — --cpus=0.5: 1 worker (the CPU limit "
+        "rounded up) favoured (p99 quota/default 0.66× [0.61–0.71], req/s quota/default 1.05× "
+        "[0.99–1.13])"
+    )
+    assert all(v > 0 for v in judged.pair.default.throttled_ms())
