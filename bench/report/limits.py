@@ -18,7 +18,9 @@ The rules (bench.report.stats; each interval Bonferroni-corrected over the serve
   trade-off, not a decision. A limit that throttled neither rule in any trial decides nothing.
 - Under a memory limit: the quota rule is favoured where the default rule's OOM kills exceed
   its own (the difference of means with its interval, counts have no log), or where every
-  run of the default rule failed and none of the quota rule's did.
+  run of the default rule failed and none of the quota rule's did; where the kills do not
+  decide (a limit reached without a kill: the container thrashes), p99 and req/s decide as
+  under a CPU limit.
 - The advice: the rule every decided limit favours; several rules: "depends on the limit";
   none decided: not enough evidence.
 """
@@ -183,12 +185,12 @@ def _ratio_text(name: str, verdict) -> str:
     return f"{name} {diff.ratio:.2f}× [{diff.low:.2f}–{diff.high:.2f}]"
 
 
-def _judge_cpu(pair: Pair, family: int) -> Judged:
+def _judge_cpu(pair: Pair, family: int, need_throttling: bool = True) -> Judged:
     """A CPU limit alone: p99 and req/s of the quota rule against the default's."""
     d, q = pair.default, pair.quota
     if min(len(d.p99()), len(q.p99())) < 2:
         return Judged(pair, None, "fewer than 2 ok trials a side: no interval")
-    if not any(v > 0 for v in [*d.throttled_ms(), *q.throttled_ms()]):
+    if need_throttling and not any(v > 0 for v in [*d.throttled_ms(), *q.throttled_ms()]):
         return Judged(pair, None, "the CPU limit did not bind (0 ms throttled in every trial)")
     p99 = decide(d.p99(), q.p99(), "lower", family=family)
     p99_up = decide(q.p99(), d.p99(), "lower", family=family)
@@ -222,6 +224,11 @@ def _judge_memory(pair: Pair, family: int) -> Judged:
         return Judged(pair, RULE_QUOTA, text)
     if moved.low > 0:
         return Judged(pair, d.rule, text)
+    if min(len(d.p99()), len(q.p99())) >= 2:
+        # No kill to tell them apart (a limit reached without a kill thrashes: the code's
+        # pages evicted and read again): what the load saw decides, as under a CPU limit.
+        served = _judge_cpu(pair, family, need_throttling=False)
+        return Judged(pair, served.favoured, f"{text}; {served.evidence}")
     return Judged(pair, None, f"{text}: the interval contains 0")
 
 

@@ -211,3 +211,17 @@ def test_real_records_of_gunicorn_sync_at_half_a_cpu() -> None:
         "[0.99–1.13])"
     )
     assert all(v > 0 for v in judged.pair.default.throttled_ms())
+
+
+def test_a_thrashing_default_rule_without_kills_is_judged_by_what_the_load_saw() -> None:
+    """Granian's 5 workers under its limit: no kill, but the runs crawl (p99 seconds): the
+    kills do not decide, p99 and req/s do."""
+    memory = 121 * MiB
+    recs = _trials(
+        "2*cpus+1", [{"p99": 1700.0 + 100 * n, "rps": 10.0 + n} for n in range(3)], memory=memory
+    ) + _trials("quota", [{"p99": 53.0 + n, "rps": 1300.0 + n} for n in range(3)], memory=memory)
+    (judged,) = limits.advice(recs)[0].judged
+    assert judged.favoured == "quota"
+    assert judged.evidence.startswith(
+        "OOM kills 0.0 vs 0.0 a trial, quota − default +0 [+0, +0]; p99"
+    )
