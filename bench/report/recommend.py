@@ -581,7 +581,8 @@ def recommendations_section(records: list[Record]) -> list[str]:
     """summary.md's first section: a table per machine, then what is not measured yet."""
     recs, missing = recommendations(records)
     if not recs:
-        return []
+        # Only a container study's runs (no steady run to rank): its worker rule alone.
+        return ["## Recommendations", "", *limits_lines(records)] if advice(records) else []
     lines = ["## Recommendations", ""]
     by_machine: dict[str, list[Recommendation]] = defaultdict(list)
     for rec in recs:

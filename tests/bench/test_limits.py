@@ -225,3 +225,17 @@ def test_a_thrashing_default_rule_without_kills_is_judged_by_what_the_load_saw()
     assert judged.evidence.startswith(
         "OOM kills 0.0 vs 0.0 a trial, quota − default +0 [+0, +0]; p99"
     )
+
+
+def test_the_recommendations_show_the_rule_without_steady_runs() -> None:
+    """Records of the container study alone (nothing to rank): the Recommendations section
+    still gives each server's worker rule under a limit."""
+    from bench.report.recommend import recommendations_section
+
+    recs = _trials("cpus", [{"p99": v} for v in (40.0, 42.0, 41.0)]) + _trials(
+        "quota", [{"p99": v} for v in (20.0, 21.0, 20.5)]
+    )
+    lines = recommendations_section(recs)
+    assert lines[0] == "## Recommendations"
+    assert lines[4].startswith("- **granian**: workers = the CPU limit rounded up, at least 1")
+    assert recommendations_section([]) == []
