@@ -75,6 +75,11 @@ from pathlib import Path
 # 9: (2026-11, issue 24 item 5) container.network "host" or "bridge" (NETWORK=), and
 #    container.subnet, container.address: the harness's bridge and the server's address on
 #    it (null on the host network; absent before 9, read as null).
+#    and (issue 24 item 4) container.memory_anon_mb_end (the cgroup's anonymous memory
+#    at the window's end: v1 memory.stat total_rss, v2 anon) and container.oom_kills_total
+#    (OOM kills in the container's cgroup since it started; on a failed run, as last read
+#    before it ended): RUNTIME=docker runs only. Under a memory limit a worker the kernel
+#    kills no longer voids the run: its kills and the requests it cut off are measured.
 FORMAT_VERSION = 9
 KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
 STATUSES = ("ok", "failed", "unsupported")

@@ -79,6 +79,8 @@ def measure_block(
     except ServeError as exc:
         if exc.argv is not None:
             facts.meta["argv"] = exc.argv
+        if facts.container is not None and exc.container:
+            facts.container |= exc.container
         h.recorder.failed(opts, runs, facts, str(exc), exc.logs)
         return
     if served.argv is not None:

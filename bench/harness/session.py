@@ -117,6 +117,9 @@ class Session:
             measured = measure_point(self.settings(), self.h.tool, self.served, run, self.primed)
         except LoadAborted as exc:
             logs = self.h.site.logs(self.served)
+            if self.facts.container is not None and hasattr(self.served, "facts"):
+                # What the container counted until it broke (its OOM kills): kept.
+                self.facts.container |= self.served.facts()
             meta = judge(None) if judge else None
             self.h.recorder.failed(self.opts, (run,), self.facts, str(exc), logs, meta=meta)
             raise BlockVoid(str(exc), logs) from None

@@ -11,10 +11,16 @@ admin-guide/cgroup-v2.rst):
 - v1: cpu/cpu.cfs_quota_us, cpu.cfs_period_us, cpu.stat (nr_periods, nr_throttled,
   throttled_time ns); cpuacct/cpuacct.usage (ns); memory/memory.limit_in_bytes,
   memory.usage_in_bytes, memory.max_usage_in_bytes (peak; writing 0 resets it),
-  memory.oom_control (oom_kill, kernels >= 4.13), memory.failcnt.
+  memory.oom_control (oom_kill, kernels >= 4.13), memory.failcnt, memory.stat (total_rss:
+  the anonymous memory of the cgroup and its children, the part no reclaim can free without
+  swap; usage_in_bytes also holds page cache the kernel reclaims before it kills).
 - v2 (one directory): cpu.max ("quota period" or "max period"), cpu.stat (usage_usec,
   nr_periods, nr_throttled, throttled_usec), memory.max, memory.current, memory.peak
-  (kernels >= 5.19; since the cgroup was made), memory.events (oom, oom_kill).
+  (kernels >= 5.19; since the cgroup was made), memory.events (oom, oom_kill), memory.stat
+  (anon).
+OOM kills: the cgroup's counter counts every process the kernel killed in it since it was made
+(a worker its master respawns included); the engine's State.OOMKilled covers the container's
+first process only, and a `--rm` container is gone before it could be read.
 A hybrid host (v1 controllers, plus a cgroup2 mount without controllers) is read as v1: the
 controllers are where the v1 mounts say.
 """
@@ -73,6 +79,14 @@ def parse_proc_cgroup(text: str) -> tuple[dict[str, str], str | None]:
     return v1, v2
 
 
+def anon_bytes(memory_stat: str, version: str) -> int | None:
+    """The anonymous memory in a memory.stat (v1: total_rss, the hierarchy's, else rss;
+    v2: anon); None when the file has neither."""
+    values = _keyed(memory_stat)
+    keys = ("total_rss", "rss") if version == "v1" else ("anon",)
+    return next((values[k] for k in keys if k in values), None)
+
+
 def _read(path: Path) -> str:
     try:
         return path.read_text()
@@ -100,6 +114,7 @@ class Snapshot:
     memory_peak_bytes: int | None
     oom_kills: int | None
     memory_failcnt: int | None
+    memory_anon_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -187,15 +202,15 @@ class ContainerCgroup:
         throttling = parse_cpu_stat(cpu_stat)
         if self.version == "v1":
             memory_dir = self.dirs["memory"]
-            oom = _keyed(_read(memory_dir / "memory.oom_control")).get("oom_kill")
             return Snapshot(
                 time.monotonic(),
                 int(_read(self.dirs["cpuacct"] / "cpuacct.usage")),
                 throttling,
                 int(_read(memory_dir / "memory.usage_in_bytes")),
                 int(_read(memory_dir / "memory.max_usage_in_bytes")),
-                oom,
+                self.oom_kills(),
                 int(_read(memory_dir / "memory.failcnt")),
+                self._anon_bytes(),
             )
         unified = self.dirs["unified"]
         peak = None
@@ -207,9 +222,23 @@ class ContainerCgroup:
             throttling,
             int(_read(unified / "memory.current")),
             peak,
-            _keyed(_read(unified / "memory.events")).get("oom_kill"),
+            self.oom_kills(),
             None,
+            self._anon_bytes(),
         )
+
+    def _anon_bytes(self) -> int | None:
+        """The anonymous memory now, None where memory.stat cannot be read."""
+        try:
+            return anon_bytes(_read(self._dir("memory") / "memory.stat"), self.version)
+        except ContainerCgroupError:
+            return None
+
+    def oom_kills(self) -> int | None:
+        """The processes the kernel OOM-killed in the cgroup since it was made (v1:
+        memory.oom_control's oom_kill, None on kernels before 4.13; v2: memory.events')."""
+        name = "memory.oom_control" if self.version == "v1" else "memory.events"
+        return _keyed(_read(self._dir("memory") / name)).get("oom_kill")
 
 
 def window(group: ContainerCgroup, before: Snapshot, after: Snapshot, peak_reset: bool) -> dict:
@@ -242,4 +271,8 @@ def window(group: ContainerCgroup, before: Snapshot, after: Snapshot, peak_reset
             if after.memory_failcnt is None or before.memory_failcnt is None
             else after.memory_failcnt - before.memory_failcnt
         ),
+        # Anonymous memory at the window's end (what a memory limit must hold: no swap).
+        "memory_anon_mb_end": mb(after.memory_anon_bytes),
+        # Since the container started: kills at start and during verification count too.
+        "oom_kills_total": after.oom_kills,
     }

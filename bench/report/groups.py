@@ -26,8 +26,11 @@ BASELINES = (CEILING, "flask-dev")
 
 def is_experiment(rec: Record) -> bool:
     """A run that disturbs the server on purpose or watches it for long (a reload, recycling,
-    a CPU quota, a soak, a load-balancer study's namespace): reported in its own sections,
-    never ranked with steady runs."""
+    a CPU quota, a container under the engine's CPU or memory limits, a soak, a load-balancer
+    study's namespace): reported in its own sections, never ranked with steady runs."""
+    box = rec.container or {}
+    if box.get("cpus") is not None or box.get("memory_bytes") is not None:
+        return True
     return any(
         getattr(rec, key, None) is not None
         for key in ("lifecycle", "recycles", "cgroup", "series", "network")

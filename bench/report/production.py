@@ -20,6 +20,10 @@ or "not measured" with the command that measures it — never blank.
   for a plain run the latest plain one of the same machine, scenario and offered rate:
   failed requests, workers started and p99.
 
+- container limits: records with a `container` and a metadata.workers_rule (the
+  container-limits study): per set of limits, the rule the intervals favour
+  (bench.report.limits), or why they do not decide.
+
 Records are found by what they carry, never by study or arm names; "not supported" by
 metadata.unsupported (record.unsupported_code, which reads records older than format 6 too).
 - memory slope: the latest soak (make soak) of the server: MB/hour with its 95 % interval.
@@ -33,7 +37,9 @@ from collections.abc import Callable
 
 from bench.core.outcome import Outcome
 from bench.core.record import Record, unsupported_code
-from bench.core.registry import load_all
+from bench.core.registry import ServerSpec, load_all
+from bench.report.limits import RUN as LIMITS_RUN
+from bench.report.limits import advice
 from bench.report.soak import slope_text, soak_records
 from bench.report.stats import difference
 from bench.report.table import markdown_table
@@ -262,6 +268,27 @@ def memory_cell(server: str, records: list[Record]) -> str:
     return f"{slope_text(rec)} over {rec.duration_s:g} s at {rec.offered_rps:g} req/s"
 
 
+def limits_cell(server: str, found: dict[str, str], has_workers: bool) -> str:
+    """The worker rule under a container's limits, with the evidence at each limit."""
+    if not has_workers:
+        return "not supported by the server (one process: no worker rule)"
+    return found.get(server, f"not measured ({LIMITS_RUN}, with arms for {server})")
+
+
+def _row(server: str, spec: ServerSpec, records: list[Record], limits: dict[str, str]) -> list[str]:
+    """One catalog server's row."""
+    why = spec.reload_why if spec.reload_signal is None else None
+    workers = "workers" in spec.knobs
+    return [
+        server,
+        reload_cell(server, records, why),
+        recycle_cell(server, records, spec.recycle_why if spec.recycle_argv is None else None),
+        quota_cell(server, records, workers, workers and spec.knobs["workers"].default == "cpus"),
+        memory_cell(server, records),
+        limits_cell(server, limits, workers),
+    ]
+
+
 def production_sections(records: list[Record]) -> list[str]:
     """The section, when any record of a production behaviour exists."""
     relevant = [
@@ -271,38 +298,25 @@ def production_sections(records: list[Record]) -> list[str]:
         or r.cgroup is not None
         or r.series is not None
         or r.recycles is not None
+        or r.container is not None
         or unsupported_code(r) in ("reload", "recycle")
     ]
     if not relevant:
         return []
     specs = load_all()
-    rows = []
-    for server, spec in sorted(specs.items()):
-        if server in NOT_CATALOG:
-            continue
-        why = spec.reload_why if spec.reload_signal is None else None
-        rows.append(
-            [
-                server,
-                reload_cell(server, records, why),
-                recycle_cell(
-                    server, records, spec.recycle_why if spec.recycle_argv is None else None
-                ),
-                quota_cell(
-                    server,
-                    records,
-                    "workers" in spec.knobs,
-                    "workers" in spec.knobs and spec.knobs["workers"].default == "cpus",
-                ),
-                memory_cell(server, records),
-            ]
-        )
+    limits = {a.server: a.text for a in advice(records)}
+    rows = [
+        _row(server, spec, records, limits)
+        for server, spec in sorted(specs.items())
+        if server not in NOT_CATALOG
+    ]
     header = [
         "server",
         "graceful reload under load",
         "worker recycling",
         "CPU-quota penalty of the default worker rule (1 CPU, /db)",
         "memory slope",
+        "workers under a container's limits (/db)",
     ]
     return [
         "## Production behaviours",
@@ -314,8 +328,11 @@ def production_sections(records: list[Record]) -> list[str]:
         "the CPUs os.cpu_count() sees) against the same rule counted from a 1-CPU cgroup "
         "quota (study cpu-quota or two make bench runs), shown only where the quota bound "
         "(the kernel throttled the server: throttled ms > 0); + means the rule that ignores "
-        "the quota served more, [interval] over trials.",
+        "the quota served more, [interval] over trials. Container limits: each server in its "
+        "image under the engine's --cpus (and --memory), its default worker rule against "
+        "workers = the CPU limit rounded up; the rule the 95 % intervals favour at each "
+        "limit (p99 and req/s under a CPU limit, OOM kills under a memory limit).",
         "",
-        *markdown_table(header, rows, "lllll"),
+        *markdown_table(header, rows, "llllll"),
         "",
     ]

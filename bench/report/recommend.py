@@ -14,6 +14,9 @@ The rules (the confidence rules of bench.report.stats):
   leader whose interval overlaps another's: "not enough evidence — run: <command>".
 - Baselines (nginx-static, flask-dev) are never recommended nor offered as an alternative.
 - Machines apart: one recommendation per machine; emulated runs are a functional check only.
+- Workers under a container's limits (bench.report.limits, the container-limits study): per
+  server the rule the study's intervals favour at every limit where they decide, with that
+  evidence; "not enough evidence — run: make study NAME=container-limits" otherwise.
 - Keep-alive above the balancer's idle timeout only where the race study decides it: the
   server's default keep-alive lost requests (502) and the longer one did not, Fisher's exact
   test (one-sided) p < 0.05.
@@ -41,6 +44,8 @@ from bench.report.groups import (
     rps_estimate,
     rps_values,
 )
+from bench.report.limits import RUN as LIMITS_RUN
+from bench.report.limits import advice
 from bench.report.openloop import capacity_estimate, searches
 from bench.report.production import recycle_cell, reload_cell
 from bench.report.stats import ALPHA, Capacity, pairwise
@@ -562,11 +567,22 @@ def _row(rec: Recommendation) -> list[str]:
     return [_escape(c) for c in cells]
 
 
+def limits_lines(records: list[Record]) -> list[str]:
+    """Workers as a function of a container's limits: a line per server the study measured
+    (the rule where its intervals decide, else the run that would), or one line to run it."""
+    found = advice(records)
+    head = "Workers under a container's CPU and memory limits (default rule vs the limit's):"
+    if not found:
+        return [f"{head} {NOT_ENOUGH} `{LIMITS_RUN}`.", ""]
+    return [head, "", *(f"- **{a.server}**: {_escape(a.text)}." for a in found), ""]
+
+
 def recommendations_section(records: list[Record]) -> list[str]:
     """summary.md's first section: a table per machine, then what is not measured yet."""
     recs, missing = recommendations(records)
     if not recs:
-        return []
+        # Only a container study's runs (no steady run to rank): its worker rule alone.
+        return ["## Recommendations", "", *limits_lines(records)] if advice(records) else []
     lines = ["## Recommendations", ""]
     by_machine: dict[str, list[Recommendation]] = defaultdict(list)
     for rec in recs:
@@ -574,6 +590,7 @@ def recommendations_section(records: list[Record]) -> list[str]:
     for machine, rows in by_machine.items():
         lines += [f"**Machine {machine}**", ""]
         lines += [*markdown_table(HEADER, [_row(r) for r in rows], "lllllll"), ""]
+        lines += limits_lines([r for r in records if host_of(r) == machine])
         if missing.get(machine):
             lines += ["Not measured yet: " + "; ".join(missing[machine]) + ".", ""]
     return [*lines, LEGEND, ""]

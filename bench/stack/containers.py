@@ -25,6 +25,7 @@ at the next start when the harness was killed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import signal
@@ -103,6 +104,7 @@ class ContainerServed(LocalServed):
     init_pid: int | None = None
     container_cgroup: ContainerCgroup | None = None
     bridge: docker.Bridge | None = None  # NETWORK=bridge: the server is at its address
+    oom_kills_seen: int | None = None  # the cgroup's OOM kills when the watchdog last looked
 
     @property
     def host(self) -> str:
@@ -129,6 +131,28 @@ class ContainerServed(LocalServed):
     def _container_pids(self) -> set[int]:
         group = self.container_cgroup
         return group.pids() if group is not None else set()
+
+    def read_oom_kills(self) -> int | None:
+        """The cgroup's OOM kills since the container started (kept: once the container has
+        exited its cgroup is gone, and the last figure read is what a failed record says)."""
+        group = self.container_cgroup
+        if group is not None:
+            with contextlib.suppress(ContainerCgroupError):
+                self.oom_kills_seen = group.oom_kills()
+        return self.oom_kills_seen
+
+    def watch(self, leaders_only: bool = False, when: str = " during load") -> str | None:
+        """As native; under a memory limit a worker the kernel OOM-kills is the behaviour
+        measured, not a broken run: its master respawns it (Gunicorn, Uvicorn) or exits
+        (then the container does), so only the container's first process is followed, and the
+        kills are counted from the cgroup (the window's oom_kills) and the requests they cut
+        off by the load tool."""
+        self.read_oom_kills()
+        memory_limited = self.limits.memory_bytes is not None
+        reason = super().watch(leaders_only or memory_limited, when)
+        if reason is not None and self.oom_kills_seen:
+            reason += f" ({self.oom_kills_seen} OOM kill(s) in the container's cgroup)"
+        return reason
 
     def wait_idle(self, timeout_s: float = 60.0) -> None:
         """As native (the accept queue read where the listener is: the host's network, or
@@ -158,8 +182,10 @@ class ContainerServed(LocalServed):
         )
 
     def facts(self) -> dict[str, object]:
-        """The record's `container` keys known at start (the window adds its own)."""
-        return container_facts(self.image, self.limits, self.container, self.bridge)
+        """The record's `container` keys known now (the window adds its own): a failed
+        run's record keeps the OOM kills counted until the watchdog last looked."""
+        facts = container_facts(self.image, self.limits, self.container, self.bridge)
+        return facts | {"oom_kills_total": self.oom_kills_seen}
 
 
 def bind_to(argv: list[str], bridge: docker.Bridge | None) -> list[str]:
@@ -275,10 +301,28 @@ class ContainerSite(LocalSite):
             self._check_container(served)
             if opts.proxy is not None:
                 self._front(served, opts)  # LocalSite's: PIN is refused with RUNTIME=docker
-        except BaseException:
+        except BaseException as exc:
+            kills = self._kills_so_far(served)
             self.stop(served)
+            if isinstance(exc, ServeError) and kills is not None:
+                # Workers killed at start or during verification: the count says why.
+                why = (
+                    f"{exc} ({kills} OOM kill(s) in the container's cgroup)" if kills else str(exc)
+                )
+                raise ServeError(why, exc.logs, exc.argv, {"oom_kills_total": kills}) from None
             raise
         return served
+
+    def _kills_so_far(self, served: ContainerServed) -> int | None:
+        """The OOM kills of a container that failed to start or verify, read before it is
+        removed (its cgroup is found here when the failure came before it was: a server that
+        never answered, its workers killed or thrashing at the memory limit)."""
+        if served.container_cgroup is None:
+            with contextlib.suppress(docker.EngineError, ContainerCgroupError):
+                pid = docker.container_pid(served.container)
+                if pid is not None:
+                    served.container_cgroup = ContainerCgroup.of_pid(pid)
+        return served.read_oom_kills()
 
     def _command(
         self,

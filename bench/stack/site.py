@@ -44,10 +44,18 @@ from bench.stack.verify import Verification, VerifyError, verify_server, verify_
 class ServeError(RuntimeError):
     """The server could not be started, verified or fronted: the block is not measured."""
 
-    def __init__(self, reason: str, logs: dict[str, str], argv: list[str] | None = None):
+    def __init__(
+        self,
+        reason: str,
+        logs: dict[str, str],
+        argv: list[str] | None = None,
+        container: dict[str, object] | None = None,
+    ):
         super().__init__(reason)
         self.logs = logs
         self.argv = argv
+        # RUNTIME=docker: what the container counted before it was removed (its OOM kills)
+        self.container = container
 
 
 def read_log(path: Path) -> str:

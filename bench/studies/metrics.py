@@ -43,6 +43,7 @@ METRICS = {
     "oom_kills": "OOM kills",
     "memory_peak_mb": "memory peak MB",
     "memory_failcnt": "hits of the memory limit",
+    "memory_anon_mb_end": "anon MB at end",
     # LIFECYCLE=reload (records with a lifecycle): what the load saw around the reload
     "reload_failed": "failed on reload",
     "p99_around_ms": "p99 ms ±2 s of reload",
@@ -50,6 +51,16 @@ METRICS = {
     # RECYCLE= (records with recycles)
     "workers_started": "workers started",
 }
+
+
+# Counted on failed runs too (a server the kernel's OOM kills brought down is the finding).
+ON_FAILED_RUNS = ("oom_kills",)
+
+
+def counted(rec: Record, metric: str) -> bool:
+    """Whether a record's value of the metric counts: ok runs, and failed ones for the
+    metrics of ON_FAILED_RUNS."""
+    return rec.status == "ok" or (rec.status == "failed" and metric in ON_FAILED_RUNS)
 
 
 def metric_value(rec: Record, metric: str) -> float | None:
@@ -89,7 +100,12 @@ def metric_value(rec: Record, metric: str) -> float | None:
         return (rec.resources or {}).get("server_cpu_pct")
     if metric in ("throttled_ms", "throttled_pct"):
         return _throttled(rec, metric)
-    if metric in ("oom_kills", "memory_peak_mb", "memory_failcnt"):
+    if metric == "oom_kills" and rec.status == "failed":
+        # A run that failed (the server exited, or failed verification): the kills its
+        # container counted until it ended.
+        value = (rec.container or {}).get("oom_kills_total")
+        return float(value) if isinstance(value, (int, float)) else None
+    if metric in ("oom_kills", "memory_peak_mb", "memory_failcnt", "memory_anon_mb_end"):
         value = (rec.container or {}).get(metric)
         return float(value) if isinstance(value, (int, float)) else None
     if metric == "workers_started":
@@ -155,7 +171,7 @@ def measured(records: list[Record], metric: str) -> dict[Cell, float | None]:
     for rec in records:
         cell = (str(rec.metadata.get("study_arm")), rec.scenario, rec.concurrency, rec.offered_rps)
         seen.add(cell)
-        if rec.status != "ok":
+        if not counted(rec, metric):
             continue
         value = metric_value(rec, metric)
         if value is not None:

@@ -20,6 +20,7 @@ from bench.report.production import quota_bound
 from bench.report.table import markdown_table
 from bench.studies import network
 from bench.studies.arms import best_arms
+from bench.studies.container import per_server_lines
 from bench.studies.metrics import (
     METRICS,
     Cell,
@@ -402,6 +403,8 @@ def study_section(study: Study, records: list[Record], plot: str | None) -> list
     if sweep_lines:
         lines += ["Worker sweep (the best of each server is kept below):", "", *sweep_lines, ""]
     lines += _results_table(study, records)
+    per_server = per_server_lines(records)
+    lines += ["", *per_server] if per_server else []
     lines += not_run_table(study)
     lines += _failed_lines(records)
     return [*lines, ""]

@@ -21,7 +21,7 @@ from bench.core.record import Record
 from bench.report.cells import figure
 from bench.report.production import quota_bound
 from bench.report.stats import Difference, decide, shift
-from bench.studies.metrics import fraction_rates, metric_value
+from bench.studies.metrics import counted, fraction_rates, metric_value
 from bench.studies.schema import Study
 
 ONE_TRIAL = "one trial"
@@ -38,10 +38,11 @@ class Outcome:
 
 
 def side_records(
-    records: list[Record], side: dict, rates: dict[tuple[str, str], float]
+    records: list[Record], side: dict, rates: dict[tuple[str, str], float], metric: str = ""
 ) -> list[Record] | None:
-    """The ok records (trials) of a check's side; None when its fraction's rate was never
-    derived (the second phase did not run)."""
+    """The ok records (trials) of a check's side (and failed ones for a metric counted on
+    them: OOM kills); None when its fraction's rate was never derived (the second phase did
+    not run)."""
     rate = None
     if "fraction" in side:
         rate = rates.get((side["arm"], f"{side['fraction']:g}"))
@@ -50,7 +51,7 @@ def side_records(
     return [
         r
         for r in records
-        if r.status == "ok"
+        if counted(r, metric or "")
         and str(r.metadata.get("study_arm")) == side["arm"]
         and ("concurrency" not in side or r.concurrency == side["concurrency"])
         and ("scenario" not in side or r.scenario == side["scenario"])
@@ -70,7 +71,10 @@ def _cells(recs: list[Record]) -> int:
 
 def quota_unbound(recs: list[Record]) -> str | None:
     """Why a comparison under a CPU quota says nothing about the quota: it throttled neither
-    arm in any trial (None: no quota, or it bound somewhere)."""
+    arm in any trial (None: no quota, it bound somewhere, or the arms are under a memory
+    limit, which is then what they compare)."""
+    if any((r.container or {}).get("memory_bytes") is not None for r in recs):
+        return None  # under a memory limit the memory limit is what is compared
     bound = [quota_bound(r) for r in recs]
     if not any(b is not None for b in bound) or any(bound):
         return None
@@ -150,8 +154,8 @@ def outcome(check: dict, records: list[Record], family: int = 1) -> Outcome:
     rates = fraction_rates(records)
     what = check.get("describe", f"{check['metric']} {check['a']} vs {check['b']}")
     recs_a, recs_b = (
-        side_records(records, check["a"], rates),
-        side_records(records, check["b"], rates),
+        side_records(records, check["a"], rates, check["metric"]),
+        side_records(records, check["b"], rates, check["metric"]),
     )
     a = trial_values(recs_a or [], check["metric"])
     b = trial_values(recs_b or [], check["metric"])

@@ -8,6 +8,7 @@ import pytest
 from bench.host.container_cgroup import (
     ContainerCgroup,
     ContainerCgroupError,
+    anon_bytes,
     parse_mountinfo,
     parse_proc_cgroup,
     window,
@@ -129,3 +130,55 @@ def test_v1_window(tmp_path: Path) -> None:
     assert got["cpu_pct"] == 50.0 and got["throttled_ms"] == 1.5
     assert got["oom_kills"] == 0 and got["memory_failcnt"] == 4
     assert got["memory_peak_scope"] == "window"
+
+
+CAPTURED_V1 = FIXTURES / "v1-gunicorn-sync-cpus0.5"
+
+
+def _captured_v1(root: Path) -> ContainerCgroup:
+    return ContainerCgroup("v1", {c: root / c for c in ("cpu", "cpuacct", "memory")})
+
+
+def test_v1_captured_files_of_a_container_at_half_a_cpu(tmp_path: Path) -> None:
+    """Real files of gunicorn-sync's container at --cpus=0.5 on this machine (copied from
+    /sys/fs/cgroup/{cpu,cpuacct,memory}/docker/<id>/ under load): the quota as the kernel
+    holds it, throttling, no memory limit, the anonymous memory from memory.stat's total_rss
+    (not the usage, which holds the page cache too) and no OOM kill."""
+    group = _captured_v1(CAPTURED_V1)
+    assert group.limits() == {"quota_us": 50_000, "period_us": 100_000, "memory_limit_bytes": None}
+    snap = group.snapshot()
+    assert (snap.throttling.nr_periods, snap.throttling.nr_throttled) == (23, 17)
+    assert snap.memory_anon_bytes == 51_318_784
+    assert snap.memory_bytes > snap.memory_anon_bytes  # usage = anon + cache + kernel
+    assert snap.oom_kills == 0 and snap.memory_failcnt == 0
+
+
+def test_anonymous_memory_is_read_per_version() -> None:
+    """v1: the hierarchy's total_rss before the cgroup's own rss; v2: anon; neither: None."""
+    v1 = (CAPTURED_V1 / "memory" / "memory.stat").read_text()
+    assert anon_bytes(v1, "v1") == 51_318_784
+    assert anon_bytes("rss 4096\ntotal_rss 8192\n", "v1") == 8192
+    assert anon_bytes("rss 4096\n", "v1") == 4096
+    assert anon_bytes((FIXTURES / "v2-memory.stat").read_text(), "v2") == 94_371_840
+    assert anon_bytes("file 10\n", "v2") is None
+
+
+def test_window_keeps_the_anonymous_memory_and_every_kill_since_start(tmp_path: Path) -> None:
+    """The window's memory_anon_mb_end, and oom_kills_total: the cgroup's counter since the
+    container started (kills at start count), beside the window's own delta."""
+    group = ContainerCgroup("v2", {"unified": tmp_path})
+    _v2_files(tmp_path, usage_us=1_000_000, throttled_us=0, periods=10, oom=2)
+    (tmp_path / "memory.stat").write_text((FIXTURES / "v2-memory.stat").read_text())
+    before = group.snapshot()
+    _v2_files(tmp_path, usage_us=1_100_000, throttled_us=0, periods=20, oom=5)
+    got = window(group, before, group.snapshot(), peak_reset=False)
+    assert got["oom_kills"] == 3 and got["oom_kills_total"] == 5
+    assert got["memory_anon_mb_end"] == 90.0
+    assert group.oom_kills() == 5
+
+
+def test_v2_events_with_an_oom_group_kill_line(tmp_path: Path) -> None:
+    """memory.events as newer kernels write it (oom_group_kill last): oom_kill still read."""
+    _v2_files(tmp_path, 0, 0, 0, 0)
+    (tmp_path / "memory.events").write_text((FIXTURES / "v2-memory.events").read_text())
+    assert ContainerCgroup("v2", {"unified": tmp_path}).oom_kills() == 7

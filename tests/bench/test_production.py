@@ -48,7 +48,7 @@ def test_measured_cells_carry_the_records_figures() -> None:
     """granian: its reload (0 failed at 300 req/s), its rule's req/s against the quota's
     (1,428 vs 973: +47 %), its soak slope; gunicorn-sync's recovery after the HUP stall."""
     rows = _rows(production_sections(_records()))
-    reload, recycle, quota, memory = rows["granian"]
+    reload, recycle, quota, memory, limits = rows["granian"]
     assert reload.startswith("0 failed at 300 req/s, ")
     assert quota.startswith("req/s +47 % (w2 vs w1: 1,428 vs 973; one trial: no interval)")
     assert quota.endswith("throttled 35 vs 0 ms")
@@ -58,16 +58,18 @@ def test_measured_cells_carry_the_records_figures() -> None:
         "RECYCLE=1000, then the same without RECYCLE)"
     )
     assert rows["gunicorn-sync"][0].startswith("0 failed at 300 req/s, recovered in 2.0 s")
+    assert limits == "not measured (make study NAME=container-limits, with arms for granian)"
 
 
 def test_servers_without_the_feature_say_so() -> None:
     """waitress and flask-dev: one process, no reload signal, no workers to recycle."""
     rows = _rows(production_sections(_records()))
     for server in ("waitress", "flask-dev"):
-        reload, recycle, quota, _memory = rows[server]
+        reload, recycle, quota, _memory, limits = rows[server]
         assert reload.startswith("not supported by the server")
         assert recycle.startswith("not supported by the server")
         assert quota == "not supported by the server (one process: no worker rule)"
+        assert limits == quota
 
 
 def test_a_reload_that_killed_the_server_says_failed() -> None:
@@ -117,8 +119,9 @@ def test_a_new_server_reads_not_measured_with_the_command(tmp_path, monkeypatch)
         "not measured (make bench SERVER=fakeserver SCENARIO=db CPU_QUOTA=1 WORKERS=<the CPUs "
         "here>, then the same with WORKERS=1)",
         "not measured (make soak SERVER=fakeserver)",
+        "not measured (make study NAME=container-limits, with arms for fakeserver)",
     ]
-    reload, recycle, _quota, _memory = rows["fakeserver-plain"]
+    reload, recycle, _quota, _memory, _limits = rows["fakeserver-plain"]
     assert reload == "not supported by the server (no [reload] declared)"
     assert recycle == "not supported by the server (no [recycle] declared)"
 

@@ -535,10 +535,16 @@ def test_container_limits_arms_carry_runtime_limits_and_rule() -> None:
     assert {o.cpus for o in options.values()} == {0.5, 0.25}
     assert all(o.cpu_quota is None for o in options.values())
     sync = options["gunicorn-sync-quota-mem"]
-    assert sync.memory_bytes == 100 * 2**20 and sync.overrides["workers"] == 1
+    assert sync.memory_bytes == 113 * 2**20 and sync.overrides["workers"] == 1
     assert options["gunicorn-sync-cpus-25"].memory_bytes is None
     cpus = len(__import__("os").sched_getaffinity(0))
     assert options["uvicorn-cpus-25"].overrides["workers"] == cpus
+    # under the memory limit, the rules users deploy: Gunicorn's 2 x CPUs + 1, hyperglass's
+    # 2 x CPUs for Uvicorn
+    assert options["gunicorn-sync-cpus-mem"].overrides["workers"] == 2 * cpus + 1
+    assert options["granian-cpus-mem"].overrides["workers"] == 2 * cpus + 1
+    assert options["uvicorn-cpus-mem"].overrides["workers"] == 2 * cpus
+    assert options["uvicorn-cpus-mem"].study.meta["workers_rule"] == "2*cpus"
 
 
 def test_arms_of_other_limits_run_in_harness_runs_of_their_own() -> None:
@@ -550,8 +556,8 @@ def test_arms_of_other_limits_run_in_harness_runs_of_their_own() -> None:
     batches = runner._batches(study, pairs)
     for batch in batches:
         assert len({(o.cpus, o.memory_bytes, o.mode.runtime) for _, o in batch}) == 1
-    # 0.5 CPU (8 arms), 0.25 CPU (8 arms), then per memory limit (the two gunicorns share 100m)
-    assert [len(b) for b in batches] == [8, 8, 4, 2, 2]
+    # 0.5 CPU (8 arms), 0.25 CPU (8 arms), then per memory limit (one a server)
+    assert [len(b) for b in batches] == [8, 8, 2, 2, 2, 2]
 
 
 BAD_RUNTIME = [
@@ -559,8 +565,8 @@ BAD_RUNTIME = [
     (('[run]\nruntime = "docker"', '[run]\nruntime = "native"'), "limit a container"),
     (("cpus = 0.25\n", "cpus = 9.0\n"), "valid: cpus = 0.01.."),
     (("cpus = 0.25\n", "cpus = 0\n"), "cpus must be a number of CPUs"),
-    (('memory = "100m"', 'memory = "lots"'), "'lots' is not a size"),
-    (('memory = "100m"', 'memory = "1m"'), "below docker's floor"),
+    (('memory = "113m"', 'memory = "lots"'), "'lots' is not a size"),
+    (('memory = "113m"', 'memory = "1m"'), "below docker's floor"),
     (("[run]\n", "[run]\ncpu_quota = 0.5\n"), "not supported with runtime = 'docker'"),
 ]
 
