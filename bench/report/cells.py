@@ -87,6 +87,14 @@ def via_label(rec: Record) -> str:
     """How the load reached the server: direct or through nginx, and keep-alive when off."""
     keepalive = rec.keepalive or {}
     via = rec.proxy or "direct"
+    box = rec.container
+    if box:  # RUNTIME=docker: the image, its limits and network
+        limits = [f"--cpus={box['cpus']:g}"] if box.get("cpus") is not None else []
+        if box.get("memory_bytes") is not None:
+            limits.append(f"--memory={box['memory_bytes'] // 2**20}m")
+        if box.get("network") == "bridge":
+            limits.append("bridge")
+        via += ", docker" + (" " + " ".join(limits) if limits else "")
     if keepalive.get("client") is False:
         via += ", keepalive off"
     elif keepalive.get("upstream") is False:

@@ -24,12 +24,28 @@ CEILING = "nginx-static"  # the server whose throughput is the ceiling for the o
 BASELINES = (CEILING, "flask-dev")
 
 
+def is_limited(rec: Record) -> bool:
+    """A server in a container under the engine's --cpus or --memory (RUNTIME=docker CPUS=
+    MEMORY=): shown in the speed tables, labelled, never ranked with unlimited runs."""
+    box = rec.container or {}
+    return box.get("cpus") is not None or box.get("memory_bytes") is not None
+
+
+def runtime_key(rec: Record) -> tuple:
+    """Where the server ran: natively (empty) or in its image, with the engine's limits and
+    network. Not part of point_key: `make compare` pairs a native set with a docker set
+    (what the container costs); within one set the two never merge as trials."""
+    box = rec.container
+    if not box:
+        return ()
+    return ("docker", box.get("cpus"), box.get("memory_bytes"), box.get("network"))
+
+
 def is_experiment(rec: Record) -> bool:
     """A run that disturbs the server on purpose or watches it for long (a reload, recycling,
     a CPU quota, a container under the engine's CPU or memory limits, a soak, a load-balancer
     study's namespace): reported in its own sections, never ranked with steady runs."""
-    box = rec.container or {}
-    if box.get("cpus") is not None or box.get("memory_bytes") is not None:
+    if is_limited(rec):
         return True
     return any(
         getattr(rec, key, None) is not None
@@ -65,7 +81,7 @@ def machine_group_key(rec: Record) -> tuple:
     user's app (APP=) are never trials of one another; across result sets they meet on
     point_key (the app's name is in the scenario), so `make compare` pairs them."""
     version = (getattr(rec, "user_app", None) or {}).get("sha256")
-    return (*point_key(rec), rec.arch, rec.emulated, host_of(rec), version)
+    return (*point_key(rec), rec.arch, rec.emulated, host_of(rec), version, runtime_key(rec))
 
 
 def groups(records: Iterable[Record]) -> dict[tuple, list[Record]]:

@@ -39,6 +39,7 @@ from bench.report.groups import (
     config_key,
     groups,
     is_experiment,
+    is_limited,
     latency_estimate,
     point_key,
     ranks,
@@ -502,7 +503,7 @@ def _by_scenario(records: list[Record]) -> dict[str, list[Record]]:
             not rec.emulated
             and "study" not in rec.metadata
             and rec.offered_rps is None
-            and not is_experiment(rec)
+            and (not is_experiment(rec) or is_limited(rec))
         ):
             by_scenario[rec.scenario].append(rec)
     return by_scenario

@@ -233,3 +233,27 @@ def test_plots_get_one_series_per_scenario(tmp_path: Path) -> None:
     text = (tmp_path / "details" / "speed-db.md").read_text()
     assert "![db: req/s and p99 by concurrency](../plots/db.png)" in text
     assert (tmp_path / "plots" / "db.png").stat().st_size > 1000
+
+
+def test_docker_runs_are_their_own_labelled_configuration(tmp_path: Path) -> None:
+    """A RUNTIME=docker run (with its limits) and the same point run natively never merge as
+    trials of one configuration in one result set; the container's limits are in the label,
+    and it appears in the speed table (not only among the experiments)."""
+    import json
+
+    from bench.core.record import Record
+    from bench.report.cells import via_label
+    from bench.report.groups import groups, point_key
+
+    raw = json.loads((FIXTURES / "container_records" / "granian-db-docker-cpus1.json").read_text())
+    docker = Record.from_dict(raw)
+    native = Record.from_dict({**raw, "container": None})
+    assert point_key(docker) == point_key(native)  # make compare pairs native with docker
+    assert len(groups([docker, native])) == 2
+    assert "docker --cpus=1" in via_label(docker) and "docker" not in via_label(native)
+    records = tmp_path / "records"
+    records.mkdir()
+    (records / "one.json").write_text(json.dumps(raw))
+    loaded, problems = load_records(records)
+    details = _whole(loaded, problems)
+    assert "docker --cpus=1" in details and "Speed: db" in details
