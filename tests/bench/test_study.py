@@ -345,6 +345,27 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], *needles: str) -> None:
         assert needle in err, err
 
 
+def _refused_when_changed(
+    text: str,
+    change: tuple[str, str],
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A study file `text` with one `change` (old, new) applied: make study refuses it with
+    one line naming the file and `message`, exit 2, nothing written."""
+    old, new = change
+    assert old in text
+    monkeypatch.setattr(schema, "STUDIES_DIR", tmp_path / "studies")
+    (tmp_path / "studies").mkdir()
+    (tmp_path / "studies" / "broken.toml").write_text(text.replace(old, new, 1))
+    results = tmp_path / "results"
+    assert cli.main(["study", "--name=broken", f"--results={results}"]) == 2
+    _one_line_error(capsys, "broken.toml", message)
+    assert not results.exists()
+
+
 OPEN_ARM = 'id = "uwsgi-open"'
 BAD_OPEN_LOOP = [
     (('load = "oha"\nfrom_best = "uwsgi"', 'load = "ohha"\nfrom_best = "uwsgi"'), "unknown load"),
@@ -395,15 +416,7 @@ def test_bad_open_loop_keys_are_one_line_and_exit_2(
     """load, rates, rates_from, from_best and the checks' fraction/rejudges: a bad value is
     one line naming the file and the key, exit 2, nothing run."""
     text = P99.read_text()
-    old, new = change
-    assert old in text
-    monkeypatch.setattr(schema, "STUDIES_DIR", tmp_path / "studies")
-    (tmp_path / "studies").mkdir()
-    (tmp_path / "studies" / "broken.toml").write_text(text.replace(old, new, 1))
-    results = tmp_path / "results"
-    assert cli.main(["study", "--name=broken", f"--results={results}"]) == 2
-    _one_line_error(capsys, "broken.toml", message)
-    assert not results.exists()
+    _refused_when_changed(text, change, message, tmp_path, monkeypatch, capsys)
 
 
 def test_fixed_rates_must_be_whole_positive_numbers(
@@ -583,15 +596,7 @@ def test_bad_runtime_or_limits_are_one_line_and_exit_2(
     a CPU count outside docker's range, a size docker refuses, a native quota in a
     container: one line naming the file and the key, exit 2, nothing run."""
     text = (schema.STUDIES_DIR / "container-limits.toml").read_text()
-    old, new = change
-    assert old in text
-    monkeypatch.setattr(schema, "STUDIES_DIR", tmp_path / "studies")
-    (tmp_path / "studies").mkdir()
-    (tmp_path / "studies" / "broken.toml").write_text(text.replace(old, new, 1))
-    results = tmp_path / "results"
-    assert cli.main(["study", "--name=broken", f"--results={results}"]) == 2
-    _one_line_error(capsys, "broken.toml", message)
-    assert not results.exists()
+    _refused_when_changed(text, change, message, tmp_path, monkeypatch, capsys)
 
 
 def test_a_missing_image_is_refused_with_the_make_images_command(
