@@ -45,6 +45,20 @@ def _records(results: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((results / "records").glob("*.json"))]
 
 
+def _next_start(results: Path) -> str:
+    """What the next harness start (here `python -m bench report`) says on stderr: it
+    removes what a dead harness left."""
+    nxt = subprocess.run(
+        [sys.executable, "-m", "bench", "report", f"--results={results}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert nxt.returncode == 0, nxt.stderr
+    return nxt.stderr
+
+
 def test_image_holds_the_native_venvs_packages(image: images.Image) -> None:
     """The same pinned requirements give the same distributions and versions in the image
     as in the native venv; the image is tagged with the server's version and the commit."""
@@ -171,15 +185,7 @@ def test_sigkilled_harness_container_is_removed_at_the_next_start(
     serve_proc.wait(timeout=30)
     # The docker CLI died with its parent (PR_SET_PDEATHSIG); the container did not.
     assert _owned_by(pid) == names
-    nxt = subprocess.run(
-        [sys.executable, "-m", "bench", "report", f"--results={tmp_path}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert nxt.returncode == 0, nxt.stderr
-    assert f"removed {names[0]} left by a harness that died" in nxt.stderr
+    assert f"removed {names[0]} left by a harness that died" in _next_start(tmp_path)
     assert _owned_by(pid) == []
 
 
@@ -228,15 +234,7 @@ def test_a_dead_harness_network_is_removed_at_the_next_start(tmp_path: Path) -> 
     dead = docker.create_bridge(owner=gone.pid)
     alive = docker.create_bridge(owner=os.getpid())
     try:
-        nxt = subprocess.run(
-            [sys.executable, "-m", "bench", "report", f"--results={tmp_path}"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert nxt.returncode == 0, nxt.stderr
-        assert f"removed {dead.name} left by a harness that died" in nxt.stderr
+        assert f"removed {dead.name} left by a harness that died" in _next_start(tmp_path)
         left = [name for name, _ in docker.owned("network")]
         assert dead.name not in left and alive.name in left
     finally:
