@@ -27,6 +27,11 @@ AUTO_TARGET = 0.05
 AUTO_MIN_TRIALS = 3
 AUTO_BUDGET_MIN = 15
 AUTO_MAX_TRIALS = 100  # TRIALS' own upper bound: a quiet machine stops long before
+# TRIALS=auto with two or more configurations races them (bench.harness.racing): a pair is
+# 'equivalent' when its ratio is within ±RACE_MARGIN (MARGIN=, percent); 5 %: the run-to-run
+# noise of one trial on the project's 2-CPU machine is 2-3 % (ln sd 0.025), so a smaller
+# margin would take more rounds than a user's budget holds, and a larger one calls 1.08x equal.
+RACE_MARGIN = 0.05
 RESULTS = "results"  # relative to where make runs: the checkout
 PROXY = "none"  # the server alone; nginx in front is a choice (PROXY=nginx)
 KEEPALIVE = True  # what wrk, browsers and HTTP/1.1 clients do unless told otherwise
