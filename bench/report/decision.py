@@ -19,18 +19,19 @@ The method (docs/statistics.md, "The race"):
   of the mean ln ratio inside those bounds. For one pair at most one of the two null
   hypotheses holds (the ratio is either 1 or not within the margin, or neither), so the two
   tests share one error budget.
-- Error over the looks: alpha spending with the Pocock-like Lan-DeMets function
-  α(t) = α·ln(1 + (e − 1)·t), t = the pair's paired rounds / max_looks; the test at n paired
-  rounds is at level α(n/N) − α((n − 1)/N) (at the first testable look, n = 3: α(3/N), what
-  the looks before it could not spend). The levels of one pair sum to at most α over every
-  look, so the chance that it is ever decided wrongly is at most α by the union bound,
-  whatever the looks' correlation (conservative: exact group-sequential boundaries would be
-  less so, but need the looks' information fractions fixed in advance, which a race whose
-  configurations leave does not have). The level is a function of the pair's own rounds, not
-  of the look: a pair whose configurations stopped racing has the same rounds, so the same
-  test and the same decision, at every later look. Pocock-like rather than O'Brien-Fleming-
-  like: a race wants its large differences decided early (OBF spends almost nothing before
-  half the budget, and at 3 paired rounds, df = 2, nothing could be decided at all).
+- Error over the looks: alpha spending with the power family's linear member (Kim and
+  DeMets, ρ = 1), α(t) = α·t, t = the pair's paired rounds / max_looks: the test at n paired
+  rounds is at level α/N (at the first testable look, n = 3: 3α/N, what the looks before it
+  could not spend). The levels of one pair sum to at most α over every look, so the chance
+  that it is ever decided wrongly is at most α by the union bound, whatever the looks'
+  correlation (conservative: exact group-sequential boundaries would be less so, but need the
+  looks' information fractions fixed in advance, which a race whose configurations leave does
+  not have). The level is a function of the pair's own rounds, not of the look: a pair whose
+  configurations stopped racing has the same rounds, so the same test and the same decision,
+  at every later look. Linear rather than Pocock-like (α·ln(1 + (e − 1)t)) or O'Brien-
+  Fleming-like spending: in the simulated 4-server race of tests/bench/test_decision.py
+  (1.00, 1.00, 0.72, 0.54×, noise sd 0.025, 20 looks) it decided 95 of 100 races within 15
+  looks, Pocock-like 86 and O'Brien-Fleming-like 97 (but a median of 11 looks against 9).
   An anytime-valid confidence sequence was not chosen: it needs no budget but is wider at
   every look for the same error, and the race has a budget.
 - Holm over the pairs: each pair's decision p (the smaller of its separation and TOST
@@ -103,17 +104,11 @@ class Standing:
 
 def spent(rounds: int, max_looks: int, alpha: float = ALPHA) -> float:
     """The level spent by a test at `rounds` paired rounds of a budget of `max_looks`
-    (Pocock-like Lan-DeMets spending, Bonferroni over the looks; 0 below MIN_ROUNDS)."""
-    if rounds < MIN_ROUNDS:
-        return 0.0
+    (linear spending α·t, Bonferroni over the looks; 0 below MIN_ROUNDS or past the budget)."""
     total = max(max_looks, MIN_ROUNDS)
-    n = min(rounds, total)
-
-    def spend(t: float) -> float:
-        return alpha * math.log(1 + (math.e - 1) * t)
-
-    before = 0.0 if n == MIN_ROUNDS else spend((n - 1) / total)
-    return spend(n / total) - before
+    if rounds < MIN_ROUNDS or rounds > total:
+        return 0.0
+    return alpha * (MIN_ROUNDS if rounds == MIN_ROUNDS else 1) / total
 
 
 def _logs(series: Mapping[int, float | None]) -> dict[int, float]:
@@ -171,10 +166,12 @@ def _test(diffs: np.ndarray, margin: float, no_figure: bool) -> _Test:
     se = sd / math.sqrt(n)
     mean = float(diffs.mean())
     df = n - 1
-    p_sep = float(2 * stats.t.sf(abs(mean) / se, df))
     bound = math.log(1 + margin)
-    # TOST: both one-sided tests against the margin must reject; its p is the larger
-    p_eq = float(max(stats.t.sf((mean + bound) / se, df), stats.t.cdf((mean - bound) / se, df)))
+    # one call for the three tails (scipy's per-call overhead dominates a race's looks): the
+    # separation test's, and TOST's two one-sided tests against the margin (its p the larger)
+    tails = stats.t.sf(np.array([abs(mean), mean + bound, bound - mean]) / se, df)
+    p_sep = float(2 * tails[0])
+    p_eq = float(max(tails[1], tails[2]))
     return _Test(diffs, p_sep, p_eq, se, "")
 
 
@@ -241,7 +238,7 @@ def _holm(ranking: list[str], tests: list[_Test], levels: list[float], alpha: fl
         better, worse = ranking[i], ranking[i + 1]
         ratio = math.exp(float(test.diffs.mean())) if test.diffs.size else math.nan
         if i not in adjusted:
-            reason = test.reason or "no level to spend"
+            reason = test.reason or "more paired rounds than the budget's looks"
             pairs.append(Pair(better, worse, ratio, None, None, "undecided", test.diffs.size, None))
             pairs[-1] = replace(pairs[-1], reason=reason)
             continue
