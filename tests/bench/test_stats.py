@@ -8,8 +8,10 @@ import math
 
 import numpy as np
 import pytest
+from scipy.stats import t as t_dist
 
 from bench.report.stats import (
+    Difference,
     ar1_latencies,
     block_for,
     capacity,
@@ -87,8 +89,48 @@ def test_untestable_and_degenerate_cases() -> None:
     assert not zero.testable
     same = difference([5.0, 5.0], [5.0, 5.0])
     assert not same.significant
-    apart = difference([5.0, 5.0], [6.0, 6.0])
-    assert apart.significant and apart.ratio == pytest.approx(1.2)
+
+
+def test_identical_quantised_trials_are_untestable_not_proof() -> None:
+    """Locust's p99 at 3,000 ms in every trial against 3,100 ms: zero spread comes from the
+    figure's rounding, not from zero noise. Untestable (p None, no interval), never
+    "significant, p = 0": moving one trial by one bucket gives p ≈ 0.18, and no data can be
+    more convincing for having been rounded alike."""
+    capped = difference([3000.0] * 3, [3100.0] * 3)
+    assert capped.ratio == pytest.approx(31 / 30)
+    assert capped.p is None and not capped.significant and not capped.testable
+    assert capped.low is None and capped.high is None
+    moved = difference([3000.0] * 3, [3100.0, 3100.0, 3000.0])
+    assert moved.p is not None and 0.1 < moved.p < 0.3 and not moved.significant
+    # in a family, an untestable pair does not count and cannot be made significant
+    family = correct([capped, moved])
+    assert family[0].p is None and family[1].family == 1
+
+
+def test_a_corrected_interval_is_at_its_holm_step_level() -> None:
+    """Holm tests the smallest raw p at α/3, the next at α/2, the last at α: each interval is
+    the t interval at that level (computed here from the t quantile), and one the step-down
+    never reached is widened to hold 1.00×. The level α·p_raw/p_adj (the summary's old rule)
+    gives the second comparison a 98 % interval where Holm tested it at 97.5 %."""
+    se, df = 0.05, 4
+
+    def diff(ratio: float, p: float) -> Difference:
+        return Difference(ratio, None, None, p, p, 1, se, df)
+
+    out = correct([diff(1.25, 0.010), diff(1.24, 0.012), diff(1.02, 0.5)])
+    assert [d.p for d in out] == pytest.approx([0.03, 0.03, 0.5])
+    for d, level in zip(out[:2], (0.05 / 3, 0.05 / 2), strict=True):
+        half = t_dist.ppf(1 - level / 2, df) * se
+        assert d.low == pytest.approx(d.ratio * math.exp(-half))
+        assert d.high == pytest.approx(d.ratio * math.exp(half))
+    half = t_dist.ppf(1 - 0.05 / 2, df) * se
+    assert out[2].low == pytest.approx(1.02 * math.exp(-half)) and out[2].high > 1.02
+    # none significant after Holm (each adjusted p ≥ 0.06): the last comparison's own 95 %
+    # interval, [1.06–1.39], excludes 1.00× and must be widened to reach it
+    stopped = correct([diff(1.22, 0.020), diff(1.22, 0.021), diff(1.22, 0.022)])
+    assert all(not d.significant for d in stopped)
+    assert all(d.low <= 1.0 <= d.high for d in stopped)  # type: ignore[operator]
+    assert stopped[2].high == pytest.approx(1.22 * math.exp(half))
 
 
 def test_rank_intervals_share_a_rank_only_where_the_data_cannot_separate() -> None:
