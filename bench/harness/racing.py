@@ -36,14 +36,15 @@ class Outcome:
 
 
 def max_looks(opts: plan.Options) -> int:
-    """The most looks a race of these options can take: the rounds of two configurations that
+    """The most rounds a race of these options can run: the rounds of two configurations that
     fit in the budget at the plan's load time alone (start-up and verification not counted,
-    so no race can look more often), within the trials' cap. The error is spent over these."""
+    so no race can run more), within the trials' cap. bench.report.decision spends the error
+    over these (a pair's test at n paired rounds spends α·n/max_looks in all)."""
     assert opts.precision is not None
     two = plan.make_plan(replace(opts, servers=opts.servers[:2], trials=1))
     round_s = max(1, plan.estimate_seconds(opts, two))
     rounds = min(opts.precision.max_trials, math.floor(opts.precision.budget_s / round_s))
-    return max(1, standings.looks_taken(max(rounds, defaults.AUTO_MIN_TRIALS)))
+    return max(rounds, defaults.AUTO_MIN_TRIALS)
 
 
 def with_looks(opts: plan.Options) -> plan.Options:
@@ -98,7 +99,7 @@ def race(
             why = "decided"
         elif not found:
             why = "nothing to race"  # no point had two configurations with figures
-        elif standings.looks_taken(done) >= looks:
+        elif done >= looks:
             why = "limit"
         elif elapsed() + round_s > settings.budget_s:
             why = "budget"
@@ -145,4 +146,3 @@ def rerun_command(opts: plan.Options, undecided: list[str], spent_s: float, done
     if opts.precision.margin != defaults.RACE_MARGIN:
         parts.append(f"MARGIN={opts.precision.margin * 100:g}")
     return " ".join(parts)
-

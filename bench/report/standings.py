@@ -40,13 +40,11 @@ class PointRace:
     lower_is_better: bool
 
     def line(self) -> str:
-        """"db c50: decided in 12 rounds, 9.4 min: granian = uwsgi (±5 %) > uvicorn"."""
+        """ "db c50: decided in 12 rounds, 9.4 min: granian = uwsgi (±5 %) > uvicorn"."""
         how = "decided" if self.standing.done else "undecided"
         took = f", {self.minutes:.1f} min" if self.minutes is not None else ""
         unit = "p99, lower is better; " if self.lower_is_better else ""
-        return (
-            f"{self.point}: {how} in {self.rounds} round(s){took}: {unit}{self.standing.line()}"
-        )
+        return f"{self.point}: {how} in {self.rounds} round(s){took}: {unit}{self.standing.line()}"
 
 
 def session_of(rec: Record) -> str:
@@ -70,7 +68,6 @@ def _point_key(rec: Record) -> tuple:
     return (
         session_of(rec),
         rec.scenario,
-        rec.app,
         rec.proxy,
         keepalive.get("client", True),
         keepalive.get("upstream"),
@@ -145,12 +142,11 @@ def judge_point(point_records: list[Record], max_looks: int | None = None) -> Po
     looks_cap = max_looks or int(settings.get("max_looks") or defaults.AUTO_MAX_TRIALS)
     rounds = max(len(v) for v in figures.values())
     lower = point_records[0].offered_rps is not None
-    look = looks_taken(rounds)
     standing = decision.judge(
         figures,
         margin=margin,
         higher_is_better=not lower,
-        look=min(look, looks_cap),
+        look=max(1, min(rounds, looks_cap)),
         max_looks=looks_cap,
     )
     return PointRace(
@@ -162,12 +158,6 @@ def judge_point(point_records: list[Record], max_looks: int | None = None) -> Po
         margin,
         lower,
     )
-
-
-def looks_taken(rounds: int) -> int:
-    """The looks a race has taken after `rounds` rounds: one after every round from the
-    defaults.AUTO_MIN_TRIALS-th on (none before: no pair is judged on fewer rounds)."""
-    return max(0, rounds - defaults.AUTO_MIN_TRIALS + 1)
 
 
 def summary_lines(records: list[Record]) -> list[str]:
