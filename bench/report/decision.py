@@ -186,7 +186,11 @@ def judge(
 ) -> Standing:
     """figures: configuration -> {round number -> the trial's figure (req/s, or p99 with
     higher_is_better=False)}. look: how many looks have been taken so far including this one
-    (1-based); max_looks: the most the budget allows (for alpha spending)."""
+    (1-based); max_looks: the most the budget allows (for alpha spending).
+
+    Each pair's level depends on its own paired rounds and max_looks, not on `look` (checked
+    only): a pair frozen by its configurations leaving is judged alike at every later look.
+    max_looks must stay the same for the whole race (the levels are spent against it)."""
     if max_looks < 1 or not 1 <= look <= max_looks:
         raise ValueError(f"look must be 1..max_looks ({max_looks}), not {look}")
     if not 0 < alpha < 1 or margin <= 0:
