@@ -186,7 +186,11 @@ def judge(
 ) -> Standing:
     """figures: configuration -> {round number -> the trial's figure (req/s, or p99 with
     higher_is_better=False)}. look: how many looks have been taken so far including this one
-    (1-based); max_looks: the most the budget allows (for alpha spending)."""
+    (1-based); max_looks: the most the budget allows (for alpha spending).
+
+    Each pair's level depends on its own paired rounds and max_looks, not on `look` (checked
+    only): a pair frozen by its configurations leaving is judged alike at every later look.
+    max_looks must stay the same for the whole race (the levels are spent against it)."""
     if max_looks < 1 or not 1 <= look <= max_looks:
         raise ValueError(f"look must be 1..max_looks ({max_looks}), not {look}")
     if not 0 < alpha < 1 or margin <= 0:
@@ -261,3 +265,67 @@ def _holm(ranking: list[str], tests: list[_Test], levels: list[float], alpha: fl
         )
         pairs[-1] = replace(pairs[-1], reason=reason)
     return pairs
+
+
+def simulate(
+    truth: Mapping[str, float],
+    sd: float,
+    max_looks: int,
+    reps: int,
+    round_sd: float = 0.05,
+    seed: int = 0,
+) -> tuple[dict[str, float], float, float]:
+    """Races with a known truth (log-normal noise `sd` per run, a shared round effect): each
+    round every racing configuration runs once, then judge; those not racing stop; the race
+    ends when done or at max_looks. Returns each adjacent truth pair's share of races ending
+    "separated" / "equivalent" (keys "a>b:separated", …), the share of races done, and the
+    median looks."""
+    rng = np.random.default_rng(seed)
+    outcomes: dict[str, float] = {}
+    done = 0
+    looks_taken = []
+    for _ in range(reps):
+        figures: dict[str, dict[int, float]] = {c: {} for c in truth}
+        racing = set(truth)
+        for look in range(1, max_looks + 1):
+            shared = rng.normal(0.0, round_sd)
+            for config in sorted(racing):
+                figures[config][look] = truth[config] * math.exp(shared + rng.normal(0.0, sd))
+            standing = judge(figures, look=look, max_looks=max_looks)
+            if standing.done:
+                break
+            racing = set(standing.racing)
+        done += standing.done
+        looks_taken.append(look)
+        for pair in standing.pairs:
+            key = f"{pair.better}>{pair.worse}:{pair.state}"
+            outcomes[key] = outcomes.get(key, 0.0) + 1 / reps
+    return outcomes, done / reps, float(np.median(looks_taken))
+
+
+def _report() -> None:
+    """The simulations quoted in docs/statistics.md (python -m bench.report.decision)."""
+    print("A/A: one configuration raced against itself, 20 looks, round effect sd 0.05")
+    for sd in (0.025, 0.05, 0.1, 0.2):
+        outcomes, _, looks = simulate({"a": 1.0, "b": 1.0}, sd, 20, 400, seed=1)
+        separated = sum(v for k, v in outcomes.items() if k.endswith(":separated"))
+        equivalent = sum(v for k, v in outcomes.items() if k.endswith(":equivalent"))
+        print(
+            f"  sd {sd}: separated {separated:.1%}, equivalent {equivalent:.1%}, "
+            f"median looks {looks:g}"
+        )
+    truth = {"granian": 1.0, "uwsgi": 1.0, "uvicorn": 0.72, "gunicorn-sync": 0.54}
+    print("\n4 servers at 1.00, 1.00, 0.72, 0.54, 20 looks")
+    for sd in (0.025, 0.05):
+        outcomes, done, looks = simulate(truth, sd, 20, 200, seed=2)
+        tie = sum(
+            v for k, v in outcomes.items() if "granian" in k and "uwsgi" in k and "equiv" in k
+        )
+        print(
+            f"  sd {sd}: all decided {done:.0%} (median looks {looks:g}); tied pair "
+            f"equivalent {tie:.0%}"
+        )
+
+
+if __name__ == "__main__":  # python -m bench.report.decision
+    _report()

@@ -11,11 +11,13 @@ import pytest
 from scipy.stats import t as t_dist
 
 from bench.report.stats import (
+    Capacity,
     Difference,
     ar1_latencies,
     block_for,
     capacity,
     capacity_coverage,
+    capacity_ratio,
     correct,
     decide,
     difference,
@@ -24,6 +26,7 @@ from bench.report.stats import (
     pairwise,
     quantile_interval,
     rank_intervals,
+    shift,
     tie_ranks,
     within_run_interval,
 )
@@ -372,3 +375,36 @@ def test_decide_says_inconclusive_where_the_interval_does_not_decide() -> None:
     assert decide(*marginal, "higher", family=10).outcome == "inconclusive"
     with pytest.raises(ValueError, match="higher, lower, equal"):
         decide([1.0], [2.0], "bigger")
+
+
+def test_capacity_ratio_takes_each_interval_s_far_end() -> None:
+    """A: 1,000 [900–1,100], B: 500 [450–550]: A/B is 2.00, and every ratio the two
+    intervals allow lies in [900/550, 1,100/450] = [1.64, 2.44] (crossing the ends, low/low
+    and high/high, gives [2.00, 2.00]: a width of nothing)."""
+    a = Capacity(1000.0, 900.0, 1100.0, 3)
+    b = Capacity(500.0, 450.0, 550.0, 3)
+    ratio, low, high = capacity_ratio(a, b)  # type: ignore[misc]
+    assert ratio == pytest.approx(2.0)
+    assert low == pytest.approx(900 / 550) and high == pytest.approx(1100 / 450)
+    assert capacity_ratio(a, Capacity(None, None, None, 0)) is None
+
+
+def test_equal_within_5_percent_means_5_not_10() -> None:
+    """Two tight configurations 7 % apart: "equal" within the default ±5 % is not reproduced
+    (the whole interval lies past 1.05×); within ±10 % it would be."""
+    a = [100.0, 100.2, 99.8, 100.1, 99.9]
+    b = [107.0, 107.2, 106.8, 107.1, 106.9]
+    assert decide(a, b, "equal").outcome == "not reproduced"
+    assert decide(a, b, "equal", margin=0.10).outcome == "reproduced"
+
+
+def test_a_count_shift_is_corrected_for_its_family() -> None:
+    """A shift's interval is Welch's at 1 − 0.05/family (degrees of freedom n − 1), computed
+    here from the t quantile: a family of 4 checks gives the 98.75 % interval."""
+    a, b = [0.0, 1.0, 2.0, 1.0], [3.0, 4.0, 2.0, 3.0]
+    se = math.sqrt(np.var(a, ddof=1) / 4 + np.var(b, ddof=1) / 4)
+    for family in (1, 4):
+        moved = shift(a, b, family)
+        assert moved is not None and moved.diff == pytest.approx(2.0) and moved.n == 4
+        half = t_dist.ppf(1 - 0.05 / family / 2, 3) * se
+        assert (moved.low, moved.high) == pytest.approx((2.0 - half, 2.0 + half))
