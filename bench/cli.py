@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import random
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.core import defaults, plan, scenario
+from bench.core import defaults, plan, scenario, variables
 from bench.core.app import AppError, AppSpec, parse_app
 from bench.core.registry import OVERRIDABLE, DeclarationError, load_all, server_ids
 from bench.core.validate import (  # noqa: F401  (re-exported: tests and overhead use cli.*)
-    LIMITS,
     SWITCHES,
     UsageError,
     validate_choice,
@@ -33,7 +33,7 @@ from bench.core.validate import (  # noqa: F401  (re-exported: tests and overhea
     validate_target,
     validate_trials,
 )
-from bench.core.variables import VARIABLES, for_command, help_lines
+from bench.core.variables import VARIABLES, command_defaults, for_command, help_lines
 from bench.host.arch import ArchError, check_emulation_supported, host_arch, normalize_arch
 from bench.host.metadata import machine_label
 from bench.load import (
@@ -67,55 +67,95 @@ def add_own_arguments(parser: argparse.ArgumentParser, command: str) -> None:
             parser.add_argument(variable.option, default=variable.unset)
 
 
+def _dests(values: dict[str, str]) -> dict[str, str]:
+    """Variable name -> value, as the parser's attribute names (`LOAD_THREADS` -> load_threads)."""
+    return {variables.BY_NAME[name].dest: value for name, value in values.items()}
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `python -m bench` argument parser (make passes the variables as options)."""
     parser = _Parser(prog="python -m bench", description="Python web server benchmark")
     sub = parser.add_subparsers(dest="command", required=True)
+
     run = sub.add_parser("run", help="verify and measure servers")
     add_run_arguments(run)
     capacity = sub.add_parser("capacity", help="each server's capacity within a latency objective")
     add_run_arguments(capacity)
-    capacity.set_defaults(
-        load=open_loop_name(),
-        duration=str(defaults.CAPACITY_DURATION_S),
-        warmup=str(defaults.CAPACITY_WARMUP_S),
-        trials=str(defaults.CAPACITY_KNEE_TRIALS),
-    )
+    capacity.set_defaults(**_dests(command_defaults("capacity")))
     add_own_arguments(capacity, "capacity")
     serve = sub.add_parser("serve", help="a verified stack and server left up until Ctrl-C")
     add_run_arguments(serve)
     soak = sub.add_parser("soak", help="memory of every server process over a long fixed-rate run")
     add_run_arguments(soak)
-    soak.set_defaults(
-        load=open_loop_name(),
-        duration=str(defaults.SOAK_DURATION_S),
-        warmup=str(defaults.SOAK_WARMUP_S),
-        trials="1",
-        rate=str(defaults.SOAK_RATE),
-        scenario=defaults.SOAK_SCENARIO,
-    )
+    soak.set_defaults(**_dests(command_defaults("soak")))
     add_own_arguments(soak, "soak")
-    report = sub.add_parser("report", help="rebuild summary.md from the records")
-    report.add_argument("--results", default=defaults.RESULTS)
-    compare = sub.add_parser("compare", help="two result sets side by side (BASE, HEAD)")
-    compare.add_argument("--base", default=None)
-    compare.add_argument("--head", default=None)
-    images = sub.add_parser("images", help="build the base image and one image per server")
-    images.add_argument("--server", default=defaults.SERVER)
-    images.add_argument("--arch", default=None)
-    export = sub.add_parser("export", help="one row per point as CSV or JSON on stdout")
-    export.add_argument("--format", default=None)
-    export.add_argument("--results", default=defaults.RESULTS)
-    study = sub.add_parser("study", help="re-run a source document's experiment")
-    study.add_argument("--name", default=None)
-    study.add_argument("--arms", default=None)
-    study.add_argument("--duration", default=None)
-    study.add_argument("--results", default=defaults.RESULTS)
-    study.add_argument("--seed", default=None)
+    overhead = sub.add_parser("overhead", help="the harness's observation cost against bare wrk")
+    for variable in for_command("overhead"):
+        overhead.add_argument(variable.option, default=variable.unset)
+    overhead.set_defaults(**_dests(command_defaults("overhead")))
+    for command, about in (
+        ("report", "rebuild summary.md from the records"),
+        ("compare", "two result sets side by side (BASE, HEAD)"),
+        ("images", "build the base image and one image per server"),
+        ("export", "one row per point as CSV or JSON on stdout"),
+        ("study", "re-run a source document's experiment"),
+    ):
+        own = sub.add_parser(command, help=about)
+        for variable in for_command(command):
+            default = variable.unset if command != "study" or variable.name == "RESULTS" else None
+            own.add_argument(variable.option, default=default)
     sub.add_parser("help", help="make help: variables, scenarios, studies and servers")
     variables = sub.add_parser("variables", help="the make variables a command takes (Makefile)")
     variables.add_argument("of", choices=sorted({c for v in VARIABLES for c in v.commands}))
+    for command, own in sub.choices.items():
+        if command in variables_of_commands():
+            # The Makefile's way in: no value is ever spliced into a shell command.
+            own.add_argument(
+                "--from-env",
+                action="store_true",
+                help="take the make variables from the environment, where make exports them",
+            )
     return parser
+
+
+def variables_of_commands() -> tuple[str, ...]:
+    """The commands that take make variables."""
+    return variables.COMMANDS
+
+
+def from_env(args: argparse.Namespace, env: dict[str, str]) -> None:
+    """Each variable of the command that the environment holds (make exports its command
+    line there), where the option was not given: checked by the declaration first."""
+    parser_defaults = _defaults_of(args.command)
+    given = {v.name: env[v.name] for v in for_command(args.command) if v.name in env}
+    variables.check(args.command, given)
+    for name, raw in given.items():
+        dest = variables.BY_NAME[name].dest
+        if getattr(args, dest, None) == parser_defaults.get(dest):
+            setattr(args, dest, raw)
+
+
+@functools.cache
+def _defaults_of(command: str) -> dict[str, object]:
+    """The parser's value of each option of `command` when it is not given."""
+    args = build_parser().parse_args([command])
+    return vars(args)
+
+
+def declared_check(args: argparse.Namespace) -> dict[str, object]:
+    """The options the user gave (those that differ from the command's defaults), parsed and
+    held to the rules between them by their one declaration (bench/core/variables.py): the
+    rules the pre-check applied before set-up, again. make compose-bench's own
+    --runtime=compose is the command's, not a user's choice."""
+    defaults_ = _defaults_of(args.command)
+    given = {
+        v.name: str(getattr(args, v.dest))
+        for v in for_command(args.command)
+        if getattr(args, v.dest, None) is not None
+        and getattr(args, v.dest) != defaults_.get(v.dest)
+        and not (v.name == "RUNTIME" and getattr(args, v.dest) == "compose")
+    }
+    return variables.check(args.command, given)
 
 
 def study_names_from(raw: str | None) -> list[str]:
@@ -426,6 +466,8 @@ def options_from(args: argparse.Namespace) -> plan.Options:
         **validate_runtime(args, servers, arch, proxy["target"]),  # type: ignore[arg-type]
         cpu_quota=validate_cpu_quota(args.cpu_quota, proxy["target"]),  # type: ignore[arg-type]
         lifecycle=validate_lifecycle(args.lifecycle, load, proxy["target"]),  # type: ignore[arg-type]
+        margin=variables.parse_margin(getattr(args, "margin", None) or "5"),
+        wait=validate_switch("wait", getattr(args, "wait", None) or "1"),
         **simple_options(args, proxy["target"]),  # type: ignore[arg-type]
         **validate_precision(args),  # type: ignore[arg-type]
         **load,  # type: ignore[arg-type]
@@ -668,6 +710,17 @@ def do_soak(args: argparse.Namespace) -> int:
     return _execute(with_app(with_soak(options_from(args), args.interval)))
 
 
+def do_overhead(args: argparse.Namespace) -> int:
+    """`make overhead`: the harness's requests/s against bare wrk, on the run options."""
+    from bench import overhead
+
+    run = argparse.Namespace(**{**vars(build_parser().parse_args(["run"])), **vars(args)})
+    run.command = "overhead"
+    options = options_from(run)
+    rounds = validate_int("rounds", args.rounds)
+    return overhead.measure(options, rounds, validate_switch("legacy", args.legacy))
+
+
 def _execute(options: plan.Options) -> int:
     from bench.harness import run
 
@@ -687,6 +740,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "variables": do_variables,
     "images": do_images,
     "export": lambda args: export_points(args.format, args.results),
+    "overhead": lambda args: do_overhead(args),
 }
 # Commands that only print what is declared: no leftover namespaces removed, no MACHINE check.
 DECLARATIVE = ("help", "variables")
@@ -719,6 +773,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         args = build_parser().parse_args(argv)
+        if getattr(args, "from_env", False):
+            from_env(args, dict(os.environ))
+        if args.command in variables.COMMANDS:
+            declared_check(args)
         if args.command not in DECLARATIVE:
             # Namespaces a killed harness left behind (its pid gone) go at the next start.
             for name in netns.remove_leftovers():

@@ -33,7 +33,8 @@ def _precheck(command: str, **variables: str) -> subprocess.CompletedProcess[str
         ("run", {"KEEPALIVE": "maybe"}, "valid: on, off"),
         ("run", {"CPU_QUOTA": "lots"}, "CPU_QUOTA='lots'"),
         ("run", {"TARGET": "ftp://x"}, "TARGET="),
-        ("run", {"RUNTIME": "foo"}, "valid: native, docker, compose"),
+        ("run", {"RUNTIME": "foo"}, "valid: native, docker"),
+        ("run", {"RUNTIME": "compose"}, "valid: native, docker"),
         ("run", {"LOAD": "nosuchtool"}, "unknown LOAD 'nosuchtool'; valid: "),
         ("serve", {"RUNTIME": "docker", "CPUS": "abc"}, "CPUS='abc' is not a number of CPUs"),
         ("run", {"RUNTIME": "docker", "MEMORY": "12q"}, "MEMORY='12q' is not a size"),
@@ -51,7 +52,7 @@ def _precheck(command: str, **variables: str) -> subprocess.CompletedProcess[str
             "unknown ARMS 'nope'; valid: gthread-default",
         ),
         ("run", {"TRIALS": "many"}, "TRIALS='many' is not a whole number (1..100) or auto"),
-        ("run", {"TRIALS": "5", "BUDGET": "3"}, "BUDGET=3 applies to TRIALS=auto only"),
+        ("run", {"TRIALS": "5", "BUDGET": "3"}, "BUDGET needs TRIALS=auto"),
         ("run", {"TRIALS": "auto", "BUDGET": "0"}, "BUDGET=0 is out of range 1..1440"),
         ("report", {"RESULTS": "/nonexistent/deeper"}, "does not exist"),
         ("compare", {"BASE": "results/reference", "HEAD": "results/reference"}, "same directory"),
@@ -105,8 +106,12 @@ def test_make_refuses_before_setup() -> None:
 
 def testload_names_read_from_source_are_the_harness_names() -> None:
     """LOAD's names, read from bench/load's source without importing it, are exactly the
-    tools the harness offers (a tool added, renamed or made unselectable shows here)."""
+    tools the harness offers (a tool added, renamed or made unselectable shows here), with
+    the same default and the same open-loop ones."""
     from bench import load, precheck
+    from bench.core import variables
 
     assert precheck.load_names() == sorted(load.names())
+    assert variables.default_load() == load.default_name()
+    assert variables.open_loop_loads()[0] == load.open_loop_name()
     assert _precheck("run", LOAD=load.default_name()).returncode == 0

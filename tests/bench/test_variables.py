@@ -29,21 +29,27 @@ def _harness_call(line: str) -> bool:
 
 
 @pytest.mark.parametrize("target", sorted(TARGETS))
-def test_the_makefile_passes_every_declared_variable(target: str) -> None:
-    """Each variable of the command, set on make's command line, reaches it as its option;
-    an unset one is not passed."""
+def test_the_makefile_passes_variables_through_the_environment_only(target: str) -> None:
+    """Each variable of the command, set on make's command line, is read by the harness from
+    the environment (--from-env): no recipe line holds its value, so no shell parses it."""
     declared = variables.for_command(TARGETS[target])
-    assigned = [f"{v.name}=x{i}" for i, v in enumerate(declared)]
+    assigned = [f"{v.name}=value-{i}-of-{v.name}" for i, v in enumerate(declared)]
     recipe = subprocess.run(
         ["make", "-n", target, *assigned], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
     line = next(x for x in recipe.splitlines() if _harness_call(x))
-    for i, variable in enumerate(declared):
-        assert f"{variable.option}='x{i}'" in line, (variable.name, line)
-    bare = subprocess.run(
-        ["make", "-n", target], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
-    assert "='" not in next(x for x in bare.splitlines() if _harness_call(x))
+    assert line.endswith(f"-m bench {TARGETS[target]} --from-env"), line
+    for value in assigned:
+        assert value.split("=", 1)[1] not in recipe, (value, recipe)
+
+
+def test_from_env_takes_each_declared_variable_of_the_command(monkeypatch) -> None:
+    """`python -m bench run --from-env` reads every run variable make exports."""
+    args = cli.build_parser().parse_args(["run", "--from-env"])
+    monkeypatch.setenv("DURATION", "7")
+    monkeypatch.setenv("SERVER", "uvicorn")
+    cli.from_env(args, {"DURATION": "7", "SERVER": "uvicorn"})
+    assert (args.duration, args.server) == ("7", "uvicorn")
 
 
 def test_every_run_variable_is_an_option_of_the_run_parser() -> None:
@@ -81,5 +87,6 @@ def test_a_local_variable_is_refused_with_target(capsys) -> None:
     status = cli.main(["run", "--recycle=100", "--target=http://10.0.0.5:8000"])
     assert status == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        "bench: RECYCLE sets flags of a server started here: not with TARGET="
+        "bench: RECYCLE and TARGET= cannot go together: it sets flags of a server started "
+        "here; valid: one of them"
     ]
