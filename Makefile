@@ -128,8 +128,8 @@ compose-up: images ## build what is missing and start the stack in containers (S
 	  curl -fsS "http://127.0.0.1:$$port/health" >/dev/null 2>&1 && exit 0; sleep 1; done; \
 	  echo "the stack did not come up: $(COMPOSE_RUN) logs" >&2; exit 1
 
-compose-bench: compose-up ## measure the containers through their nginx with wrk (records: metadata.runtime compose)
-	$(PY) -m bench run --from-env --target=http://127.0.0.1:$(or $(NGINX_PORT),8080) --runtime=compose
+compose-bench: precheck compose-up ## measure the containers through their nginx with wrk (records: metadata.runtime compose)
+	$(PY) -m bench run --from-env --target="http://127.0.0.1:$${NGINX_PORT:-8080}" --runtime=compose
 
 compose-down: precheck ## stop and remove the containers
 	BASE=unused DB_PASSWORD=unused $(COMPOSE_RUN) down -v --remove-orphans

@@ -710,15 +710,20 @@ def do_soak(args: argparse.Namespace) -> int:
     return _execute(with_app(with_soak(options_from(args), args.interval)))
 
 
+def overhead_options(args: argparse.Namespace) -> tuple[plan.Options, int, bool]:
+    """make overhead's variables -> the run options (every other run variable at its
+    default), its rounds and whether the legacy observer is measured too."""
+    run = argparse.Namespace(**{**vars(build_parser().parse_args(["run"])), **vars(args)})
+    options = options_from(run)
+    rounds = validate_int("rounds", args.rounds)
+    return options, rounds, validate_switch("legacy", args.legacy)
+
+
 def do_overhead(args: argparse.Namespace) -> int:
     """`make overhead`: the harness's requests/s against bare wrk, on the run options."""
     from bench import overhead
 
-    run = argparse.Namespace(**{**vars(build_parser().parse_args(["run"])), **vars(args)})
-    run.command = "overhead"
-    options = options_from(run)
-    rounds = validate_int("rounds", args.rounds)
-    return overhead.measure(options, rounds, validate_switch("legacy", args.legacy))
+    return overhead.measure(*overhead_options(args))
 
 
 def _execute(options: plan.Options) -> int:

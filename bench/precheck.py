@@ -134,13 +134,10 @@ def check(command: str, env: Mapping[str, str], cmdline: list[str] | None = None
     on the first problem."""
     check_command_line(cmdline or [])
     given = {name: env[name] for name in variables.BY_NAME if name in env}
-    for name in cmdline or []:  # on the command line: checked whatever the command takes
-        if name in variables.BY_NAME and not given.get(name, "").strip():
+    for name in cmdline or []:  # on the command line: parsed whatever the command takes
+        if name in variables.BY_NAME:
             variables.BY_NAME[name].parse(given.get(name, ""))
     if command == NONE:
-        for name, raw in given.items():
-            if name in (cmdline or []):
-                variables.BY_NAME[name].parse(raw)
         return
     values = variables.check(command, given)
     check_studies(given, values)

@@ -44,3 +44,16 @@ def test_bad_input_is_one_line_and_exit_2(
     assert cli.main(["overhead", *args]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and message in err, err
+
+
+def test_overhead_is_an_ordinary_command_with_its_own_defaults() -> None:
+    """`python -m bench overhead` parses its variables like every command; unset, they are
+    make overhead's defaults (bench/core/defaults.py)."""
+    from bench.core import defaults
+
+    args = cli.build_parser().parse_args(["overhead", "--duration=3"])
+    options, rounds, legacy = cli.overhead_options(args)
+    assert options.servers == tuple(defaults.OVERHEAD_SERVERS.split(","))
+    assert options.scenarios == tuple(defaults.OVERHEAD_SCENARIOS.split(","))
+    assert options.concurrency == (defaults.OVERHEAD_CONCURRENCY,)
+    assert (options.duration_s, rounds, legacy) == (3, defaults.OVERHEAD_ROUNDS, False)
