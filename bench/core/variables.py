@@ -885,14 +885,14 @@ def _count(value: object, unset: int) -> int:
 
 
 def duration_text(seconds: float) -> str:
-    """A length of time as people read it: 45 s, 12 min, 3.5 h, 2.1 days."""
+    """A length of time as people read it: 45 s, 12 min, 3.5 h, 2.1 days (never 30240770m)."""
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 2 * 3600:
         return f"{seconds / 60:.0f} min"
     if seconds < 2 * 86_400:
         return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86_400:.1f} days"
+    return f"{seconds / 86_400:,.1f} days"
 
 
 def command_rules(command: str, given: Mapping[str, str], values: Mapping[str, object]) -> None:

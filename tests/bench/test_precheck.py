@@ -115,3 +115,31 @@ def testload_names_read_from_source_are_the_harness_names() -> None:
     assert variables.default_load() == load.default_name()
     assert variables.open_loop_loads()[0] == load.open_loop_name()
     assert _precheck("run", LOAD=load.default_name()).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("source =", "# source ="), "missing `source`"),
+        (("server = ", "server = 'nope' #"), "needs a server = '<server id>'"),
+        (("[run]", "[run]\nfront = 1"), "[run] has unknown keys ['front']"),
+    ],
+)
+def test_a_broken_study_file_is_refused_without_site_packages(
+    change: tuple[str, str], message: str, tmp_path: Path
+) -> None:
+    """A study file's static schema, incl. a missing key, before anything is installed."""
+    text = (ROOT / "studies" / "reload.toml").read_text()
+    assert change[0] in text
+    (tmp_path / "broken.toml").write_text(text.replace(*change, 1))
+    code = (
+        "import os, sys, pathlib; from bench import precheck; from bench.core import studyfile; "
+        f"studyfile.STUDIES_DIR = pathlib.Path({str(tmp_path)!r}); "
+        "sys.exit(precheck.main(['study']))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "ARMS"} | {"NAME": "broken"}
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr

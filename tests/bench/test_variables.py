@@ -90,3 +90,104 @@ def test_a_local_variable_is_refused_with_target(capsys) -> None:
         "bench: RECYCLE and TARGET= cannot go together: it sets flags of a server started "
         "here; valid: one of them"
     ]
+
+
+def test_every_declared_default_parses() -> None:
+    """Each variable's value when unset is one its own parser takes (a default that its
+    declaration would refuse cannot drift in)."""
+    for variable in variables.VARIABLES:
+        if variable.unset is not None:
+            variable.parse(variable.unset)
+    for command in variables.COMMANDS:
+        for name, raw in variables.command_defaults(command).items():
+            variables.BY_NAME[name].parse(raw)
+
+
+@pytest.mark.parametrize(
+    ("given", "blamed"),
+    [
+        ({"CPUS": "1"}, "CPUS needs RUNTIME=docker"),
+        ({"UPSTREAM_KEEPALIVE": "on"}, "UPSTREAM_KEEPALIVE needs PROXY="),
+        ({"LIFECYCLE": "reload", "LOAD": "oha"}, "LIFECYCLE needs RATE="),
+        ({"RATE": "100"}, "RATE needs LOAD=oha"),
+        ({"BUDGET": "5"}, "BUDGET needs TRIALS=auto"),
+    ],
+)
+def test_a_rule_blames_the_variable_the_user_set(given: dict[str, str], blamed: str) -> None:
+    """The refusal starts with what the user set, never with a default they did not touch
+    (BUDGET=5 alone blames BUDGET, not a TRIALS value nobody gave)."""
+    with pytest.raises(cli.UsageError) as caught:
+        variables.check("run", given)
+    assert str(caught.value).startswith(blamed), caught.value
+
+
+def test_a_rule_is_silent_when_its_other_variable_fits() -> None:
+    """The same variables with what they need: accepted, with their parsed values."""
+    values = variables.check(
+        "run", {"RUNTIME": "docker", "CPUS": "1", "TRIALS": "auto", "BUDGET": "5", "MARGIN": "10"}
+    )
+    assert (values["CPUS"], values["TRIALS"], values["BUDGET"], values["MARGIN"]) == (
+        1.0,
+        None,
+        5,
+        0.1,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("SERVERS", "SERVERS is not a variable; did you mean SERVER?"),
+        ("server", "server is not a variable; did you mean SERVER?"),
+        ("DURATON", "DURATON is not a variable; did you mean DURATION?"),
+        ("XYZZY", "XYZZY is not a variable; valid: SERVER, SCENARIO"),
+    ],
+)
+def test_an_unknown_variable_is_named_with_the_closest_declared_one(name: str, said: str) -> None:
+    """difflib's closest declared name, or the list when none is close."""
+    assert (variables.unknown_variable(name) or "").startswith(said)
+    assert variables.unknown_variable("SERVER") is None
+
+
+def test_margin_and_wait_reach_the_options() -> None:
+    """MARGIN (percent) is Options.margin as a fraction, WAIT=0 is Options.wait False; unset,
+    the declared defaults."""
+    from bench.core import defaults
+
+    unset = cli.options_from(cli.build_parser().parse_args(["run"]))
+    assert (unset.margin, unset.wait) == (defaults.AUTO_MARGIN_PCT / 100, True)
+    args = cli.build_parser().parse_args(["run", "--trials=auto", "--margin=10", "--wait=0"])
+    opts = cli.options_from(args)
+    assert (opts.margin, opts.wait) == (0.1, False)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(45, "45 s"), (720, "12 min"), (3.5 * 3600, "3.5 h"), (1_814_446_200, "21,000.5 days")],
+)
+def test_a_length_of_time_reads_in_its_unit(seconds: float, text: str) -> None:
+    """Plans and progress in s, min, h or days, never "30240770m00s"."""
+    assert variables.duration_text(seconds) == text
+
+
+def test_a_plan_longer_than_a_day_needs_confirm() -> None:
+    """SERVER=all DURATION=86400 TRIALS=100 is refused in days; CONFIRM=1 lets it through."""
+    big = {"SERVER": "all", "DURATION": "86400", "TRIALS": "100"}
+    with pytest.raises(cli.UsageError, match=r"days of load .* CONFIRM=1"):
+        variables.check("run", big)
+    variables.check("run", {**big, "CONFIRM": "1"})
+
+
+def test_the_declared_choices_are_the_harness_choices() -> None:
+    """ARCH, LIFECYCLE, FORMAT, PROXY and NETWORK's declared choices are what the code that
+    acts on them takes."""
+    from bench.core import plan
+    from bench.host import arch
+    from bench.observe import lifecycle
+    from bench.report import export
+
+    assert arch.ALIASES == variables.ARCHES
+    assert lifecycle.EVENTS == variables.LIFECYCLES
+    assert tuple(export.FORMATS) == variables.FORMATS
+    assert plan.PROXIES == variables.PROXIES and plan.NETWORKS == variables.NETWORKS
+    assert set(variables.USER_RUNTIMES) < set(plan.RUNTIMES)
