@@ -125,6 +125,11 @@ def open_loop_loads() -> tuple[str, ...]:
     return tuple(n for n, t in load_tools().items() if t.get("open_loop"))
 
 
+def url_loads() -> tuple[str, ...]:
+    """The tools that request one URL over and over (APP='s routes need one)."""
+    return tuple(n for n, t in load_tools().items() if t.get("drives") == scenario.URL)
+
+
 def study_names() -> list[str]:
     """Every study NAME= takes (studies/*.toml)."""
     return studyfile.study_names()
@@ -825,6 +830,14 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule("BUDGET", "TRIALS", ("auto",), "it bounds TRIALS=auto's rounds"),
     Rule("MARGIN", "TRIALS", ("auto",), "it is TRIALS=auto's equivalence margin"),
+    Rule(
+        "UPSTREAM_KEEPALIVE",
+        "PROXY",
+        ("nginx",),
+        "an ALB always keeps target connections alive (PROXY=alb without it)",
+        ("off",),
+    ),
+    Rule("APP", "LOAD", lambda: url_loads(), "your app's routes are requested one URL at a time"),
     Rule("APP_ROUTES", "APP", None, "the routes are your app's (APP=<path or module>:<callable>)"),
     Rule("APP_REQUIREMENTS", "APP", None, "the requirements are your app's"),
     Rule("APP_KIND", "APP", None, "the kinds are your app's entries'"),
@@ -856,6 +869,8 @@ def effective(command: str, given: Mapping[str, str]) -> dict[str, str]:
     """What each variable of `command` is: the user's value, else the command's default, else
     the declared one (as the harness will take it)."""
     values = {v.name: v.unset for v in for_command(command) if v.unset is not None}
+    if "LOAD" in values or any(v.name == "LOAD" for v in for_command(command)):
+        values["LOAD"] = default_load()  # declared by the tool itself (bench/load)
     values |= command_defaults(command)
     values |= {k: v for k, v in given.items() if v.strip()}
     return values  # type: ignore[return-value]
