@@ -625,7 +625,7 @@ VARIABLES: tuple[Variable, ...] = (
         "1: merge the shipped reference (results/reference/) into your summary",
         "0",
         (),
-        parser=parse_switch("REFERENCE"),
+        parser=parse_one_of("REFERENCE", lambda: ("0", "1")),
     ),
     Variable(
         "MACHINE",

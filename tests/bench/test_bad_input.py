@@ -49,7 +49,7 @@ VALUES = [
     ("bench", {"KEEPALIVE": "maybe"}, "KEEPALIVE='maybe' is not a switch; valid: on, off"),
     ("bench", {"PROXY": "haproxy"}, "unknown PROXY 'haproxy'; valid: none, nginx, alb"),
     ("bench", {"LOAD": "ab"}, "unknown LOAD 'ab'; valid: wrk"),
-    ("bench", {"REFERENCE": "yes"}, "REFERENCE='yes' is not a switch"),
+    ("bench", {"REFERENCE": "yes"}, "unknown REFERENCE 'yes'; valid: 0, 1"),
     ("bench", {"RUNTIME": "compose"}, "unknown RUNTIME 'compose'; valid: native, docker"),
     ("bench", {"RUNTIME": "podman"}, "unknown RUNTIME 'podman'; valid: native, docker"),
     ("bench", {"CPU_QUOTA": "lots"}, "CPU_QUOTA='lots' is not a number of CPUs"),
