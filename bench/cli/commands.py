@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.cli.options import (
-    check_open_loop,
     check_serve,
     docker_ready,
     options_from,
@@ -27,7 +26,7 @@ from bench.cli.options import (
     with_objective,
     with_soak,
 )
-from bench.core import defaults, plan, scenario
+from bench.core import plan, scenario
 from bench.core.registry import load_all, server_ids
 from bench.core.validate import (
     UsageError,
@@ -187,15 +186,8 @@ def do_serve(args: argparse.Namespace) -> int:
 
 def do_capacity(args: argparse.Namespace) -> int:
     """`make capacity`: each server's highest rate within the objective."""
-    check_open_loop(args.load)
-    if args.rate is None:
-        args.rate = str(defaults.CAPACITY_START_RPS)  # where the search starts
+    # an open-loop LOAD, no LIFECYCLE or RECYCLE: make capacity's declared command rules
     options = options_from(args)
-    if options.lifecycle or options.recycle:
-        raise UsageError(
-            "make capacity searches a steady server's rate: LIFECYCLE and RECYCLE "
-            "apply to make bench, make soak and studies"
-        )
     return _execute(with_app(with_objective(options, args)))
 
 

@@ -303,16 +303,6 @@ def options_from(args: argparse.Namespace) -> plan.Options:
     )
 
 
-def check_open_loop(load: str) -> None:
-    """make capacity searches over arrival rates: only an open-loop load tool can send them."""
-    valid = [name for name, tool in tools().items() if tool.open_loop]
-    if load in tools() and load not in valid:
-        raise UsageError(
-            f"make capacity needs a fixed arrival rate; LOAD={load} is closed-loop; "
-            f"valid: LOAD={' or '.join(valid)}"
-        )
-
-
 def with_objective(options: plan.Options, args: argparse.Namespace) -> plan.Options:
     """make capacity: the objective (SLO_P99_MS, SLO_P999_MS, CAPACITY_BUDGET), checked
     against an open-loop load tool; RATE's first value, when given, starts the search."""
@@ -358,18 +348,9 @@ def with_app(options: plan.Options) -> plan.Options:
 
 
 def with_soak(options: plan.Options, raw_interval: str) -> plan.Options:
-    """make soak: one rate, a local server, RSS sampled every SOAK_INTERVAL seconds (at least
-    3 samples in DURATION, for a slope)."""
+    """make soak: RSS sampled every SOAK_INTERVAL seconds (one rate, a local server and 3
+    samples in DURATION at least: make soak's declared command rules)."""
     interval = validate_int("soak_interval", raw_interval)
-    if options.target is not None:
-        raise UsageError("make soak samples the server's memory here: not with TARGET=")
-    if len(options.rates) != 1:
-        raise UsageError("make soak runs at one fixed rate: RATE=<req/s> (one number)")
-    if options.duration_s < 3 * interval:
-        raise UsageError(
-            f"DURATION={options.duration_s} holds fewer than 3 samples of SOAK_INTERVAL="
-            f"{interval}: a memory slope needs 3; raise DURATION or lower SOAK_INTERVAL"
-        )
     mode = dataclasses.replace(options.mode, soak_interval_s=float(interval))
     return dataclasses.replace(options, mode=mode)
 

@@ -211,7 +211,13 @@ def parse_results(raw: str) -> Path:
     probe = path
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+    # os.access says yes to root everywhere but on a read-only file system (or /proc, /sys)
+    if (
+        not probe.is_dir()
+        or not os.access(probe, os.W_OK | os.X_OK)
+        or os.statvfs(probe).f_flag & os.ST_RDONLY
+        or probe.resolve().parts[1:2] in (("proc",), ("sys",))
+    ):
         raise UsageError(f"RESULTS={raw!r} is not a writable directory ({probe} is not)")
     return path
 

@@ -111,6 +111,7 @@ FILES = [
     ("report", {"RESULTS": "/nonexistent/deeper"}, "does not exist; nothing to report"),
     ("export", {"FORMAT": "csv", "RESULTS": "/nonexistent"}, "does not exist; nothing to export"),
     ("bench", {"RESULTS": "/etc/passwd/x"}, "is not a writable directory"),
+    ("bench", {"RESULTS": "/proc/pywebbench"}, "is not a writable directory"),
     ("bench", {"APP": "/nonexistent/app.py:app"}, "is neither a .py file nor a package folder"),
     ("bench", {"APP": "app_common/wsgi.py:no such"}, "is not <path or module>:<callable>"),
     ("bench", {"APP": "nosuchmodule:app"}, "no module nosuchmodule"),
