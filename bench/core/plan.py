@@ -148,6 +148,10 @@ class Options:
     app: AppSpec | None = None
     # TRIALS=auto: more rounds after `trials` until precise or past BUDGET; None: fixed trials
     precision: Precision | None = None
+    # MARGIN=: TRIALS=auto's equivalence margin, a fraction (0.05: req/s within 5 % are equal)
+    margin: float = defaults.AUTO_MARGIN_PCT / 100
+    # WAIT=: a second harness waits for the machine-wide lock (False: refuses at once)
+    wait: bool = True
     study: StudySettings = StudySettings()
     mode: Mode = Mode()
 

@@ -48,10 +48,12 @@ def max_looks(opts: plan.Options) -> int:
 
 
 def with_looks(opts: plan.Options) -> plan.Options:
-    """The options with the race's max_looks set (recorded in every record's trials_auto)."""
+    """The options with the race's margin (MARGIN=) and max_looks set: recorded in every
+    record's trials_auto, so the summary judges as the harness did."""
     if opts.precision is None or len(opts.servers) < 2:
         return opts
-    return replace(opts, precision=replace(opts.precision, max_looks=max_looks(opts)))
+    auto = replace(opts.precision, margin=opts.margin)
+    return replace(opts, precision=replace(auto, max_looks=max_looks(replace(opts, precision=auto))))
 
 
 def judge(records: list[Record], looks: int) -> list[standings.PointRace]:
