@@ -352,8 +352,10 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable(
         "TRIALS",
-        "measured trials per server/scenario/concurrency, or auto: rounds until every "
-        f"point's 95 % interval of req/s is within ±{defaults.AUTO_TARGET:.0%} (BUDGET); "
+        "measured trials per server/scenario/concurrency, or auto: several servers race "
+        "(rounds of those still undecided until every adjacent pair is separated or "
+        "equivalent within ±MARGIN), one server runs rounds until its 95 % interval of req/s "
+        f"is within ±{defaults.AUTO_TARGET:.0%} (both within BUDGET); "
         f"make capacity: rounds of steps around the knee, each on a fresh server start "
         f"(default {defaults.CAPACITY_KNEE_TRIALS})",
         str(defaults.TRIALS),

@@ -53,7 +53,9 @@ def with_looks(opts: plan.Options) -> plan.Options:
     if opts.precision is None or len(opts.servers) < 2:
         return opts
     auto = replace(opts.precision, margin=opts.margin)
-    return replace(opts, precision=replace(auto, max_looks=max_looks(replace(opts, precision=auto))))
+    return replace(
+        opts, precision=replace(auto, max_looks=max_looks(replace(opts, precision=auto)))
+    )
 
 
 def judge(records: list[Record], looks: int) -> list[standings.PointRace]:
