@@ -75,6 +75,7 @@ class Pair:
     p_equivalent: float | None = None  # the adjusted p of "within ±margin" (TOST)
     level: float | None = None  # the two-sided level spent on this pair at this look
     reason: str = ""  # why an undecided pair is undecided ("" when decided)
+    sd: float | None = None  # the sd of the paired ln ratios (None: fewer than 2 rounds)
 
 
 @dataclass(frozen=True)
@@ -241,10 +242,11 @@ def _holm(ranking: list[str], tests: list[_Test], levels: list[float], alpha: fl
     for i, test in enumerate(tests):
         better, worse = ranking[i], ranking[i + 1]
         ratio = math.exp(float(test.diffs.mean())) if test.diffs.size else math.nan
+        sd = float(np.std(test.diffs, ddof=1)) if test.diffs.size >= 2 else None
         if i not in adjusted:
             reason = test.reason or "more paired rounds than the budget's looks"
             pairs.append(Pair(better, worse, ratio, None, None, "undecided", test.diffs.size, None))
-            pairs[-1] = replace(pairs[-1], reason=reason)
+            pairs[-1] = replace(pairs[-1], reason=reason, sd=sd)
             continue
         p_sep, p_eq = adjusted[i]
         state: State = "undecided"
@@ -263,8 +265,52 @@ def _holm(ranking: list[str], tests: list[_Test], levels: list[float], alpha: fl
         pairs.append(
             Pair(better, worse, ratio, low, high, state, test.diffs.size, p_sep, p_eq, level)
         )
-        pairs[-1] = replace(pairs[-1], reason=reason)
+        pairs[-1] = replace(pairs[-1], reason=reason, sd=sd)
     return pairs
+
+
+def rounds_to_decide(
+    pair: Pair, margin: float = MARGIN, alpha: float = ALPHA, most: int = 500
+) -> int | None:
+    """The paired rounds a new race would need to decide this pair if its ratio and the
+    noise of its ln ratios stay as observed, the race's budget being those rounds (its last
+    look at level α/n, alone in its family): None when decided, when the noise is unknown, or
+    past `most` (a ratio right at the margin's edge is never decided)."""
+    if pair.state != "undecided" or not pair.sd or not math.isfinite(pair.ratio):
+        return None
+    distance = abs(math.log(pair.ratio))
+    inside = math.log(1 + margin) - distance  # room left inside the margin, if any
+    n = np.arange(max(MIN_ROUNDS, pair.rounds), most + 1)
+    se = pair.sd / np.sqrt(n)
+    separates = distance > stats.t.ppf(1 - alpha / n / 2, n - 1) * se
+    equivalent = inside > stats.t.ppf(1 - alpha / n, n - 1) * se
+    enough = np.flatnonzero(separates | equivalent)
+    return int(n[enough[0]]) if enough.size else None
+
+
+def stop_command(
+    standing: Standing,
+    command: str,
+    minutes_per_round: float,
+    variable: str = "SERVER",
+    alpha: float = ALPHA,
+) -> str | None:
+    """The command line that would decide what is left: `command` with the configurations
+    still racing and a budget of the rounds the slowest undecided pair needs
+    (`rounds_to_decide`) at `minutes_per_round`; None when done or when no estimate exists
+    (a configuration without a figure, or a pair needing more than 500 rounds)."""
+    if standing.done:
+        return None
+    needed = [
+        rounds_to_decide(p, standing.margin, alpha)
+        for p in standing.pairs
+        if p.state == "undecided"
+    ]
+    if not needed or None in needed:
+        return None
+    racing = [c for c in standing.ranking if c in standing.racing]
+    budget = math.ceil(max(needed) * minutes_per_round)  # type: ignore[type-var]
+    return f"{command} {variable}={','.join(racing)} TRIALS=auto BUDGET={budget}"
 
 
 def simulate(

@@ -12,9 +12,10 @@ import math
 
 import numpy as np
 import pytest
+from scipy.stats import t as t_dist
 from scipy.stats import ttest_1samp
 
-from bench.report.decision import Standing, judge, spent
+from bench.report.decision import Pair, Standing, judge, rounds_to_decide, spent, stop_command
 
 ROUND_SD = 0.05  # a shared per-round effect (the machine's drift between rounds)
 
@@ -235,3 +236,44 @@ def test_holm_over_the_pairs_of_a_race() -> None:
     assert marginal.p == pytest.approx(2 * scaled)
     assert marginal.state == "undecided" and tie.state == "undecided"
     assert standing.line() == "a ? b ? c"
+
+
+def test_rounds_to_decide_a_tie_at_the_observed_noise() -> None:
+    """A tie (ratio 1.00) whose ln ratios vary by 0.0707 (sd 0.05 per configuration): the
+    first n at which TOST at α/n fits t·sd/√n inside ln 1.05 (checked here with the t
+    quantile at n and n − 1); at half the noise far fewer; a decided pair needs none."""
+    tie = Pair("a", "b", 1.0, None, None, "undecided", 5, None, sd=0.0707)
+    n = rounds_to_decide(tie)
+    assert n is not None
+
+    def fits(k: int) -> bool:
+        return t_dist.ppf(1 - 0.05 / k, k - 1) * 0.0707 / math.sqrt(k) < math.log(1.05)
+
+    assert fits(n) and not fits(n - 1)
+    quieter = rounds_to_decide(Pair("a", "b", 1.0, None, None, "undecided", 5, None, sd=0.035))
+    assert quieter is not None and quieter < n / 2
+    decided = Pair("a", "b", 1.3, 1.2, 1.4, "separated", 5, 0.001, sd=0.05)
+    assert rounds_to_decide(decided) is None
+
+
+def test_stop_command_names_what_is_left_and_its_budget() -> None:
+    """The race of test_the_line_names_each_pair_as_decided leaves uvicorn ? gunicorn-sync:
+    the command races those two with a budget of the rounds that pair needs."""
+    rng = np.random.default_rng(35)
+    levels = {"granian": 1000.0, "uwsgi": 1000.0, "uvicorn": 720.0, "gunicorn-sync": 700.0}
+    figures: dict[str, dict[int, float]] = {c: {} for c in levels}
+    for r in range(1, 21):
+        for config, level in levels.items():
+            noise = 0.004 if config in ("granian", "uwsgi") else 0.1
+            figures[config][r] = level * math.exp(rng.normal(0.0, noise))
+    standing = judge(figures, look=20, max_looks=20)
+    last = standing.pairs[-1]
+    needed = rounds_to_decide(last)
+    assert needed is not None and needed > last.rounds
+    command = stop_command(standing, "make bench SCENARIO=db", minutes_per_round=0.5)
+    budget = math.ceil(needed * 0.5)
+    assert command == (
+        f"make bench SCENARIO=db SERVER=uvicorn,gunicorn-sync TRIALS=auto BUDGET={budget}"
+    )
+    done = judge({"a": figures["granian"], "b": figures["uvicorn"]}, look=20, max_looks=20)
+    assert done.done and stop_command(done, "make bench", 0.5) is None

@@ -14,6 +14,7 @@ from pathlib import Path
 from bench.core.record import Record, load_records
 from bench.report.glance import glance_section
 
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "records"
 OPENLOOP = Path(__file__).resolve().parent.parent / "fixtures" / "openloop" / "records"
 
 
@@ -49,3 +50,27 @@ def test_the_capacity_line_compares_the_best_with_the_next_not_the_last() -> Non
     assert match, line
     assert match.group(2) == "uwsgi"
     assert float(match.group(1)) == 1.33
+
+
+def test_identical_trials_are_untestable_not_significant() -> None:
+    """Two configurations with 3 identical trials each (1,100 against 1,000 req/s, as
+    rounded figures give): the margin says untestable for lack of spread, not
+    "significant" and not "1 trial"."""
+    records, _ = load_records(FIXTURES)
+    (first, second) = [
+        r for r in records if r.server == "granian" and r.scenario == "plaintext"
+        and r.concurrency == 10 and r.arch == "amd64" and r.status == "ok"
+    ]  # fmt: skip
+    point = []
+    for server, rps in (("granian", 1100.0), ("uwsgi", 1000.0)):
+        for trial in range(1, 4):
+            base = first if trial % 2 else second
+            point.append(
+                dataclasses.replace(
+                    base, server=server, rps=rps, trial=trial, run_id=f"{server}-{trial}"
+                )
+            )
+    rows = [line for line in glance_section(point) if line.startswith("| plaintext")]
+    assert rows, glance_section(point)
+    (margin,) = [cell for cell in rows[0].split(" | ") if cell.startswith("1.10× vs uwsgi")]
+    assert margin.endswith(", untestable (identical trials, no spread)")
