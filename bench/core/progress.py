@@ -18,9 +18,11 @@ class Progress:
     remaining_s: int
     done: int = 0
     started: float = field(default_factory=time.monotonic)
+    last: str = ""  # the stage said last: what an interrupt cut short
 
     def say(self, text: str) -> None:
         """Print one progress line."""
+        self.last = text
         mins, secs = divmod(max(0, self.remaining_s), 60)
         total = "?" if self.total_runs is None else self.total_runs
         print(

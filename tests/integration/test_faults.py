@@ -27,9 +27,12 @@ EARLIER = ROOT / "tests" / "fixtures" / "records" / "machine-a" / "rec0.json"
 
 
 def _run_with_fault(
-    tmp_path: Path, pick: Callable[[psutil.Process, list[psutil.Process]], None]
+    tmp_path: Path,
+    pick: Callable[[psutil.Process, list[psutil.Process]], None],
+    background: bool = False,
 ) -> tuple[int, list[dict], str, Path]:
-    """Start the harness, wait for the measured load, call pick(harness, descendants)."""
+    """Start the harness, wait for the measured load, call pick(harness, descendants).
+    `background`: started as a shell starts a background job, with SIGINT ignored."""
     results = tmp_path / "results"
     (results / "records").mkdir(parents=True)
     earlier = results / "records" / "earlier.json"
@@ -49,6 +52,9 @@ def _run_with_fault(
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=err,
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+            if background
+            else None,
         )
     try:
         deadline = time.monotonic() + 120
@@ -121,14 +127,23 @@ def test_postgres_killed(tmp_path: Path) -> None:
     assert any(f.endswith("postgres.log") for f in records[0]["raw_files"])
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_harness_interrupted(tmp_path: Path, sig: signal.Signals) -> None:
-    """Ctrl-C or SIGTERM to the harness: exit 130, the interrupted run recorded as failed."""
-    code, records, err, _ = _run_with_fault(tmp_path, lambda h, fam: os.kill(h.pid, sig))
+@pytest.mark.parametrize(
+    ("sig", "background"),
+    [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGINT, True)],
+)
+def test_harness_interrupted(tmp_path: Path, sig: signal.Signals, background: bool) -> None:
+    """Ctrl-C or SIGTERM to the harness (also a background job, SIGINT inherited ignored):
+    exit 130, the interrupted run recorded as failed and named in the one line."""
+    code, records, err, _ = _run_with_fault(
+        tmp_path, lambda h, fam: os.kill(h.pid, sig), background
+    )
     assert code == 130
     assert [r["status"] for r in records] == ["failed"]
     assert f"interrupted by {sig.name}" in records[0]["reason"]
-    assert "stopping everything" in err
+    assert (
+        f"interrupted by {sig.name}; cut short: gunicorn-sync db c=10 trial 1; stopping everything"
+        in err
+    )
 
 
 def _quick_run(results: Path) -> subprocess.CompletedProcess:
