@@ -41,6 +41,7 @@ report: CHECK := report
 images: CHECK := images
 
 setup: ## install what is missing: distro packages, uv, the harness venv
+	@bash bench/require-python.sh
 	@if [ -n "$(CHECK)" ] && command -v python3 >/dev/null; then python3 -m bench.precheck $(CHECK); fi
 	@bash bench/setup.sh
 
