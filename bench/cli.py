@@ -514,6 +514,7 @@ def _result_set(name: str, raw: str | None, other: str | None) -> list:
     """The records of an existing results directory (BASE= or HEAD=), without those of the
     other set when it is nested inside this one (results and results/after)."""
     from bench.core.record import load_records
+    from bench.report import inputs
 
     if not raw:
         raise UsageError(
@@ -525,6 +526,7 @@ def _result_set(name: str, raw: str | None, other: str | None) -> list:
     inner = Path(other).resolve() if other else None
     nested = inner is not None and inner != path.resolve() and inner.is_relative_to(path.resolve())
     records, problems = load_records(path, exclude=inner if nested else None)
+    inputs.require_records(name, raw, records, problems, "compare")
     for problem in problems:
         print(f"compare: {name}: {problem}", file=sys.stderr)
     return records
@@ -604,9 +606,11 @@ def do_variables(args: argparse.Namespace) -> int:
 
 def do_report(args: argparse.Namespace) -> int:
     """`make report`: summary.md rebuilt from the records in RESULTS."""
+    from bench.report import inputs
     from bench.report import summary as report
 
     results = validate_results(args.results)
+    inputs.check_report(results, args.results)  # nothing to report: one line, exit 2
     try:
         path = report.write_summary(results, _sections(results))
     except OSError as exc:
@@ -695,7 +699,7 @@ DECLARATIVE = ("help", "variables")
 def export_points(raw_format: str | None, raw_results: str) -> int:
     """`make export`: every point of RESULTS as CSV or JSON on stdout (bench.report.export)."""
     from bench.core.record import load_records
-    from bench.report import export
+    from bench.report import export, inputs
 
     valid = ", ".join(export.FORMATS)
     if not raw_format:
@@ -705,10 +709,9 @@ def export_points(raw_format: str | None, raw_results: str) -> int:
     if not results.is_dir():
         raise UsageError(f"RESULTS={raw_results!r} is not a directory of results")
     records, problems = load_records(results, os.environ.get("PYWEBBENCH_REFERENCE") == "1")
+    inputs.require_records("RESULTS", raw_results, records, problems, "export")
     for problem in problems:
         print(f"export: {problem}", file=sys.stderr)
-    if not records:
-        raise UsageError(f"RESULTS={raw_results!r} holds no records to export")
     sys.stdout.write(export.export(records, fmt))
     return 0
 

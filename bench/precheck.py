@@ -19,7 +19,7 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.core import plan, scenario
+from bench.core import defaults, plan, scenario
 from bench.core.app import KINDS as APP_KINDS
 from bench.core.registry import ROOT, DeclarationError, server_ids
 from bench.core.validate import (
@@ -37,6 +37,7 @@ from bench.core.validate import (
 )
 from bench.core.variables import for_command
 from bench.host.arch import ArchError, normalize_arch
+from bench.report import inputs
 
 LISTS = ("CONCURRENCY", "RATE")  # the numeric variables that take a comma list
 SWITCH_VARIABLES = ("KEEPALIVE", "UPSTREAM_KEEPALIVE", "PIN", "REFERENCE", "LEGACY")
@@ -157,6 +158,8 @@ def check_directories(command: str, env: dict[str, str]) -> None:
     """make report's RESULTS must exist; make compare's BASE and HEAD must be two result sets."""
     if command == "report" and env.get("RESULTS") and not Path(env["RESULTS"]).is_dir():
         raise UsageError(f"RESULTS={env['RESULTS']!r} does not exist; nothing to report")
+    if command == "report":  # a fresh clone: said before set-up installs anything
+        inputs.require_record_files(env.get("RESULTS") or defaults.RESULTS, env)
     if command != "compare":
         return
     for side in ("BASE", "HEAD"):
