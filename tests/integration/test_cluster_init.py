@@ -44,16 +44,18 @@ finally:
 
 @pytest.fixture
 def cluster() -> Iterator[str]:
-    """A cluster name of this test's own; its directory, build leftovers and lock removed."""
+    """A cluster name of this test's own; its directory, build leftovers, lock and the
+    pgbouncer files the stack keeps under .bench/runs/<run dir name> removed."""
     name = f"pg-init-{uuid.uuid4().hex[:8]}"
     yield name
     base = state_base()
-    for path in [base / name, *base.glob(f"{name}{BUILD_SUFFIX}*")]:
+    for path in [base / name, *base.glob(f"{name}{BUILD_SUFFIX}*"), *base.glob(f"runs/{name}-*")]:
         shutil.rmtree(path, ignore_errors=True)
     (base / f"{name}.lock").unlink(missing_ok=True)
 
 
-def _start(name: str, run_dir: Path) -> subprocess.Popen:
+def _start(name: str, where: Path) -> subprocess.Popen:
+    run_dir = where / f"{name}-{where.name}"  # its name is reused under .bench/runs/
     run_dir.mkdir(parents=True, exist_ok=True)
     run_dir.chmod(0o755)  # the postgres user writes its log here when we are root
     return subprocess.Popen(
