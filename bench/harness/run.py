@@ -293,9 +293,9 @@ def signal_name(exc: BaseException) -> str:
 
 
 def interruptible(main: Callable[[], int], who: str = "bench") -> int:
-    """An entry point (make bench, capacity, soak, study) with Ctrl-C and SIGTERM handled from
-    its first line to its last, also where it arrived ignored (a background job): inside a run
-    `supervised` stops and records it; outside one nothing is running. 130 when interrupted."""
+    """What make bench, capacity, soak and study measure, with Ctrl-C and SIGTERM handled
+    throughout, also where SIGINT arrived ignored (a background job): inside a run `supervised`
+    stops and records it; between runs nothing is running. 130 when interrupted."""
     try:
         with signals_raise():
             return main()

@@ -256,6 +256,7 @@ class Stack:
         building = Path(tempfile.mkdtemp(prefix=self.cluster.name + BUILD_SUFFIX, dir=self.base))
         building.chmod(0o700)
         _chown_service(building)
+        running = list(self.table.procs)
         try:
             self._initdb(building / "data")
             proc, port, sock = self._start_postmaster(building / "data", "postgres-init.log")
@@ -268,6 +269,9 @@ class Stack:
             (building / CLUSTER_COMPLETE).write_text(f"{seed.schema_version()}\n")
             building.rename(self.cluster)
         except BaseException:
+            # A postmaster interrupted while it came up still runs on it: stopped first.
+            for proc in [p for p in self.table.procs if p not in running]:
+                self.table.stop(proc)
             shutil.rmtree(building, ignore_errors=True)
             raise
 
