@@ -61,6 +61,7 @@ def check_report(results: Path, raw: str) -> None:
     """make report's RESULTS: UsageError unless it holds a readable record (REFERENCE=1
     counts the shipped reference, as the summary then merges it)."""
     with_reference = os.environ.get("PYWEBBENCH_REFERENCE") == "1"
+    require_readable("RESULTS", raw, results)
     records, problems = load_records(results, with_reference)
     require_records("RESULTS", raw, records, problems)
 
@@ -69,5 +70,13 @@ def require_record_files(raw: str, env: dict[str, str]) -> None:
     """The pre-check's make report: UsageError when RESULTS holds no record file at all
     (REFERENCE=1 in `env` counts the reference's)."""
     reference = "1" in (env.get("REFERENCE"), env.get("PYWEBBENCH_REFERENCE"))
+    require_readable("RESULTS", raw, Path(raw))
     if Path(raw).is_dir() and not has_record_files(Path(raw), reference):
         raise UsageError(nothing_measured("RESULTS", raw))
+
+
+def require_readable(name: str, raw: str, path: Path) -> None:
+    """UsageError when an existing directory cannot be listed: a walk would find nothing in
+    it and call it empty (root reads every directory; another user may not)."""
+    if path.is_dir() and not os.access(path, os.R_OK | os.X_OK):
+        raise UsageError(f"{name}={raw!r} is not readable by this user: nothing to report")

@@ -1,5 +1,6 @@
 """Bad input gets one line naming the valid choices and exit status 2, and writes nothing."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -343,6 +344,20 @@ def test_report_on_a_fresh_clone_with_reference_1_reports_the_reference(
     monkeypatch.setenv("PYWEBBENCH_REFERENCE", "1")
     assert cli.main(["report", f"--results={tmp_path}"]) == 0
     assert (tmp_path / "summary.md").read_text().startswith("# Benchmark summary")
+
+
+def test_report_on_a_directory_it_cannot_read_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A RESULTS this user cannot list (root lists any: the permission check is faked) is not
+    called empty: one line saying it is unreadable, exit 2."""
+    (tmp_path / "records").mkdir()
+    shutil.copy(next(MACHINE_A.glob("*.json")), tmp_path / "records")
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != tmp_path and real(p, mode))
+    assert cli.main(["report", f"--results={tmp_path}"]) == 2
+    _one_line(capsys, f"RESULTS={str(tmp_path)!r} is not readable by this user")
+    assert not (tmp_path / "summary.md").exists()
 
 
 @pytest.mark.parametrize("command", ["report", "export", "compare"])
