@@ -207,3 +207,43 @@ def test_second_ctrl_c_does_not_cut_the_clean_up_short(tmp_path: Path) -> None:
     code, records, _err, _results = _run_with_fault(tmp_path, twice)
     assert code == 130
     assert "interrupted by SIGINT" in records[0]["reason"]
+
+
+def test_ctrl_c_before_any_record_keeps_the_users_summary(tmp_path: Path) -> None:
+    """Ctrl-C while the shared stack starts (nothing measured, nothing recorded): exit 130, the
+    line names the stage, the user's summary.md and index.html stay byte for byte, nothing
+    is left running."""
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "summary.md").write_text("the user's summary\n")
+    (results / "index.html").write_text("<p>the user's page</p>\n")
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as err:
+        harness = subprocess.Popen(
+            bench_command(
+                results, server="gunicorn-sync", scenario="db", concurrency=10, duration=5
+            ),
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while "starting the shared stack" not in log.read_text():
+            assert harness.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "the stack never started"
+            time.sleep(0.01)
+        family = {p.pid for p in psutil.Process(harness.pid).children(recursive=True)}
+        os.kill(harness.pid, signal.SIGINT)
+        code = harness.wait(timeout=60)
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+    err_text = log.read_text()
+    assert code == 130, err_text
+    assert "interrupted by SIGINT; cut short: starting the shared stack;" in err_text
+    assert "summary.md left as it was" in err_text
+    assert (results / "summary.md").read_text() == "the user's summary\n"
+    assert (results / "index.html").read_text() == "<p>the user's page</p>\n"
+    assert not (results / "records").exists() or not list((results / "records").iterdir())
+    assert alive(family) == set()
