@@ -353,7 +353,10 @@ def test_report_on_a_directory_it_cannot_read_says_so(
     (tmp_path / "records").mkdir()
     shutil.copy(next(MACHINE_A.glob("*.json")), tmp_path / "records")
     real = os.access
-    monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != tmp_path and real(p, mode))
+    # only reading is denied: a directory it may write but not list
+    monkeypatch.setattr(
+        os, "access", lambda p, mode: not (Path(p) == tmp_path and mode & os.R_OK) and real(p, mode)
+    )
     assert cli.main(["report", f"--results={tmp_path}"]) == 2
     _one_line(capsys, f"RESULTS={str(tmp_path)!r} is not readable by this user")
     assert not (tmp_path / "summary.md").exists()

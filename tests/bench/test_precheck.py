@@ -81,7 +81,8 @@ def test_report_on_a_fresh_clone_is_refused_before_setup(tmp_path: Path, referen
     (results / "reference" / "records" / "r.json").write_text("{}")
     (results / "raw").mkdir()
     (results / "raw" / "oha.json").write_text("{}")  # raw tool output is not a record
-    result = _precheck("report", RESULTS=str(results), REFERENCE=reference)
+    given = {"REFERENCE": reference} if reference else {}  # unset, as make leaves it
+    result = _precheck("report", RESULTS=str(results), **given)
     if reference:
         assert result.returncode == 0, result.stderr
         return
@@ -93,7 +94,7 @@ def test_report_on_a_fresh_clone_is_refused_before_setup(tmp_path: Path, referen
     )
     (results / "records").mkdir()
     (results / "records" / "mine.json").write_text("{}")
-    assert _precheck("report", RESULTS=str(results), REFERENCE=reference).returncode == 0
+    assert _precheck("report", RESULTS=str(results), **given).returncode == 0
 
 
 def test_good_input_passes() -> None:
