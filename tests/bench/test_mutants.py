@@ -10,6 +10,11 @@ its assertions (the mutant is killed); a mutant that survives fails here, naming
 passed. Deterministic: the tests seed their own generators. A control runs the same tests on
 an unmutated copy and demands they all pass, so a kill is the mutation's doing, not the
 loading's.
+
+Beyond the statistics (ELSEWHERE, at the end): the same check for other modules and the tests
+meant for them (the plots read back from their Figure, the docs' figure check, ...): a copy of
+the module mutated, the tests' names repointed at it (or, for a check that lives in its test
+file, the copy's own tests run), and a control per module.
 """
 
 from __future__ import annotations
@@ -235,11 +240,11 @@ def inject(module: types.ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(test_stats, name, getattr(module, name))
 
 
-def cases(test_name: str, only: dict) -> list[dict]:
+def cases(test_name: str, only: dict, tests: types.ModuleType = test_stats) -> list[dict]:
     """A test's parameter sets from its own parametrize marks (so the bounds stay the test's),
     keeping those that agree with `only`."""
     combos: list[dict] = [{}]
-    for mark in getattr(getattr(test_stats, test_name), "pytestmark", []):
+    for mark in getattr(getattr(tests, test_name), "pytestmark", []):
         if mark.name != "parametrize":
             continue
         names, values = mark.args[0], mark.args[1]
@@ -296,3 +301,235 @@ def test_the_killers_pass_on_an_unmutated_copy(monkeypatch: pytest.MonkeyPatch) 
     }
     failed = failures(tuple((name, dict(kwargs)) for name, kwargs in sorted(every)), False)
     assert not failed, f"the unmutated copy fails {failed}"
+
+
+# -- beyond the statistics ------------------------------------------------------------------
+# The same check for the other places issue 36 found unable to fail: each wrong implementation
+# below was tried once against the real module and failed the tests named with it.
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    """A wrong implementation of `module` (text replacements, each exactly once) with the test
+    functions of `tests` meant to kill it, as for Mutant. When `tests` is `module` itself (a
+    check that lives in its test file, as the docs' figure check), the copy's own tests run."""
+
+    name: str
+    module: str
+    tests: str
+    killers: tuple[tuple[str, dict], ...]
+    replace: tuple[tuple[str, str], ...]
+
+
+PLOTS, TEST_PLOTS = "bench.report.plots", "tests.bench.test_plots"
+SCENARIO_FIGURE = (("test_the_scenario_figure_draws_the_leading_series_with_their_data", {}),)
+KNEE_FIGURE = (("test_the_knee_figure_draws_every_step_the_capacity_and_its_interval", {}),)
+DOCS = "tests.docs.test_docs"
+DOCS_KILLERS = (
+    ("test_a_figure_needs_its_unit_and_its_words_in_the_generated_text", {}),
+    ("test_a_changed_figure_fails_with_an_actionable_line", {}),
+)
+ELSEWHERE = (
+    Elsewhere(
+        "plot-axes-without-data",
+        PLOTS,
+        TEST_PLOTS,
+        SCENARIO_FIGURE,
+        replace=(
+            (
+                "    for index, label in enumerate(shown):\n        points = sorted(lines",
+                "    for index, label in enumerate(shown[:0]):\n        points = sorted(lines",
+            ),
+        ),
+    ),
+    Elsewhere(
+        "plot-every-series",
+        PLOTS,
+        TEST_PLOTS,
+        SCENARIO_FIGURE,
+        replace=(
+            (
+                "return sorted(contenders, key=lambda label: (-best[label], label))[:limit]",
+                "return sorted(contenders, key=lambda label: (-best[label], label))",
+            ),
+        ),
+    ),
+    Elsewhere(
+        "plot-baseline-as-a-series",
+        PLOTS,
+        TEST_PLOTS,
+        SCENARIO_FIGURE,
+        replace=(
+            (
+                "contenders = [label for label in lines if not is_baseline(label)]",
+                "contenders = list(lines)",
+            ),
+        ),
+    ),
+    Elsewhere(
+        "plot-intervals-dropped",
+        PLOTS,
+        TEST_PLOTS,
+        SCENARIO_FIGURE,
+        replace=(
+            (
+                "rps_err = _errors(rps, [p[3] if len(p) > 3 else None for p in points])",
+                "rps_err = None",
+            ),
+        ),
+    ),
+    Elsewhere(
+        "plot-req/s-on-the-p99-axes",
+        PLOTS,
+        TEST_PLOTS,
+        SCENARIO_FIGURE,
+        replace=(
+            (
+                "ax_p99.errorbar(conc, p99, yerr=p99_err,",
+                "ax_p99.errorbar(conc, rps, yerr=rps_err,",
+            ),
+        ),
+    ),
+    Elsewhere(
+        "knee-pass-and-miss-swapped",
+        PLOTS,
+        TEST_PLOTS,
+        KNEE_FIGURE,
+        replace=(
+            (
+                'face = look["color"] if passed is not False else "white"',
+                'face = "white" if passed is not False else look["color"]',
+            ),
+        ),
+    ),
+    Elsewhere(
+        "knee-interval-unshaded",
+        PLOTS,
+        TEST_PLOTS,
+        KNEE_FIGURE,
+        replace=(("        if knee.interval:\n", "        if knee.interval and False:\n"),),
+    ),
+    Elsewhere(
+        "knee-medians-in-search-order",
+        PLOTS,
+        TEST_PLOTS,
+        KNEE_FIGURE,
+        replace=(("    rates = sorted(by_rate)\n", "    rates = list(by_rate)\n"),),
+    ),
+    Elsewhere(
+        "docs-figure-unit-ignored",
+        DOCS,
+        DOCS,
+        DOCS_KILLERS,
+        replace=(
+            (
+                'pattern = rf"(?<![\\d,.]){re.escape(figure.number)}{spaced}'
+                '{re.escape(figure.unit)}(?![\\w/])"',
+                'pattern = rf"(?<![\\d,.]){re.escape(figure.number)}(?![\\d,])"',
+            ),
+        ),
+    ),
+    Elsewhere(
+        "docs-figure-context-ignored",
+        DOCS,
+        DOCS,
+        DOCS_KILLERS,
+        replace=(("CONTEXT_WORDS = 2  #", "CONTEXT_WORDS = 0  #"),),
+    ),
+)
+
+
+def _call(test: Callable[..., None], kwargs: dict, tmp_path: Path) -> None:
+    """Run one test function, giving it the fixtures it names that the killers use."""
+    import inspect
+
+    import matplotlib.pyplot as plt
+
+    names = inspect.signature(test).parameters
+    figures: list = []
+    given = {"drawn": figures, "tmp_path": tmp_path}
+    try:
+        test(**kwargs, **{name: given[name] for name in names if name not in kwargs})
+    finally:
+        for fig in figures:
+            plt.close(fig)
+
+
+def _elsewhere_copy(
+    mutant: Elsewhere, source: str, monkeypatch: pytest.MonkeyPatch
+) -> types.ModuleType:
+    """The copy loaded, and the test module that runs against it (the copy itself when the
+    check lives in its test file; else the tests with the real module's names repointed)."""
+    import importlib
+
+    real = importlib.import_module(mutant.module)
+    name = f"_mutant_{mutant.name.replace('-', '_').replace('/', '_')}"
+    copy = types.ModuleType(name)
+    copy.__file__ = real.__file__  # where the module finds its files (the docs' checkout)
+    monkeypatch.setitem(sys.modules, name, copy)
+    exec(compile(source, f"<{name}>", "exec"), copy.__dict__)
+    if mutant.tests == mutant.module:
+        return copy
+    tests = importlib.import_module(mutant.tests)
+    names = [
+        n
+        for n, v in vars(tests).items()
+        if not isinstance(v, types.ModuleType) and getattr(real, n, None) is v
+    ]
+    assert names, f"{mutant.tests} imports nothing from {mutant.module}"
+    for name in names:
+        monkeypatch.setattr(tests, name, getattr(copy, name))
+    return tests
+
+
+def _elsewhere_failures(
+    mutant: Elsewhere, tests: types.ModuleType, tmp_path: Path, stop_at_first: bool
+) -> list[str]:
+    failed = []
+    for test_name, only in mutant.killers:
+        runs = cases(test_name, only, tests)
+        assert runs, f"{test_name} has no parameters matching {only}"
+        for i, kwargs in enumerate(runs):
+            try:
+                _call(getattr(tests, test_name), kwargs, tmp_path / f"{test_name}-{i}")
+            except (AssertionError, pytest.fail.Exception):
+                failed.append(f"{test_name}{kwargs or ''}")
+                if stop_at_first:
+                    return failed
+    return failed
+
+
+def _elsewhere_source(mutant: Elsewhere) -> str:
+    import importlib
+
+    source = Path(importlib.import_module(mutant.module).__file__ or "").read_text()
+    for old, new in mutant.replace:
+        assert source.count(old) == 1, f"{mutant.name}: {old!r} is not in {mutant.module} once"
+        source = source.replace(old, new)
+    return source
+
+
+@pytest.mark.parametrize("mutant", ELSEWHERE, ids=[m.name for m in ELSEWHERE])
+def test_every_mutant_beyond_the_statistics_is_killed(
+    mutant: Elsewhere, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Some test meant for this kind of mistake fails on the mutant."""
+    tests = _elsewhere_copy(mutant, _elsewhere_source(mutant), monkeypatch)
+    killed = _elsewhere_failures(mutant, tests, tmp_path, stop_at_first=True)
+    assert killed, f"mutant {mutant.name} survived {[name for name, _ in mutant.killers]}"
+
+
+@pytest.mark.parametrize("module", sorted({m.module for m in ELSEWHERE}))
+def test_the_killers_beyond_the_statistics_pass_on_an_unmutated_copy(
+    module: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Control: loaded and repointed the same way, the real source passes every killer."""
+    import importlib
+
+    mutants = [m for m in ELSEWHERE if m.module == module]
+    source = Path(importlib.import_module(module).__file__ or "").read_text()
+    every = tuple(dict.fromkeys((n, tuple(o.items())) for m in mutants for n, o in m.killers))
+    control = Elsewhere("none", module, mutants[0].tests, tuple((n, dict(o)) for n, o in every), ())
+    tests = _elsewhere_copy(control, source, monkeypatch)
+    failed = _elsewhere_failures(control, tests, tmp_path, stop_at_first=False)
+    assert not failed, f"the unmutated copy of {module} fails {failed}"

@@ -173,7 +173,8 @@ def test_the_knee_figure_draws_every_step_the_capacity_and_its_interval(
     assert faces[0] == faces[1] == median.get_color() and faces[2] == "white"
     vertical = [line for line in ax.lines if list(line.get_xdata()) == [400.0, 400.0]]
     assert len(vertical) == 1 and vertical[0].get_color() == median.get_color()
-    (span,) = ax.patches
+    assert len(ax.patches) == 1
+    span = ax.patches[0]
     assert (span.get_x(), span.get_x() + span.get_width()) == (380.0, 420.0)
     objective = [line for line in ax.lines if list(line.get_ydata()) == [50, 50]]
     assert len(objective) == 1 and "p99 ≤ 50 ms" in objective[0].get_label()
