@@ -324,6 +324,8 @@ class Elsewhere:
 PLOTS, TEST_PLOTS = "bench.report.plots", "tests.bench.test_plots"
 SCENARIO_FIGURE = (("test_the_scenario_figure_draws_the_leading_series_with_their_data", {}),)
 KNEE_FIGURE = (("test_the_knee_figure_draws_every_step_the_capacity_and_its_interval", {}),)
+EXPORT, TEST_EXPORT = "bench.report.export", "tests.bench.test_export"
+EXPORT_KILLERS = (("test_the_estimates_and_failures_match_an_independent_computation", {}),)
 DOCS = "tests.docs.test_docs"
 DOCS_KILLERS = (
     ("test_a_figure_needs_its_unit_and_its_words_in_the_generated_text", {}),
@@ -415,6 +417,54 @@ ELSEWHERE = (
         TEST_PLOTS,
         KNEE_FIGURE,
         replace=(("    rates = sorted(by_rate)\n", "    rates = list(by_rate)\n"),),
+    ),
+    Elsewhere(
+        "export-arithmetic-mean",
+        EXPORT,
+        TEST_EXPORT,
+        EXPORT_KILLERS,
+        replace=(
+            (
+                '"rps": _round(rps.center if rps else None),',
+                '"rps": _round(sum(rps_values(group)) / len(group) if rps else None),',
+            ),
+        ),
+    ),
+    Elsewhere(
+        "export-min-max-interval",
+        EXPORT,
+        TEST_EXPORT,
+        EXPORT_KILLERS,
+        replace=(
+            (
+                '"p99_ms_low": _round(p99.low if p99 else None),',
+                '"p99_ms_low": _round(min(latency_values(group)) if p99 else None),',
+            ),
+        ),
+    ),
+    Elsewhere(
+        "export-failed-without-non-2xx",
+        EXPORT,
+        TEST_EXPORT,
+        EXPORT_KILLERS,
+        replace=(
+            (
+                '"failed": sum(Outcome.of_record(r).failed for r in group),',
+                '"failed": sum(Outcome.of_record(r).socket_errors for r in group),',
+            ),
+        ),
+    ),
+    Elsewhere(
+        "export-unserved-without-unsent",
+        EXPORT,
+        TEST_EXPORT,
+        EXPORT_KILLERS,
+        replace=(
+            (
+                '"unserved": sum(Outcome.of_record(r).unserved for r in group),',
+                '"unserved": sum(Outcome.of_record(r).failed for r in group),',
+            ),
+        ),
     ),
     Elsewhere(
         "docs-figure-unit-ignored",
