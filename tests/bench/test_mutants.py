@@ -326,6 +326,11 @@ SCENARIO_FIGURE = (("test_the_scenario_figure_draws_the_leading_series_with_thei
 KNEE_FIGURE = (("test_the_knee_figure_draws_every_step_the_capacity_and_its_interval", {}),)
 EXPORT, TEST_EXPORT = "bench.report.export", "tests.bench.test_export"
 EXPORT_KILLERS = (("test_the_estimates_and_failures_match_an_independent_computation", {}),)
+TEST_GLANCE = "tests.bench.test_glance"
+GLANCE_KILLERS = (
+    ("test_two_servers_capacities_compare_as_a_ratio_with_its_interval", {}),
+    ("test_a_configuration_against_its_own_second_search_is_not_separated", {}),
+)
 DOCS = "tests.docs.test_docs"
 DOCS_KILLERS = (
     ("test_a_figure_needs_its_unit_and_its_words_in_the_generated_text", {}),
@@ -467,6 +472,44 @@ ELSEWHERE = (
         ),
     ),
     Elsewhere(
+        "capacity-interval-not-widened-to-its-bracket",
+        "bench.report.stats",
+        "tests.bench.test_stats",
+        (("test_capacity_edges", {}),),
+        replace=(
+            (
+                "        min(low, step_low),\n        max(high, step_high),\n",
+                "        low,\n        high,\n",
+            ),
+        ),
+    ),
+    Elsewhere(
+        "capacity-ratio-ends-crossed",
+        "bench.report.stats",
+        TEST_GLANCE,
+        GLANCE_KILLERS,
+        replace=(
+            (
+                "return a.center / b.center, a.low / b.high, a.high / b.low",
+                "return a.center / b.center, a.low / b.low, a.high / b.high",
+            ),
+        ),
+    ),
+    Elsewhere(
+        "glance-capacity-compared-with-itself",
+        "bench.report.glance",
+        TEST_GLANCE,
+        GLANCE_KILLERS,
+        replace=(("            nxt = found[1]\n", "            nxt = found[0]\n"),),
+    ),
+    Elsewhere(
+        "glance-capacity-tie-unsaid",
+        "bench.report.glance",
+        TEST_GLANCE,
+        GLANCE_KILLERS,
+        replace=(("if ratio and ratio[1] <= 1.0:", "if ratio and ratio[1] < 0.5:"),),
+    ),
+    Elsewhere(
         "docs-figure-unit-ignored",
         DOCS,
         DOCS,
@@ -569,17 +612,19 @@ def test_every_mutant_beyond_the_statistics_is_killed(
     assert killed, f"mutant {mutant.name} survived {[name for name, _ in mutant.killers]}"
 
 
-@pytest.mark.parametrize("module", sorted({m.module for m in ELSEWHERE}))
+@pytest.mark.parametrize(
+    ("module", "tests"), sorted({(m.module, m.tests) for m in ELSEWHERE}), ids=lambda s: s
+)
 def test_the_killers_beyond_the_statistics_pass_on_an_unmutated_copy(
-    module: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    module: str, tests: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Control: loaded and repointed the same way, the real source passes every killer."""
     import importlib
 
-    mutants = [m for m in ELSEWHERE if m.module == module]
+    mutants = [m for m in ELSEWHERE if (m.module, m.tests) == (module, tests)]
     source = Path(importlib.import_module(module).__file__ or "").read_text()
     every = tuple(dict.fromkeys((n, tuple(o.items())) for m in mutants for n, o in m.killers))
-    control = Elsewhere("none", module, mutants[0].tests, tuple((n, dict(o)) for n, o in every), ())
-    tests = _elsewhere_copy(control, source, monkeypatch)
-    failed = _elsewhere_failures(control, tests, tmp_path, stop_at_first=False)
-    assert not failed, f"the unmutated copy of {module} fails {failed}"
+    control = Elsewhere("none", module, tests, tuple((n, dict(o)) for n, o in every), ())
+    copy = _elsewhere_copy(control, source, monkeypatch)
+    failed = _elsewhere_failures(control, copy, tmp_path, stop_at_first=False)
+    assert not failed, f"the unmutated copy of {module} fails {failed} of {tests}"
