@@ -331,6 +331,7 @@ GLANCE_KILLERS = (
     ("test_two_servers_capacities_compare_as_a_ratio_with_its_interval", {}),
     ("test_a_configuration_against_its_own_second_search_is_not_separated", {}),
 )
+RECOMMEND, TEST_RECOMMEND = "bench.report.recommend", "tests.bench.test_recommend"
 DOCS = "tests.docs.test_docs"
 DOCS_KILLERS = (
     ("test_a_figure_needs_its_unit_and_its_words_in_the_generated_text", {}),
@@ -508,6 +509,63 @@ ELSEWHERE = (
         TEST_GLANCE,
         GLANCE_KILLERS,
         replace=(("if ratio and ratio[1] <= 1.0:", "if ratio and ratio[1] < 0.5:"),),
+    ),
+    Elsewhere(
+        "recommend-a-leader-at-one-load-only",
+        RECOMMEND,
+        TEST_RECOMMEND,
+        (("test_a_leader_at_one_load_must_hold_rank_1_at_every_other_load", {}),),
+        replace=(
+            (
+                "        if not _beaten(ident, arenas_, caps):\n",
+                "        if True:\n",
+            ),
+        ),
+    ),
+    Elsewhere(
+        "recommend-capacity-overlap-allowed",
+        RECOMMEND,
+        TEST_RECOMMEND,
+        (("test_the_capacity_route_recommends_an_interval_wholly_above_the_others", {}),),
+        replace=(
+            (
+                "best.low > c.high for c, _ in caps[1:]",
+                "best.center > c.center for c, _ in caps[1:]",
+            ),
+        ),
+    ),
+    Elsewhere(
+        "recommend-keepalive-first-brace",
+        RECOMMEND,
+        TEST_RECOMMEND,
+        (("test_the_keepalive_above_the_balancer_comes_from_the_race_study", {}),),
+        replace=((r'r"upstream app \{(.*?)\n\}"', r'r"upstream app \{(.*?)\}"'),),
+    ),
+    Elsewhere(
+        "recommend-keepalive-undecided-race",
+        RECOMMEND,
+        TEST_RECOMMEND,
+        (("test_the_keepalive_above_the_balancer_comes_from_the_race_study", {}),),
+        replace=(
+            (
+                "if deployment == ALB and race is not None and race.decided:",
+                "if deployment == ALB and race is not None and race.longer is not None:",
+            ),
+        ),
+    ),
+    Elsewhere(
+        "recommend-quota-runs-ranked-as-direct",
+        RECOMMEND,
+        TEST_RECOMMEND,
+        (("test_runs_under_a_cpu_quota_make_their_own_deployment", {}),),
+        replace=(
+            (
+                "    proxy = PROXY_OF[deployment]\n",
+                "    if deployment == DIRECT:\n"
+                "        return _quota_runs(records, machine, scenarios)\n"
+                "    proxy = PROXY_OF[deployment]\n",
+            ),
+        ),
     ),
     Elsewhere(
         "docs-figure-unit-ignored",
