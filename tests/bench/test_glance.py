@@ -1,5 +1,6 @@
-"""At a glance: the capacity comparison between searches, over a fixture of three capacity
-searches (tests/fixtures/capacity-pair/: /sleep at p99 <= 100 ms, each rate stepped once in
+"""At a glance: the load tool's saturation caveat (records built from tests/fixtures/records),
+and the capacity comparison between searches, over a fixture of three capacity searches
+(tests/fixtures/capacity-pair/: /sleep at p99 <= 100 ms, each rate stepped once in
 each of 3 trials, every trial passing at the lowest rate, 2 of 3 at the middle one, none at
 the highest): gunicorn-sync at 80/90/100 req/s twice (two starts of one configuration, the
 same verdicts) and granian at 160/180/200 req/s.
@@ -15,6 +16,7 @@ ladder has nothing beyond it); granian/gunicorn-sync is 2.00 with [160/100, 200/
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,7 +26,8 @@ from bench.report.glance import glance_section
 from bench.report.openloop import capacity_estimate, searches
 from bench.report.stats import capacity_ratio
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "capacity-pair"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURE = FIXTURES / "capacity-pair"
 LINE = re.compile(
     r"- Capacity at p99 ≤ 100 ms, sleep: \*\*(?P<best>[^*]+)\*\* (?P<cap>\S+) \[(?P<lo>[\d,]+)–"
     r"(?P<hi>[\d,]+)\] req/s, (?P<ratio>[\d.]+)× \[(?P<rlo>[\d.]+)–(?P<rhi>[\d.]+)\] "
@@ -82,3 +85,40 @@ def test_a_configuration_against_its_own_second_search_is_not_separated() -> Non
     ratio = capacity_ratio(cap, cap)
     assert ratio is not None
     assert ratio[0] == 1.0 and ratio[1] == pytest.approx(0.8) and ratio[2] == pytest.approx(1.25)
+
+
+def _load_cpu(pct: float) -> list[Record]:
+    """Two configurations, 3 trials each at c50 with wrk on 2 threads; one trial of granian
+    shows wrk at `pct` % CPU (100 = one core) and the others at 40 %."""
+    records, _ = load_records(FIXTURES / "records")
+    base = next(r for r in records if r.server == "granian" and r.scenario == "plaintext")
+    out = []
+    for server, rps in (("granian", 20_000.0), ("gunicorn-sync", 6_000.0)):
+        for trial in (1, 2, 3):
+            cpu = pct if (server, trial) == ("granian", 2) else 40.0
+            out.append(
+                replace(
+                    base,
+                    server=server,
+                    concurrency=50,
+                    load_threads=2,
+                    resources={**(base.resources or {}), "load_cpu_pct": cpu},
+                    rps=rps + trial,
+                    trial=trial,
+                    run_id=f"{server[:4]}{trial}" * 4,
+                )
+            )
+    return out
+
+
+@pytest.mark.parametrize(("pct", "caveat"), [(186.0, "93%"), (170.0, None)])
+def test_the_load_tool_near_saturation_caveat(pct: float, caveat: str | None) -> None:
+    """wrk on 2 threads at 186 % CPU used 186 / 200 = 93 % of what its threads can: at or
+    above 90 % the row says the load tool was near saturation (the figures may be the tool's
+    limit, not the server's); at 170 % (85 %) it says nothing."""
+    text = "\n".join(glance_section(_load_cpu(pct)))
+    assert "granian" in text  # the row is there, with or without the caveat
+    if caveat is None:
+        assert "near saturation" not in text
+    else:
+        assert f"load tool near saturation ({caveat} of its CPU)" in text

@@ -568,6 +568,25 @@ ELSEWHERE = (
         ),
     ),
     Elsewhere(
+        "glance-saturation-per-core-not-per-thread",
+        "bench.report.glance",
+        TEST_GLANCE,
+        (("test_the_load_tool_near_saturation_caveat", {}),),
+        replace=(
+            (
+                '(r.resources or {}).get("load_cpu_pct", 0) / (100 * (r.load_threads or 1))',
+                '(r.resources or {}).get("load_cpu_pct", 0) / 100',
+            ),
+        ),
+    ),
+    Elsewhere(
+        "glance-saturation-never-said",
+        "bench.report.glance",
+        TEST_GLANCE,
+        (("test_the_load_tool_near_saturation_caveat", {}),),
+        replace=(("LOAD_SATURATED = 0.9  #", "LOAD_SATURATED = 1.0  #"),),
+    ),
+    Elsewhere(
         "docs-figure-unit-ignored",
         DOCS,
         DOCS,
