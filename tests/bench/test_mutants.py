@@ -319,6 +319,15 @@ class Elsewhere:
     tests: str
     killers: tuple[tuple[str, dict], ...]
     replace: tuple[tuple[str, str], ...]
+    # what the tests' autouse fixtures do, done here: (monkeypatch, tmp_path) -> None
+    setup: Callable[[pytest.MonkeyPatch, Path], None] | None = None
+
+
+def _own_state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """test_orchestrator's autouse fixture: run directories and the lock in tmp_path."""
+    state = tmp_path / "state"
+    state.mkdir(parents=True)
+    monkeypatch.setattr("bench.harness.run.state_base", lambda: state)
 
 
 PLOTS, TEST_PLOTS = "bench.report.plots", "tests.bench.test_plots"
@@ -587,6 +596,19 @@ ELSEWHERE = (
         replace=(("LOAD_SATURATED = 0.9  #", "LOAD_SATURATED = 1.0  #"),),
     ),
     Elsewhere(
+        "recorder-zero-requests-ok",
+        "bench.harness.recorder",
+        "tests.bench.test_orchestrator",
+        (("test_a_measured_run_with_no_completed_request_is_recorded_as_failed", {}),),
+        replace=(
+            (
+                'reason = "no request completed" if result.requests == 0 else None',
+                "reason = None",
+            ),
+        ),
+        setup=_own_state,
+    ),
+    Elsewhere(
         "docs-figure-unit-ignored",
         DOCS,
         DOCS,
@@ -684,6 +706,8 @@ def test_every_mutant_beyond_the_statistics_is_killed(
     mutant: Elsewhere, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Some test meant for this kind of mistake fails on the mutant."""
+    if mutant.setup is not None:
+        mutant.setup(monkeypatch, tmp_path)
     tests = _elsewhere_copy(mutant, _elsewhere_source(mutant), monkeypatch)
     killed = _elsewhere_failures(mutant, tests, tmp_path, stop_at_first=True)
     assert killed, f"mutant {mutant.name} survived {[name for name, _ in mutant.killers]}"
@@ -702,6 +726,8 @@ def test_the_killers_beyond_the_statistics_pass_on_an_unmutated_copy(
     source = Path(importlib.import_module(module).__file__ or "").read_text()
     every = tuple(dict.fromkeys((n, tuple(o.items())) for m in mutants for n, o in m.killers))
     control = Elsewhere("none", module, tests, tuple((n, dict(o)) for n, o in every), ())
+    for setup in {m.setup for m in mutants if m.setup is not None}:
+        setup(monkeypatch, tmp_path)
     copy = _elsewhere_copy(control, source, monkeypatch)
     failed = _elsewhere_failures(control, copy, tmp_path, stop_at_first=False)
     assert not failed, f"the unmutated copy of {module} fails {failed} of {tests}"
