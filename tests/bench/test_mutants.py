@@ -609,6 +609,22 @@ ELSEWHERE = (
         setup=_own_state,
     ),
     Elsewhere(
+        "pin-shares-every-cpu",
+        "bench.host.placement",
+        "tests.bench.test_placement",
+        (
+            ("test_pin_splits_the_cpus_in_two_disjoint_halves", {}),
+            ("test_the_load_tool_runs_on_its_half_and_the_records_say_so", {"pin": True}),
+        ),
+        replace=(
+            (
+                "return Placement(True, frozenset(cpus[:half]), frozenset(cpus[half:]))",
+                "return Placement(True, frozenset(cpus), frozenset(cpus))",
+            ),
+        ),
+        setup=_own_state,
+    ),
+    Elsewhere(
         "docs-figure-unit-ignored",
         DOCS,
         DOCS,
@@ -631,7 +647,9 @@ ELSEWHERE = (
 )
 
 
-def _call(test: Callable[..., None], kwargs: dict, tmp_path: Path) -> None:
+def _call(
+    test: Callable[..., None], kwargs: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Run one test function, giving it the fixtures it names that the killers use."""
     import inspect
 
@@ -639,7 +657,7 @@ def _call(test: Callable[..., None], kwargs: dict, tmp_path: Path) -> None:
 
     names = inspect.signature(test).parameters
     figures: list = []
-    given = {"drawn": figures, "tmp_path": tmp_path}
+    given = {"drawn": figures, "tmp_path": tmp_path, "monkeypatch": monkeypatch}
     try:
         test(**kwargs, **{name: given[name] for name in names if name not in kwargs})
     finally:
@@ -675,7 +693,11 @@ def _elsewhere_copy(
 
 
 def _elsewhere_failures(
-    mutant: Elsewhere, tests: types.ModuleType, tmp_path: Path, stop_at_first: bool
+    mutant: Elsewhere,
+    tests: types.ModuleType,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    stop_at_first: bool,
 ) -> list[str]:
     failed = []
     for test_name, only in mutant.killers:
@@ -683,7 +705,8 @@ def _elsewhere_failures(
         assert runs, f"{test_name} has no parameters matching {only}"
         for i, kwargs in enumerate(runs):
             try:
-                _call(getattr(tests, test_name), kwargs, tmp_path / f"{test_name}-{i}")
+                where = tmp_path / f"{test_name}-{i}"
+                _call(getattr(tests, test_name), kwargs, where, monkeypatch)
             except (AssertionError, pytest.fail.Exception):
                 failed.append(f"{test_name}{kwargs or ''}")
                 if stop_at_first:
@@ -709,7 +732,7 @@ def test_every_mutant_beyond_the_statistics_is_killed(
     if mutant.setup is not None:
         mutant.setup(monkeypatch, tmp_path)
     tests = _elsewhere_copy(mutant, _elsewhere_source(mutant), monkeypatch)
-    killed = _elsewhere_failures(mutant, tests, tmp_path, stop_at_first=True)
+    killed = _elsewhere_failures(mutant, tests, tmp_path, monkeypatch, stop_at_first=True)
     assert killed, f"mutant {mutant.name} survived {[name for name, _ in mutant.killers]}"
 
 
@@ -729,5 +752,5 @@ def test_the_killers_beyond_the_statistics_pass_on_an_unmutated_copy(
     for setup in {m.setup for m in mutants if m.setup is not None}:
         setup(monkeypatch, tmp_path)
     copy = _elsewhere_copy(control, source, monkeypatch)
-    failed = _elsewhere_failures(control, copy, tmp_path, stop_at_first=False)
+    failed = _elsewhere_failures(control, copy, tmp_path, monkeypatch, stop_at_first=False)
     assert not failed, f"the unmutated copy of {module} fails {failed} of {tests}"
