@@ -4,7 +4,8 @@ Input: series already aggregated by the report's modules (bench.report.summary f
 scenarios, bench.report.openloop for the knees, bench.report.figures for the race, reload,
 recycling and soak, the study engine for its verdicts' metrics): labels, numbers and 95 %
 intervals. Output: PNG files (matplotlib off-screen, Agg: no display needed) and, for the
-scenarios, the relative paths for summary.md to link.
+scenarios, the relative paths for summary.md to link. Each `plot_x` saves what `x_figure`
+draws, so a test reads the series back from the Figure object.
 
 Every figure keeps to one palette (Okabe–Ito: told apart with the common colour-vision
 deficiencies, with a marker per series as a second cue) and at most MAX_SERIES series per
@@ -175,15 +176,14 @@ def _legend_below(fig: Any, ax: Any, ncol: int = 2) -> None:
     fig.tight_layout(rect=(0, min(0.4, 0.055 * rows + 0.03), 1, 1))
 
 
-def plot_scenario(scenario: str, lines: dict[str, list[Point]], path: Path) -> None:
-    """req/s and p99 (ms) against concurrency, the leading configurations as series, written
-    to path as PNG; a scenario measured at one concurrency gets bars instead."""
+def scenario_figure(scenario: str, lines: dict[str, list[Point]]) -> Any:
+    """req/s and p99 (ms) against concurrency, the leading configurations as series; a
+    scenario measured at one concurrency gets bars instead."""
     plt = _pyplot()
     shown = leading(lines)
     ticks = sorted({p[0] for points in lines.values() for p in points})
     if len(ticks) == 1:
-        plot_bars(f"{scenario} at concurrency {ticks[0]}", _bar_panels(lines), path)
-        return
+        return bars_figure(f"{scenario} at concurrency {ticks[0]}", _bar_panels(lines))
     fig, (ax_rps, ax_p99) = plt.subplots(1, 2, figsize=(13, 5.5))
     _scenario_lines(ax_rps, ax_p99, lines, shown)
     rest = len([label for label in lines if not is_baseline(label)]) - len(shown)
@@ -201,7 +201,12 @@ def plot_scenario(scenario: str, lines: dict[str, list[Point]], path: Path) -> N
     for ax in (ax_rps, ax_p99):
         _concurrency_axis(ax, ticks)
     _legend_below(fig, ax_rps)
-    save_figure(fig, path)
+    return fig
+
+
+def plot_scenario(scenario: str, lines: dict[str, list[Point]], path: Path) -> None:
+    """The scenario's figure (scenario_figure) written to path as PNG."""
+    save_figure(scenario_figure(scenario, lines), path)
 
 
 def _bar_panels(lines: dict[str, list[Point]]) -> list[tuple[str, dict[str, tuple]]]:
@@ -228,12 +233,9 @@ def _bar_colour(label: str, groups: Sequence[str]) -> str:
     return PALETTE[index % len(PALETTE)]
 
 
-def plot_bars(
-    title: str,
-    panels: Sequence[tuple[str, dict[str, tuple]]],
-    path: Path,
-    groups: Sequence[str] = (),
-) -> None:
+def bars_figure(
+    title: str, panels: Sequence[tuple[str, dict[str, tuple]]], groups: Sequence[str] = ()
+) -> Any:
     """Side-by-side horizontal bar panels; each maps a label to (value, (low, high) or None).
     Baselines are grey; labels ending in groups[i] take the i-th colour; a metric named
     "... log scale" gets a log axis."""
@@ -257,7 +259,17 @@ def plot_bars(
         for y, value in enumerate(centers):
             ax.annotate(f" {figure(value)}", (value, y), va="center", fontsize="small")
     fig.suptitle(title, fontsize="medium")
-    save_figure(fig, path)
+    return fig
+
+
+def plot_bars(
+    title: str,
+    panels: Sequence[tuple[str, dict[str, tuple]]],
+    path: Path,
+    groups: Sequence[str] = (),
+) -> None:
+    """The bar panels (bars_figure) written to path as PNG."""
+    save_figure(bars_figure(title, panels, groups), path)
 
 
 def write_plots(results_dir: Path, series: dict[str, dict[str, list[Point]]]) -> dict[str, str]:
@@ -323,7 +335,7 @@ def _panel_axes(panels: Sequence[Panel]) -> list[tuple[Panel, list[str] | None]]
     return out
 
 
-def plot_study(title: str, panels: Sequence[Panel], path: Path) -> None:
+def study_figure(title: str, panels: Sequence[Panel]) -> Any:
     """A study's figure: one panel per metric its verdict judges (bars when each arm has one
     point, lines against concurrency or offered rate otherwise)."""
     plt = _pyplot()
@@ -344,7 +356,12 @@ def plot_study(title: str, panels: Sequence[Panel], path: Path) -> None:
     for ax in flat[len(axes_data) :]:
         ax.set_visible(False)
     fig.suptitle(title, fontsize="medium")
-    save_figure(fig, path)
+    return fig
+
+
+def plot_study(title: str, panels: Sequence[Panel], path: Path) -> None:
+    """The study's figure (study_figure) written to path as PNG."""
+    save_figure(study_figure(title, panels), path)
 
 
 # -- open loop: the knee ------------------------------------------------------------------
@@ -382,7 +399,7 @@ def _draw_knee(ax: Any, knee: Knee, index: int) -> None:
             ax.axvspan(*knee.interval, color=look["color"], alpha=0.12)
 
 
-def plot_knee(scenario: str, p99_ms: float, knees: Sequence[Knee], path: Path) -> None:
+def knee_figure(scenario: str, p99_ms: float, knees: Sequence[Knee]) -> Any:
     """p99 against offered rate per search (ordered by rate, every step shown), the objective
     as a red line and each capacity as a dotted vertical line in its series' colour."""
     plt = _pyplot()
@@ -413,13 +430,18 @@ def plot_knee(scenario: str, p99_ms: float, knees: Sequence[Knee], path: Path) -
     ax.grid(True, alpha=0.3, which="both")
     ax.legend(fontsize="small")
     fig.tight_layout()
-    save_figure(fig, path)
+    return fig
+
+
+def plot_knee(scenario: str, p99_ms: float, knees: Sequence[Knee], path: Path) -> None:
+    """The knee figure (knee_figure) written to path as PNG."""
+    save_figure(knee_figure(scenario, p99_ms, knees), path)
 
 
 # -- production behaviours ----------------------------------------------------------------
 
 
-def plot_race(arms: dict[str, list[tuple]], path: Path) -> None:
+def race_figure(arms: dict[str, list[tuple]]) -> Any:
     """502s by idle gap behind the balancer: per arm (small multiples), a bar per idle gap;
     each arm maps to (gap ms, sent, 502s) per gap."""
     plt = _pyplot()
@@ -451,16 +473,17 @@ def plot_race(arms: dict[str, list[tuple]], path: Path) -> None:
         fontsize="medium",
     )
     fig.supylabel("502 responses")
-    save_figure(fig, path)
+    return fig
 
 
-def plot_timelines(
-    title: str,
-    ylabel: str,
-    series: dict[str, tuple[list, list]],
-    path: Path,
-    marker_x: float | None = None,
-) -> None:
+def plot_race(arms: dict[str, list[tuple]], path: Path) -> None:
+    """The race figure (race_figure) written to path as PNG."""
+    save_figure(race_figure(arms), path)
+
+
+def timelines_figure(
+    title: str, ylabel: str, series: dict[str, tuple[list, list]], marker_x: float | None = None
+) -> Any:
     """Small multiples of one quantity over time, one panel per label (shared axes), with a
     vertical line at marker_x (e.g. the reload signal)."""
     plt = _pyplot()
@@ -490,12 +513,21 @@ def plot_timelines(
     fig.supxlabel(
         "s from the signal (dashed line)" if marker_x is not None else "s", fontsize="small"
     )
-    save_figure(fig, path)
+    return fig
 
 
-def plot_lines(
-    title: str, xlabel: str, ylabel: str, series: dict[str, tuple[list, list]], path: Path
+def plot_timelines(
+    title: str,
+    ylabel: str,
+    series: dict[str, tuple[list, list]],
+    path: Path,
+    marker_x: float | None = None,
 ) -> None:
+    """The timelines (timelines_figure) written to path as PNG."""
+    save_figure(timelines_figure(title, ylabel, series, marker_x), path)
+
+
+def lines_figure(title: str, xlabel: str, ylabel: str, series: dict[str, tuple[list, list]]) -> Any:
     """One axes of at most MAX_SERIES lines (the first ones by label), e.g. RSS over time."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(10, 5))
@@ -506,4 +538,11 @@ def plot_lines(
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
     fig.tight_layout()
-    save_figure(fig, path)
+    return fig
+
+
+def plot_lines(
+    title: str, xlabel: str, ylabel: str, series: dict[str, tuple[list, list]], path: Path
+) -> None:
+    """The lines (lines_figure) written to path as PNG."""
+    save_figure(lines_figure(title, xlabel, ylabel, series), path)

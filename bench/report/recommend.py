@@ -88,7 +88,8 @@ class Recommendation:
 def balancer_idle_s() -> int | None:
     """The ALB-like front's upstream idle timeout, from its nginx template."""
     text = ALB_TEMPLATE.read_text() if ALB_TEMPLATE.exists() else ""
-    upstream = re.search(r"upstream app \{(.*?)\}", text, re.S)
+    # the block ends at a brace alone on its line: `${APP_SERVER}` inside it has one too
+    upstream = re.search(r"upstream app \{(.*?)\n\}", text, re.S)
     found = re.search(r"keepalive_timeout\s+(\d+)s", upstream.group(1)) if upstream else None
     return int(found.group(1)) if found else None
 

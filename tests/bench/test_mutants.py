@@ -11,6 +11,11 @@ when at least one of them fails its assertions (the mutant is killed); a mutant 
 fails here, naming the tests it passed. Deterministic: the tests seed their own generators. A
 control runs the same tests on an unmutated copy of each module and demands they all pass, so
 a kill is the mutation's doing, not the loading's.
+
+Beyond the statistics (ELSEWHERE, at the end): the same check for other modules and the tests
+meant for them (the plots read back from their Figure, the docs' figure check, ...): a copy of
+the module mutated, the tests' names repointed at it (or, for a check that lives in its test
+file, the copy's own tests run), and a control per module.
 """
 
 from __future__ import annotations
@@ -407,3 +412,456 @@ def test_the_killers_pass_on_an_unmutated_copy(
     assert every, f"no mutant of {target}"
     failed = failures(tests, tuple((name, dict(kwargs)) for name, kwargs in sorted(every)), False)
     assert not failed, f"the unmutated copy of {target} fails {failed}"
+
+
+# -- beyond the statistics ------------------------------------------------------------------
+# The same check for the other places issue 36 found unable to fail: each wrong implementation
+# below was tried once against the real module and failed the tests named with it.
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    """A wrong implementation of `module` (text replacements, each exactly once) with the test
+    functions of `tests` meant to kill it, as for Mutant. When `tests` is `module` itself (a
+    check that lives in its test file, as the docs' figure check), the copy's own tests run."""
+
+    name: str
+    module: str
+    tests: str
+    killers: tuple[tuple[str, dict], ...]
+    replace: tuple[tuple[str, str], ...]
+    # what the tests' autouse fixtures do, done here: (monkeypatch, tmp_path) -> None
+    setup: Callable[[pytest.MonkeyPatch, Path], None] | None = None
+
+
+def _own_state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """test_orchestrator's autouse fixture: run directories and the lock in tmp_path."""
+    state = tmp_path / "state"
+    state.mkdir(parents=True)
+    monkeypatch.setattr("bench.harness.run.state_base", lambda: state)
+
+
+PLOTS, TEST_PLOTS = "bench.report.plots", "tests.bench.test_plots"
+SCENARIO_FIGURE = (("test_the_scenario_figure_draws_the_leading_series_with_their_data", {}),)
+KNEE_FIGURE = (("test_the_knee_figure_draws_every_step_the_capacity_and_its_interval", {}),)
+EXPORT, TEST_EXPORT = "bench.report.export", "tests.bench.test_export"
+EXPORT_KILLERS = (("test_the_estimates_and_failures_match_an_independent_computation", {}),)
+TEST_GLANCE = "tests.bench.test_glance_capacity"
+GLANCE_KILLERS = (
+    ("test_two_servers_capacities_compare_as_a_ratio_with_its_interval", {}),
+    ("test_a_configuration_against_its_own_second_search_is_not_separated", {}),
+)
+RECOMMEND, TEST_RECOMMEND = "bench.report.recommend", "tests.bench.test_recommend"
+DOCS = "tests.docs.test_docs"
+DOCS_KILLERS = (
+    ("test_a_figure_needs_its_unit_and_its_words_in_the_generated_text", {}),
+    ("test_a_changed_figure_fails_with_an_actionable_line", {}),
+)
+ELSEWHERE = (
+    Elsewhere(
+        "plot-axes-without-data",
+        PLOTS,
+        TEST_PLOTS,
+        SCENARIO_FIGURE,
+        replace=(
+            (
+                "    for index, label in enumerate(shown):\n        points = sorted(lines",
+                "    for index, label in enumerate(shown[:0]):\n        points = sorted(lines",
+            ),
+        ),
+    ),
+    Elsewhere(
+        "plot-every-series",
+        PLOTS,
+        TEST_PLOTS,
+        SCENARIO_FIGURE,
+        replace=(
+            (
+                "return sorted(contenders, key=lambda label: (-best[label], label))[:limit]",
+                "return sorted(contenders, key=lambda label: (-best[label], label))",
+            ),
+        ),
+    ),
+    Elsewhere(
+        "plot-baseline-as-a-series",
+        PLOTS,
+        TEST_PLOTS,
+        SCENARIO_FIGURE,
+        replace=(
+            (
+                "contenders = [label for label in lines if not is_baseline(label)]",
+                "contenders = list(lines)",
+            ),
+        ),
+    ),
+    Elsewhere(
+        "plot-intervals-dropped",
+        PLOTS,
+        TEST_PLOTS,
+        SCENARIO_FIGURE,
+        replace=(
+            (
+                "rps_err = _errors(rps, [p[3] if len(p) > 3 else None for p in points])",
+                "rps_err = None",
+            ),
+        ),
+    ),
+    Elsewhere(
+        "plot-req/s-on-the-p99-axes",
+        PLOTS,
+        TEST_PLOTS,
+        SCENARIO_FIGURE,
+        replace=(
+            (
+                "ax_p99.errorbar(conc, p99, yerr=p99_err,",
+                "ax_p99.errorbar(conc, rps, yerr=rps_err,",
+            ),
+        ),
+    ),
+    Elsewhere(
+        "knee-pass-and-miss-swapped",
+        PLOTS,
+        TEST_PLOTS,
+        KNEE_FIGURE,
+        replace=(
+            (
+                'face = look["color"] if passed is not False else "white"',
+                'face = "white" if passed is not False else look["color"]',
+            ),
+        ),
+    ),
+    Elsewhere(
+        "knee-interval-unshaded",
+        PLOTS,
+        TEST_PLOTS,
+        KNEE_FIGURE,
+        replace=(("        if knee.interval:\n", "        if knee.interval and False:\n"),),
+    ),
+    Elsewhere(
+        "knee-medians-in-search-order",
+        PLOTS,
+        TEST_PLOTS,
+        KNEE_FIGURE,
+        replace=(("    rates = sorted(by_rate)\n", "    rates = list(by_rate)\n"),),
+    ),
+    Elsewhere(
+        "export-arithmetic-mean",
+        EXPORT,
+        TEST_EXPORT,
+        EXPORT_KILLERS,
+        replace=(
+            (
+                '"rps": _round(rps.center if rps else None),',
+                '"rps": _round(sum(rps_values(group)) / len(group) if rps else None),',
+            ),
+        ),
+    ),
+    Elsewhere(
+        "export-min-max-interval",
+        EXPORT,
+        TEST_EXPORT,
+        EXPORT_KILLERS,
+        replace=(
+            (
+                '"p99_ms_low": _round(p99.low if p99 else None),',
+                '"p99_ms_low": _round(min(latency_values(group)) if p99 else None),',
+            ),
+        ),
+    ),
+    Elsewhere(
+        "export-failed-without-non-2xx",
+        EXPORT,
+        TEST_EXPORT,
+        EXPORT_KILLERS,
+        replace=(
+            (
+                '"failed": sum(Outcome.of_record(r).failed for r in group),',
+                '"failed": sum(Outcome.of_record(r).socket_errors for r in group),',
+            ),
+        ),
+    ),
+    Elsewhere(
+        "export-unserved-without-unsent",
+        EXPORT,
+        TEST_EXPORT,
+        EXPORT_KILLERS,
+        replace=(
+            (
+                '"unserved": sum(Outcome.of_record(r).unserved for r in group),',
+                '"unserved": sum(Outcome.of_record(r).failed for r in group),',
+            ),
+        ),
+    ),
+    Elsewhere(
+        "capacity-interval-not-widened-to-its-bracket",
+        "bench.report.stats",
+        "tests.bench.test_stats",
+        (("test_capacity_edges", {}),),
+        replace=(
+            (
+                "        min(low, step_low),\n        max(high, step_high),\n",
+                "        low,\n        high,\n",
+            ),
+        ),
+    ),
+    Elsewhere(
+        "capacity-ratio-ends-crossed",
+        "bench.report.stats",
+        TEST_GLANCE,
+        GLANCE_KILLERS,
+        replace=(
+            (
+                "return a.center / b.center, a.low / b.high, a.high / b.low",
+                "return a.center / b.center, a.low / b.low, a.high / b.high",
+            ),
+        ),
+    ),
+    Elsewhere(
+        "glance-capacity-compared-with-itself",
+        "bench.report.glance",
+        TEST_GLANCE,
+        GLANCE_KILLERS,
+        replace=(("            nxt = found[1]\n", "            nxt = found[0]\n"),),
+    ),
+    Elsewhere(
+        "glance-capacity-tie-unsaid",
+        "bench.report.glance",
+        TEST_GLANCE,
+        GLANCE_KILLERS,
+        replace=(("if ratio and ratio[1] <= 1.0:", "if ratio and ratio[1] < 0.5:"),),
+    ),
+    Elsewhere(
+        "recommend-a-leader-at-one-load-only",
+        RECOMMEND,
+        TEST_RECOMMEND,
+        (("test_a_leader_at_one_load_must_hold_rank_1_at_every_other_load", {}),),
+        replace=(
+            (
+                "        if not _beaten(ident, arenas_, caps):\n",
+                "        if True:\n",
+            ),
+        ),
+    ),
+    Elsewhere(
+        "recommend-capacity-overlap-allowed",
+        RECOMMEND,
+        TEST_RECOMMEND,
+        (("test_the_capacity_route_recommends_an_interval_wholly_above_the_others", {}),),
+        replace=(
+            (
+                "best.low > c.high for c, _ in caps[1:]",
+                "best.center > c.center for c, _ in caps[1:]",
+            ),
+        ),
+    ),
+    Elsewhere(
+        "recommend-keepalive-first-brace",
+        RECOMMEND,
+        TEST_RECOMMEND,
+        (("test_the_keepalive_above_the_balancer_comes_from_the_race_study", {}),),
+        replace=((r'r"upstream app \{(.*?)\n\}"', r'r"upstream app \{(.*?)\}"'),),
+    ),
+    Elsewhere(
+        "recommend-keepalive-undecided-race",
+        RECOMMEND,
+        TEST_RECOMMEND,
+        (("test_the_keepalive_above_the_balancer_comes_from_the_race_study", {}),),
+        replace=(
+            (
+                "if deployment == ALB and race is not None and race.decided:",
+                "if deployment == ALB and race is not None and race.longer is not None:",
+            ),
+        ),
+    ),
+    Elsewhere(
+        "recommend-quota-runs-ranked-as-direct",
+        RECOMMEND,
+        TEST_RECOMMEND,
+        (("test_runs_under_a_cpu_quota_make_their_own_deployment", {}),),
+        replace=(
+            (
+                "    proxy = PROXY_OF[deployment]\n",
+                "    if deployment == DIRECT:\n"
+                "        return _quota_runs(records, machine, scenarios)\n"
+                "    proxy = PROXY_OF[deployment]\n",
+            ),
+        ),
+    ),
+    Elsewhere(
+        "glance-saturation-per-core-not-per-thread",
+        "bench.report.glance",
+        TEST_GLANCE,
+        (("test_the_load_tool_near_saturation_caveat", {}),),
+        replace=(
+            (
+                '(r.resources or {}).get("load_cpu_pct", 0) / (100 * (r.load_threads or 1))',
+                '(r.resources or {}).get("load_cpu_pct", 0) / 100',
+            ),
+        ),
+    ),
+    Elsewhere(
+        "glance-saturation-never-said",
+        "bench.report.glance",
+        TEST_GLANCE,
+        (("test_the_load_tool_near_saturation_caveat", {}),),
+        replace=(("LOAD_SATURATED = 0.9  #", "LOAD_SATURATED = 1.0  #"),),
+    ),
+    Elsewhere(
+        "recorder-zero-requests-ok",
+        "bench.harness.recorder",
+        "tests.bench.test_orchestrator",
+        (("test_a_measured_run_with_no_completed_request_is_recorded_as_failed", {}),),
+        replace=(
+            (
+                'reason = "no request completed" if result.requests == 0 else None',
+                "reason = None",
+            ),
+        ),
+        setup=_own_state,
+    ),
+    Elsewhere(
+        "pin-shares-every-cpu",
+        "bench.host.placement",
+        "tests.bench.test_placement",
+        (
+            ("test_pin_splits_the_cpus_in_two_disjoint_halves", {}),
+            ("test_the_load_tool_runs_on_its_half_and_the_records_say_so", {"pin": True}),
+        ),
+        replace=(
+            (
+                "return Placement(True, frozenset(cpus[:half]), frozenset(cpus[half:]))",
+                "return Placement(True, frozenset(cpus), frozenset(cpus))",
+            ),
+        ),
+        setup=_own_state,
+    ),
+    Elsewhere(
+        "docs-figure-unit-ignored",
+        DOCS,
+        DOCS,
+        DOCS_KILLERS,
+        replace=(
+            (
+                'pattern = rf"(?<![\\d,.]){re.escape(figure.number)}{spaced}'
+                '{re.escape(figure.unit)}(?![\\w/])"',
+                'pattern = rf"(?<![\\d,.]){re.escape(figure.number)}(?![\\d,])"',
+            ),
+        ),
+    ),
+    Elsewhere(
+        "docs-figure-context-ignored",
+        DOCS,
+        DOCS,
+        DOCS_KILLERS,
+        replace=(("CONTEXT_WORDS = 2  #", "CONTEXT_WORDS = 0  #"),),
+    ),
+)
+
+
+def _call(
+    test: Callable[..., None], kwargs: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run one test function, giving it the fixtures it names that the killers use."""
+    import inspect
+
+    import matplotlib.pyplot as plt
+
+    names = inspect.signature(test).parameters
+    figures: list = []
+    given = {"drawn": figures, "tmp_path": tmp_path, "monkeypatch": monkeypatch}
+    try:
+        test(**kwargs, **{name: given[name] for name in names if name not in kwargs})
+    finally:
+        for fig in figures:
+            plt.close(fig)
+
+
+def _elsewhere_copy(
+    mutant: Elsewhere, source: str, monkeypatch: pytest.MonkeyPatch
+) -> types.ModuleType:
+    """The copy loaded, and the test module that runs against it (the copy itself when the
+    check lives in its test file; else the tests with the real module's names repointed)."""
+    import importlib
+
+    real = importlib.import_module(mutant.module)
+    name = f"_mutant_{mutant.name.replace('-', '_').replace('/', '_')}"
+    copy = types.ModuleType(name)
+    copy.__file__ = real.__file__  # where the module finds its files (the docs' checkout)
+    monkeypatch.setitem(sys.modules, name, copy)
+    exec(compile(source, f"<{name}>", "exec"), copy.__dict__)
+    if mutant.tests == mutant.module:
+        return copy
+    tests = importlib.import_module(mutant.tests)
+    names = [
+        n
+        for n, v in vars(tests).items()
+        if not isinstance(v, types.ModuleType) and getattr(real, n, None) is v
+    ]
+    assert names, f"{mutant.tests} imports nothing from {mutant.module}"
+    for name in names:
+        monkeypatch.setattr(tests, name, getattr(copy, name))
+    return tests
+
+
+def _elsewhere_failures(
+    mutant: Elsewhere,
+    tests: types.ModuleType,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    stop_at_first: bool,
+) -> list[str]:
+    failed = []
+    for test_name, only in mutant.killers:
+        runs = cases(tests, test_name, only)
+        assert runs, f"{test_name} has no parameters matching {only}"
+        for i, kwargs in enumerate(runs):
+            try:
+                where = tmp_path / f"{test_name}-{i}"
+                _call(getattr(tests, test_name), kwargs, where, monkeypatch)
+            except (AssertionError, pytest.fail.Exception):
+                failed.append(f"{test_name}{kwargs or ''}")
+                if stop_at_first:
+                    return failed
+    return failed
+
+
+def _elsewhere_source(mutant: Elsewhere) -> str:
+    import importlib
+
+    source = Path(importlib.import_module(mutant.module).__file__ or "").read_text()
+    for old, new in mutant.replace:
+        assert source.count(old) == 1, f"{mutant.name}: {old!r} is not in {mutant.module} once"
+        source = source.replace(old, new)
+    return source
+
+
+@pytest.mark.parametrize("mutant", ELSEWHERE, ids=[m.name for m in ELSEWHERE])
+def test_every_mutant_beyond_the_statistics_is_killed(
+    mutant: Elsewhere, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Some test meant for this kind of mistake fails on the mutant."""
+    if mutant.setup is not None:
+        mutant.setup(monkeypatch, tmp_path)
+    tests = _elsewhere_copy(mutant, _elsewhere_source(mutant), monkeypatch)
+    killed = _elsewhere_failures(mutant, tests, tmp_path, monkeypatch, stop_at_first=True)
+    assert killed, f"mutant {mutant.name} survived {[name for name, _ in mutant.killers]}"
+
+
+@pytest.mark.parametrize(
+    ("module", "tests"), sorted({(m.module, m.tests) for m in ELSEWHERE}), ids=lambda s: s
+)
+def test_the_killers_beyond_the_statistics_pass_on_an_unmutated_copy(
+    module: str, tests: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Control: loaded and repointed the same way, the real source passes every killer."""
+    import importlib
+
+    mutants = [m for m in ELSEWHERE if (m.module, m.tests) == (module, tests)]
+    source = Path(importlib.import_module(module).__file__ or "").read_text()
+    every = tuple(dict.fromkeys((n, tuple(o.items())) for m in mutants for n, o in m.killers))
+    control = Elsewhere("none", module, tests, tuple((n, dict(o)) for n, o in every), ())
+    for setup in {m.setup for m in mutants if m.setup is not None}:
+        setup(monkeypatch, tmp_path)
+    copy = _elsewhere_copy(control, source, monkeypatch)
+    failed = _elsewhere_failures(control, copy, tmp_path, monkeypatch, stop_at_first=False)
+    assert not failed, f"the unmutated copy of {module} fails {failed} of {tests}"

@@ -232,3 +232,24 @@ def test_tools_that_start_cold_get_no_primer_or_warmup(tmp_path: Path, primes: b
     tool = FakeTool(primes=primes)
     _run(tmp_path, FakeSite(), tool, servers=("granian",))
     assert (len(tool.calls) > len(tool.measured)) is primes
+
+
+def test_a_measured_run_with_no_completed_request_is_recorded_as_failed(tmp_path: Path) -> None:
+    """wrk's output of a window in which every one of 20 connections timed out
+    (tests/fixtures/wrk/zero.txt: 0 requests, 20 timeouts) is measured, not refused: its
+    record says failed, 'no request completed', with its count and timeouts; the other
+    server's run is ok and the harness exits 1."""
+    from bench.load.wrk import parse_wrk
+
+    zero = parse_wrk((Path(__file__).resolve().parents[1] / "fixtures/wrk/zero.txt").read_text())
+    assert zero.requests == 0 and zero.errors.timeout == 20
+    # servers run in a seeded random order: the first measured gets the zero window
+    tool = FakeTool(script=[zero, result()])
+    status, records = _run(tmp_path, FakeSite(), tool, scenarios=("plaintext",))
+    assert status == 1 and len(records) == 2
+    failed = [r for r in records if r["status"] == "failed"]
+    ok = [r for r in records if r["status"] == "ok"]
+    assert len(failed) == 1 and len(ok) == 1
+    assert failed[0]["reason"] == "no request completed"
+    assert failed[0]["requests"] == 0 and failed[0]["errors"]["timeout"] == 20
+    assert ok[0]["requests"] == 1000

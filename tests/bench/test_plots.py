@@ -1,17 +1,36 @@
-"""Plots: at most 8 leading series (baselines apart), the capacity interval read defensively,
-the race and reload figures' data taken from real records."""
+"""Plots: what is drawn, read back from the matplotlib Figure before it is saved (the series,
+their count, labels and data, baselines apart, at most 8 per axes), the capacity interval read
+defensively, the race and reload figures' data taken from real records."""
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import pytest
+from matplotlib.container import ErrorbarContainer
 
 from bench.core.outcome import Outcome
 from bench.core.record import Record, load_records
 from bench.report.figures import race_data, reload_timeline
 from bench.report.openloop import knee_series
-from bench.report.plots import MAX_SERIES, Knee, leading, plot_knee
+from bench.report.plots import (
+    BASELINE_STYLE,
+    MAX_SERIES,
+    Knee,
+    Panel,
+    knee_figure,
+    leading,
+    lines_figure,
+    plot_knee,
+    race_figure,
+    scenario_figure,
+    study_figure,
+)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -36,12 +55,194 @@ def test_the_knee_marks_the_reported_crossing_with_its_interval() -> None:
                 assert low <= knee.capacity <= high
 
 
-def test_knee_plot_draws_steps_out_of_search_order(tmp_path: Path) -> None:
-    knee = Knee(
-        "granian", [(400, 5.0, True), (100, 3.0, True), (800, 90.0, False)], 400.0, (380.0, 420.0)
-    )
+@pytest.fixture
+def drawn() -> Iterator[list[Any]]:
+    """Figures a test draws, closed after it (pyplot keeps every open figure)."""
+    figures: list[Any] = []
+    yield figures
+    for fig in figures:
+        plt.close(fig)
+
+
+def _series(ax: Any) -> list[tuple[str, list, list, list]]:
+    """An axes' errorbar series in drawing order: (label, x, y, the lows then the highs)."""
+    out = []
+    for container in ax.containers:
+        if not isinstance(container, ErrorbarContainer):
+            continue
+        line, _, bars = container.lines
+        segments = bars[0].get_segments() if bars else []
+        spans = [seg[0][1] for seg in segments] + [seg[1][1] for seg in segments]
+        out.append((container.get_label(), list(line.get_xdata()), list(line.get_ydata()), spans))
+    return out
+
+
+def _dashed(ax: Any) -> list[list[float]]:
+    """The y data of an axes' baseline reference lines (grey, dashed)."""
+    return [
+        list(line.get_ydata())
+        for line in ax.lines
+        if line.get_linestyle() == "--" and line.get_color() == BASELINE_STYLE["color"]
+    ]
+
+
+def _scenario_lines(configs: int) -> dict[str, list[tuple]]:
+    """`configs` servers at 3 concurrencies, server i at (i+1)·100·c^0.5 req/s, p99 10+i ms,
+    intervals ±5 %, and nginx-static far above them all."""
+    lines: dict[str, list[tuple]] = {}
+    for i in range(configs):
+        points = []
+        for c in (10, 30, 100):
+            rps, p99 = (i + 1) * 100 * c**0.5, 10.0 + i
+            points.append((c, rps, p99, (0.95 * rps, 1.05 * rps), (0.95 * p99, 1.05 * p99)))
+        lines[f"s{i} w2"] = points
+    lines["nginx-static"] = [(c, 1e6, 0.2) for c in (10, 30, 100)]
+    return lines
+
+
+@pytest.mark.parametrize("configs", [3, 11])
+def test_the_scenario_figure_draws_the_leading_series_with_their_data(
+    configs: int, drawn: list[Any]
+) -> None:
+    """Both axes hold exactly the leading configurations (at most 8, best first, no
+    baseline), each with its req/s or p99 per concurrency and its interval as drawn; the
+    baseline is a grey dashed line on both; the req/s axis ends 15 % above the highest
+    interval of a shown series, whatever nginx-static's height."""
+    lines = _scenario_lines(configs)
+    fig = scenario_figure("db", lines)
+    drawn.append(fig)
+    ax_rps, ax_p99 = fig.axes[:2]
+    shown = leading(lines)
+    assert len(shown) == min(configs, MAX_SERIES)
+    assert [label for label, *_ in _series(ax_rps)] == shown  # the legend's names
+    for ax, column in ((ax_rps, 1), (ax_p99, 2)):
+        series = _series(ax)
+        assert len(series) == len(shown)
+        for label, (_, xs, ys, spans) in zip(shown, series, strict=True):
+            points = lines[label]
+            assert ys == pytest.approx([p[column] for p in points])
+            intervals = [p[column + 2] for p in points]
+            assert spans == pytest.approx([lo for lo, _ in intervals] + [hi for _, hi in intervals])
+            # dodged apart by a few per cent on the log axis, never onto another concurrency
+            for x, point in zip(xs, points, strict=True):
+                assert 0.9 < x / point[0] < 1.1
+        assert _dashed(ax) == [[p[column] for p in lines["nginx-static"]]]
+    top = 1.05 * max(p[1] for label in shown for p in lines[label])
+    assert ax_rps.get_ylim()[1] == pytest.approx(1.15 * top)
+
+
+def test_a_scenario_at_one_concurrency_draws_bars_of_every_shown_value(drawn: list[Any]) -> None:
+    """One concurrency: a bar per configuration (baseline last, grey) whose length is its
+    req/s, and one per configuration in the p99 panel."""
+    lines = {"a w1": [(10, 300.0, 9.0)], "b w1": [(10, 500.0, 4.0)], "flask-dev": [(10, 50.0, 90)]}
+    fig = scenario_figure("db", lines)
+    drawn.append(fig)
+    rps, p99 = fig.axes[:2]
+    assert [bar.get_width() for bar in rps.patches] == [500.0, 300.0, 50.0]
+    assert [bar.get_width() for bar in p99.patches] == [4.0, 9.0, 90.0]
+    assert [t.get_text() for t in rps.get_yticklabels()] == ["b w1", "a w1", "flask-dev"]
+
+
+def _knee_lines(ax: Any, label: str) -> Any:
+    return next(line for line in ax.lines if line.get_label().startswith(label + ":"))
+
+
+def test_the_knee_figure_draws_every_step_the_capacity_and_its_interval(
+    drawn: list[Any],
+) -> None:
+    """Steps out of search order: each step a marker at its (rate, p99) — filled when it met
+    the objective, hollow when it missed —, the medians joined in rate order, the capacity a
+    vertical line in the series' colour, its interval shaded, the objective a horizontal
+    line, and nothing for a step without a p99."""
+    steps = [(400, 5.0, True), (100, 3.0, True), (800, 90.0, False), (800, None, False)]
+    knee = Knee("granian", steps, 400.0, (380.0, 420.0))
+    fig = knee_figure("db", 50, [knee])
+    drawn.append(fig)
+    ax = fig.axes[0]
+    median = _knee_lines(ax, "granian")
+    assert median.get_label() == "granian: 400 req/s"
+    assert list(median.get_xdata()) == [100.0, 400.0, 800.0]
+    assert list(median.get_ydata()) == [3.0, 5.0, 90.0]
+    markers = [line for line in ax.lines if line.get_linestyle() == "None"]
+    assert [(m.get_xdata()[0], m.get_ydata()[0]) for m in markers] == [
+        (400, 5.0),
+        (100, 3.0),
+        (800, 90.0),
+    ]
+    faces = [m.get_markerfacecolor() for m in markers]
+    assert faces[0] == faces[1] == median.get_color() and faces[2] == "white"
+    vertical = [line for line in ax.lines if list(line.get_xdata()) == [400.0, 400.0]]
+    assert len(vertical) == 1 and vertical[0].get_color() == median.get_color()
+    assert len(ax.patches) == 1
+    span = ax.patches[0]
+    assert (span.get_x(), span.get_x() + span.get_width()) == (380.0, 420.0)
+    objective = [line for line in ax.lines if list(line.get_ydata()) == [50, 50]]
+    assert len(objective) == 1 and "p99 ≤ 50 ms" in objective[0].get_label()
+
+
+def test_the_knee_figure_keeps_the_eight_highest_capacities(drawn: list[Any]) -> None:
+    """Eleven searches: the eight with the highest capacity are drawn, the title says how
+    many more are in the table."""
+    knees = [Knee(f"s{i}", [(100 * (i + 1), 10.0, True)], 100.0 * (i + 1)) for i in range(11)]
+    fig = knee_figure("db", 50, knees)
+    drawn.append(fig)
+    ax = fig.axes[0]
+    labels = [line.get_label() for line in ax.lines if line.get_label().startswith("s")]
+    assert labels == [f"s{i}: {100 * (i + 1):,} req/s" for i in range(10, 2, -1)]
+    assert "(3 more in the table)" in ax.get_title()
+
+
+def test_knee_plot_writes_the_figure(tmp_path: Path) -> None:
+    """plot_knee saves what knee_figure draws."""
+    knee = Knee("granian", [(400, 5.0, True), (800, 90.0, False)], 400.0, (380.0, 420.0))
     plot_knee("db", 50, [knee], tmp_path / "knee.png")
-    assert (tmp_path / "knee.png").stat().st_size > 10_000
+    assert (tmp_path / "knee.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_race_figure_draws_the_502s_of_every_gap(drawn: list[Any]) -> None:
+    """A panel per arm, a bar per idle gap as high as its 502s, the arm's total in its title,
+    from the lb-race fixture's records."""
+    records, _ = load_records(FIXTURES / "lb-race" / "records")
+    arms = race_data(records)
+    fig = race_figure(arms)
+    drawn.append(fig)
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    labels = [label for label in arms if arms[label]]
+    assert len(visible) == len(labels)
+    for ax, label in zip(visible, labels, strict=True):
+        gaps = sorted(arms[label])
+        assert [bar.get_height() for bar in ax.patches] == [n502 for _, _, n502 in gaps]
+        sent = sum(s for _, s, _ in gaps)
+        assert ax.get_title() == f"{label}\n{sum(n for *_, n in gaps)} × 502 in {sent:,} sent"
+
+
+def test_the_study_figure_draws_bars_and_small_multiples_of_eight(drawn: list[Any]) -> None:
+    """A metric with one point per arm is bars of its values; a metric with curves is split
+    into axes of at most 8 series, each line its arm's points in x order."""
+    bars = Panel("req/s", "connections", {"a": [(10, 5.0)], "b": [(10, 7.0)]})
+    curves = {f"arm{i:02}": [(20, 2.0 * i), (10, float(i))] for i in range(10)}
+    fig = study_figure("study", [bars, Panel("p99 ms", "connections", curves)])
+    drawn.append(fig)
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(visible) == 3
+    assert [bar.get_width() for bar in visible[0].patches] == [5.0, 7.0]
+    drawn_lines = [line for ax in visible[1:] for line in ax.lines]
+    assert [len(ax.lines) for ax in visible[1:]] == [8, 2]
+    for line in drawn_lines:
+        i = int(line.get_label()[3:])
+        assert list(line.get_xdata()) == [10, 20]
+        assert list(line.get_ydata()) == [float(i), 2.0 * i]
+
+
+def test_the_lines_figure_draws_at_most_eight_series_with_their_data(drawn: list[Any]) -> None:
+    """RSS over time and the like: the first eight labels, each with its own data."""
+    series = {f"p{i:02}": ([0, 5, 10], [i, i + 1, i + 2]) for i in range(10)}
+    fig = lines_figure("RSS", "s", "MB", series)
+    drawn.append(fig)
+    (ax,) = fig.axes
+    assert [line.get_label() for line in ax.lines] == [f"p{i:02}" for i in range(MAX_SERIES)]
+    for line in ax.lines:
+        assert list(line.get_ydata()) == series[line.get_label()][1]
 
 
 def test_race_data_counts_every_502_of_the_records() -> None:

@@ -1,17 +1,26 @@
 """Recommendations and the summary as an answer (bench.report.recommend, bench.report.summary):
 a recommendation only where the intervals decide, never a baseline, the first screen holds
-the answer, tables of at most 9 columns, files world-readable."""
+the answer, tables of at most 9 columns, files world-readable; the rules beyond one load
+(rank 1 at every other load, the capacity route, the keep-alive from the race study, the CPU
+quota deployment)."""
 
+import math
 import re
 import stat
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+import pytest
+from scipy import stats
+
 from bench.core.record import Record, load_records
-from bench.report.recommend import NOT_ENOUGH, command_line, recommendations
+from bench.report.cells import host_of
+from bench.report.recommend import NOT_ENOUGH, balancer_idle_s, command_line, recommendations
 from bench.report.summary import render_report, render_summary, write_summary
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+ROOT = FIXTURES.parents[1]
 FIRST_SCREEN = 60
 MAX_COLUMNS = 9
 
@@ -122,3 +131,150 @@ def test_links_stay_inside_the_results() -> None:
         depth = name.count("/")
         for target in re.findall(r"\]\(([^)]+)\)", text):
             assert target.count("../") <= depth, (name, target)
+
+
+# -- the rules beyond one load: each on records built from the fixtures, the expectation
+# computed here (scipy's Welch test on the logs, by-hand hypergeometric tails, by-hand
+# capacity brackets), not read from bench.report
+
+
+def _welch_p(a: list[float], b: list[float]) -> float:
+    return float(stats.ttest_ind(np.log(a), np.log(b), equal_var=False).pvalue)
+
+
+SEPARATED = ([20_000.0, 20_100.0, 19_900.0], [6_000.0, 6_050.0, 5_950.0])
+TIED = ([15_000.0, 19_000.0, 14_000.0], [16_000.0, 12_000.0, 20_000.0])
+
+
+def _two_loads(at_10: tuple[list[float], list[float]]) -> list[Record]:
+    """granian significantly ahead at c50; at c10 the given req/s (granian, gunicorn-sync)."""
+    base = replace(_base(), concurrency=10)
+    return [
+        *_arena(*SEPARATED),
+        *_trials(base, "granian", {"workers": 2, "threads": 4, "backlog": 1024}, at_10[0]),
+        *_trials(base, "gunicorn-sync", {"workers": 2, "backlog": 2048}, at_10[1]),
+    ]
+
+
+def _direct(records: list[Record], workload: str = "light CPU") -> object:
+    recs, _ = recommendations(records)
+    return next(r for r in recs if r.workload == workload and r.deployment == "direct")
+
+
+def test_a_leader_at_one_load_must_hold_rank_1_at_every_other_load() -> None:
+    """granian separated at c50 (Welch p < 0.001 on the logs): recommended when c10 is a tie
+    (p > 0.3: it holds rank 1 there); not when gunicorn-sync leads c10 separated (two
+    leaders: the command compares both), nor when at c10 gunicorn-sync and uvicorn, tied with
+    each other, are both separated ahead of granian (no leader there, but granian's rank at
+    c10 is 3, so it does not hold 1 at every load)."""
+    assert _welch_p(*SEPARATED) < 0.001 and _welch_p(*TIED) > 0.3
+    held = _direct(_two_loads(TIED))
+    assert held.server == "granian"
+    beaten = _direct(_two_loads((SEPARATED[1], SEPARATED[0])))
+    assert beaten.server is None
+    assert beaten.command.startswith("make bench SERVER=")
+    assert set(beaten.command.split("SERVER=")[1].split()[0].split(",")) == {
+        "granian",
+        "gunicorn-sync",
+    }
+    top = [20_050.0, 19_950.0, 20_000.0]
+    assert _welch_p(SEPARATED[0], top) > 0.3 and _welch_p(top, SEPARATED[1]) < 0.001
+    third = [
+        *_two_loads((SEPARATED[1], SEPARATED[0])),
+        *_trials(replace(_base(), concurrency=10), "uvicorn", {"workers": 2}, top),
+    ]
+    assert _direct(third).server is None
+
+
+def test_the_capacity_route_recommends_an_interval_wholly_above_the_others() -> None:
+    """tests/fixtures/capacity-pair: granian's capacity [160–200] req/s lies wholly above
+    gunicorn-sync's [80–100] (the brackets of rates that always passed and always failed):
+    granian is recommended for the slow upstream workload (/sleep) with its capacity as
+    evidence; two searches of one configuration decide nothing and the command is make
+    capacity."""
+    records, _ = load_records(FIXTURES / "capacity-pair")
+    both = _direct(
+        [r for r in records if r.metadata["capacity"]["search"][0] in "ab"], "slow upstream"
+    )
+    assert both.server == "granian"
+    assert "185 [160–200]" in both.evidence
+    same = _direct([r for r in records if r.server == "gunicorn-sync"], "slow upstream")
+    assert same.server is None
+    assert same.command == "make capacity SERVER=gunicorn-sync SCENARIO=sleep"
+    # granian's ladder moved to 88/99/110: [88–110] overlaps [80–100] though its capacity
+    # (101.6) is the higher: not decided
+    near = [
+        replace(r, offered_rps=r.offered_rps * 0.55) if r.server == "granian" else r
+        for r in records
+        if r.metadata["capacity"]["search"][0] in "ab"
+    ]
+    overlap = _direct(near, "slow upstream")
+    assert overlap.server is None
+    assert overlap.command == "make capacity SERVER=granian,gunicorn-sync SCENARIO=sleep"
+
+
+def _race(base: Record, keepalive: int, lost: int, sent: int) -> Record:
+    """A race arm's record behind the ALB-like front (an experiment: never ranked)."""
+    return replace(
+        base,
+        server="gunicorn-gevent",
+        knobs={"workers": 2, "connections": 1000, "keepalive": keepalive},
+        proxy="alb",
+        network={"race": {"sent": sent}},
+        errors={**(base.errors or {}), "proxy_by_status": {"502": lost}},
+        run_id=f"race{keepalive}" * 4,
+    )
+
+
+@pytest.mark.parametrize(("lost", "decided"), [(12, True), (2, False)])
+def test_the_keepalive_above_the_balancer_comes_from_the_race_study(
+    lost: int, decided: bool
+) -> None:
+    """gunicorn-gevent leads behind the ALB-like front; its race lost `lost` of 480 requests
+    at its default keep-alive (2 s) and none of 480 at 65 s. One-sided Fisher p is the
+    hypergeometric tail C(480, k)/C(960, k) for k 502s in all: 12 give 0.0002 (decided: the
+    line to paste carries --keep-alive 65), 2 give 0.25 (not decided: the default stays)."""
+    p = math.comb(480, lost) / math.comb(960, lost)
+    assert (p < 0.05) is decided
+    base = replace(_base(), concurrency=50, proxy="alb")
+    gevent = {"workers": 2, "connections": 1000, "keepalive": 2}
+    records = [
+        *_trials(base, "gunicorn-gevent", gevent, SEPARATED[0]),
+        *_trials(base, "gunicorn-sync", {"workers": 2, "backlog": 2048}, SEPARATED[1]),
+        _race(base, 2, lost, 480),
+        _race(base, 65, 0, 480),
+    ]
+    recs, _ = recommendations(records)
+    alb = next(r for r in recs if r.deployment == "behind the ALB-like front")
+    assert alb.server == "gunicorn-gevent"
+    assert f"Fisher p = {p:.3f}" in alb.checks
+    assert ("--keep-alive 65" in alb.command) is decided
+    assert ("--keep-alive 2" in alb.command) is not decided
+
+
+def test_runs_under_a_cpu_quota_make_their_own_deployment() -> None:
+    """Runs with a cgroup CPU quota are ranked only among themselves: they give the 'under a
+    CPU quota' recommendation and none of the direct one, which is left to measure."""
+    base = replace(_base(), concurrency=50, cgroup={"cpu_quota": 1.0})
+    records = [
+        *_trials(base, "granian", {"workers": 1, "threads": 4, "backlog": 1024}, SEPARATED[0]),
+        *_trials(base, "gunicorn-sync", {"workers": 1, "backlog": 2048}, SEPARATED[1]),
+    ]
+    recs, missing = recommendations(records)
+    quota = [r for r in recs if r.deployment == "under a CPU quota"]
+    assert [r.server for r in quota] == ["granian"]
+    assert not any(r.deployment == "direct" for r in recs)
+    assert any(
+        m.startswith("light CPU direct (`make bench SCENARIO=plaintext`")
+        for m in missing[host_of(base)]
+    )
+
+
+def test_the_balancer_idle_timeout_is_read_from_the_template() -> None:
+    """60 s, the ALB's default, as proxy/alb.conf.template's upstream block sets it (the
+    block holds `${APP_SERVER}`'s brace before its own: a first-brace read found nothing, and
+    every race arm counted as 'longer', so the keep-alive rule never fired)."""
+    template = (ROOT / "proxy" / "alb.conf.template").read_text()
+    upstream = template.split("upstream app {", 1)[1].split("\n}", 1)[0]
+    assert "keepalive_timeout 60s;" in upstream
+    assert balancer_idle_s() == 60

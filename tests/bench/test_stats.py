@@ -342,7 +342,9 @@ def test_capacity_interval_covers_the_truth_with_three_repeats() -> None:
     90 % of searches; with 1 trial per rate it is marked and never narrower than its bracket."""
     assert capacity_coverage(150, 3, start_sd=0.05) >= 0.9
     single = capacity({900.0: [True], 1000.0: [True], 1100.0: [False]})
-    assert single.bracket_only and single.low <= 1000.0 and single.high >= 1100.0
+    assert single.bracket_only and single.center == pytest.approx(math.sqrt(1000 * 1100))
+    # two-sided: at least the bracket [1,000, 1,100], at most the ladder (a draw can fail 900)
+    assert 900.0 <= single.low <= 1000.0 and single.high == 1100.0
 
 
 def test_capacity_edges() -> None:
@@ -352,8 +354,24 @@ def test_capacity_edges() -> None:
     always = capacity({100.0: [False, False], 200.0: [False]})
     assert always.center is None and always.below
     noisy = capacity({800.0: [True] * 3, 900.0: [True, True, False], 1000.0: [False] * 3})
-    assert 900.0 <= noisy.center <= 1000.0 and noisy.low <= 900.0 and noisy.high >= 1000.0
+    # pass shares 1, 2/3, 0 cross 1/2 a quarter of the way from 900 to 1,000 on log rate
+    assert noisy.center == pytest.approx(900 * (1000 / 900) ** 0.25)
+    # the interval is the bracket of sure rates exactly: no wider (nothing was stepped
+    # beyond 800 and 1,000), no narrower (800 passed and 1,000 failed every time)
+    assert (noisy.low, noisy.high) == (800.0, 1000.0)
     assert not noisy.bracket_only and noisy.trials_at_knee == 9
+    wide = capacity(
+        {
+            700.0: [True] * 3,
+            800.0: [True] * 3,
+            900.0: [True, True, False],
+            1000.0: [False] * 3,
+            1100.0: [False] * 3,
+        }
+    )
+    # rates stepped beyond the bracket: the interval may reach towards them, never past them
+    assert wide.center == pytest.approx(noisy.center)
+    assert 700.0 <= wide.low <= 800.0 and 1000.0 <= wide.high <= 1100.0
 
 
 def test_decide_says_inconclusive_where_the_interval_does_not_decide() -> None:

@@ -16,10 +16,14 @@ pytestmark = pytest.mark.integration
 
 
 def test_capacity_of_one_sync_worker_sleeping_10_ms(tmp_path: Path) -> None:
-    """One gunicorn sync worker on /sleep?ms=10 serves at most 1000/10 = 100 req/s: the search
-    (p99 <= 100 ms) finds a capacity within ±15 % of the rate the worker serves when
-    saturated (measured at 150 % of it, never above 100); every step is a record with its
-    verdict; 150 % fails the objective; the summary has the capacity table and knee plot."""
+    """One gunicorn sync worker on /sleep?ms=10 serves at most 1000/10 = 100 req/s: the
+    capacity the report gives (the crossing over every step) lies inside its own two-sided
+    95 % interval, and that interval meets the band of ±15 % around the rate the worker
+    serves when saturated (measured at 150 % of it, never above 100) — the estimate itself
+    is not held to the band: on a machine shared with other test suites it came out 18 %
+    above it (37.6 against 32.0 req/s saturated, interval 23.7–50); every step is a record
+    with its verdict; 150 % fails the objective; the summary has the capacity table and knee
+    plot."""
     results = tmp_path / "results"
     argv = [
         sys.executable,
@@ -61,6 +65,8 @@ def test_capacity_of_one_sync_worker_sleeping_10_ms(tmp_path: Path) -> None:
     # saturated once on a machine busy with other test suites: one noisy 3 s step.)
     crossing = capacity_estimate([Record.from_dict(s) for s in steps])
     assert crossing.low is not None and crossing.high is not None, detail
+    assert crossing.center is not None, detail
+    assert crossing.low <= crossing.center <= crossing.high, (crossing, detail)
     assert crossing.low <= 1.15 * saturated and crossing.high >= 0.85 * saturated, (
         crossing,
         detail,

@@ -22,7 +22,7 @@ from bench.core.registry import ROOT
 from bench.host import docker, images
 from bench.host.arch import host_arch
 from bench.host.venv import ensure_venv, installed_packages
-from tests.conftest import TOKEN, session_containers
+from tests.conftest import session_containers
 from tests.integration.conftest import run_bench
 
 SERVER = "granian"
@@ -193,10 +193,13 @@ def test_sigterm_stops_the_container(serve_proc: subprocess.Popen) -> None:
     """SIGTERM to make serve: the container is stopped and removed before it exits."""
     names = _owned_by(serve_proc.pid)
     assert len(names) == 1
+    # labelled with this session's token, so the session guard (tests/conftest.py) would
+    # also catch it left behind
+    assert names[0] in session_containers()
     serve_proc.send_signal(signal.SIGTERM)
     assert serve_proc.wait(timeout=90) == 0
     assert _owned_by(serve_proc.pid) == []
-    assert TOKEN  # the session guard (tests/conftest.py) checks the token's containers too
+    assert names[0] not in session_containers()
 
 
 def test_bench_on_a_bridge_leaves_no_network(image: images.Image, tmp_path: Path) -> None:
