@@ -1,4 +1,5 @@
-"""At a glance (beside test_glance.py): the load tool's saturation caveat (records built from tests/fixtures/records),
+"""At a glance (beside test_glance.py): the load tool's saturation caveat (records built from
+tests/fixtures/records),
 and the capacity comparison between searches, over a fixture of three capacity searches
 (tests/fixtures/capacity-pair/: /sleep at p99 <= 100 ms, each rate stepped once in
 each of 3 trials, every trial passing at the lowest rate, 2 of 3 at the middle one, none at
