@@ -128,3 +128,36 @@ def test_the_load_tools_cpu_survives_its_exit_before_the_last_sample() -> None:
     time.sleep(0.1)
     sampler.stop()
     assert sampler.resources().load_cpu_pct > 0
+
+
+def test_each_workers_cpu_seconds_are_recorded_apart_from_the_leaders() -> None:
+    """A leader with two children, one burning CPU and one asleep: worker_cpu_s holds both
+    children by PID (the busy one with most of the seconds), never the leader."""
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import subprocess, sys, time\n"
+        "burn = 'import time\\nend = time.time() + 0.8\\nwhile time.time() < end: pass'\n"
+        "kids = [subprocess.Popen([sys.executable, '-c', burn]),\n"
+        "        subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(0.8)'])]\n"
+        "[k.wait() for k in kids]\n"
+    )
+    leader = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 10
+        while len(sample.descendants(leader.pid)) < 2:
+            assert time.monotonic() < deadline, "the leader never started its children"
+            time.sleep(0.02)
+        sampler = sample.Sampler(leader.pid, None, interval_s=0.05)
+        sampler.start()
+        time.sleep(0.5)
+        sampler.stop()
+        workers = sampler.resources().worker_cpu_s
+        assert workers is not None and str(leader.pid) not in workers
+        assert set(workers) == {str(p) for p in sample.descendants(leader.pid)}
+        busy, idle = sorted(workers.values(), reverse=True)
+        assert busy > 0.2 and idle < busy / 4
+    finally:
+        leader.wait(timeout=10)
