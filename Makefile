@@ -17,7 +17,7 @@ opt = $(if $($(1)),--$(2)='$($(1))')
 declared = $(or $(shell $(PY) -m bench variables $(1)),$(error python -m bench variables $(1) failed))
 vars = $(strip $(foreach p,$(call declared,$(1)),$(call opt,$(firstword $(subst :, ,$(p))),$(lastword $(subst :, ,$(p))))))
 
-.PHONY: images help setup bench capacity serve overhead soak study report compare export test lint format lock compose-up compose-bench compose-down
+.PHONY: images help setup bench capacity serve overhead noise soak study report compare export test lint format lock compose-up compose-bench compose-down
 
 help: ## list targets, variables, scenarios, studies and servers
 	@echo "Targets:"
@@ -34,6 +34,7 @@ bench: CHECK := run
 capacity: CHECK := capacity
 serve: CHECK := serve
 overhead: CHECK := overhead
+noise: CHECK := noise
 study: CHECK := study
 compare: CHECK := compare
 soak: CHECK := soak
@@ -60,6 +61,9 @@ serve: setup ## stack + one verified server up for your tools until Ctrl-C; prin
 
 overhead: setup ## harness req/s vs bare wrk, alternated (SERVER SCENARIO CONCURRENCY DURATION ROUNDS LEGACY)
 	$(PY) -m bench.overhead $(call vars,overhead)
+
+noise: setup ## this machine's noise: one server in ROUNDS x STARTS x RUNS, variance components, the A/A race
+	$(PY) -m bench noise $(call vars,noise)
 
 # Open-loop study arms and the load-balancer studies (namespace = true in studies/) drive oha.
 study: export OHA := 1

@@ -95,6 +95,15 @@ def build_parser() -> argparse.ArgumentParser:
         scenario=defaults.SOAK_SCENARIO,
     )
     add_own_arguments(soak, "soak")
+    noise = sub.add_parser("noise", help="this machine's noise: one server in rounds of starts")
+    add_run_arguments(noise)
+    noise.set_defaults(
+        scenario=defaults.NOISE_SCENARIO,
+        concurrency=str(defaults.NOISE_CONCURRENCY),
+        duration=str(defaults.NOISE_DURATION_S),
+    )
+    add_own_arguments(noise, "noise")
+    noise.set_defaults(rounds=str(defaults.NOISE_ROUNDS))
     report = sub.add_parser("report", help="rebuild summary.md from the records")
     report.add_argument("--results", default=defaults.RESULTS)
     compare = sub.add_parser("compare", help="two result sets side by side (BASE, HEAD)")
@@ -668,6 +677,57 @@ def do_soak(args: argparse.Namespace) -> int:
     return _execute(with_app(with_soak(options_from(args), args.interval)))
 
 
+def noise_design(options: plan.Options, args: argparse.Namespace) -> object:
+    """make noise: one server, scenario and concurrency, started here and measured closed
+    loop at a fixed number of runs; ROUNDS, STARTS, RUNS: the nested design."""
+    from bench.harness.nested import Design
+
+    for name, values in (
+        ("SERVER", options.servers),
+        ("SCENARIO", options.scenarios),
+        ("CONCURRENCY", options.concurrency),
+    ):
+        if len(values) != 1:
+            raise UsageError(
+                f"make noise measures one {name}; valid: one of {', '.join(map(str, values))}"
+            )
+    if options.rates:
+        raise UsageError("make noise measures closed-loop req/s: RATE applies to make bench")
+    if options.target is not None:
+        raise UsageError("make noise starts the server here, again and again: not with TARGET=")
+    if options.precision is not None:
+        raise UsageError("make noise runs a fixed design (ROUNDS, STARTS, RUNS): not TRIALS=auto")
+    if options.lifecycle or options.recycle:
+        raise UsageError(
+            "make noise measures a steady server: LIFECYCLE and RECYCLE apply to make bench"
+        )
+    return Design(
+        validate_int("rounds", args.rounds),
+        validate_int("starts", args.starts),
+        validate_int("runs", args.runs),
+    )
+
+
+def do_noise(args: argparse.Namespace) -> int:
+    """`make noise`: the design run, then its variance components and A/A verdict on stdout."""
+    from bench.core.record import load_records
+    from bench.harness import nested
+    from bench.report import variance
+
+    options = options_from(args)
+    design = noise_design(options, args)
+    status, noise_id = nested.execute(options, design, _sections(options.results))  # type: ignore[arg-type]
+    records, _ = load_records(options.results)
+    runs = [n for n in variance.noise_runs(records) if n.meta.get("id") == noise_id]
+    if runs:
+        print(
+            "\n".join(
+                ["This machine's noise", "", *variance.short_lines(variance.findings(runs[0]))]
+            )
+        )
+    return status
+
+
 def _execute(options: plan.Options) -> int:
     from bench.harness import run
 
@@ -680,6 +740,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "capacity": do_capacity,
     "serve": do_serve,
     "soak": do_soak,
+    "noise": do_noise,
     "report": do_report,
     "compare": do_compare,
     "study": do_study,

@@ -96,3 +96,15 @@ SOAK_SCENARIO = "db"  # a database round trip per request: pools, drivers, the a
 
 # -- make overhead (bench/overhead.py) --------------------------------------------------------
 OVERHEAD_ROUNDS = 8  # rounds per server and route: a median and a spread under others' load
+
+# -- make noise (bench/harness/nested.py) ------------------------------------------------------
+# One server in a nested design: rounds × server starts per round × runs per start, about
+# 7 minutes at these values (12 starts of ~35 s with a warm-up start first). Two starts per
+# round are the A/A race's A and A′; 6 rounds give the race 4 looks past its first 3 rounds
+# (a pair is judged on 3 paired rounds at least) and the round component 5 degrees of freedom.
+NOISE_ROUNDS = 6
+NOISE_STARTS = 2
+NOISE_RUNS = 3  # runs per start: 2 degrees of freedom each for the run-to-run noise
+NOISE_SCENARIO = "db"  # the issue's figures are /db's (a database round trip per request)
+NOISE_CONCURRENCY = 50
+NOISE_DURATION_S = 5  # trial length barely matters (issue 30): wrk's 100 ms samples explain 2-16 %

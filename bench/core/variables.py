@@ -18,6 +18,8 @@ from bench.core import defaults
 RUN = ("run", "capacity", "soak")
 # ... and make serve, which starts a server and no load.
 SERVE = (*RUN, "serve")
+# make noise (python -m bench noise) takes these of make bench's, with defaults of its own.
+NOISE = "noise"
 KINDS = ("int", "switch")
 
 
@@ -59,27 +61,27 @@ VARIABLES: tuple[Variable, ...] = (
         "SERVER",
         "server id, comma list, or all",
         defaults.SERVER,
-        (*SERVE, "overhead", "images"),
+        (*SERVE, "overhead", "images", NOISE),
         unset=defaults.SERVER,
     ),
     Variable(
         "SCENARIO",
         "comma list of the scenarios below",
         ",".join(defaults.SCENARIOS),
-        (*RUN, "overhead"),
+        (*RUN, "overhead", NOISE),
     ),
     Variable(
         "CONCURRENCY",
         "comma list of open connections; with LOAD=oha the pool the rate is sent from",
         f"{_ints(defaults.CONCURRENCY)}; with LOAD=oha: per rate",
         limits=(1, 10_000),
-        commands=(*RUN, "overhead"),
+        commands=(*RUN, "overhead", NOISE),
     ),
     Variable(
         "DURATION",
         "seconds per measured run",
         str(defaults.DURATION_S),
-        (*RUN, "study", "overhead"),
+        (*RUN, "study", "overhead", NOISE),
         limits=(1, 86_400),  # make soak runs for hours
         field="duration_s",
         kind="int",
@@ -89,6 +91,7 @@ VARIABLES: tuple[Variable, ...] = (
         "WARMUP",
         "seconds of warmup before each measurement",
         str(defaults.WARMUP_S),
+        (*RUN, NOISE),
         limits=(0, 600),
         field="warmup_s",
         kind="int",
@@ -118,7 +121,7 @@ VARIABLES: tuple[Variable, ...] = (
         "RESULTS",
         "directory for records and summary.md",
         defaults.RESULTS,
-        (*RUN, "study", "report", "export"),
+        (*RUN, "study", "report", "export", NOISE),
         unset=defaults.RESULTS,
     ),
     Variable(
@@ -145,7 +148,11 @@ VARIABLES: tuple[Variable, ...] = (
         limits=(1, 64),
     ),
     Variable(
-        "SEED", "seed for the random server order", "random", (*RUN, "study"), limits=(0, 2**31)
+        "SEED",
+        "seed for the random server order",
+        "random",
+        (*RUN, "study", NOISE),
+        limits=(0, 2**31),
     ),
     Variable(
         "PROXY",
@@ -337,10 +344,27 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable(
         "ROUNDS",
-        "make overhead: rounds of bare wrk vs the harness per server and route",
+        "make overhead: rounds of bare wrk vs the harness per server and route; make noise: "
+        f"rounds of server starts (default {defaults.NOISE_ROUNDS})",
         str(defaults.OVERHEAD_ROUNDS),
-        ("overhead",),
+        ("overhead", NOISE),
         limits=(1, 100),
+    ),
+    Variable(
+        "STARTS",
+        "make noise: server starts per round (2 or more: the A/A race's A and A′)",
+        str(defaults.NOISE_STARTS),
+        (NOISE,),
+        limits=(1, 20),
+        unset=str(defaults.NOISE_STARTS),
+    ),
+    Variable(
+        "RUNS",
+        "make noise: measured runs per server start",
+        str(defaults.NOISE_RUNS),
+        (NOISE,),
+        limits=(1, 50),
+        unset=str(defaults.NOISE_RUNS),
     ),
     Variable(
         "LEGACY",
