@@ -98,8 +98,8 @@ SOAK_SCENARIO = "db"  # a database round trip per request: pools, drivers, the a
 OVERHEAD_ROUNDS = 8  # rounds per server and route: a median and a spread under others' load
 
 # -- make noise (bench/harness/nested.py) ------------------------------------------------------
-# One server in a nested design: rounds × server starts per round × runs per start, about
-# 7 minutes at these values (12 starts of ~35 s with a warm-up start first). Two starts per
+# One server in a nested design: rounds × server starts per round × runs per start (12
+# starts of 3 runs at these values, a warm-up start first: minutes, not hours). Two starts per
 # round are the A/A race's A and A′; 6 rounds give the race 4 looks past its first 3 rounds
 # (a pair is judged on 3 paired rounds at least) and the round component 5 degrees of freedom.
 NOISE_ROUNDS = 6

@@ -4,12 +4,13 @@ nested design, their intervals, the A/A race's wiring and the worker-share imbal
 import dataclasses
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bench.core.record import Record
-from bench.report import variance
+from bench.core.record import Record, load_records
+from bench.report import summary, variance
 
 
 def simulate(
@@ -297,3 +298,55 @@ def test_not_a_noise_record_without_the_marker() -> None:
     plain = dataclasses.replace(rec, metadata={"started_at": "x"})
     assert variance.is_noise(rec) and not variance.is_noise(plain)
     assert variance.noise_runs([plain]) == []
+
+
+# -- a real design: tests/fixtures/noise (granian /db c=50, 3 × 2 × 2 runs of 2 s, a fixture
+#    of a short run on a shared machine, not a figure of this machine's noise) ---------------
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "noise"
+
+
+def fixture_run() -> variance.NoiseRun:
+    records, problems = load_records(FIXTURE)
+    assert not problems and len(records) == 13
+    (run,) = variance.noise_runs(records)
+    return run
+
+
+def test_real_records_give_every_component_with_its_degrees_of_freedom() -> None:
+    """13 records: the warm-up start's left out, 12 runs in 6 starts of 3 rounds; balanced,
+    so every component has an interval; df 2 (rounds), 3 (starts), 6 (runs); the components
+    add up to the spread of the runs' ln req/s (the ANOVA's sums of squares do)."""
+    run = fixture_run()
+    assert len(run.measured) == 12 and len(run.cells()) == 6
+    comps = variance.components(run.cells())
+    assert comps.balanced and (comps.round.df, comps.start.df, comps.run.df) == (2, 3, 6)
+    assert all(c.low is not None and c.low <= c.variance <= c.high for c in comps.present())
+    logs = np.concatenate([np.asarray(v) for v in run.cells().values()])
+    total_ss = sum(ss for _, ss, _, _ in comps.table)
+    assert total_ss == pytest.approx(((logs - logs.mean()) ** 2).sum())
+
+
+def test_real_records_carry_two_workers_cpu_and_their_imbalance() -> None:
+    """granian's two workers each have CPU seconds in every run; the imbalance is between 1
+    (even) and 2 (one worker did all), and each start's row has both shares."""
+    run = fixture_run()
+    for rec in run.measured:
+        value = variance.worker_imbalance(rec)
+        assert value is not None and 1.0 <= value <= 2.0
+    rows = run.start_rows()
+    assert len(rows) == 6 and all(len(shares) == 2 for *_, shares in rows)
+    assert run.imbalance_by_start() is not None and run.imbalance_by_start().n == 6
+
+
+def test_the_summary_and_details_show_the_noise_section() -> None:
+    """summary.md gets "This machine's noise" (with the link), details/noise.md the ANOVA and
+    one row per start; the noise runs are in no speed table (they are not a bench point)."""
+    records, _ = load_records(FIXTURE)
+    texts = summary.render_report(records, [], {}, {"noise": variance.detail_lines(records)})
+    text = texts["summary.md"]
+    assert variance.SUMMARY_TITLE in text and "(details/noise.md)" in text
+    assert "between runs of one start" in text and "A/A race" in text
+    details = texts["details/noise.md"]
+    assert details.count("\n| 3 | 2 |") == 1 and "starts within a round" in details
+    assert not any(name.startswith("details/speed-") for name in texts)
