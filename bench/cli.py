@@ -14,6 +14,7 @@ import random
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.core import defaults, plan, scenario
 from bench.core.app import AppError, AppSpec, parse_app
@@ -46,6 +47,9 @@ from bench.load import (
 )
 from bench.load import names as load_names
 from bench.studies.schema import StudyError, load_study
+
+if TYPE_CHECKING:
+    from bench.harness.nested import Design
 
 
 class _Parser(argparse.ArgumentParser):
@@ -677,7 +681,7 @@ def do_soak(args: argparse.Namespace) -> int:
     return _execute(with_app(with_soak(options_from(args), args.interval)))
 
 
-def noise_design(options: plan.Options, args: argparse.Namespace) -> object:
+def noise_design(options: plan.Options, args: argparse.Namespace) -> Design:
     """make noise: one server, scenario and concurrency, started here and measured closed
     loop at a fixed number of runs; ROUNDS, STARTS, RUNS: the nested design."""
     from bench.harness.nested import Design
@@ -695,8 +699,6 @@ def noise_design(options: plan.Options, args: argparse.Namespace) -> object:
         raise UsageError("make noise measures closed-loop req/s: RATE applies to make bench")
     if options.target is not None:
         raise UsageError("make noise starts the server here, again and again: not with TARGET=")
-    if options.precision is not None:
-        raise UsageError("make noise runs a fixed design (ROUNDS, STARTS, RUNS): not TRIALS=auto")
     if options.lifecycle or options.recycle:
         raise UsageError(
             "make noise measures a steady server: LIFECYCLE and RECYCLE apply to make bench"
@@ -716,7 +718,7 @@ def do_noise(args: argparse.Namespace) -> int:
 
     options = options_from(args)
     design = noise_design(options, args)
-    status, noise_id = nested.execute(options, design, _sections(options.results))  # type: ignore[arg-type]
+    status, noise_id = nested.execute(options, design, _sections(options.results))
     records, _ = load_records(options.results)
     runs = [n for n in variance.noise_runs(records) if n.meta.get("id") == noise_id]
     if runs:
