@@ -724,7 +724,12 @@ def do_noise(args: argparse.Namespace) -> int:
     if runs:
         print(
             "\n".join(
-                ["This machine's noise", "", *variance.short_lines(variance.findings(runs[0]))]
+                [
+                    "This machine's noise",
+                    "",
+                    *variance.short_lines(variance.findings(runs[0])),
+                    f"Details: {options.results / 'details' / variance.DETAILS_FILE}",
+                ]
             )
         )
     return status

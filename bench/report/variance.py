@@ -480,6 +480,16 @@ def findings(run: NoiseRun, judge: Judge | None = None) -> Findings:
     )
 
 
+def shared_correlation(comps: Components) -> float | None:
+    """The correlation the components imply between two runs of one start (they share its
+    start and round effects): (σ²_start + σ²_round) / (σ²_start + σ²_round + σ²_run)."""
+    if comps.run is None or comps.start is None:
+        return None
+    shared = comps.start.variance + (comps.round.variance if comps.round else 0.0)
+    total = shared + comps.run.variance
+    return shared / total if total > 0 else None
+
+
 def short_lines(found: Findings) -> list[str]:
     """The answer in a few lines: the summary's section body and the command's stdout."""
     run = found.run
@@ -490,7 +500,13 @@ def short_lines(found: Findings) -> list[str]:
         lines.append(f"- sd of ln req/s (95 % interval): {_component_phrase(found.components)}")
     lines.append(f"- A/A race (its two starts of each round as A and A′): {found.aa.text()}")
     if found.close is not None:
-        lines.append(f"- runs started < {CLOSE_S:g} s apart: {found.close.text()}")
+        shared = shared_correlation(found.components) if found.components else None
+        expected = (
+            f"; the components' correlation of two runs of one start: {shared:.2f}"
+            if shared is not None
+            else ""
+        )
+        lines.append(f"- runs started < {CLOSE_S:g} s apart: {found.close.text()}{expected}")
     if found.by_start is not None:
         lines.append(
             f"- worker-CPU imbalance vs req/s, per start: {found.by_start.text()}"

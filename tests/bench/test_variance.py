@@ -365,3 +365,19 @@ def test_the_aa_race_with_the_real_engine_rarely_separates() -> None:
     ]
     assert set(states) <= {"separated", "equivalent", "undecided"}
     assert states.count("separated") / len(states) <= 0.05
+
+
+def test_the_shared_correlation_of_two_runs_of_one_start() -> None:
+    """(σ²_start + σ²_round) / (+ σ²_run), from the components; none without a run component."""
+    comps = variance.Components(
+        variance.Component("run", 0.03, None, None, 6),
+        variance.Component("start", 0.01, None, None, 3),
+        variance.Component("round", 0.02, None, None, 2),
+        True,
+        3,
+        6,
+        12,
+        (),
+    )
+    assert variance.shared_correlation(comps) == pytest.approx(0.5)
+    assert variance.shared_correlation(dataclasses.replace(comps, run=None)) is None
