@@ -11,6 +11,7 @@ import pytest
 
 from bench.core.record import Record, load_records
 from bench.report import summary, variance
+from bench.report.groups import is_experiment
 
 
 def simulate(
@@ -297,6 +298,7 @@ def test_not_a_noise_record_without_the_marker() -> None:
     rec = noise_record(1, 1, "2026-11-25T20:00:00Z", 1000, None)
     plain = dataclasses.replace(rec, metadata={"started_at": "x"})
     assert variance.is_noise(rec) and not variance.is_noise(plain)
+    assert is_experiment(rec) and not is_experiment(plain)  # never a trial of a bench point
     assert variance.noise_runs([plain]) == []
 
 
