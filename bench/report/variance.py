@@ -176,7 +176,7 @@ def components(cells: Cells, level: float = LEVEL) -> Components:
         run = Component("run", ms["run"], low, high, df_run)
     if df_start and k1 and df_run:
         est = max((ms["start"] - ms["run"]) / k1, 0.0)
-        bounds = (
+        bounds: tuple[float | None, float | None] = (
             mls_interval(1 / k1, ms["start"], df_start, 1 / k1, ms["run"], df_run, level)
             if balanced
             else (None, None)
@@ -184,16 +184,21 @@ def components(cells: Cells, level: float = LEVEL) -> Components:
         start = Component("start", est, *bounds, df_start)
     elif df_start and not df_run:
         # One run per start: a start's effect and its run's noise cannot be told apart.
-        start = Component("start + run", ms["start"], None, None, df_start)
+        start = Component(
+            "start + run", ms["start"], *chi2_interval(ms["start"], df_start), df_start
+        )
     if df_round and k3:
         # The start component unfloored, so that a balanced design's estimate is exactly
         # (MS_round − MS_start) / (S·K), the difference the interval is of.
-        s2_start = (ms["start"] - ms["run"]) / k1 if df_start and k1 and df_run else 0.0
+        # One run per start: the start's mean square holds the run noise too (k2 is then 1).
+        s2_start = (ms["start"] - ms["run"]) / k1 if df_start and k1 and df_run else ms["start"]
         error = ms["run"] if df_run else 0.0
         est = max((ms["round"] - error - k2 * s2_start) / k3, 0.0)
-        bounds = (None, None)
+        bounds: tuple[float | None, float | None] = (None, None)
         if balanced and df_start:
-            bounds = mls_interval(1 / k3, ms["round"], df_round, 1 / k3, ms["start"], df_start)
+            bounds = mls_interval(
+                1 / k3, ms["round"], df_round, 1 / k3, ms["start"], df_start, level
+            )
         rnd = Component("round", est, *bounds, df_round)
     table = (
         ("rounds", ss_round, df_round, ms["round"]),
@@ -208,7 +213,7 @@ def components(cells: Cells, level: float = LEVEL) -> Components:
         len(groups),
         len(starts),
         total,
-        table,  # type: ignore[arg-type]
+        tuple((name, float(ss), df, float(m)) for name, ss, df, m in table),
     )
 
 

@@ -130,10 +130,15 @@ def test_failed_runs_leave_an_unbalanced_design_estimated_without_intervals() ->
 
 
 def test_one_run_per_start_names_what_cannot_be_split() -> None:
-    """RUNS=1: a start's effect and its run's noise are one component, said so."""
+    """RUNS=1: a start's effect and its run's noise are one component, said so; the round
+    component is still the rounds' excess over it (a large design recovers both)."""
     rng = np.random.default_rng(5)
-    comps = variance.components(simulate(rng, 4, 2, 1, 0.01, 0.02, 0.02))
+    comps = variance.components(simulate(rng, 400, 3, 1, 0.02, 0.03, 0.03))
     assert comps.run is None and comps.start.name == "start + run"
+    assert comps.start.sd == pytest.approx(math.hypot(0.03, 0.03), rel=0.1)
+    # the rounds' mean square less the starts': 0.02, not 0.032 (MS_round / S alone)
+    assert comps.round.sd == pytest.approx(0.02, rel=0.25)
+    assert comps.start.low < comps.start.variance < comps.start.high
 
 
 def test_fewer_than_two_runs_is_refused() -> None:
