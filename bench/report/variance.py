@@ -195,11 +195,19 @@ def components(cells: Cells, level: float = LEVEL) -> Components:
         error = ms["run"] if df_run else 0.0
         est = max((ms["round"] - error - k2 * s2_start) / k3, 0.0)
         bounds: tuple[float | None, float | None] = (None, None)
+        name = "round"
         if balanced and df_start:
             bounds = mls_interval(
                 1 / k3, ms["round"], df_round, 1 / k3, ms["start"], df_start, level
             )
-        rnd = Component("round", est, *bounds, df_round)
+        elif not df_start and df_run:
+            # One start per round: its effect and the round's cannot be told apart.
+            name = "start + round"
+            if balanced:
+                bounds = mls_interval(
+                    1 / k3, ms["round"], df_round, 1 / k3, ms["run"], df_run, level
+                )
+        rnd = Component(name, est, *bounds, df_round)
     table = (
         ("rounds", ss_round, df_round, ms["round"]),
         ("starts within a round", ss_start, df_start, ms["start"]),
@@ -450,6 +458,7 @@ def _component_phrase(comps: Components) -> str:
         "start": "between server starts within a round",
         "start + run": "between starts (one run each: with the run noise)",
         "round": "between rounds",
+        "start + round": "between starts (one a round: with the round effect)",
     }
     return "; ".join(f"{names[c.name]} {c.sd_text()}" for c in comps.present())
 

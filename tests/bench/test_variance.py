@@ -141,6 +141,16 @@ def test_one_run_per_start_names_what_cannot_be_split() -> None:
     assert comps.start.low < comps.start.variance < comps.start.high
 
 
+def test_one_start_per_round_names_what_cannot_be_split() -> None:
+    """STARTS=1: a start's effect and its round's are one component, with its interval."""
+    rng = np.random.default_rng(6)
+    comps = variance.components(simulate(rng, 300, 1, 3, 0.02, 0.02, 0.03))
+    assert comps.start is None and comps.round.name == "start + round"
+    assert comps.round.sd == pytest.approx(math.hypot(0.02, 0.02), rel=0.2)
+    assert comps.round.low < comps.round.variance < comps.round.high
+    assert comps.run.sd == pytest.approx(0.03, rel=0.1)
+
+
 def test_fewer_than_two_runs_is_refused() -> None:
     with pytest.raises(ValueError, match="fewer than two"):
         variance.components({(1, 1): [8.0]})
