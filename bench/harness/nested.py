@@ -6,7 +6,9 @@ run (metadata.noise: the invocation's id, its round, start, design and whether i
 warm-up start), summary.md rebuilt (its "This machine's noise" from bench.report.variance),
 the exit status of make bench. A warm-up start comes first (round 0, one run): a server's
 first start reads slow (issue 30: ×0.92 on req/s), so it is recorded and left out of the
-analysis. Each start of a round is a block of the same run repeated; rounds in order.
+analysis. Each start of a round is a block of the same run repeated; rounds in order, the
+starts of a round in a seeded random order (bench.harness.run.interleave: the arms of one
+trial shuffled), so that A is not always the round's first start.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bench.core.record import Record, load_records, replace_text
 from bench.load import is_default
-from bench.report import precision, stability, variance
+from bench.report import precision, stability, standings, variance
 from bench.report.cells import (
     app_label,
     figure,
@@ -627,6 +627,7 @@ def render_report(
         f"[method]({DETAILS}/method.md).",
         "",
         *recommendations_section(records),
+        *standings.summary_lines(records),
         *glance_section(records, [line for part in topics.values() for line in part]),
         *stability.summary_lines(stability.unstable_points(records), f"{DETAILS}/stability.md"),
         *precision.summary_lines(records),

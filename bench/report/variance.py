@@ -22,7 +22,7 @@ import functools
 import itertools
 import math
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -31,6 +31,7 @@ import numpy as np
 from scipy import stats
 
 from bench.core.record import Record
+from bench.report import decision
 from bench.report.cells import host_of
 from bench.report.table import markdown_table
 
@@ -309,24 +310,12 @@ class AAResult:
         return f"{self.state} after {self.rounds} round(s){ratio}"
 
 
-Judge = Callable[..., Any]  # bench.report.decision.judge's signature
-
-
-def real_judge() -> Judge | None:
-    """The race engine's judge (bench.report.decision), None where this checkout lacks it."""
-    try:
-        from bench.report import decision  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return decision.judge
-
-
-def aa_race(cells: Cells, judge: Judge | None = None) -> AAResult:
+def aa_race(cells: Cells) -> AAResult:
     """The server raced against itself: its first start of each round as A, its second as
-    A′ (each start's figure: the geometric mean of its runs' req/s), judged after each
-    round as the race judges (look = rounds so far, max_looks = the design's rounds) until
-    the pair is decided or the rounds run out."""
-    judge = judge if judge is not None else real_judge()
+    A′ (each start's figure: the geometric mean of its runs' req/s), judged by the race
+    engine (bench.report.decision.judge, at its default margin and alpha) after each round as
+    the race judges (look = rounds so far, max_looks = the design's rounds) until the pair is
+    decided or the rounds run out."""
     rounds = sorted({r for (r, s) in cells if s in (1, 2)})
     figures: dict[str, dict[int, float]] = {name: {} for name in AA}
     for (rnd, start), values in cells.items():
@@ -334,26 +323,20 @@ def aa_race(cells: Cells, judge: Judge | None = None) -> AAResult:
             figures[AA[start - 1]][rnd] = math.exp(float(np.mean(values)))
     if not figures[AA[1]]:
         return AAResult(None, 0, "one start per round: STARTS=2 or more races A against A′")
-    if judge is None:
-        return AAResult(None, 0, "the race engine, bench.report.decision, is not in this checkout")
     looks: list[str] = []
     standing = None
     for look, last in enumerate(rounds, start=1):
         seen = {name: {r: v for r, v in per.items() if r <= last} for name, per in figures.items()}
-        standing = judge(seen, higher_is_better=True, look=look, max_looks=len(rounds))
+        standing = decision.judge(seen, higher_is_better=True, look=look, max_looks=len(rounds))
         looks.append(standing.pairs[0].state if standing.pairs else "undecided")
         if standing.done:
             break
     assert standing is not None
     pair = standing.pairs[0] if standing.pairs else None
+    if pair is None:
+        return AAResult("undecided", len(looks), standing.line(), looks=tuple(looks))
     return AAResult(
-        pair.state if pair else "undecided",
-        len(looks),
-        standing.line(),
-        getattr(pair, "ratio", None),
-        getattr(pair, "low", None),
-        getattr(pair, "high", None),
-        tuple(looks),
+        pair.state, len(looks), standing.line(), pair.ratio, pair.low, pair.high, tuple(looks)
     )
 
 
@@ -476,7 +459,7 @@ class Findings:
     by_start: Correlation | None
 
 
-def findings(run: NoiseRun, judge: Judge | None = None) -> Findings:
+def findings(run: NoiseRun) -> Findings:
     """Components, the A/A race and the correlations of one noise run."""
     cells = run.cells()
     try:
@@ -487,7 +470,7 @@ def findings(run: NoiseRun, judge: Judge | None = None) -> Findings:
         run,
         comps,
         problem,
-        aa_race(cells, judge),
+        aa_race(cells),
         run.close_pairs(),
         run.imbalance_by_run(),
         run.imbalance_by_start(),

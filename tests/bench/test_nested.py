@@ -71,20 +71,68 @@ def test_the_design_runs_a_warmup_start_then_each_rounds_starts(tmp_path: Path) 
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
-        (["--server=granian,uvicorn"], "one SERVER"),
-        (["--scenario=db,json"], "one SCENARIO"),
-        (["--concurrency=10,50"], "one CONCURRENCY"),
-        (["--trials=auto"], "TRIALS=auto applies to make bench"),
+        (["--server=granian,uvicorn"], "make noise measures one SERVER"),
+        (["--server=all"], "make noise measures one SERVER"),
+        (["--scenario=db,json"], "make noise measures one SCENARIO"),
+        (["--concurrency=10,50"], "make noise measures one CONCURRENCY"),
         (["--rounds=0"], "ROUNDS=0 is out of range"),
         (["--starts=x"], "STARTS='x' is not a whole number"),
-        (["--target=http://127.0.0.1:9"], "not with TARGET"),
+        (["--runs=51"], "RUNS=51 is out of range 1..50"),
+        (["--trials=auto"], "unrecognized arguments: --trials=auto"),
+        (["--target=http://127.0.0.1:9"], "unrecognized arguments: --target"),
     ],
 )
 def test_bad_input_is_refused_in_one_line(argv: list[str], says: str, capsys) -> None:
-    """Exit 2 and one line naming what is valid, before anything starts."""
+    """Exit 2 and one line naming what is valid, before anything starts (make bench's
+    options are not make noise's: argparse refuses them)."""
     assert cli.main(["noise", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert says in err and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ({"RATE": "100"}, "RATE: not with make noise: it measures closed-loop req/s"),
+        ({"TARGET": "http://127.0.0.1:9"}, "TARGET: not with make noise"),
+        ({"LIFECYCLE": "reload"}, "LIFECYCLE: not with make noise"),
+        ({"RECYCLE": "100"}, "RECYCLE: not with make noise"),
+        ({"TRIALS": "auto"}, "TRIALS: not with make noise: its runs are ROUNDS x STARTS x RUNS"),
+        ({"APP": "app_common/wsgi.py:app"}, "APP: not with make noise"),
+        ({"SERVER": "all"}, "make noise measures one SERVER; valid: one of flask-dev"),
+        ({"SERVER": "nginx-static"}, "nothing would run"),
+    ],
+)
+def test_the_precheck_refuses_what_make_noise_does_not_take(
+    given: dict[str, str], says: str
+) -> None:
+    """make bench's variables that make noise would otherwise ignore are refused by its
+    declared command rules, in the pre-check (the environment make exports), before set-up;
+    tests/bench/test_bad_input.py sends them through a real make."""
+    from bench import precheck
+    from bench.core.validate import UsageError
+
+    with pytest.raises(UsageError) as caught:
+        precheck.check("noise", given, list(given))
+    assert says in str(caught.value)
+
+
+def test_the_noise_options_are_the_run_options_at_make_noises_values() -> None:
+    """make noise's Options: one server, /db, c=50, 5 s runs, closed loop, fixed trials, at
+    make bench's defaults otherwise; the design 6 × 2 × 3."""
+    options, design = cli.noise_options(cli.build_parser().parse_args(["noise", "--runs=4"]))
+    assert (options.servers, options.scenarios, options.concurrency) == (
+        ("granian",),
+        ("db",),
+        (50,),
+    )
+    assert (options.duration_s, options.rates, options.target, options.precision) == (
+        5,
+        (),
+        None,
+        None,
+    )
+    assert design == nested.Design(6, 2, 4)
 
 
 def test_the_noise_command_has_its_own_defaults() -> None:

@@ -3,14 +3,13 @@ nested design, their intervals, the A/A race's wiring and the worker-share imbal
 
 import dataclasses
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from bench.core.record import Record, load_records
-from bench.report import summary, variance
+from bench.report import decision, summary, variance
 from bench.report.groups import is_experiment
 
 
@@ -156,73 +155,72 @@ def test_fewer_than_two_runs_is_refused() -> None:
         variance.components({(1, 1): [8.0]})
 
 
-# -- the A/A race, against a stand-in of bench.report.decision's API -------------------------
+# -- the A/A race, judged by bench.report.decision ------------------------------------------
 
 
-@dataclass(frozen=True)
-class FakePair:
-    better: str
-    worse: str
-    ratio: float
-    low: float | None
-    high: float | None
-    state: str
-    rounds: int
-    p: float | None
+class JudgeCalls:
+    """bench.report.decision.judge called through (its verdicts are the real ones), each
+    call's figures and keywords kept."""
 
-
-@dataclass(frozen=True)
-class FakeStanding:
-    ranking: tuple[str, ...]
-    pairs: tuple[FakePair, ...]
-    racing: frozenset[str]
-    done: bool
-
-    def line(self) -> str:
-        sign = {"separated": ">", "equivalent": "=", "undecided": "?"}[self.pairs[0].state]
-        return f"{self.ranking[0]} {sign} {self.ranking[1]}"
-
-
-class FakeJudge:
-    """Records each call; "equivalent" once it has seen `decide_at` paired rounds."""
-
-    def __init__(self, decide_at: int) -> None:
-        self.decide_at = decide_at
+    def __init__(self) -> None:
+        self.real = decision.judge
         self.calls: list[tuple[dict, dict]] = []
 
-    def __call__(self, figures, **kwargs) -> FakeStanding:
+    def __call__(self, figures, **kwargs) -> decision.Standing:
         self.calls.append((figures, kwargs))
-        common = set(figures["A"]) & set(figures["A′"])
-        state = "equivalent" if len(common) >= self.decide_at else "undecided"
-        pair = FakePair("A", "A′", 1.0, 0.97, 1.03, state, len(common), None)
-        return FakeStanding(("A", "A′"), (pair,), frozenset(), state != "undecided")
+        return self.real(figures, **kwargs)
 
 
-def test_the_aa_race_judges_after_each_round_until_decided() -> None:
-    """A is each round's first start, A′ its second, each a geometric mean of its runs;
-    judged with look = rounds so far and max_looks = the design's rounds; stops once done."""
-    cells = {(r, s): [math.log(1000 * r), math.log(4000 * r)] for r in range(1, 7) for s in (1, 2)}
-    judge = FakeJudge(decide_at=4)
-    result = variance.aa_race(cells, judge)
-    assert result.state == "equivalent" and result.rounds == 4
-    assert [kw["look"] for _, kw in judge.calls] == [1, 2, 3, 4]
-    assert {kw["max_looks"] for _, kw in judge.calls} == {6}
-    assert all(kw["higher_is_better"] for _, kw in judge.calls)
-    figures = judge.calls[-1][0]
-    assert sorted(figures["A"]) == [1, 2, 3, 4]
-    assert figures["A′"][2] == pytest.approx(4000.0)  # sqrt(2000 × 8000)
-    assert result.looks == ("undecided",) * 3 + ("equivalent",)
-    assert "equivalent after 4 round(s)" in result.text()
+def aa_cells(seed: int, second: float) -> tuple[dict, dict]:
+    """6 rounds × 2 starts × 2 runs: runs at 1000·r·e and 4000·r·e req/s (e: each start's
+    own factor, sd 0.2 %), the second start's × `second`; returns the cells (ln req/s) and
+    each start's factor."""
+    rng = np.random.default_rng(seed)
+    cells, factors = {}, {}
+    for r in range(1, 7):
+        for s in (1, 2):
+            e = math.exp(rng.normal(0, 0.002)) * (second if s == 2 else 1.0)
+            factors[(r, s)] = e
+            cells[(r, s)] = [math.log(1000 * r * e), math.log(4000 * r * e)]
+    return cells, factors
+
+
+def test_the_aa_race_judges_after_each_round_until_decided(monkeypatch) -> None:
+    """A is each round's first start, A′ its second, each the geometric mean of its runs'
+    req/s; the race engine is asked after each round with look = rounds so far, max_looks =
+    the design's rounds, higher is better, and the race stops at its decision: two starts
+    within about 0.3 % of each other in every round are equivalent (±5 %) at the first
+    testable look (3 paired rounds)."""
+    calls = JudgeCalls()
+    monkeypatch.setattr(decision, "judge", calls)
+    cells, factors = aa_cells(5, 1.0)
+    result = variance.aa_race(cells)
+    assert result.state == "equivalent" and result.rounds == 3
+    assert [kw["look"] for _, kw in calls.calls] == [1, 2, 3]
+    assert {kw["max_looks"] for _, kw in calls.calls} == {6}
+    assert all(kw["higher_is_better"] for _, kw in calls.calls)
+    figures = calls.calls[-1][0]
+    assert sorted(figures["A"]) == sorted(figures["A′"]) == [1, 2, 3]
+    assert figures["A′"][2] == pytest.approx(2 * 2000 * factors[(2, 2)])  # √(2000 × 8000)
+    assert result.looks == ("undecided", "undecided", "equivalent")
+    assert result.ratio is not None and 1.0 <= result.ratio < 1.01
+    assert result.low is not None and result.high is not None
+    assert "equivalent after 3 round(s)" in result.text() and "(±5 %)" in result.line
+
+
+def test_the_aa_race_separates_starts_that_differ() -> None:
+    """The same wiring with A′ 20 % slower in every round: separated, A ranked first (the
+    engine's verdict reaches the result; a race that mixed up A and A′ would not say so)."""
+    result = variance.aa_race(aa_cells(6, 0.8)[0])
+    assert result.state == "separated" and result.line.startswith("A > A′")
+    assert result.ratio == pytest.approx(1.25, rel=0.01)
 
 
 def test_the_aa_race_says_why_it_was_not_judged() -> None:
-    """One start per round, or no race engine in the checkout: not judged, with the reason."""
+    """One start per round: not judged, with the reason."""
     one = {(r, 1): [7.0, 7.1] for r in range(1, 4)}
-    assert "STARTS=2" in variance.aa_race(one, FakeJudge(3)).text()
-    two = {(r, s): [7.0, 7.1] for r in range(1, 4) for s in (1, 2)}
-    missing = variance.aa_race(two, judge=None) if variance.real_judge() is None else None
-    if missing is not None:
-        assert missing.state is None and "bench.report.decision" in missing.line
+    result = variance.aa_race(one)
+    assert result.state is None and "STARTS=2" in result.text()
 
 
 # -- records ----------------------------------------------------------------------------------
@@ -373,12 +371,10 @@ def test_the_aa_race_with_the_real_engine_rarely_separates() -> None:
     """Issue 30 item 5: the server raced against itself comes out "equivalent" or
     "undecided" in at least 95 % of races. 400 seeded designs at make noise's default (6 × 2 ×
     3) with issue 30's components and a start effect of 0.013, each raced by aa_race through
-    bench.report.decision (skipped where the checkout does not have it yet)."""
-    decision = pytest.importorskip("bench.report.decision")
+    bench.report.decision."""
     rng = np.random.default_rng(2026)
     states = [
-        variance.aa_race(simulate(rng, 6, 2, 3, 0.01, 0.013, 0.025), decision.judge).state
-        for _ in range(400)
+        variance.aa_race(simulate(rng, 6, 2, 3, 0.01, 0.013, 0.025)).state for _ in range(400)
     ]
     assert set(states) <= {"separated", "equivalent", "undecided"}
     assert states.count("separated") / len(states) <= 0.05
