@@ -23,7 +23,7 @@ from bench.core import plan, record
 from bench.core.progress import Progress
 from bench.core.registry import load_all
 from bench.harness import run
-from bench.host.procs import ProcessTable
+from bench.host.procs import Interrupted, ProcessTable
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,14 @@ def execute(
 
     def body(table: ProcessTable, run_dir: Path) -> int:
         h = harness(plans[0][0], [o for o, _ in plans], table, run_dir, progress)
-        return run.run_arms(h, plans, load_all())
+        try:
+            return run.run_arms(h, plans, load_all())
+        except (KeyboardInterrupt, Interrupted) as exc:
+            if not getattr(exc, "__notes__", None):  # as run.execute: the stage it cut short
+                exc.add_note(progress.last or "preparing the servers")
+            raise
 
-    status = run.guarded(options.results, sections, body, f"noise {noise_id}, seed {options.seed}")
+    note = f"noise {noise_id}, seed {options.seed}"
+    # Ctrl-C and SIGTERM handled throughout, as every measuring entry point (run.interruptible)
+    status = run.interruptible(lambda: run.guarded(options.results, sections, body, note))
     return status, noise_id

@@ -130,6 +130,8 @@ class Session:
             logs = self.h.site.logs(self.served)
             meta = judge(None) if judge else None
             self.h.recorder.failed(self.opts, (run,), self.facts, reason, logs, meta=meta)
+            # Which run it was, for the one line the harness prints (bench.harness.run).
+            exc.add_note(f"{run.server} {run.scenario}{rate} c={run.concurrency} trial {run.trial}")
             raise
         except LoadError as exc:
             meta = judge(None) if judge else None
