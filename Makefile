@@ -18,7 +18,7 @@ export PYWEBBENCH_REFERENCE = $(REFERENCE)
 override PYWEBBENCH_CMDLINE := $(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
 export PYWEBBENCH_CMDLINE
 
-.PHONY: precheck images help setup bench capacity serve overhead soak study report compare export test lint format lock compose-up compose-bench compose-down
+.PHONY: precheck images help setup bench capacity serve overhead noise soak study report compare export test lint format lock compose-up compose-bench compose-down
 
 help: precheck ## list targets, variables, scenarios, studies and servers
 	@echo "Targets:"
@@ -37,6 +37,7 @@ compose-bench: override CHECK := run
 capacity: override CHECK := capacity
 serve: override CHECK := serve
 overhead: override CHECK := overhead
+noise: override CHECK := noise
 study: override CHECK := study
 compare: override CHECK := compare
 soak: override CHECK := soak
@@ -70,6 +71,9 @@ serve: setup ## stack + one verified server up for your tools until Ctrl-C; prin
 
 overhead: setup ## harness req/s vs bare wrk, alternated (SERVER SCENARIO CONCURRENCY DURATION ROUNDS LEGACY)
 	$(PY) -m bench overhead --from-env
+
+noise: setup ## this machine's noise: one server in ROUNDS x STARTS x RUNS, variance components, the A/A race
+	$(PY) -m bench noise --from-env
 
 # Open-loop study arms and the load-balancer studies (namespace = true in studies/) drive oha.
 study: export OHA := 1

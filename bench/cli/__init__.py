@@ -18,6 +18,7 @@ from bench.cli.commands import COMMANDS, DECLARATIVE
 from bench.cli.options import (
     check_serve,
     docker_ready,
+    noise_options,
     options_from,
     overhead_options,
     study_arms_from,
@@ -44,6 +45,7 @@ __all__ = [
     "docker_ready",
     "from_env",
     "main",
+    "noise_options",
     "options_from",
     "overhead_options",
     "server_ids",

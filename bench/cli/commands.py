@@ -17,6 +17,7 @@ from pathlib import Path
 from bench.cli.options import (
     check_serve,
     docker_ready,
+    noise_options,
     options_from,
     overhead_options,
     study_arms_from,
@@ -206,6 +207,31 @@ def do_overhead(args: argparse.Namespace) -> int:
     return overhead.measure(*overhead_options(args))
 
 
+def do_noise(args: argparse.Namespace) -> int:
+    """`make noise`: the nested design run, then its variance components and A/A verdict on
+    stdout (one SERVER, SCENARIO and CONCURRENCY: make noise's declared command rules)."""
+    from bench.core.record import load_records
+    from bench.harness import nested
+    from bench.report import variance
+
+    options, design = noise_options(args)
+    status, noise_id = nested.execute(options, design, _sections(options.results))
+    records, _ = load_records(options.results)
+    runs = [n for n in variance.noise_runs(records) if n.meta.get("id") == noise_id]
+    if runs:
+        print(
+            "\n".join(
+                [
+                    "This machine's noise",
+                    "",
+                    *variance.short_lines(variance.findings(runs[0])),
+                    f"Details: {options.results / 'details' / variance.DETAILS_FILE}",
+                ]
+            )
+        )
+    return status
+
+
 def _execute(options: plan.Options) -> int:
     from bench.harness import run
 
@@ -246,6 +272,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "images": do_images,
     "export": lambda args: export_points(args.format, args.results),
     "overhead": lambda args: do_overhead(args),
+    "noise": do_noise,
 }
 
 

@@ -14,6 +14,7 @@ import dataclasses
 import os
 import random
 import sys
+from typing import TYPE_CHECKING
 
 from bench.cli.parser import build_parser, declared_check
 from bench.core import defaults, plan, variables
@@ -42,6 +43,9 @@ from bench.load import (
 )
 from bench.load import names as load_names
 from bench.studies.schema import load_study
+
+if TYPE_CHECKING:
+    from bench.harness.nested import Design
 
 
 def study_names() -> list[str]:
@@ -353,6 +357,22 @@ def with_soak(options: plan.Options, raw_interval: str) -> plan.Options:
     interval = validate_int("soak_interval", raw_interval)
     mode = dataclasses.replace(options.mode, soak_interval_s=float(interval))
     return dataclasses.replace(options, mode=mode)
+
+
+def noise_options(args: argparse.Namespace) -> tuple[plan.Options, Design]:
+    """make noise's variables -> the run options (every other run variable at its default:
+    one server, scenario and concurrency, closed loop, started here; make noise's declared
+    command rules) and the nested design (ROUNDS, STARTS, RUNS)."""
+    from bench.harness.nested import Design
+
+    run = argparse.Namespace(**{**vars(build_parser().parse_args(["run"])), **vars(args)})
+    options = options_from(run)
+    design = Design(
+        validate_int("rounds", args.rounds),
+        validate_int("starts", args.starts),
+        validate_int("runs", args.runs),
+    )
+    return options, design
 
 
 def overhead_options(args: argparse.Namespace) -> tuple[plan.Options, int, bool]:

@@ -62,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     for variable in for_command("overhead"):
         overhead.add_argument(variable.option, default=variable.unset)
     overhead.set_defaults(**dests(command_defaults("overhead")))
+    noise = sub.add_parser("noise", help="this machine's noise: one server in rounds of starts")
+    for variable in for_command("noise"):
+        noise.add_argument(variable.option, default=variable.unset)
+    noise.set_defaults(**dests(command_defaults("noise")))
     for command, about in (
         ("report", "rebuild summary.md from the records"),
         ("compare", "two result sets side by side (BASE, HEAD)"),

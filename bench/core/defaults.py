@@ -108,3 +108,15 @@ OVERHEAD_SERVERS = "gunicorn-sync,granian"
 OVERHEAD_SCENARIOS = "plaintext,db"
 OVERHEAD_CONCURRENCY = 50
 OVERHEAD_DURATION_S = 5
+
+# -- make noise (bench/harness/nested.py) ------------------------------------------------------
+# One server in a nested design: rounds × server starts per round × runs per start (12
+# starts of 3 runs at these values, a warm-up start first: minutes, not hours). Two starts per
+# round are the A/A race's A and A′; 6 rounds give the race 4 looks past its first 3 rounds
+# (a pair is judged on 3 paired rounds at least) and the round component 5 degrees of freedom.
+NOISE_ROUNDS = 6
+NOISE_STARTS = 2
+NOISE_RUNS = 3  # runs per start: 2 degrees of freedom each for the run-to-run noise
+NOISE_SCENARIO = "db"  # the issue's figures are /db's (a database round trip per request)
+NOISE_CONCURRENCY = 50
+NOISE_DURATION_S = 5  # trial length barely matters (issue 30): wrk's 100 ms samples explain 2-16 %

@@ -42,11 +42,13 @@ from bench.core.validate import (
 RUN = ("run", "capacity", "soak")
 # ... and make serve, which starts a server and no load.
 SERVE = (*RUN, "serve")
+# make noise (python -m bench noise) takes these of make bench's, with defaults of its own.
+NOISE = "noise"
 KINDS = ("int", "switch")
 # Every command `python -m bench` runs for a make target, and the targets that run none (their
 # variables still checked: an unknown one or an injection is refused there too).
 COMMANDS = ("run", "capacity", "soak", "serve", "overhead", "study", "report", "compare")
-COMMANDS += ("export", "images")
+COMMANDS += ("export", "images", NOISE)
 # Values a user may give that the harness takes from elsewhere: RUNTIME=compose is make
 # compose-bench's own (the servers in its containers), never a user's choice.
 USER_RUNTIMES = ("native", "docker")
@@ -311,7 +313,7 @@ VARIABLES: tuple[Variable, ...] = (
         "SERVER",
         "server id, comma list, or all",
         defaults.SERVER,
-        (*SERVE, "overhead", "images"),
+        (*SERVE, "overhead", "images", NOISE),
         unset=defaults.SERVER,
         parser=parse_names("SERVER", server_ids),
     ),
@@ -319,7 +321,7 @@ VARIABLES: tuple[Variable, ...] = (
         "SCENARIO",
         "comma list of the scenarios below",
         ",".join(defaults.SCENARIOS),
-        (*RUN, "overhead"),
+        (*RUN, "overhead", NOISE),
         parser=parse_names("SCENARIO", lambda: list(scenario.SCENARIOS)),
         unless="APP",
     ),
@@ -328,14 +330,14 @@ VARIABLES: tuple[Variable, ...] = (
         "comma list of open connections; with LOAD=oha the pool the rate is sent from",
         f"{_ints(defaults.CONCURRENCY)}; with LOAD=oha: per rate",
         limits=(1, 10_000),
-        commands=(*RUN, "overhead"),
+        commands=(*RUN, "overhead", NOISE),
         parser=parse_int_list("CONCURRENCY"),
     ),
     Variable(
         "DURATION",
         "seconds per measured run",
         str(defaults.DURATION_S),
-        (*RUN, "study", "overhead"),
+        (*RUN, "study", "overhead", NOISE),
         limits=(1, 86_400),  # make soak runs for hours
         field="duration_s",
         kind="int",
@@ -345,6 +347,7 @@ VARIABLES: tuple[Variable, ...] = (
         "WARMUP",
         "seconds of warmup before each measurement",
         str(defaults.WARMUP_S),
+        (*RUN, NOISE),
         limits=(0, 600),
         field="warmup_s",
         kind="int",
@@ -377,7 +380,7 @@ VARIABLES: tuple[Variable, ...] = (
         "RESULTS",
         "directory for records and summary.md",
         defaults.RESULTS,
-        (*RUN, "study", "report", "export"),
+        (*RUN, "study", "report", "export", NOISE),
         unset=defaults.RESULTS,
         parser=parse_results,
     ),
@@ -405,7 +408,11 @@ VARIABLES: tuple[Variable, ...] = (
         limits=(1, 64),
     ),
     Variable(
-        "SEED", "seed for the random server order", "random", (*RUN, "study"), limits=(0, 2**31)
+        "SEED",
+        "seed for the random server order",
+        "random",
+        (*RUN, "study", NOISE),
+        limits=(0, 2**31),
     ),
     Variable(
         "PROXY",
@@ -644,10 +651,27 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable(
         "ROUNDS",
-        "make overhead: rounds of bare wrk vs the harness per server and route",
+        "make overhead: rounds of bare wrk vs the harness per server and route; make noise: "
+        f"rounds of server starts (default {defaults.NOISE_ROUNDS})",
         str(defaults.OVERHEAD_ROUNDS),
-        ("overhead",),
+        ("overhead", NOISE),
         limits=(1, 100),
+    ),
+    Variable(
+        "STARTS",
+        "make noise: server starts per round (2 or more: the A/A race's A and A′)",
+        str(defaults.NOISE_STARTS),
+        (NOISE,),
+        limits=(1, 20),
+        unset=str(defaults.NOISE_STARTS),
+    ),
+    Variable(
+        "RUNS",
+        "make noise: measured runs per server start",
+        str(defaults.NOISE_RUNS),
+        (NOISE,),
+        limits=(1, 50),
+        unset=str(defaults.NOISE_RUNS),
     ),
     Variable(
         "LEGACY",
@@ -669,7 +693,7 @@ VARIABLES: tuple[Variable, ...] = (
         "WAIT",
         "1: a second harness waits for the machine-wide lock; 0: it refuses at once",
         "1",
-        (*SERVE, "study", "overhead"),
+        (*SERVE, "study", "overhead", NOISE),
         unset="1",
         parser=parse_switch("WAIT"),
     ),
@@ -728,7 +752,8 @@ def unknown_variable(name: str) -> str | None:
 
 def command_defaults(command: str) -> dict[str, str]:
     """What a command sets where the user did not (make capacity and make soak send a fixed
-    rate with the open-loop tool; make overhead measures two servers on two routes)."""
+    rate with the open-loop tool; make overhead measures two servers on two routes; make
+    noise one server on /db at one concurrency, in short runs)."""
     if command == "capacity":
         return {
             "LOAD": open_loop_loads()[0],
@@ -754,6 +779,13 @@ def command_defaults(command: str) -> dict[str, str]:
             "DURATION": str(defaults.OVERHEAD_DURATION_S),
             "ROUNDS": str(defaults.OVERHEAD_ROUNDS),
             "LEGACY": "0",
+        }
+    if command == NOISE:
+        return {
+            "SCENARIO": defaults.NOISE_SCENARIO,
+            "CONCURRENCY": str(defaults.NOISE_CONCURRENCY),
+            "DURATION": str(defaults.NOISE_DURATION_S),
+            "ROUNDS": str(defaults.NOISE_ROUNDS),
         }
     return {}
 
@@ -962,6 +994,8 @@ def command_rules(command: str, given: Mapping[str, str], values: Mapping[str, o
             raise UsageError("make serve starts the server here; TARGET applies to make bench only")
     if command == "overhead" and len(values["CONCURRENCY"]) != 1:  # type: ignore[arg-type]
         raise UsageError("make overhead measures one CONCURRENCY; give one number")
+    if command == NOISE:
+        noise_rules(given, values)
     if command == "compare" and given.get("BASE") and given.get("BASE") == given.get("HEAD"):
         raise UsageError("BASE and HEAD are the same directory: compare two result sets")
     if command in ("run", "soak") and not values.get("CONFIRM"):
@@ -970,6 +1004,33 @@ def command_rules(command: str, given: Mapping[str, str], values: Mapping[str, o
             raise UsageError(
                 f"this plan is about {duration_text(seconds)} of load (more than 24 h): add "
                 "CONFIRM=1 to run it, or fewer SERVER/TRIALS/DURATION"
+            )
+
+
+# What make noise does not take, and why: it starts one server again and again and measures
+# its closed-loop req/s in a nested design of its own (bench/harness/nested.py). These are
+# make bench's variables, not make noise's: read from `given` (the pre-check passes every
+# declared variable the environment holds), so that they are refused, not silently ignored.
+NOISE_REFUSES = (
+    ("RATE", "it measures closed-loop req/s; RATE applies to make bench"),
+    ("TARGET", "it starts the server here, again and again"),
+    ("LIFECYCLE", "it measures a steady server; LIFECYCLE applies to make bench"),
+    ("RECYCLE", "it measures a steady server; RECYCLE applies to make bench"),
+    ("APP", "it measures a declared scenario; APP applies to make bench"),
+    ("TRIALS", "its runs are ROUNDS x STARTS x RUNS; TRIALS applies to make bench"),
+)
+
+
+def noise_rules(given: Mapping[str, str], values: Mapping[str, object]) -> None:
+    """make noise: none of NOISE_REFUSES; one SERVER, SCENARIO and CONCURRENCY."""
+    for name, why in NOISE_REFUSES:
+        if given.get(name, "").strip():
+            raise UsageError(f"{name}: not with make noise: {why}")
+    for name in ("SERVER", "SCENARIO", "CONCURRENCY"):
+        chosen = values[name]
+        if len(chosen) != 1:  # type: ignore[arg-type]
+            raise UsageError(
+                f"make noise measures one {name}; valid: one of {', '.join(map(str, chosen))}"  # type: ignore[call-overload]
             )
 
 

@@ -361,6 +361,10 @@ class CpuTime:
             return None
         return sum(self._last[pid] - self._first[pid] for pid in self._last)
 
+    def per_process(self) -> dict[int, float]:
+        """CPU seconds each process used over the samples, by PID."""
+        return {pid: self._last[pid] - self._first[pid] for pid in self._last}
+
 
 @dataclass(frozen=True)
 class Resources:
@@ -370,6 +374,10 @@ class Resources:
     server_rss_mb: float | None
     load_cpu_pct: float | None
     proxy_cpu_pct: float | None
+    # CPU seconds of each process below the server's leader (its workers) over the window,
+    # by PID: how the connections spread over the workers shows in their shares (make noise).
+    # {} when the leader serves alone; None when the server runs elsewhere.
+    worker_cpu_s: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, float | None]:
         """The record's resources."""
@@ -541,7 +549,16 @@ class Sampler:
             server_rss_mb=None if remote else round(self._rss_max / 2**20, 1),
             load_cpu_pct=pct(self._load_cpu),
             proxy_cpu_pct=pct(self._proxy_cpu),
+            worker_cpu_s=None if remote else self._worker_cpu_s(),
         )
+
+    def _worker_cpu_s(self) -> dict[str, float]:
+        """CPU seconds per process of the server's tree but its leader (JSON keys: strings)."""
+        return {
+            str(pid): round(seconds, 3)
+            for pid, seconds in sorted(self._server_cpu.per_process().items())
+            if pid != self.server_pid
+        }
 
     def pools(self) -> dict[str, int]:
         """Peaks of pgbouncer's pool counters during the run (empty without a probe)."""

@@ -44,9 +44,10 @@ def runtime_key(rec: Record) -> tuple:
 def is_experiment(rec: Record) -> bool:
     """A run that disturbs the server on purpose or watches it for long (a reload, recycling,
     a CPU quota, a container under the engine's CPU or memory limits, a soak, a load-balancer
-    study's namespace): reported in its own sections, never ranked with steady runs."""
-    if is_limited(rec):
-        return True
+    study's namespace, make noise's repeated starts): reported in its own sections, never
+    ranked with steady runs."""
+    if is_limited(rec) or isinstance(rec.metadata.get("noise"), dict):
+        return True  # make noise's runs (bench.report.variance) are a design of their own
     return any(
         getattr(rec, key, None) is not None
         for key in ("lifecycle", "recycles", "cgroup", "series", "network")

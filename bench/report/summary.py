@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bench.core.record import Record, load_records, replace_text
 from bench.load import is_default
-from bench.report import precision, stability, standings
+from bench.report import precision, stability, standings, variance
 from bench.report.cells import (
     app_label,
     figure,
@@ -517,6 +517,10 @@ TOPICS = {
         "capacity at a p99 objective and runs at fixed arrival rates (oha), with the knee plots",
     ),
     "studies": ("Studies", "each study's claim, arms, figures and verdict"),
+    "noise": (
+        "This machine's noise",
+        "make noise: variance components of req/s per run, start and round, the A/A race",
+    ),
     "production": (
         "Production behaviours",
         "reload, recycling, CPU quota, memory over a soak, defaults behind a load balancer",
@@ -627,6 +631,7 @@ def render_report(
         *glance_section(records, [line for part in topics.values() for line in part]),
         *stability.summary_lines(stability.unstable_points(records), f"{DETAILS}/stability.md"),
         *precision.summary_lines(records),
+        *variance.summary_lines(records, f"{DETAILS}/{variance.DETAILS_FILE}"),
         "## Details",
         "",
         *links,
@@ -672,7 +677,12 @@ def plot_series(records: list[Record]) -> dict[str, dict[str, list[tuple]]]:
     series: dict[str, dict[str, list[tuple]]] = defaultdict(lambda: defaultdict(list))
     hosts = {host_of(r) for r in records}
     main = [
-        r for r in records if not r.emulated and "study" not in r.metadata and r.offered_rps is None
+        r
+        for r in records
+        if not r.emulated
+        and "study" not in r.metadata
+        and r.offered_rps is None
+        and not variance.is_noise(r)
     ]
     for group in groups(main).values():
         first = group[0]
@@ -718,6 +728,7 @@ def write_summary(
         "production": production_sections(records)
         + figure_sections(records, results_dir)
         + soak_sections(records, results_dir),
+        "noise": variance.detail_lines(records),
     }
     texts = render_report(records, problems, plots, topics)
     for name, text in texts.items():  # summary.md first: if it cannot be written, nothing is

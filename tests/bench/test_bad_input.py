@@ -66,6 +66,8 @@ VALUES = [
     ("soak", {"SOAK_INTERVAL": "0"}, "SOAK_INTERVAL=0 is out of range 1..600"),
     ("overhead", {"ROUNDS": "0"}, "ROUNDS=0 is out of range 1..100"),
     ("overhead", {"LEGACY": "maybe"}, "LEGACY='maybe' is not a switch"),
+    ("noise", {"STARTS": "0"}, "STARTS=0 is out of range 1..20"),
+    ("noise", {"RUNS": "many"}, "RUNS='many' is not a whole number"),
     ("images", {"SERVER": "nope"}, "unknown SERVER 'nope'; valid: flask-dev"),
     ("study", {"NAME": "nope"}, "unknown NAME 'nope'; valid: accept-queue"),
     ("study", {"NAME": "lb-keepalive-race", "ARMS": "nope"}, "unknown ARMS 'nope'; valid:"),
@@ -100,6 +102,14 @@ RULES = [
     ("soak", {"TARGET": "http://127.0.0.1:9"}, "make soak samples the server's memory here"),
     ("serve", {"SERVER": "granian,uvicorn"}, "make serve starts one server"),
     ("overhead", {"CONCURRENCY": "10,50"}, "make overhead measures one CONCURRENCY"),
+    ("noise", {"SERVER": "granian,uvicorn"}, "make noise measures one SERVER"),
+    ("noise", {"SCENARIO": "db,json"}, "make noise measures one SCENARIO"),
+    ("noise", {"CONCURRENCY": "10,50"}, "make noise measures one CONCURRENCY"),
+    ("noise", {"RATE": "100"}, "RATE: not with make noise"),
+    ("noise", {"TARGET": "http://127.0.0.1:9"}, "TARGET: not with make noise"),
+    ("noise", {"LIFECYCLE": "reload"}, "LIFECYCLE: not with make noise"),
+    ("noise", {"RECYCLE": "100"}, "RECYCLE: not with make noise"),
+    ("noise", {"TRIALS": "auto"}, "TRIALS: not with make noise"),
 ]
 REQUIRED = [
     ("study", {}, "NAME is required by make study; valid: accept-queue"),
@@ -120,6 +130,7 @@ FILES = [
 ]
 PLANS = [
     ("bench", {"SERVER": "nginx-static", "SCENARIO": "db"}, "nothing would run"),
+    ("noise", {"SERVER": "nginx-static"}, "nothing would run"),
     ("bench", {"SERVER": "all", "DURATION": "86400", "TRIALS": "100"}, "days of load"),
     ("bench", {"TRIALS": "100", "DURATION": "3600"}, "add CONFIRM=1"),
     ("bench", {"SCENARIO": "saas"}, "SCENARIO=saas cannot run with LOAD=wrk"),
@@ -155,6 +166,7 @@ TARGETS = [
     ("compose-up", "NGINX_PORT"),
     ("compose-bench", "SERVER"),
     ("compose-down", "TRIALS"),
+    ("noise", "ROUNDS"),
 ]
 INJECTIONS = [
     (target, {name: PAYLOADS[i % len(PAYLOADS)]}, "") for i, (target, name) in enumerate(TARGETS)

@@ -1,5 +1,8 @@
 """Kernel socket counters parsed from /proc, over a real capture."""
 
+import contextlib
+import os
+import signal
 from pathlib import Path
 
 from bench.observe import sample
@@ -128,3 +131,41 @@ def test_the_load_tools_cpu_survives_its_exit_before_the_last_sample() -> None:
     time.sleep(0.1)
     sampler.stop()
     assert sampler.resources().load_cpu_pct > 0
+
+
+def test_each_workers_cpu_seconds_are_recorded_apart_from_the_leaders() -> None:
+    """A leader with two children, one burning CPU and one asleep: worker_cpu_s holds both
+    children by PID (the busy one with most of the seconds), never the leader."""
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import subprocess, sys, time\n"
+        "burn = 'import time\\nend = time.time() + 20\\nwhile time.time() < end: pass'\n"
+        "kids = [subprocess.Popen([sys.executable, '-c', burn]),\n"
+        "        subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(20)'])]\n"
+        "[k.wait() for k in kids]\n"
+    )
+    leader = subprocess.Popen([sys.executable, "-c", script])
+    kids: list[int] = []
+    try:
+        deadline = time.monotonic() + 10
+        while len(kids := sample.descendants(leader.pid)) < 2:
+            assert time.monotonic() < deadline, "the leader never started its children"
+            time.sleep(0.02)
+        sampler = sample.Sampler(leader.pid, None, interval_s=0.05)
+        sampler.start()
+        time.sleep(0.6)
+        sampler.stop()
+        workers = sampler.resources().worker_cpu_s
+        assert workers is not None and str(leader.pid) not in workers
+        assert set(workers) == {str(p) for p in kids}
+        busy, idle = sorted(workers.values(), reverse=True)
+        # on a shared machine the burner may get a small slice: only the proportion is sure
+        assert busy > 0.02 and idle < busy / 4
+    finally:
+        for pid in kids:  # the children this test started, by PID
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        leader.wait(timeout=10)

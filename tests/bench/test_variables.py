@@ -20,6 +20,7 @@ TARGETS = {
     "report": "report",
     "compare": "compare",
     "overhead": "overhead",
+    "noise": "noise",
 }
 
 
