@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from bench.core.record import Record
+from bench.core.record import Record, analysed
 from bench.report.cells import host_of, knobs_label, num, via_label
 from bench.report.groups import latency_values, point_key, rps_values
 from bench.report.stats import Difference, correct, difference, estimate
@@ -54,7 +54,7 @@ def _points(records: list[Record]) -> dict[tuple, list[Record]]:
     """Native ok runs per point (emulated ones are a functional check, never in a ratio)."""
     points: dict[tuple, list[Record]] = defaultdict(list)
     for rec in records:
-        if rec.status == "ok" and not rec.emulated:
+        if analysed(rec) and not rec.emulated:
             points[point_key(rec)].append(rec)
     return points
 

@@ -25,8 +25,8 @@ def test_every_point_of_both_sets_is_shown(capsys: pytest.CaptureFixture[str]) -
         == 0
     )
     out = capsys.readouterr().out
-    assert "- BASE machines: vm [kernel 6.18.44-fc-v669] (amd64)" in out
-    assert "- HEAD machines: graviton [kernel 6.18.44-fc-v669] (arm64)" in out
+    assert "- BASE machines: vm [kernel 6.18.44-fc-v669, AMD EPYC] (amd64)" in out
+    assert "- HEAD machines: graviton [kernel 6.18.44-fc-v669, AMD EPYC] (arm64)" in out
     # 2 trials against 1: the ratio, and "?" (no test possible with one trial)
     assert "| plaintext | granian | w2 t4 b1024 | direct | c10 | 13,964 | 20,000 | 1.43× ? |" in out
     assert "Only in BASE (" in out and "| gunicorn-sync |" in out.split("Only in BASE")[1]
