@@ -27,7 +27,7 @@ from bench.host.metadata import host_metadata
 from bench.host.placement import cpu_placement
 from bench.host.prepare import Environment, Unavailable
 from bench.host.procs import Interrupted, ProcessTable, signals_ignored, signals_raise
-from bench.host.state import LockedError, run_lock, state_base
+from bench.host.state import LockedError, machine_lock, state_base
 from bench.host.venv import tool_version
 from bench.load import LoadError
 from bench.load import tool as load_tool
@@ -271,24 +271,32 @@ def execute(
         h = harness(first, arms, table, run_dir, progress)
         return run_arms(h, plans, load_all())
 
-    return guarded(first.results, sections, body, f"seed {first.seed}")
+    # WAIT=0 (Options.wait, where declared): refuse at once when another harness measures
+    wait = bool(getattr(first, "wait", True))
+    return guarded(first.results, sections, body, f"seed {first.seed}", wait)
 
 
 Body = Callable[[ProcessTable, Path], int]
 
 
-def supervised(body: Body, name: str, who: str = "bench", note: str = "") -> int | None:
+def supervised(
+    body: Body, name: str, who: str = "bench", note: str = "", wait: bool = True
+) -> int | None:
     """Run `body` the one way a harness invocation runs (make bench, every study arm, the
-    namespace ones too, make overhead): under the checkout's run lock, in a run directory of
-    its own (`name` in it), Ctrl-C and SIGTERM ending it with 130 and every process of
-    `body`'s table stopped on every exit path. Returns body's status (2: APP= was rejected
-    before any load), None when another run holds the lock."""
+    namespace ones too, make overhead): under the machine's lock (waiting for another
+    harness, or with wait=False refusing), in a run directory of its own (`name` in it),
+    Ctrl-C and SIGTERM ending it with 130 and every process of `body`'s table stopped on
+    every exit path. Returns body's status (2: APP= was rejected before any load), None when
+    another run holds the lock and wait is False."""
     base = state_base()
     run_dir = base / "runs" / run_dir_name(name)
     run_dir.mkdir(parents=True, exist_ok=True)
     status = 0
     try:
-        with run_lock(base), signals_raise():
+        with (
+            signals_raise(),
+            machine_lock(wait, lambda line: print(f"{who}: {line}", file=sys.stderr)),
+        ):
             table = ProcessTable()
             print(f"{who}: run directory {run_dir}{', ' + note if note else ''}", file=sys.stderr)
             try:
@@ -310,8 +318,11 @@ def supervised(body: Body, name: str, who: str = "bench", note: str = "") -> int
                 with signals_ignored():
                     table.stop_all()
     except LockedError as exc:
-        print(f"{who}: {exc}; wait for it to finish", file=sys.stderr)
+        print(f"{who}: {exc}; WAIT=1 waits for it", file=sys.stderr)
         return None
+    except (KeyboardInterrupt, Interrupted) as exc:  # while waiting for the lock: nothing ran
+        print(f"{who}: interrupted ({exc or 'SIGINT'}) while waiting", file=sys.stderr)
+        return 130
     return status
 
 
@@ -320,12 +331,14 @@ def guarded(
     sections: Callable[[list[record.Record]], list[str]] | None,
     body: Body,
     note: str = "",
+    wait: bool = True,
 ) -> int:
     """A measuring invocation: `body` supervised (above), then summary.md rebuilt unless the
-    lock was held or the input rejected. Returns body's status."""
-    status = supervised(body, str(os.getpid()), note=note)
+    lock was held (wait=False: 2, bad timing is refused like bad input), the input rejected
+    or the wait interrupted. Returns body's status."""
+    status = supervised(body, str(os.getpid()), note=note, wait=wait)
     if status is None:
-        return 1
+        return 2
     if status == 2:
         return status  # nothing was measured: the summary stays as it was
     summary = report.write_summary(results, sections)
