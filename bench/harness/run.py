@@ -51,6 +51,8 @@ def measure_block(
 ) -> None:
     """Start one server, verify it, measure every run of the block against it, stop it."""
     facts = ServerFacts(spec.app, h.site.knobs(spec, opts.overrides), env.meta(spec))
+    if block.warmup:
+        facts.meta["warmup_start"] = True
     # RUNTIME=docker: the image and limits, in every record of the block (failed ones too).
     container_facts = getattr(h.site, "container_facts", None)
     if container_facts is not None:
@@ -73,7 +75,8 @@ def measure_block(
             h.recorder.unsupported(opts, runs, facts, reason, "recycle")
             return
         facts.knobs |= {"max_requests": opts.recycle, "max_requests_jitter": jitter(opts.recycle)}
-    h.progress.say(f"{block.server} trial {block.trial}: starting {facts.knobs}")
+    start = "warm-up start" if block.warmup else f"trial {block.trial}"
+    h.progress.say(f"{block.server} {start}: starting {facts.knobs}")
     try:
         served = h.site.serve(spec, facts.knobs, env, opts, f"{block.server}-t{block.trial}.log")
     except ServeError as exc:
@@ -251,7 +254,7 @@ def execute(
     sections to the summary (the studies'); `harness` builds the site and load tool (the
     tests pass fakes)."""
     arms = [options] if isinstance(options, plan.Options) else list(options)
-    plans = [(opts, plan.make_plan(opts)) for opts in arms]
+    plans = plan.arm_plans(arms)
     first = arms[0]
     searches = [(o, b) for o, b in plans if o.mode.objective is not None]
     auto = first.precision

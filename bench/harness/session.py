@@ -109,9 +109,9 @@ class Session:
         step = plan.run_seconds(self.opts, run.scenario in self.primed or not self.h.tool.primes)
         rate = f" at {run.rate} req/s" if run.rate is not None else ""
         of = "auto" if self.opts.precision is not None else self.opts.trials
+        trial = "warm-up start" if run.trial == 0 else f"trial {run.trial}/{of}"
         self.h.progress.say(
-            f"{run.server} {run.scenario}{rate} c={run.concurrency} trial "
-            f"{run.trial}/{of}: {step} s"
+            f"{run.server} {run.scenario}{rate} c={run.concurrency} {trial}: {step} s"
         )
         try:
             measured = measure_point(self.settings(), self.h.tool, self.served, run, self.primed)

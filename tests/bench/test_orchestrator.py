@@ -52,7 +52,8 @@ def _run(results: Path, site: FakeSite, tool: FakeTool, **kw: object) -> tuple[i
 
     status = execute(_options(results, **kw), harness=harness)
     records = [json.loads(p.read_text()) for p in sorted((results / "records").glob("*.json"))]
-    return status, records
+    # the trials' records: each server's warm-up start (trial 0) has tests of its own
+    return status, [r for r in records if not r["metadata"].get("warmup_start")]
 
 
 def _by(records: list[dict], server: str) -> dict[str, dict]:
@@ -76,8 +77,10 @@ def test_ok_runs_become_ok_records(tmp_path: Path) -> None:
     raw = tmp_path / rec["raw_files"][0]
     assert raw.read_text() == "1000 requests\n"
     phases = [c.out.name.rsplit(".", 1)[1] for c in tool.calls]
-    assert phases.count("primer") == 4 and phases.count("warmup") == 4
-    assert phases.count("measure") == 4 and sorted(site.stopped) == ["granian", "gunicorn-sync"]
+    # each server's warm-up start adds one run: its primer, warmup and measured window
+    assert phases.count("primer") == 6 and phases.count("warmup") == 6
+    assert phases.count("measure") == 6
+    assert sorted(site.stopped) == ["granian", "granian", "gunicorn-sync", "gunicorn-sync"]
     assert (tmp_path / "summary.md").exists()
 
 
@@ -93,20 +96,20 @@ def test_failed_verification_records_every_run_failed_with_the_log(tmp_path: Pat
     assert all(r["metadata"]["argv"] == ["fake"] for r in failed.values())
     assert all(any(f.endswith("server.log") for f in r["raw_files"]) for r in failed.values())
     assert {r["status"] for r in _by(records, "granian").values()} == {"ok"}
-    assert len(tool.measured) == 2
+    assert len(tool.measured) == 3  # granian's warm-up run and its two trials
 
 
 def test_server_dying_during_load_voids_the_rest_of_its_block(tmp_path: Path) -> None:
     """The server dies in its first measured run: that run and the next are failed with the
     watchdog's reason; the other server is still measured."""
     site = FakeSite()
-    first = plan.make_plan(_options(tmp_path))[0].server
+    first = next(b for b in plan.make_plan(_options(tmp_path)) if not b.warmup).server
 
     def crash() -> object:
         site.dead.add(first)
         return result()
 
-    tool = FakeTool(script=[crash])
+    tool = FakeTool(script=[result(), result(), crash])  # past the two warm-up runs
     status, records = _run(tmp_path, site, tool)
     assert status == 1
     dead = _by(records, first)
@@ -120,7 +123,8 @@ def test_server_dying_during_load_voids_the_rest_of_its_block(tmp_path: Path) ->
 def test_load_tool_failure_fails_only_that_run(tmp_path: Path) -> None:
     """A load tool that fails (unreadable output) fails one record, raw output kept; the
     next run on the same server is measured."""
-    tool = FakeTool(script=[LoadError("unreadable fake output: x", {"fake.txt": "garbage"})])
+    error = LoadError("unreadable fake output: x", {"fake.txt": "garbage"})
+    tool = FakeTool(script=[result(), error])  # the warm-up run, then the first trial's
     status, records = _run(tmp_path, FakeSite(), tool, servers=("granian",))
     assert status == 1
     rec = _by(records, "granian")
@@ -131,15 +135,15 @@ def test_load_tool_failure_fails_only_that_run(tmp_path: Path) -> None:
 
 
 def test_interrupt_during_load_records_the_run_and_stops(tmp_path: Path) -> None:
-    """SIGTERM during the first measured run: that run is a failed record saying so, nothing
-    after it is measured, the exit status is 130 and the server is stopped."""
+    """SIGTERM during the first measured trial: that run is a failed record saying so,
+    nothing after it is measured, the exit status is 130 and the server is stopped."""
     site = FakeSite()
-    tool = FakeTool(script=[Interrupted("SIGTERM")])
+    tool = FakeTool(script=[result(), result(), Interrupted("SIGTERM")])  # after the warm-ups
     status, records = _run(tmp_path, site, tool)
     assert status == 130 and len(records) == 1
     assert records[0]["status"] == "failed"
     assert records[0]["reason"] == "interrupted by SIGTERM during load"
-    assert site.stopped == site.started and len(tool.measured) == 1
+    assert site.stopped == site.started and len(tool.measured) == 3
 
 
 def test_unsupported_server_is_recorded_not_failed(tmp_path: Path) -> None:
@@ -155,3 +159,30 @@ def test_tools_that_start_cold_get_no_primer_or_warmup(tmp_path: Path, primes: b
     tool = FakeTool(primes=primes)
     _run(tmp_path, FakeSite(), tool, servers=("granian",))
     assert (len(tool.calls) > len(tool.measured)) is primes
+
+
+def test_records_carry_session_start_and_boot_ids(tmp_path: Path) -> None:
+    """Every record of one invocation has its session id and the boot id; a server start's
+    records share a start id that no other start has; the warm-up start's records are marked
+    and come first."""
+    from bench.host.metadata import host_metadata
+
+    site, tool = FakeSite(), FakeTool()
+
+    def harness(first, arms, table, run_dir, progress) -> Harness:
+        recorder = Recorder(host_metadata(), cpu_placement(False), tool, progress)
+        return Harness(site, tool, recorder, table, run_dir, progress)
+
+    assert execute(_options(tmp_path, trials=2), harness=harness) == 0
+    records = [json.loads(p.read_text()) for p in (tmp_path / "records").glob("*.json")]
+    metas = [r["metadata"] for r in records]
+    assert len({m["session_id"] for m in metas}) == 1 and all(m["boot_id"] for m in metas)
+    assert all(m["cpu_model"] and m["cpu_count"] for m in metas)
+    starts: dict[str, set] = {}
+    for rec in records:
+        starts.setdefault(rec["metadata"]["start_id"], set()).add((rec["server"], rec["trial"]))
+    # 2 servers × (warm-up + 2 trials) starts, each one (server, trial)
+    assert len(starts) == 6 and all(len(v) == 1 for v in starts.values())
+    warm = [r for r in records if r["metadata"].get("warmup_start")]
+    assert sorted((r["server"], r["trial"]) for r in warm) == [("granian", 0), ("gunicorn-sync", 0)]
+    assert all(r["format_version"] == 10 for r in records)

@@ -113,9 +113,11 @@ def test_harness_stops_after_three_rounds_when_precise(
     """Identical fake trials: 3 rounds of 2 servers, no more; each record says trials_auto
     and the summary says both points reached the target."""
     records = _execute(tmp_path, FakeTool(), monkeypatch, precision=SETTINGS)
+    # trial 0: each server's warm-up start, recorded and never counted
     assert sorted((r["server"], r["trial"]) for r in records) == [
-        (s, t) for s in ("granian", "gunicorn-sync") for t in (1, 2, 3)
+        (s, t) for s in ("granian", "gunicorn-sync") for t in (0, 1, 2, 3)
     ]
+    assert all(r["metadata"].get("warmup_start") is (r["trial"] == 0 or None) for r in records)
     assert all(r["metadata"]["trials_auto"]["target"] == 0.05 for r in records)
     summary = (tmp_path / "results" / "summary.md").read_text()
     assert "2 of 2 points reached the target" in summary
