@@ -105,6 +105,7 @@ class Recorder:
             "lifecycle": measured.lifecycle,
             "series": measured.series,
             "recycles": measured.recycles,
+            **(measured.foreign.to_fields() if measured.foreign is not None else {}),
         }
 
     def _cgroup(

@@ -31,6 +31,7 @@ from bench.host.state import LockedError, machine_lock, state_base
 from bench.host.venv import tool_version
 from bench.load import LoadError
 from bench.load import tool as load_tool
+from bench.observe.foreign import busy_now
 from bench.observe.recycle import jitter
 from bench.report import precision
 from bench.report import summary as report
@@ -302,6 +303,12 @@ def supervised(
         ):
             table = ProcessTable()
             print(f"{who}: run directory {run_dir}{', ' + note if note else ''}", file=sys.stderr)
+            busy = busy_now(0.5)
+            if busy.marked:  # said, not refused: each run under foreign load is marked anyway
+                print(
+                    f"{who}: this machine is busy: {busy.describe()} used by others",
+                    file=sys.stderr,
+                )
             try:
                 status = body(table, run_dir)
             except AppRejected as exc:

@@ -102,9 +102,13 @@ class Session:
             soak_interval_s=self.opts.mode.soak_interval_s,
         )
 
-    def measure(self, run: plan.RunSpec, judge: Judge | None = None) -> Measurement | None:
+    def measure(
+        self, run: plan.RunSpec, judge: Judge | None = None, repeat_of: str | None = None
+    ) -> Measurement | None:
         """Measure and record one point; None if it failed (its record says why). `judge`
-        turns the outcome into metadata for the record (a capacity step's verdict)."""
+        turns the outcome into metadata for the record (a capacity step's verdict). A run
+        under foreign load is kept (marked, not analysed) and measured once more: the repeat's
+        record says which run it replaces (`repeat_of`), and is not repeated again."""
         meta: dict | None = None
         step = plan.run_seconds(self.opts, run.scenario in self.primed or not self.h.tool.primes)
         rate = f" at {run.rate} req/s" if run.rate is not None else ""
@@ -138,7 +142,16 @@ class Session:
         finally:
             self.h.progress.remaining_s -= step
         meta = judge(measured) if judge else None
+        if repeat_of is not None:
+            meta = {**(meta or {}), "repeat_of": repeat_of}
         self.h.recorder.measured(self.opts, run, self.facts, measured, meta=meta)
+        foreign = measured.foreign
+        if foreign is not None and foreign.marked and repeat_of is None:
+            marked = self.h.recorder.records[-1].run_id
+            self.h.progress.say(
+                f"foreign load: {foreign.describe()} beside this run: marked, measured once more"
+            )
+            return self.measure(run, judge, repeat_of=marked)
         return measured
 
     def measure_all(self, runs: tuple[plan.RunSpec, ...]) -> None:

@@ -250,7 +250,13 @@ def searches(records: list[Record]) -> dict[tuple, dict[str, list[Record]]]:
     found: dict[tuple, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
     for rec in records:
         capacity = rec.metadata.get("capacity")
-        if capacity and not rec.emulated and "study" not in rec.metadata and not is_warmup(rec):
+        if (
+            capacity
+            and not rec.emulated
+            and "study" not in rec.metadata
+            and not is_warmup(rec)
+            and rec.foreign_load is not True  # repeated: the repeat is the step
+        ):
             key = (capacity["objective"]["p99_ms"], rec.scenario)
             found[key][capacity["search"]].append(rec)
     return found

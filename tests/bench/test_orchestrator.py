@@ -186,3 +186,33 @@ def test_records_carry_session_start_and_boot_ids(tmp_path: Path) -> None:
     warm = [r for r in records if r["metadata"].get("warmup_start")]
     assert sorted((r["server"], r["trial"]) for r in warm) == [("granian", 0), ("gunicorn-sync", 0)]
     assert all(r["format_version"] == 10 for r in records)
+
+
+def test_a_run_under_foreign_load_is_kept_marked_and_repeated_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard saw others use half a CPU through every run: each run is recorded marked
+    (foreign_cpu_percent, foreign_load, the top process) and measured once more; the repeat
+    names the run it replaces, and is not repeated again even though it is marked too."""
+    import dataclasses
+
+    from bench.harness import session
+    from bench.observe.foreign import ForeignLoad
+
+    real = session.measure_point
+
+    def busy(*args, **kw):
+        return dataclasses.replace(real(*args, **kw), foreign=ForeignLoad(50.0, [("burner", 49.0)]))
+
+    monkeypatch.setattr(session, "measure_point", busy)
+    status, records = _run(tmp_path, FakeSite(), FakeTool(), servers=("granian",))
+    assert status == 0 and len(records) == 4  # plaintext and db, each twice
+    assert all(r["foreign_load"] is True and r["foreign_cpu_percent"] == 50.0 for r in records)
+    assert all(r["foreign_top"] == [["burner", 49.0]] for r in records)
+    firsts = [r for r in records if "repeat_of" not in r["metadata"]]
+    repeats = [r for r in records if "repeat_of" in r["metadata"]]
+    assert sorted(r["metadata"]["repeat_of"] for r in repeats) == sorted(
+        r["run_id"] for r in firsts
+    )
+    summary = (tmp_path / "summary.md").read_text()
+    assert "**Foreign load** (" in summary and "burner" in summary
