@@ -106,9 +106,9 @@ class Session:
         self, run: plan.RunSpec, judge: Judge | None = None, repeat_of: str | None = None
     ) -> Measurement | None:
         """Measure and record one point; None if it failed (its record says why). `judge`
-        turns the outcome into metadata for the record (a capacity step's verdict). A run
-        under foreign load is kept (marked, not analysed) and measured once more: the repeat's
-        record says which run it replaces (`repeat_of`), and is not repeated again."""
+        turns the outcome into metadata for the record (a capacity step's verdict). A trial's
+        run under foreign load is kept (marked, not analysed) and measured once more: the
+        repeat's record says which run it replaces (`repeat_of`), and is not repeated again."""
         meta: dict | None = None
         step = plan.run_seconds(self.opts, run.scenario in self.primed or not self.h.tool.primes)
         rate = f" at {run.rate} req/s" if run.rate is not None else ""
@@ -146,7 +146,9 @@ class Session:
             meta = {**(meta or {}), "repeat_of": repeat_of}
         self.h.recorder.measured(self.opts, run, self.facts, measured, meta=meta)
         foreign = measured.foreign
-        if foreign is not None and foreign.marked and repeat_of is None:
+        # a warm-up start's run is never analysed: nothing to repeat it for
+        warmup = self.facts.meta.get("warmup_start") is True
+        if foreign is not None and foreign.marked and repeat_of is None and not warmup:
             marked = self.h.recorder.records[-1].run_id
             self.h.progress.say(
                 f"foreign load: {foreign.describe()} beside this run: marked, measured once more"

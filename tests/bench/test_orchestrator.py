@@ -207,6 +207,9 @@ def test_a_run_under_foreign_load_is_kept_marked_and_repeated_once(
     monkeypatch.setattr(session, "measure_point", busy)
     status, records = _run(tmp_path, FakeSite(), FakeTool(), servers=("granian",))
     assert status == 0 and len(records) == 4  # plaintext and db, each twice
+    warm = [json.loads(p.read_text()) for p in (tmp_path / "records").glob("*.json")]
+    warm = [r for r in warm if r["metadata"].get("warmup_start")]
+    assert len(warm) == 1 and warm[0]["foreign_load"] is True  # marked, never repeated
     assert all(r["foreign_load"] is True and r["foreign_cpu_percent"] == 50.0 for r in records)
     assert all(r["foreign_top"] == [["burner", 49.0]] for r in records)
     firsts = [r for r in records if "repeat_of" not in r["metadata"]]

@@ -5,7 +5,6 @@ Each test runs the real harness (`python -m bench run`, 40 s of load planned), w
 measured load is under way, injects one fault, and checks what is left afterwards.
 """
 
-import json
 import os
 import shutil
 import signal
@@ -21,7 +20,7 @@ import pytest
 from bench.core.registry import ROOT
 from bench.host.state import LOCK_ENV
 from tests.conftest import alive
-from tests.integration.conftest import bench_command
+from tests.integration.conftest import bench_command, trial_records
 
 pytestmark = pytest.mark.integration
 EARLIER = ROOT / "tests" / "fixtures" / "records" / "machine-a" / "rec0.json"
@@ -52,8 +51,9 @@ def _run_with_fault(
             stderr=err,
         )
     try:
-        deadline = time.monotonic() + 120
-        while "gunicorn-sync db c=10" not in log.read_text():
+        deadline = time.monotonic() + 240  # the warm-up start's run first: DURATION long
+        # the trial's run, past the warm-up start's
+        while "gunicorn-sync db c=10 trial 1/" not in log.read_text():
             assert harness.poll() is None, log.read_text()
             assert time.monotonic() < deadline, "the load never started"
             time.sleep(0.1)
@@ -69,11 +69,7 @@ def _run_with_fault(
         if harness.poll() is None:
             harness.kill()
     assert alive(pids) == set(), f"left running: {alive(pids)}"
-    records = [
-        json.loads(p.read_text())
-        for p in (results / "records").glob("*.json")
-        if p.name != "earlier.json"
-    ]
+    records = trial_records(results, skip=("earlier.json",))
     assert earlier.read_bytes() == EARLIER.read_bytes(), "an earlier record was modified"
     assert (results / "summary.md").exists()
     return code, records, log.read_text(), results
@@ -203,7 +199,7 @@ def test_second_run_waits_while_the_first_holds_the_lock(tmp_path: Path) -> None
         holder.kill()
         holder.wait()
     assert second.wait(timeout=300) == 0, log.read_text()[-1000:]
-    assert len(list((results / "records").glob("*.json"))) == 1
+    assert len(trial_records(results)) == 1
 
 
 def test_lock_of_a_killed_run_is_not_stale(tmp_path: Path) -> None:

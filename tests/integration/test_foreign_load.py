@@ -56,9 +56,10 @@ def test_a_burner_beside_a_run_shows_as_foreign_load(
     records = [json.loads(p.read_text()) for p in (results / "records").glob("*.json")]
     marked = [r for r in records if r["foreign_load"]]
     repeats = [r for r in records if r["metadata"].get("repeat_of")]
-    # the warm-up run and the trial's, each marked and repeated once (the repeat marked too)
-    assert len(records) == 4 and len(marked) == 4 and len(repeats) == 2
+    # the warm-up run (marked, never repeated: it is not analysed) and the trial's run,
+    # marked and repeated once (the repeat marked too, not repeated again)
+    assert len(records) == 3 and len(marked) == 3 and len(repeats) == 1
     assert all(r["foreign_cpu_percent"] > 10 for r in marked)
     assert all(any(n.startswith("python") for n, _ in r["foreign_top"]) for r in marked)
     summary = (results / "summary.md").read_text()
-    assert "**Foreign load** (4 run(s))" in summary and "python" in summary
+    assert "**Foreign load** (3 run(s))" in summary and "python" in summary
