@@ -1,4 +1,4 @@
-"""The harness's state directory and its run lock: defined here and nowhere else.
+"""The harness's state directory and the machine's measuring lock: defined here and nowhere else.
 
 Input: the checkout's root. Output: STATE (`.bench/` in the checkout: venvs, tools, the
 emulated arm64 tree), state_base() (where runtime state lives: the PostgreSQL cluster and the
