@@ -231,8 +231,13 @@ def is_warmup(rec: Record) -> bool:
 
 
 def analysed(rec: Record) -> bool:
-    """A record whose figures may be pooled: ok, not a warm-up start, not under foreign load."""
-    return rec.status == "ok" and not is_warmup(rec) and rec.foreign_load is not True
+    """A record whose figures may be pooled: ok, not a warm-up start, and not a run under
+    foreign load that was repeated. A repeat stands for its run even when it was under
+    foreign load too (on a machine that stays busy, dropping both would leave nothing):
+    the summary names it (bench.report.disturbed)."""
+    if rec.status != "ok" or is_warmup(rec):
+        return False
+    return rec.foreign_load is not True or bool(rec.metadata.get("repeat_of"))
 
 
 def safe_name(text: str) -> str:

@@ -1,4 +1,4 @@
-"""Runs measured under foreign load: named in the summary, never analysed.
+"""Runs measured under foreign load: named in the summary; a repeated one never analysed.
 
 Input: records (foreign_load, foreign_cpu_percent and foreign_top: record format 10). Output:
 the summary's "Foreign load" lines: how many runs, which (server, scenario, load, trial, when),
@@ -19,7 +19,12 @@ SHOWN = 6  # runs listed by name; the rest counted
 def _run(rec: Record, repeated: set[str]) -> str:
     names = ", ".join(f"{name} {pct:.0f} %" for name, pct in rec.foreign_top or [])
     trial = "warm-up start" if rec.trial == 0 else f"trial {rec.trial}"
-    again = "repeated" if rec.run_id in repeated else "not repeated"
+    if rec.run_id in repeated:
+        again = "repeated"
+    elif rec.metadata.get("repeat_of"):
+        again = "a repeat, analysed in its run's place"
+    else:
+        again = "not repeated"
     return (
         f"{rec.server} {rec.scenario} c{rec.concurrency} {trial} at "
         f"{rec.metadata.get('started_at', '?')} on {host_of(rec)}: "
@@ -50,7 +55,8 @@ def summary_lines(records: list[Record]) -> list[str]:
         f"harness's own trees used more than {THRESHOLD_PERCENT:g} % of a CPU on average "
         "through these runs"
         + (f" (mostly {top})" if top else "")
-        + ": they are kept in the records and left out of every figure; each was measured "
-        "once more. Measure on a machine nothing else uses.",
+        + ": each is kept in the records, left out of every figure and measured once more; "
+        "a repeat under foreign load too stands in its run's place (its figures are "
+        "suspect). Measure on a machine nothing else uses.",
         "",
     ]

@@ -255,7 +255,8 @@ def searches(records: list[Record]) -> dict[tuple, dict[str, list[Record]]]:
             and not rec.emulated
             and "study" not in rec.metadata
             and not is_warmup(rec)
-            and rec.foreign_load is not True  # repeated: the repeat is the step
+            # under foreign load and repeated: the repeat is the step
+            and not (rec.foreign_load is True and not rec.metadata.get("repeat_of"))
         ):
             key = (capacity["objective"]["p99_ms"], rec.scenario)
             found[key][capacity["search"]].append(rec)

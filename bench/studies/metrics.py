@@ -59,8 +59,9 @@ ON_FAILED_RUNS = ("oom_kills",)
 
 def counted(rec: Record, metric: str) -> bool:
     """Whether a record's value of the metric counts: ok runs, and failed ones for the
-    metrics of ON_FAILED_RUNS; never a warm-up start's nor one under foreign load."""
-    if is_warmup(rec) or rec.foreign_load is True:
+    metrics of ON_FAILED_RUNS; never a warm-up start's nor a run under foreign load that
+    its repeat replaced."""
+    if is_warmup(rec) or (rec.foreign_load is True and not rec.metadata.get("repeat_of")):
         return False
     return rec.status == "ok" or (rec.status == "failed" and metric in ON_FAILED_RUNS)
 

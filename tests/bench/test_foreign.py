@@ -91,3 +91,5 @@ def test_summary_names_the_runs_under_foreign_load() -> None:
     assert lines[0].startswith("**Foreign load** (1 run(s)): ")
     assert "93 % of a CPU (burner 90 %), repeated" in lines[0]
     assert disturbed.summary_lines([rec, repeat]) == []
+    busy_repeat = replace(repeat, foreign_load=True, foreign_cpu_percent=40.0)
+    assert "a repeat, analysed in its run's place" in disturbed.summary_lines([busy_repeat])[0]

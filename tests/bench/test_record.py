@@ -160,3 +160,5 @@ def test_warmup_and_foreign_load_are_kept_but_not_analysed(tmp_path: Path) -> No
     assert not analysed(loaded["w" * 32]) and not analysed(loaded["f" * 32])
     assert loaded["f" * 32].foreign_top == [["burner", 50.0]]
     assert not analysed(replace(rec, status="failed"))
+    # a repeat under foreign load too stands for its run: a busy machine still yields trials
+    assert analysed(replace(busy, metadata={**busy.metadata, "repeat_of": busy.run_id}))
