@@ -1,25 +1,26 @@
 # Every target is a verb; every variable below is a contract users and scripts rely on.
-# Defaults live in bench/core/defaults.py so `python -m bench` and make agree; unset variables are not
-# passed. `make help` states them (tests/bench/test_defaults.py holds it to them).
+# Defaults live in bench/core/defaults.py so `python -m bench` and make agree; the variables are
+# declared once, with their parsers and rules, in bench/core/variables.py. `make help` states
+# them (tests/bench/test_defaults.py holds it to them).
 .DEFAULT_GOAL := help
-SHELL := /bin/bash
-PY := .bench/venv/bin/python
+# `override`: what the Makefile itself uses is never taken from make's command line.
+override SHELL := /bin/bash
+override PY := .bench/venv/bin/python
 # MACHINE=: the user's name for this machine in records and the summary (bench/host/metadata.py)
 export PYWEBBENCH_MACHINE = $(MACHINE)
 # REFERENCE=1: merge the shipped reference run (results/reference/) into your summary
 export PYWEBBENCH_REFERENCE = $(REFERENCE)
 
-# name: make variable -> CLI option (only passed when set)
-opt = $(if $($(1)),--$(2)='$($(1))')
-# The variables a command takes are declared once, in bench/core/variables.py; the harness
-# lists them (NAME:option ...) and only those set are passed. Expanded when the recipe runs,
-# after setup: an empty list would silently drop the user's variables, so it stops make.
-declared = $(or $(shell $(PY) -m bench variables $(1)),$(error python -m bench variables $(1) failed))
-vars = $(strip $(foreach p,$(call declared,$(1)),$(call opt,$(firstword $(subst :, ,$(p))),$(lastword $(subst :, ,$(p))))))
+# No value ever reaches a shell as text: make exports the variables of its command line to the
+# environment of every recipe, and the harness reads them there (`python -m bench <command>
+# --from-env`); a recipe never splices $(VAR). The names given on the command line go to the
+# pre-check, which refuses an unknown or misspelled one (SERVERS=, server=) and an empty one.
+override PYWEBBENCH_CMDLINE := $(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
+export PYWEBBENCH_CMDLINE
 
-.PHONY: images help setup bench capacity serve overhead soak study report compare export test lint format lock compose-up compose-bench compose-down
+.PHONY: precheck images help setup bench capacity serve overhead soak study report compare export test lint format lock compose-up compose-bench compose-down
 
-help: ## list targets, variables, scenarios, studies and servers
+help: precheck ## list targets, variables, scenarios, studies and servers
 	@echo "Targets:"
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-14s %s\n", $$1, $$2}'
 	@echo
@@ -28,61 +29,71 @@ help: ## list targets, variables, scenarios, studies and servers
 	else echo "Variables, scenarios, studies and servers: run make setup, then make help"; fi
 
 # Bad input is refused before anything is installed: each command's variables checked with the
-# system's python3 (standard library only, bench/precheck.py), then setup.
-CHECK :=
-bench: CHECK := run
-capacity: CHECK := capacity
-serve: CHECK := serve
-overhead: CHECK := overhead
-study: CHECK := study
-compare: CHECK := compare
-soak: CHECK := soak
-report: CHECK := report
-images: CHECK := images
+# system's python3 (standard library only, bench/precheck.py), then setup. A target that runs
+# no harness command checks its command line all the same (CHECK none).
+override CHECK := none
+bench: override CHECK := run
+compose-bench: override CHECK := run
+capacity: override CHECK := capacity
+serve: override CHECK := serve
+overhead: override CHECK := overhead
+study: override CHECK := study
+compare: override CHECK := compare
+soak: override CHECK := soak
+report: override CHECK := report
+export: override CHECK := export
+images: override CHECK := images
 
-setup: ## install what is missing: distro packages, uv, the harness venv
-	@if [ -n "$(CHECK)" ] && command -v python3 >/dev/null; then python3 -m bench.precheck $(CHECK); fi
+precheck:
+	@if command -v python3 >/dev/null; then python3 -m bench.precheck $(CHECK); fi
+
+# PYWEBBENCH_SETUP_MARKER (the environment, for tests): a file touched when set-up starts, so
+# that a test proves a refusal came before it.
+setup: precheck ## install what is missing: distro packages, uv, the harness venv
+	@if [ -n "$${PYWEBBENCH_SETUP_MARKER:-}" ]; then : > "$$PYWEBBENCH_SETUP_MARKER"; fi
 	@bash bench/setup.sh
 
 images: export IMAGES := 1
 images: setup ## build the base image (debootstrap) and one image per server (SERVER, ARCH)
-	$(PY) -m bench images $(call vars,images)
+	$(PY) -m bench images --from-env
 
 bench: setup ## start the stack, verify, measure, write records and summary.md
-	$(PY) -m bench run $(call vars,run)
+	$(PY) -m bench run --from-env
 
 capacity: export OHA := 1
 capacity: setup ## each server's highest rate with p99 <= SLO_P99_MS (open loop, oha)
-	$(PY) -m bench capacity $(call vars,capacity)
+	$(PY) -m bench capacity --from-env
 
 serve: setup ## stack + one verified server up for your tools until Ctrl-C; prints the URLs
-	$(PY) -m bench serve $(call vars,serve)
+	$(PY) -m bench serve --from-env
 
 overhead: setup ## harness req/s vs bare wrk, alternated (SERVER SCENARIO CONCURRENCY DURATION ROUNDS LEGACY)
-	$(PY) -m bench.overhead $(call vars,overhead)
+	$(PY) -m bench overhead --from-env
 
 # Open-loop study arms and the load-balancer studies (namespace = true in studies/) drive oha.
 study: export OHA := 1
 study: setup ## re-run a source document's experiment (NAME=<study>|all; DURATION, RESULTS apply)
-	$(PY) -m bench study $(call vars,study)
+	$(PY) -m bench study --from-env
 
 compare: setup ## two result sets side by side: BASE=<dir> HEAD=<dir>, ratios with 95 % intervals
-	@$(PY) -m bench compare $(call vars,compare)
+	@$(PY) -m bench compare --from-env
 
 soak: export OHA := 1
 soak: setup ## memory of every server process over a long fixed-rate run (DURATION=600 RATE=100 SOAK_INTERVAL=5)
-	$(PY) -m bench soak $(call vars,soak)
+	$(PY) -m bench soak --from-env
 
 report: setup ## rebuild summary.md from the records in RESULTS
-	$(PY) -m bench report $(call vars,report)
+	$(PY) -m bench report --from-env
 
 # FORMAT is checked by python -m bench before anything else; the data goes to stdout.
 export: setup ## every point of RESULTS as one row: FORMAT=csv|json on stdout (docs/export.md)
-	@$(PY) -m bench export $(call vars,export)
+	@$(PY) -m bench export --from-env
 
-test: ## run the test suite (unit + integration on the real stack, the emulated arm64 path too)
+test: precheck ## run the test suite (unit + integration on the real stack, the emulated arm64 path too)
+	@if [ -n "$${PYWEBBENCH_SETUP_MARKER:-}" ]; then : > "$$PYWEBBENCH_SETUP_MARKER"; fi
 	@PYWEBBENCH_TEST=1 bash bench/setup.sh
-	$(PY) -m pytest $(PYTEST_ARGS)
+	@# PYTEST_ARGS split into words by bash's read (no expansion, no evaluation)
+	@read -ra args <<< "$${PYTEST_ARGS:-}"; $(PY) -m pytest "$${args[@]}"
 
 lint: setup ## ruff check and format check
 	$(PY) -m ruff check .
@@ -112,13 +123,13 @@ COMPOSE_ENV = DOCKER_BUILDKIT=0 COMPOSE_DOCKER_CLI_BUILD=0 BASE=$(COMPOSE_BASE)
 
 compose-up: images ## build what is missing and start the stack in containers (SERVER, WORKERS, THREADS, CONNECTIONS)
 	@test -s $(COMPOSE_PASSWORD) || $(PY) -c "import secrets; print(secrets.token_urlsafe(18))" > $(COMPOSE_PASSWORD)
-	$(COMPOSE_ENV) DB_PASSWORD=$$(cat $(COMPOSE_PASSWORD)) SERVER=$(or $(SERVER),granian) $(COMPOSE_RUN) up -d --build
-	@echo "waiting for nginx on 127.0.0.1:$(or $(NGINX_PORT),8080)"; for i in $$(seq 1 120); do \
-	  curl -fsS http://127.0.0.1:$(or $(NGINX_PORT),8080)/health >/dev/null 2>&1 && exit 0; sleep 1; done; \
+	$(COMPOSE_ENV) DB_PASSWORD=$$(cat $(COMPOSE_PASSWORD)) SERVER="$${SERVER:-granian}" $(COMPOSE_RUN) up -d --build
+	@port="$${NGINX_PORT:-8080}"; echo "waiting for nginx on 127.0.0.1:$$port"; for i in $$(seq 1 120); do \
+	  curl -fsS "http://127.0.0.1:$$port/health" >/dev/null 2>&1 && exit 0; sleep 1; done; \
 	  echo "the stack did not come up: $(COMPOSE_RUN) logs" >&2; exit 1
 
-compose-bench: compose-up ## measure the containers through their nginx with wrk (records: metadata.runtime compose)
-	$(PY) -m bench run $(call vars,run) --target=http://127.0.0.1:$(or $(NGINX_PORT),8080) --runtime=compose
+compose-bench: precheck compose-up ## measure the containers through their nginx with wrk (records: metadata.runtime compose)
+	$(PY) -m bench run --from-env --target="http://127.0.0.1:$${NGINX_PORT:-8080}" --runtime=compose
 
-compose-down: ## stop and remove the containers
+compose-down: precheck ## stop and remove the containers
 	BASE=unused DB_PASSWORD=unused $(COMPOSE_RUN) down -v --remove-orphans

@@ -1,7 +1,7 @@
 """make overhead: what the harness's observation costs, as requests/s lost against bare wrk.
 
 Input: servers, scenarios, one concurrency, the duration and the number of rounds (make
-variables; defaults: gunicorn-sync and granian, /plaintext and /db, c=50, 5 s, 8 rounds);
+variables, parsed by bench/cli like every command's; defaults in bench/core/defaults.py);
 LEGACY=1 adds the observer as it was before it was made cheap (`ss` started twice per 0.5 s
 sample, a psql per pool sample, wrk's Lua response() on every run), rebuilt from the pieces
 still in the code, so before and after are measured in the same minutes.
@@ -19,7 +19,6 @@ recorded under results/.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import resource
 import statistics
@@ -31,8 +30,7 @@ from typing import Any
 
 import psutil
 
-from bench import cli
-from bench.core import defaults, plan
+from bench.core import plan
 from bench.core.registry import load_all
 from bench.harness.measure import Settings, measure_point
 from bench.harness.run import supervised
@@ -43,13 +41,6 @@ from bench.load import LoadRequest, LoadResult, LoadTool
 from bench.load.wrk import Wrk, run_bare
 from bench.observe.sample import Family, Sampler, ss_listen, ss_time_wait
 from bench.stack.site import LocalServed, LocalSite, ServeError
-
-SERVERS = "gunicorn-sync,granian"
-SCENARIOS = "plaintext,db"
-CONCURRENCY = "50"
-DURATION_S = "5"
-ROUNDS = defaults.OVERHEAD_ROUNDS
-ROUNDS_LIMITS = (1, 100)
 
 
 @dataclass(frozen=True)
@@ -247,54 +238,9 @@ def measure_server(
     return lines
 
 
-def parse_args(argv: list[str] | None) -> tuple[plan.Options, int, bool]:
-    """Validated options (bench.cli's rules), the number of rounds, the legacy arm or not;
-    UsageError."""
-    parser = argparse.ArgumentParser(prog="python -m bench.overhead")
-    for name, default in (
-        ("server", SERVERS),
-        ("scenario", SCENARIOS),
-        ("concurrency", CONCURRENCY),
-        ("duration", DURATION_S),
-        ("rounds", str(ROUNDS)),
-        ("load-threads", None),
-        ("legacy", "0"),
-    ):
-        parser.add_argument(f"--{name}", default=default)
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:
-        raise cli.UsageError(
-            f"unknown option {unknown[0]}; valid: SERVER SCENARIO CONCURRENCY DURATION ROUNDS "
-            "LOAD_THREADS LEGACY"
-        )
-    run_argv = [
-        "run",
-        f"--server={args.server}",
-        f"--scenario={args.scenario}",
-        f"--concurrency={args.concurrency}",
-        f"--duration={args.duration}",
-    ]
-    if args.load_threads is not None:
-        run_argv.append(f"--load-threads={args.load_threads}")
-    opts = cli.options_from(cli.build_parser().parse_args(run_argv))
-    if len(opts.concurrency) != 1:
-        raise cli.UsageError("make overhead measures one CONCURRENCY; give one number")
-    try:
-        rounds = int(args.rounds)
-    except ValueError:
-        rounds = 0
-    if not ROUNDS_LIMITS[0] <= rounds <= ROUNDS_LIMITS[1]:
-        raise cli.UsageError(f"ROUNDS={args.rounds!r} is not a whole number in 1..100")
-    return opts, rounds, cli.validate_switch("legacy", args.legacy)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of `python -m bench.overhead` (make overhead); the exit status."""
-    try:
-        opts, rounds, legacy = parse_args(argv)
-    except cli.UsageError as exc:
-        print(f"overhead: {exc}", file=sys.stderr)
-        return 2
+def measure(opts: plan.Options, rounds: int, legacy: bool) -> int:
+    """`python -m bench overhead` (make overhead) on validated options: the table on stdout;
+    the exit status."""
     lines: list[str] = []
     where: list[Path] = []
 
@@ -333,7 +279,3 @@ def main(argv: list[str] | None = None) -> int:
     for line in lines:
         print(line)
     return status if lines or status else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -27,6 +27,12 @@ AUTO_TARGET = 0.05
 AUTO_MIN_TRIALS = 3
 AUTO_BUDGET_MIN = 15
 AUTO_MAX_TRIALS = 100  # TRIALS' own upper bound: a quiet machine stops long before
+# MARGIN=: TRIALS=auto's equivalence margin: two configurations whose req/s differ by less
+# than 5 % are called equivalent when a race (bench.harness.racing) decides them. 5 %: the
+# run-to-run noise of one trial on the project's 2-CPU machine is 2-3 % (ln sd 0.025), so a
+# smaller margin takes more rounds than a user's budget holds, a larger one calls 1.08x equal.
+AUTO_MARGIN_PCT = 5
+RACE_MARGIN = AUTO_MARGIN_PCT / 100
 RESULTS = "results"  # relative to where make runs: the checkout
 PROXY = "none"  # the server alone; nginx in front is a choice (PROXY=nginx)
 KEEPALIVE = True  # what wrk, browsers and HTTP/1.1 clients do unless told otherwise
@@ -96,3 +102,9 @@ SOAK_SCENARIO = "db"  # a database round trip per request: pools, drivers, the a
 
 # -- make overhead (bench/overhead.py) --------------------------------------------------------
 OVERHEAD_ROUNDS = 8  # rounds per server and route: a median and a spread under others' load
+# A thread-per-request server and an async one, a route with no I/O and one with a database
+# round trip: the observer's cost where it is largest (plaintext) and where it is typical.
+OVERHEAD_SERVERS = "gunicorn-sync,granian"
+OVERHEAD_SCENARIOS = "plaintext,db"
+OVERHEAD_CONCURRENCY = 50
+OVERHEAD_DURATION_S = 5

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,14 +66,21 @@ class Precision:
     budget_s: int = defaults.AUTO_BUDGET_MIN * 60
     min_trials: int = defaults.AUTO_MIN_TRIALS
     max_trials: int = defaults.AUTO_MAX_TRIALS
+    # Two or more configurations race (bench.harness.racing): a pair is equivalent within
+    # ±margin; max_looks bounds the looks the error is spent over (set when the race starts,
+    # from the budget: None before).
+    margin: float = defaults.RACE_MARGIN
+    max_looks: int | None = None
 
-    def to_dict(self) -> dict[str, float | int]:
+    def to_dict(self) -> dict[str, float | int | None]:
         """The record's metadata.trials_auto."""
         return {
             "target": self.target,
             "budget_s": self.budget_s,
             "min_trials": self.min_trials,
             "max_trials": self.max_trials,
+            "margin": self.margin,
+            "max_looks": self.max_looks,
         }
 
 
@@ -142,6 +149,10 @@ class Options:
     app: AppSpec | None = None
     # TRIALS=auto: more rounds after `trials` until precise or past BUDGET; None: fixed trials
     precision: Precision | None = None
+    # MARGIN=: TRIALS=auto's equivalence margin, a fraction (0.05: req/s within 5 % are equal)
+    margin: float = defaults.AUTO_MARGIN_PCT / 100
+    # WAIT=: a second harness waits for the machine-wide lock (False: refuses at once)
+    wait: bool = True
     study: StudySettings = StudySettings()
     mode: Mode = Mode()
 
@@ -199,12 +210,16 @@ def points(options: Options) -> list[tuple[int, int | None]]:
     ]
 
 
-def rounds(options: Options) -> Iterator[list[Block]]:
+def rounds(
+    options: Options, racing: Callable[[], Collection[str]] | None = None
+) -> Iterator[list[Block]]:
     """Every trial's blocks in turn, servers shuffled within each (one seeded generator, so a
-    fixed plan and TRIALS=auto's first rounds run in the same order); endless."""
+    fixed plan and TRIALS=auto's first rounds run in the same order); endless. `racing`, asked
+    before each round, names the servers still in a race: only they run it."""
     rng = random.Random(options.seed)
     for trial in itertools.count(1):
-        order = list(options.servers)
+        still = racing() if racing is not None else None
+        order = [s for s in options.servers if still is None or s in still]
         rng.shuffle(order)
         blocks = []
         for server in order:

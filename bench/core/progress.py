@@ -9,6 +9,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from bench.core.variables import duration_text
+
 
 @dataclass
 class Progress:
@@ -21,12 +23,11 @@ class Progress:
 
     def say(self, text: str) -> None:
         """Print one progress line."""
-        mins, secs = divmod(max(0, self.remaining_s), 60)
         total = "?" if self.total_runs is None else self.total_runs
+        left = duration_text(max(0, self.remaining_s))
+        bound = " at most" if self.total_runs is None else ""
         print(
-            f"[{self.done:>3}/{total}] {text} (~{mins}m{secs:02d}s of load left at most)"
-            if self.total_runs is None
-            else f"[{self.done:>3}/{total}] {text} (~{mins}m{secs:02d}s of load left)",
+            f"[{self.done:>3}/{total}] {text} (~{left} of load left{bound})",
             file=sys.stderr,
             flush=True,
         )

@@ -14,10 +14,6 @@ import tempfile
 import urllib.parse
 from pathlib import Path
 
-from bench.core.variables import VARIABLES
-
-# name -> (lowest, highest) accepted: the declared bounds of each make variable
-LIMITS = {v.name.lower(): v.limits for v in VARIABLES if v.limits is not None}
 SWITCHES = {"on": True, "off": False, "1": True, "0": False}
 
 
@@ -25,9 +21,18 @@ class UsageError(ValueError):
     """Bad input: reported in one line with exit status 2."""
 
 
+def limits(name: str) -> tuple[int, int]:
+    """A whole-number variable's declared bounds (bench/core/variables.py)."""
+    from bench.core.variables import BY_NAME  # declared with these validators as parsers
+
+    bounds = BY_NAME[name.upper()].limits
+    assert bounds is not None, name
+    return bounds
+
+
 def validate_int(name: str, raw: str) -> int:
-    """An integer within LIMITS[name]."""
-    low, high = LIMITS[name]
+    """An integer within the variable's declared bounds."""
+    low, high = limits(name)
     try:
         value = int(raw.strip())
     except ValueError:
@@ -42,7 +47,7 @@ def validate_trials(raw: str, budget: str | None) -> tuple[int | None, int | Non
     budget): trials None for auto, budget None when not set."""
     auto = raw.strip().lower() == "auto"
     if not auto:
-        low, high = LIMITS["trials"]
+        low, high = limits("trials")
         try:
             int(raw.strip())
         except ValueError:
@@ -58,7 +63,7 @@ def validate_trials(raw: str, budget: str | None) -> tuple[int | None, int | Non
 
 
 def validate_int_list(name: str, raw: str) -> tuple[int, ...]:
-    """A comma list of integers within LIMITS[name], duplicates removed, order kept."""
+    """A comma list of integers within the declared bounds, duplicates removed, order kept."""
     items = [item for item in raw.split(",") if item.strip()]
     if not items:
         raise UsageError(f"{name.upper()} is empty; give a comma list of numbers")

@@ -1,43 +1,287 @@
-"""Make variables as declarative data: the one list of what a user may set.
+"""Make variables as declarative data: the one list of what a user may set, and how.
 
-Input: bench/core/defaults.py. Output: VARIABLES, one Variable per make variable: its CLI flag,
+Input: bench/core/defaults.py, the declarations on disk (servers/, studies/, bench/load's
+source, read without importing it). Output: VARIABLES, one Variable per make variable: its
+parser (raw text -> value, or UsageError in one line naming the valid choices), its CLI flag,
 the commands that take it, its bounds, the Options field it sets when it needs no rule of its
-own, and the line `make help` prints. From it come the parser's arguments and bounds
-(bench/cli.py), the options the Makefile passes (`python -m bench variables <command>`) and
-`make help` (`python -m bench help`). Adding a make variable is one entry here and, when the
-harness reads it, one field of bench/core/plan.Options (docs/development.md).
+own, and the line `make help` prints; RULES, the rules between two variables, each blaming
+the variable the user set; command_rules(), what a command asks of its variables together.
+Standard library only: the pre-check (bench/precheck.py) runs all of it with the system's
+python3 before anything is installed, and the harness (bench/cli) runs the same again.
+Adding a make variable is one entry here and, when the harness reads it, one field of
+bench/core/plan.Options (docs/development.md).
 """
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import difflib
+import functools
+import os
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
-from bench.core import defaults
+from bench.core import defaults, scenario, studyfile
+from bench.core.registry import ROOT, server_ids
+from bench.core.validate import (
+    UsageError,
+    validate_choice,
+    validate_choices,
+    validate_cpus,
+    validate_int,
+    validate_int_list,
+    validate_memory,
+    validate_switch,
+    validate_target,
+)
 
 # The commands a run variable goes to: make bench (and compose-bench), capacity, soak.
 RUN = ("run", "capacity", "soak")
 # ... and make serve, which starts a server and no load.
 SERVE = (*RUN, "serve")
 KINDS = ("int", "switch")
+# Every command `python -m bench` runs for a make target, and the targets that run none (their
+# variables still checked: an unknown one or an injection is refused there too).
+COMMANDS = ("run", "capacity", "soak", "serve", "overhead", "study", "report", "compare")
+COMMANDS += ("export", "images")
+# Values a user may give that the harness takes from elsewhere: RUNTIME=compose is make
+# compose-bench's own (the servers in its containers), never a user's choice.
+USER_RUNTIMES = ("native", "docker")
+PROXIES = ("none", "nginx", "alb")
+NETWORKS = ("host", "bridge")
+LIFECYCLES = ("reload",)  # bench.observe.lifecycle.EVENTS
+FORMATS = ("csv", "json")  # bench.report.export.FORMATS
+ARCHES = {"amd64": "amd64", "x86_64": "amd64", "arm64": "arm64", "aarch64": "arm64"}
+APP_KINDS = ("wsgi", "asgi")  # bench.core.app.KINDS
+# MACHINE=: a label in records and file names
+MACHINE_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
+# CPU_QUOTA=: a cgroup's cpu.max from 1 ms per 100 ms period to 1024 CPUs (bench.host.cgroup)
+CPU_QUOTA_RANGE = (0.01, 1_024.0)
+# MARGIN=: TRIALS=auto's equivalence margin in percent (two points within it are "the same")
+MARGIN_RANGE = (1, 50)
+# A plan longer than this needs CONFIRM=1: a typo in TRIALS or DURATION must not start days
+CONFIRM_ABOVE_S = 24 * 3600
+# Make's own and the shell's variables that reach make's command line legitimately.
+MAKE_OWN = ("MAKEFLAGS", "MAKEOVERRIDES", "MFLAGS", "MAKELEVEL", "-*-command-variables-*-")
+
+
+def _ints(values: tuple[int, ...]) -> str:
+    return ",".join(map(str, values))
+
+
+# -- the load tools, read from bench/load's source (importing them needs psutil) --------------
+
+
+@functools.cache
+def load_tools() -> dict[str, dict[str, object]]:
+    """Each selectable load tool: its ClassVars (name, open_loop, default, variables, drives),
+    read from each bench/load module's `TOOL = <class>` without importing it (held to
+    bench.load by tests/bench/test_variables.py)."""
+    found: dict[str, dict[str, object]] = {}
+    for path in sorted((ROOT / "bench" / "load").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        tool = next(
+            (
+                node.value.id
+                for node in tree.body
+                if isinstance(node, ast.Assign)
+                and [getattr(t, "id", None) for t in node.targets] == ["TOOL"]
+                and isinstance(node.value, ast.Name)
+            ),
+            None,
+        )
+        attrs: dict[str, object] = {}
+        for cls in (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == tool):
+            for node in cls.body:
+                if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+                    continue
+                value = node.value
+                if isinstance(value, ast.Attribute) and value.attr.isupper():
+                    attrs[node.target.id] = getattr(scenario, value.attr, None)  # scenario.URL
+                elif value is not None:
+                    with contextlib.suppress(ValueError):
+                        attrs[node.target.id] = ast.literal_eval(value)
+        if isinstance(attrs.get("name"), str) and attrs.get("selectable", True):
+            found[str(attrs["name"])] = attrs
+    # default first, then by name (as bench.load.names())
+    return dict(sorted(found.items(), key=lambda item: (not item[1].get("default"), item[0])))
+
+
+def load_names() -> list[str]:
+    """The names LOAD= takes."""
+    return list(load_tools())
+
+
+def default_load() -> str:
+    """The tool LOAD= means when unset (the one that declares itself the default)."""
+    return next(n for n, t in load_tools().items() if t.get("default"))
+
+
+def open_loop_loads() -> tuple[str, ...]:
+    """The tools that send a fixed arrival rate (RATE=)."""
+    return tuple(n for n, t in load_tools().items() if t.get("open_loop"))
+
+
+def url_loads() -> tuple[str, ...]:
+    """The tools that request one URL over and over (APP='s routes need one)."""
+    return tuple(n for n, t in load_tools().items() if t.get("drives") == scenario.URL)
+
+
+def study_names() -> list[str]:
+    """Every study NAME= takes (studies/*.toml)."""
+    return studyfile.study_names()
+
+
+# -- parsers: raw text -> value, or UsageError naming the valid choices -----------------------
+
+
+def parse_int(name: str) -> Callable[[str], int]:
+    """A whole number within the variable's declared bounds."""
+    return lambda raw: validate_int(name.lower(), raw)
+
+
+def parse_int_list(name: str) -> Callable[[str], tuple[int, ...]]:
+    """A comma list of whole numbers within the variable's bounds."""
+    return lambda raw: validate_int_list(name.lower(), raw)
+
+
+def parse_switch(name: str) -> Callable[[str], bool]:
+    """on/off or 1/0."""
+    return lambda raw: validate_switch(name.lower(), raw)
+
+
+def parse_one_of(name: str, valid: Callable[[], tuple[str, ...] | list[str]]) -> Callable:
+    """Exactly one of the valid names."""
+    return lambda raw: validate_choice(name.lower(), raw, tuple(valid()))
+
+
+def parse_names(name: str, valid: Callable[[], list[str]]) -> Callable:
+    """A comma list of valid names, or all."""
+    return lambda raw: validate_choices(name.lower(), raw, list(valid()), allow_all=True)
+
+
+def parse_trials(raw: str) -> int | None:
+    """TRIALS: a whole number, or auto (None)."""
+    if raw.strip().lower() == "auto":
+        return None
+    low, high = BY_NAME["TRIALS"].limits or (1, 1)
+    try:
+        int(raw.strip())
+    except ValueError:
+        raise UsageError(f"TRIALS={raw!r} is not a whole number ({low}..{high}) or auto") from None
+    return validate_int("trials", raw)
+
+
+def parse_arch(raw: str) -> str:
+    """amd64/x86_64 -> amd64, arm64/aarch64 -> arm64."""
+    try:
+        return ARCHES[raw.strip().lower()]
+    except KeyError:
+        raise UsageError(f"unknown ARCH {raw!r}; valid: {', '.join(sorted(ARCHES))}") from None
+
+
+def parse_cpu_quota(raw: str) -> float:
+    """CPUs, any fraction, within a cgroup's bounds."""
+    low, high = CPU_QUOTA_RANGE
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        value = -1.0
+    if not low <= value <= high:
+        raise UsageError(
+            f"CPU_QUOTA={raw!r} is not a number of CPUs in {low:g}..{high:g} (e.g. 0.5, 1, 1.5)"
+        )
+    return value
+
+
+def parse_app_kind(raw: str) -> tuple[str, ...]:
+    """wsgi or asgi per APP entry, comma-separated."""
+    return tuple(validate_choice("app_kind", k, APP_KINDS) for k in raw.split(","))
+
+
+def parse_results(raw: str) -> Path:
+    """A directory that exists or could be made, in a writable parent: checked without
+    creating anything (the harness makes it when the run starts)."""
+    path = Path(raw).absolute()
+    if "\n" in raw or "\0" in raw:
+        raise UsageError(f"RESULTS={raw!r} is not a usable directory name (a line break in it)")
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    # os.access says yes to root everywhere but on a read-only file system (or /proc, /sys)
+    if (
+        not probe.is_dir()
+        or not os.access(probe, os.W_OK | os.X_OK)
+        or os.statvfs(probe).f_flag & os.ST_RDONLY
+        or probe.resolve().parts[1:2] in (("proc",), ("sys",))
+    ):
+        raise UsageError(f"RESULTS={raw!r} is not a writable directory ({probe} is not)")
+    return path
+
+
+def parse_machine(raw: str) -> str:
+    """A label of 1-40 letters, digits, '.', '_' or '-'."""
+    if not MACHINE_LABEL.fullmatch(raw.strip()):
+        raise UsageError(
+            f"MACHINE={raw!r}: a label of 1-40 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return raw.strip()
+
+
+def parse_text(name: str) -> Callable[[str], str]:
+    """Free text of one line (a path, a module): the harness reads what it names."""
+
+    def parse(raw: str) -> str:
+        if "\n" in raw or "\0" in raw:
+            raise UsageError(f"{name}={raw!r} holds a line break; give one line")
+        return raw.strip()
+
+    return parse
+
+
+def parse_margin(raw: str) -> float:
+    """MARGIN: percent (whole) -> a fraction."""
+    return validate_int("margin", raw) / 100
+
+
+def parse_confirm(raw: str) -> bool:
+    """CONFIRM: 1 says yes to a plan longer than a day."""
+    return validate_switch("confirm", raw)
+
+
+def parse_pytest_args(raw: str) -> str:
+    """make test's arguments to pytest: split into words by the harness, never by a shell."""
+    return parse_text("PYTEST_ARGS")(raw)
 
 
 @dataclass(frozen=True)
 class Variable:
-    """One make variable."""
+    """One make variable: what it is, where it goes, and its parser."""
 
     name: str  # SERVER
     about: str  # what it does, one line for make help
     default: str  # as make help states it
-    commands: tuple[str, ...] = RUN  # the `python -m bench` commands the Makefile passes it to
+    commands: tuple[str, ...] = RUN  # the `python -m bench` commands that take it
     flag: str | None = None  # the CLI option without "--"; None: the name, lower-case, "-"
     unset: str | None = None  # the CLI option's value when the variable is not set
-    limits: tuple[int, int] | None = None  # a whole number's bounds (bench.cli.validate_int)
+    limits: tuple[int, int] | None = None  # a whole number's bounds (validate_int)
     # The plan.Options field it sets when it needs no rule of its own: validated by `kind`
-    # alone (bench.cli.simple_options). None: a rule in bench/cli.py, or not a run option.
+    # alone (bench.cli.options.simple_options). None: a rule in bench/cli, or not a run option.
     field: str | None = None
     kind: str | None = None  # one of KINDS, with `field`
     # Why it cannot apply to a server running elsewhere (TARGET=): refused with it.
     local: str | None = None
+    # raw text -> value, UsageError when it cannot be right; None: a whole number within
+    # `limits`, or one line of text
+    parser: Callable[[str], object] | None = None
+    required_by: tuple[str, ...] = ()  # the commands that cannot run without it
+    # When this other variable is set, it decides what the value may be (SCENARIO with APP
+    # names the app's routes, read from its files): the value is checked there instead.
+    unless: str | None = None
 
     @property
     def option(self) -> str:
@@ -49,9 +293,17 @@ class Variable:
         """The argparse attribute the option lands in: `load_threads`."""
         return self.option[2:].replace("-", "_")
 
-
-def _ints(values: tuple[int, ...]) -> str:
-    return ",".join(map(str, values))
+    def parse(self, raw: str) -> object:
+        """The value of `raw`, or UsageError in one line naming the valid choices."""
+        if self.parser is not None:
+            value = self.parser(raw)
+        elif self.limits is not None:
+            value = validate_int(self.name.lower(), raw)
+        else:
+            value = parse_text(self.name)(raw)
+        if not raw.strip():  # a parser that names the valid choices has said so above
+            raise UsageError(f"{self.name}= is set but empty; unset it or give a value")
+        return value
 
 
 VARIABLES: tuple[Variable, ...] = (
@@ -61,12 +313,15 @@ VARIABLES: tuple[Variable, ...] = (
         defaults.SERVER,
         (*SERVE, "overhead", "images"),
         unset=defaults.SERVER,
+        parser=parse_names("SERVER", server_ids),
     ),
     Variable(
         "SCENARIO",
         "comma list of the scenarios below",
         ",".join(defaults.SCENARIOS),
         (*RUN, "overhead"),
+        parser=parse_names("SCENARIO", lambda: list(scenario.SCENARIOS)),
+        unless="APP",
     ),
     Variable(
         "CONCURRENCY",
@@ -74,6 +329,7 @@ VARIABLES: tuple[Variable, ...] = (
         f"{_ints(defaults.CONCURRENCY)}; with LOAD=oha: per rate",
         limits=(1, 10_000),
         commands=(*RUN, "overhead"),
+        parser=parse_int_list("CONCURRENCY"),
     ),
     Variable(
         "DURATION",
@@ -96,13 +352,16 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable(
         "TRIALS",
-        "measured trials per server/scenario/concurrency, or auto: rounds until every "
-        f"point's 95 % interval of req/s is within ±{defaults.AUTO_TARGET:.0%} (BUDGET); "
+        "measured trials per server/scenario/concurrency, or auto: several servers race "
+        "(rounds of those still undecided until every adjacent pair is separated or "
+        "equivalent within ±MARGIN), one server runs rounds until its 95 % interval of req/s "
+        f"is within ±{defaults.AUTO_TARGET:.0%} (both within BUDGET); "
         f"make capacity: rounds of steps around the knee, each on a fresh server start "
         f"(default {defaults.CAPACITY_KNEE_TRIALS})",
         str(defaults.TRIALS),
         limits=(1, defaults.AUTO_MAX_TRIALS),
         unset=str(defaults.TRIALS),
+        parser=parse_trials,
     ),
     Variable(
         "BUDGET",
@@ -113,13 +372,14 @@ VARIABLES: tuple[Variable, ...] = (
         flag="trials-budget",
         limits=(1, 1_440),
     ),
-    Variable("ARCH", "amd64 or arm64", "this host's", (*SERVE, "images")),
+    Variable("ARCH", "amd64 or arm64", "this host's", (*SERVE, "images"), parser=parse_arch),
     Variable(
         "RESULTS",
         "directory for records and summary.md",
         defaults.RESULTS,
         (*RUN, "study", "report", "export"),
         unset=defaults.RESULTS,
+        parser=parse_results,
     ),
     Variable(
         "WORKERS", "a server's workers, where it has them", "server.toml", SERVE, limits=(1, 256)
@@ -154,6 +414,7 @@ VARIABLES: tuple[Variable, ...] = (
         defaults.PROXY,
         SERVE,
         unset=defaults.PROXY,
+        parser=parse_one_of("PROXY", lambda: PROXIES),
     ),
     Variable(
         "KEEPALIVE",
@@ -161,9 +422,14 @@ VARIABLES: tuple[Variable, ...] = (
         "on" if defaults.KEEPALIVE else "off",
         SERVE,
         unset="on" if defaults.KEEPALIVE else "off",
+        parser=parse_switch("KEEPALIVE"),
     ),
     Variable(
-        "UPSTREAM_KEEPALIVE", "on or off: nginx -> server keep-alive alone", "KEEPALIVE", SERVE
+        "UPSTREAM_KEEPALIVE",
+        "on or off: nginx -> server keep-alive alone",
+        "KEEPALIVE",
+        SERVE,
+        parser=parse_switch("UPSTREAM_KEEPALIVE"),
     ),
     Variable(
         "PROXY_TIMEOUT",
@@ -179,17 +445,20 @@ VARIABLES: tuple[Variable, ...] = (
         str(int(defaults.PIN)),
         SERVE,
         unset="1" if defaults.PIN else "0",
+        parser=parse_switch("PIN"),
     ),
     Variable(
         "LOAD",
         "wrk, locust (runs SCENARIO=saas) or oha (open loop: RATE=)",
         "the load package's default tool (bench/load)",
+        parser=parse_one_of("LOAD", load_names),
     ),
     Variable(
         "RATE",
         "LOAD=oha: comma list of offered requests/s, sent whatever the server does",
         "none",
         limits=(1, 1_000_000),
+        parser=parse_int_list("RATE"),
     ),
     Variable(
         "LOCUST_WORKERS",
@@ -202,11 +471,13 @@ VARIABLES: tuple[Variable, ...] = (
         "TARGET",
         "http://host:port of a server running elsewhere: only the load runs here",
         "none",
+        parser=validate_target,
     ),
     Variable(
         "CPU_QUOTA",
         "CPUs the server may use (any fraction), a cgroup quota as containers set it, needs root",
         "none",
+        parser=parse_cpu_quota,
     ),
     Variable(
         "RUNTIME",
@@ -214,18 +485,21 @@ VARIABLES: tuple[Variable, ...] = (
         defaults.RUNTIME,
         SERVE,
         unset=defaults.RUNTIME,
+        parser=parse_one_of("RUNTIME", lambda: USER_RUNTIMES),
     ),
     Variable(
         "CPUS",
         "RUNTIME=docker: CPUs the container may use, docker's --cpus (e.g. 0.5, 1)",
         "none",
         SERVE,
+        parser=validate_cpus,
     ),
     Variable(
         "MEMORY",
         "RUNTIME=docker: the container's memory limit, docker's --memory (e.g. 512m, 1g)",
         "none",
         SERVE,
+        parser=validate_memory,
     ),
     Variable(
         "NETWORK",
@@ -233,11 +507,13 @@ VARIABLES: tuple[Variable, ...] = (
         defaults.NETWORK,
         SERVE,
         unset=defaults.NETWORK,
+        parser=parse_one_of("NETWORK", lambda: NETWORKS),
     ),
     Variable(
         "LIFECYCLE",
         "reload: each server's own graceful reload mid-window (needs LOAD=oha RATE=)",
         "none",
+        parser=parse_one_of("LIFECYCLE", lambda: LIFECYCLES),
     ),
     Variable(
         "RECYCLE",
@@ -253,21 +529,28 @@ VARIABLES: tuple[Variable, ...] = (
         "your own app: <path or module>:<callable>, or a WSGI and an ASGI entry, comma-separated",
         "the built-in app (app_common)",
         SERVE,
+        parser=parse_text("APP"),
     ),
     Variable(
         "APP_ROUTES",
         "APP: TOML list of [[route]] (name, method, path, status, body, weight)",
         "routes.toml beside the app",
         SERVE,
+        parser=parse_text("APP_ROUTES"),
     ),
     Variable(
         "APP_REQUIREMENTS",
         "APP: pinned requirements layered on each server's",
         "requirements.txt beside the app",
         SERVE,
+        parser=parse_text("APP_REQUIREMENTS"),
     ),
     Variable(
-        "APP_KIND", "APP: wsgi or asgi per entry, where it cannot be detected", "detected", SERVE
+        "APP_KIND",
+        "APP: wsgi or asgi per entry, where it cannot be detected",
+        "detected",
+        SERVE,
+        parser=parse_app_kind,
     ),
     Variable(
         "SOAK_INTERVAL",
@@ -305,35 +588,59 @@ VARIABLES: tuple[Variable, ...] = (
         limits=(10, 86_400),
         unset=str(defaults.CAPACITY_BUDGET_S),
     ),
-    Variable("NAME", "make study: a study below, a comma list, or all", "none", ("study",)),
+    Variable(
+        "NAME",
+        "make study: a study below, a comma list, or all",
+        "none",
+        ("study",),
+        parser=parse_names("NAME", study_names),
+        required_by=("study",),
+    ),
     Variable(
         "ARMS",
         "make study: only these arms (comma list of the named studies' arm ids); the section "
         "shows each arm's latest run",
         "all",
         ("study",),
+        parser=parse_text("ARMS"),
     ),
     Variable(
-        "FORMAT", "make export: csv or json, one row per point on stdout", "none", ("export",)
+        "FORMAT",
+        "make export: csv or json, one row per point on stdout",
+        "none",
+        ("export",),
+        parser=parse_one_of("FORMAT", lambda: FORMATS),
+        required_by=("export",),
     ),
-    Variable("BASE", "make compare: the results directory compared against", "none", ("compare",)),
+    Variable(
+        "BASE",
+        "make compare: the results directory compared against",
+        "none",
+        ("compare",),
+        parser=parse_text("BASE"),
+        required_by=("compare",),
+    ),
     Variable(
         "HEAD",
         "make compare: the results directory compared (HEAD/BASE ratios)",
         "none",
         ("compare",),
+        parser=parse_text("HEAD"),
+        required_by=("compare",),
     ),
     Variable(
         "REFERENCE",
         "1: merge the shipped reference (results/reference/) into your summary",
         "0",
         (),
+        parser=parse_one_of("REFERENCE", lambda: ("0", "1")),
     ),
     Variable(
         "MACHINE",
         "a label for this machine in records and summaries",
         "hostname + identity",
         (),
+        parser=parse_machine,
     ),
     Variable(
         "ROUNDS",
@@ -347,13 +654,55 @@ VARIABLES: tuple[Variable, ...] = (
         "make overhead: 1 adds the observer as it was before it was made cheap",
         "0",
         ("overhead",),
+        parser=parse_switch("LEGACY"),
+    ),
+    Variable(
+        "MARGIN",
+        "TRIALS=auto: the equivalence margin in percent: two points closer than it are the same",
+        str(defaults.AUTO_MARGIN_PCT),
+        ("run",),
+        limits=MARGIN_RANGE,
+        unset=str(defaults.AUTO_MARGIN_PCT),
+        parser=parse_margin,
+    ),
+    Variable(
+        "WAIT",
+        "1: a second harness waits for the machine-wide lock; 0: it refuses at once",
+        "1",
+        (*SERVE, "study", "overhead"),
+        unset="1",
+        parser=parse_switch("WAIT"),
+    ),
+    Variable(
+        "CONFIRM",
+        "1: run a plan longer than 24 hours (refused without it)",
+        "0",
+        (*RUN, "study"),
+        unset="0",
+        parser=parse_confirm,
+    ),
+    Variable(
+        "NGINX_PORT",
+        "make compose-up/compose-bench: nginx's port on 127.0.0.1",
+        "8080",
+        (),
+        limits=(1, 65_535),
+    ),
+    Variable(
+        "PYTEST_ARGS",
+        "make test: arguments to pytest (split into words, never run by a shell)",
+        "none",
+        (),
+        parser=parse_pytest_args,
     ),
 )
+
+
 BY_NAME: dict[str, Variable] = {v.name: v for v in VARIABLES}
 
 
 def for_command(command: str) -> tuple[Variable, ...]:
-    """The variables the Makefile passes to `python -m bench <command>`, in declaration order."""
+    """The variables `python -m bench <command>` takes, in declaration order."""
     return tuple(v for v in VARIABLES if command in v.commands)
 
 
@@ -364,3 +713,300 @@ def help_lines(known: dict[str, str] | None = None) -> list[str]:
     return [
         f"  {v.name:<18} {v.about} (default: {known.get(v.name, v.default)})" for v in VARIABLES
     ]
+
+
+def unknown_variable(name: str) -> str | None:
+    """Why `name` (set on make's command line) is refused, or None when it is declared:
+    "SERVERS is not a variable; did you mean SERVER?"."""
+    if name in BY_NAME or name in MAKE_OWN:
+        return None
+    names = list(BY_NAME)
+    close = difflib.get_close_matches(name.upper(), names, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}?" if close else f"valid: {', '.join(names)}"
+    return f"{name} is not a variable; {hint}"
+
+
+def command_defaults(command: str) -> dict[str, str]:
+    """What a command sets where the user did not (make capacity and make soak send a fixed
+    rate with the open-loop tool; make overhead measures two servers on two routes)."""
+    if command == "capacity":
+        return {
+            "LOAD": open_loop_loads()[0],
+            "DURATION": str(defaults.CAPACITY_DURATION_S),
+            "WARMUP": str(defaults.CAPACITY_WARMUP_S),
+            "TRIALS": str(defaults.CAPACITY_KNEE_TRIALS),
+            "RATE": str(defaults.CAPACITY_START_RPS),
+        }
+    if command == "soak":
+        return {
+            "LOAD": open_loop_loads()[0],
+            "DURATION": str(defaults.SOAK_DURATION_S),
+            "WARMUP": str(defaults.SOAK_WARMUP_S),
+            "TRIALS": "1",
+            "RATE": str(defaults.SOAK_RATE),
+            "SCENARIO": defaults.SOAK_SCENARIO,
+        }
+    if command == "overhead":
+        return {
+            "SERVER": defaults.OVERHEAD_SERVERS,
+            "SCENARIO": defaults.OVERHEAD_SCENARIOS,
+            "CONCURRENCY": str(defaults.OVERHEAD_CONCURRENCY),
+            "DURATION": str(defaults.OVERHEAD_DURATION_S),
+            "ROUNDS": str(defaults.OVERHEAD_ROUNDS),
+            "LEGACY": "0",
+        }
+    return {}
+
+
+# -- rules between two variables ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rule:
+    """When the user sets `name` (to one of `when`; None: to anything), `other` must be one of
+    `needs` (None: set at all), or, with `needs` empty, must not be set; the refusal names
+    `name`, what the user set."""
+
+    name: str
+    other: str
+    needs: tuple[str, ...] | Callable[[], tuple[str, ...]] | None
+    why: str
+    when: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None
+
+    def broken(self, given: Mapping[str, str], effective: Mapping[str, str]) -> str | None:
+        """The one-line refusal when `given` (what the user set) breaks the rule."""
+        raw = given.get(self.name, "").strip()
+        when = self.when() if callable(self.when) else self.when
+        if not raw or (when is not None and normal(self.name, raw) not in when):
+            return None
+        shown = self.name if when is None else f"{self.name}={raw}"
+        other = effective.get(self.other, "").strip()
+        needs = self.needs() if callable(self.needs) else self.needs
+        if needs is None:
+            return None if other else f"{shown} needs {self.other}=: {self.why}"
+        if not needs:
+            off = not other or normal(self.other, other) in ("none", "off", "native")
+            return (
+                None
+                if off
+                else f"{shown} and {self.other}= cannot go together: {self.why}; valid: one of them"
+            )
+        if normal(self.other, other) in needs:
+            return None
+        return f"{shown} needs {self.other}={' or '.join(needs)}: {self.why}"
+
+
+def normal(name: str, raw: str) -> str:
+    """A value as rules compare it: lower-case, a switch as on/off."""
+    value = raw.strip().lower()
+    variable = BY_NAME.get(name)
+    if variable is not None and variable.name in SWITCH_NAMES and value in ("1", "0"):
+        return "on" if value == "1" else "off"
+    return value
+
+
+SWITCH_NAMES = ("KEEPALIVE", "UPSTREAM_KEEPALIVE", "PIN", "REFERENCE", "LEGACY", "WAIT", "CONFIRM")
+_DOCKER = "the limit is the server container's"
+_NOT_DOCKER = "RUNTIME=docker starts the server in its container here"
+_TARGET = "TARGET drives a server running elsewhere"
+_OPEN = "a fixed arrival rate is sent by an open-loop tool"
+RULES: tuple[Rule, ...] = (
+    Rule("CPUS", "RUNTIME", ("docker",), f"{_DOCKER} (a native server's is CPU_QUOTA=)"),
+    Rule("MEMORY", "RUNTIME", ("docker",), _DOCKER),
+    Rule("NETWORK", "RUNTIME", ("docker",), "it is the server container's", ("bridge",)),
+    Rule("NETWORK", "PROXY", (), "the load talks to the container directly", ("bridge",)),
+    Rule("UPSTREAM_KEEPALIVE", "PROXY", ("nginx", "alb"), "it is nginx's, to the server"),
+    Rule("LIFECYCLE", "LOAD", open_loop_loads, "the event needs a rate that does not slow down"),
+    Rule("LIFECYCLE", "RATE", None, "the event needs a fixed arrival rate (RATE=<req/s>)"),
+    Rule("RATE", "LOAD", open_loop_loads, _OPEN),
+    Rule(
+        "LOAD",
+        "RATE",
+        None,
+        "it sends a fixed arrival rate: a comma list of requests/s, e.g. RATE=500,1000",
+        open_loop_loads,
+    ),
+    Rule(
+        "LOCUST_WORKERS",
+        "LOAD",
+        lambda: tuple(
+            n
+            for n, t in load_tools().items()
+            if "LOCUST_WORKERS" in t.get("variables", ())  # type: ignore[operator]
+        ),
+        "the workers are Locust's",
+    ),
+    Rule("BUDGET", "TRIALS", ("auto",), "it bounds TRIALS=auto's rounds"),
+    Rule("MARGIN", "TRIALS", ("auto",), "it is TRIALS=auto's equivalence margin"),
+    Rule(
+        "UPSTREAM_KEEPALIVE",
+        "PROXY",
+        ("nginx",),
+        "an ALB always keeps target connections alive (PROXY=alb without it)",
+        ("off",),
+    ),
+    Rule("APP", "LOAD", lambda: url_loads(), "your app's routes are requested one URL at a time"),
+    Rule("APP_ROUTES", "APP", None, "the routes are your app's (APP=<path or module>:<callable>)"),
+    Rule("APP_REQUIREMENTS", "APP", None, "the requirements are your app's"),
+    Rule("APP_KIND", "APP", None, "the kinds are your app's entries'"),
+    Rule("APP", "TARGET", (), "APP starts your app here; " + _TARGET),
+    Rule("PROXY", "TARGET", (), _TARGET + ": put nginx in front there", ("nginx", "alb")),
+    Rule("CPU_QUOTA", "TARGET", (), "it limits a server started here"),
+    Rule("RECYCLE", "TARGET", (), "it sets flags of a server started here"),
+    Rule("LIFECYCLE", "TARGET", (), "it signals a server started here"),
+    Rule("RUNTIME", "TARGET", (), _NOT_DOCKER, ("docker",)),
+    Rule("RUNTIME", "CPU_QUOTA", (), _NOT_DOCKER + " (its CPU limit is CPUS=)", ("docker",)),
+    Rule(
+        "RUNTIME",
+        "LIFECYCLE",
+        (),
+        "not supported in a container; valid: RUNTIME=native",
+        ("docker",),
+    ),
+    Rule(
+        "RUNTIME", "RECYCLE", (), "not supported in a container; valid: RUNTIME=native", ("docker",)
+    ),
+    Rule("RUNTIME", "APP", (), "your app runs natively only; valid: RUNTIME=native", ("docker",)),
+    Rule(
+        "RUNTIME", "PIN", (), "pinning is not supported in a container; valid: PIN=0", ("docker",)
+    ),
+)
+
+
+def effective(command: str, given: Mapping[str, str]) -> dict[str, str]:
+    """What each variable of `command` is: the user's value, else the command's default, else
+    the declared one (as the harness will take it)."""
+    values = {v.name: v.unset for v in for_command(command) if v.unset is not None}
+    if "LOAD" in values or any(v.name == "LOAD" for v in for_command(command)):
+        values["LOAD"] = default_load()  # declared by the tool itself (bench/load)
+    values |= command_defaults(command)
+    values |= {k: v for k, v in given.items() if v.strip()}
+    return values  # type: ignore[return-value]
+
+
+def plan_seconds(command: str, values: Mapping[str, object]) -> int:
+    """Load time of a fixed plan at most (as bench.core.plan.estimate_seconds counts it):
+    servers x trials x scenarios x (primer + points x (warmup + duration))."""
+    servers = _count(values.get("SERVER"), 1)
+    scenarios = _count(values.get("SCENARIO"), len(defaults.SCENARIOS))
+    rates = values.get("RATE") or ()
+    conc = values.get("CONCURRENCY") or (() if rates else defaults.CONCURRENCY)
+    points = max(1, len(rates)) * max(1, len(conc))  # type: ignore[arg-type]
+    per_point = int(values.get("WARMUP", 0)) + int(values.get("DURATION", 0))  # type: ignore[call-overload]
+    per_trial = servers * scenarios * (defaults.PRIMER_S + points * per_point)
+    if values.get("TRIALS", 1) is None:  # auto: the first rounds always, then the budget
+        budget = int(values.get("BUDGET") or defaults.AUTO_BUDGET_MIN) * 60  # type: ignore[call-overload]
+        return max(budget, defaults.AUTO_MIN_TRIALS * per_trial)
+    return int(values.get("TRIALS", 1)) * per_trial  # type: ignore[call-overload]
+
+
+def _count(value: object, unset: int) -> int:
+    """How many names a parsed list holds (a text value not parsed here: its comma items)."""
+    if isinstance(value, str):
+        return len([x for x in value.split(",") if x.strip()])
+    return len(value) if isinstance(value, tuple | list) else unset
+
+
+def duration_text(seconds: float) -> str:
+    """A length of time as people read it: 45 s, 12 min, 3.5 h, 2.1 days (never 30240770m)."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86_400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86_400:,.1f} days"
+
+
+def command_rules(command: str, given: Mapping[str, str], values: Mapping[str, object]) -> None:
+    """What `command` asks of its variables together (`values`: parsed effective values);
+    UsageError on the first it does not get."""
+    for variable in VARIABLES:
+        if command in variable.required_by and not given.get(variable.name, "").strip():
+            raise UsageError(
+                f"{variable.name} is required by make {_target(command)}; {_valid(variable)}"
+            )
+    if command == "soak" and len(values["RATE"]) != 1:  # type: ignore[arg-type]
+        raise UsageError("make soak runs at one fixed rate: RATE=<req/s> (one number)")
+    if command == "soak" and given.get("TARGET"):
+        raise UsageError("make soak samples the server's memory here: not with TARGET=")
+    if command == "soak":
+        interval = int(values.get("SOAK_INTERVAL", defaults.SOAK_INTERVAL_S))  # type: ignore[call-overload]
+        if int(values["DURATION"]) < 3 * interval:  # type: ignore[call-overload]
+            raise UsageError(
+                f"DURATION={values['DURATION']} holds fewer than 3 samples of SOAK_INTERVAL="
+                f"{interval}: a memory slope needs 3; raise DURATION or lower SOAK_INTERVAL"
+            )
+    if command == "capacity":
+        if values["LOAD"] not in open_loop_loads():
+            raise UsageError(
+                f"make capacity needs a fixed arrival rate; LOAD={values['LOAD']} is "
+                f"closed-loop; valid: LOAD={' or '.join(open_loop_loads())}"
+            )
+        for name in ("LIFECYCLE", "RECYCLE"):
+            if given.get(name):
+                raise UsageError(
+                    f"{name}: make capacity searches a steady server's rate; LIFECYCLE and "
+                    "RECYCLE apply to make bench, make soak and studies"
+                )
+    if command in ("capacity", "soak", "serve") and values.get("TRIALS", 1) is None:
+        raise UsageError(
+            f"TRIALS=auto applies to make bench; valid here: TRIALS=<1..{defaults.AUTO_MAX_TRIALS}>"
+        )
+    if command == "serve":
+        if len(values["SERVER"]) != 1:  # type: ignore[arg-type]
+            raise UsageError(
+                f"make serve starts one server; valid SERVER: {', '.join(server_ids())}"
+            )
+        if given.get("TARGET"):
+            raise UsageError("make serve starts the server here; TARGET applies to make bench only")
+    if command == "overhead" and len(values["CONCURRENCY"]) != 1:  # type: ignore[arg-type]
+        raise UsageError("make overhead measures one CONCURRENCY; give one number")
+    if command == "compare" and given.get("BASE") and given.get("BASE") == given.get("HEAD"):
+        raise UsageError("BASE and HEAD are the same directory: compare two result sets")
+    if command in ("run", "soak") and not values.get("CONFIRM"):
+        seconds = plan_seconds(command, values)
+        if seconds > CONFIRM_ABOVE_S:
+            raise UsageError(
+                f"this plan is about {duration_text(seconds)} of load (more than 24 h): add "
+                "CONFIRM=1 to run it, or fewer SERVER/TRIALS/DURATION"
+            )
+
+
+def _target(command: str) -> str:
+    return {"run": "bench"}.get(command, command)
+
+
+def _valid(variable: Variable) -> str:
+    """How to name a valid value of a required variable."""
+    if variable.name == "NAME":
+        return f"valid: {', '.join(study_names())}, all"
+    if variable.name == "FORMAT":
+        return f"valid: {', '.join(FORMATS)}"
+    return f"give {variable.name}=<{variable.about.split(':')[-1].strip()}>"
+
+
+def check(command: str, given: Mapping[str, str]) -> dict[str, object]:
+    """Every variable `command` takes, parsed by its declaration, then the rules between them
+    and the command's own: the parsed effective values, or UsageError on the first problem."""
+    taken = {v.name for v in for_command(command)} | {"MACHINE", "REFERENCE"}
+    values: dict[str, object] = {}
+    eff = effective(command, given)
+    for name, raw in eff.items():
+        variable = BY_NAME.get(name)
+        if variable is None or name not in taken:
+            continue
+        if variable.unless and eff.get(variable.unless):
+            values[name] = raw  # the other variable's check decides (APP: its routes)
+            continue
+        values[name] = variable.parse(raw)
+    for name, raw in given.items():  # set but empty: never silently the default
+        if name in taken and not raw.strip():
+            BY_NAME[name].parse(raw)
+    for rule in RULES:
+        if rule.name in taken:
+            problem = rule.broken({k: v for k, v in given.items() if k in taken}, eff)
+            if problem is not None:
+                raise UsageError(problem)
+    command_rules(command, given, values)
+    return values

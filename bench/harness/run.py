@@ -10,6 +10,7 @@ point: measure (bench.harness.measure), record (bench.harness.recorder) -> stop.
 from __future__ import annotations
 
 import os
+import random
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -19,6 +20,7 @@ from bench.core import plan, record
 from bench.core.progress import Progress
 from bench.core.registry import ServerSpec, load_all
 from bench.core.runid import run_dir_name
+from bench.harness import racing
 from bench.harness.capacity import search_capacity
 from bench.harness.preflight import AppRejected, preflight_app
 from bench.harness.recorder import Recorder, ServerFacts
@@ -207,12 +209,59 @@ def run_arms(
         return 1
     # The budget counts the measuring rounds, not installing the servers' environments.
     started = clock()
-    arm_blocks = [(opts, block) for opts, blocks in plans for block in blocks]
+    arm_blocks = interleave(plans)
     stack_reason = run_blocks(h, arm_blocks, specs, prepared)
     first = plans[0][0]
     if first.precision is not None and stack_reason is None:
-        more_rounds(h, first, specs, prepared, started)
+        if len(first.servers) > 1:
+            race_rounds(h, first, specs, prepared, started)
+        else:
+            more_rounds(h, first, specs, prepared, started)
     return 1 if h.recorder.failures else 0
+
+
+def race_rounds(
+    h: Harness,
+    opts: plan.Options,
+    specs: dict[str, ServerSpec],
+    prepared: dict[str, Environment | Unavailable],
+    started: float,
+) -> racing.Outcome:
+    """TRIALS=auto with several servers: rounds of those still racing until every adjacent
+    pair is decided or the budget ends (bench.harness.racing); the closing lines are said and
+    kept for the end of the output."""
+
+    def run_round(blocks: list[plan.Block]) -> bool:
+        return run_blocks(h, [(opts, b) for b in blocks], specs, prepared) is None
+
+    outcome = racing.race(
+        opts, lambda: h.recorder.records, run_round, h.progress.say, lambda: clock() - started
+    )
+    h.progress.say(
+        f"TRIALS=auto: race stopped ({outcome.why}) after {outcome.rounds} round(s), "
+        f"{(clock() - started) / 60:.1f} min"
+    )
+    h.closing.extend(outcome.lines)
+    return outcome
+
+
+def interleave(
+    plans: list[tuple[plan.Options, list[plan.Block]]],
+) -> list[tuple[plan.Options, plan.Block]]:
+    """A study's arms interleaved in rounds: trial 1 of every arm (the arms in a seeded random
+    order), then trial 2, and so on, so that the machine's drift over the study falls on every
+    arm alike instead of on whichever arm ran last. One arm: its plan as it is."""
+    if len(plans) == 1:
+        opts, blocks = plans[0]
+        return [(opts, block) for block in blocks]
+    rng = random.Random(plans[0][0].seed)
+    trials = sorted({block.trial for _, blocks in plans for block in blocks})
+    out = []
+    for trial in trials:
+        arms = [(opts, [b for b in blocks if b.trial == trial]) for opts, blocks in plans]
+        rng.shuffle(arms)
+        out.extend((opts, block) for opts, blocks in arms for block in blocks)
+    return out
 
 
 def make_harness(
@@ -255,6 +304,7 @@ def execute(
     sections to the summary (the studies'); `harness` builds the site and load tool (the
     tests pass fakes)."""
     arms = [options] if isinstance(options, plan.Options) else list(options)
+    arms = [racing.with_looks(opts) for opts in arms]
     plans = plan.arm_plans(arms)
     first = arms[0]
     searches = [(o, b) for o, b in plans if o.mode.objective is not None]
@@ -271,13 +321,19 @@ def execute(
         ),
     )
 
+    closing: list[str] = []
+
     def body(table: ProcessTable, run_dir: Path) -> int:
         h = harness(first, arms, table, run_dir, progress)
+        h.closing = closing
         return run_arms(h, plans, load_all())
 
-    # WAIT=0 (Options.wait, where declared): refuse at once when another harness measures
-    wait = bool(getattr(first, "wait", True))
-    return guarded(first.results, sections, body, f"seed {first.seed}", wait)
+    # WAIT=0: refuse at once when another harness measures
+    wait = first.wait
+    status = guarded(first.results, sections, body, f"seed {first.seed}", wait)
+    for line in closing:  # the race's verdicts end the output, after the summary's path
+        print(line, file=sys.stderr)
+    return status
 
 
 Body = Callable[[ProcessTable, Path], int]

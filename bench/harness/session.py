@@ -64,6 +64,8 @@ class Harness:
     progress: Progress
     # make capacity: each search's result, carried from trial 1 to the later trials' repeats
     knees: dict = field(default_factory=dict)
+    # TRIALS=auto's race: the closing lines printed at the end of the output
+    closing: list[str] = field(default_factory=list)
 
 
 Judge = Callable[[Measurement | None], dict]

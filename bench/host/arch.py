@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.core.registry import ROOT
+from bench.core.variables import ARCHES
 from bench.host.state import STATE
 from bench.host.venv import requirements_stamp
 
-ALIASES = {"amd64": "amd64", "x86_64": "amd64", "arm64": "arm64", "aarch64": "arm64"}
+ALIASES = ARCHES  # declared with ARCH= (bench/core/variables.py)
 
 
 class ArchError(ValueError):

@@ -10,13 +10,13 @@ import hashlib
 import hmac
 import os
 import platform
-import re
 import socket
 import subprocess
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.core import variables
 from bench.core.registry import ROOT
 
 
@@ -77,7 +77,7 @@ def python_version(python: Path | str) -> str | None:
 
 # The user's label for this machine (`make … MACHINE=graviton-c7g`): the Makefile exports it.
 MACHINE_ENV = "PYWEBBENCH_MACHINE"
-MACHINE_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
+MACHINE_LABEL = variables.MACHINE_LABEL  # declared with MACHINE=
 _APP_KEY = b"pywebbench machine identity v1"
 
 

@@ -31,8 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bench.core.outcome import Outcome
+from bench.core.variables import LIFECYCLES
 
-EVENTS = ("reload",)
+EVENTS = LIFECYCLES  # declared with LIFECYCLE= (bench/core/variables.py)
 AROUND_S = 2.0
 BIN_S = 0.5
 HEALTHY_SHARE = 0.99

@@ -26,7 +26,8 @@ MARKS_NOTE = (
     f"(Welch's t-test on log values, adjusted p < 0.05), and the ratio's interval, at the level "
     f"Holm tested it at, excludes 1.00×; `{NOT_SIGNIFICANT}`: not significant, the two may "
     "well be equal; "
-    f"`{UNTESTABLE}`: fewer than 2 trials on a side, no test possible. For req/s above "
+    f"`{UNTESTABLE}`: fewer than 2 trials on a side, or identical trials on both (no spread: "
+    "rounded figures), no test possible. For req/s above "
     "1.00× means HEAD is faster; for p99 above 1.00× means HEAD is slower."
 )
 
@@ -198,7 +199,7 @@ def summary_counts(comparison: Comparison) -> str:
         f"{len(comparison.rows)} points in both: req/s significantly higher in {faster}, "
         f"lower in {slower}, not significantly different in {same}"
     )
-    return text + (f", untestable (1 trial) in {untestable}" if untestable else "")
+    return text + (f", untestable (1 trial or no spread) in {untestable}" if untestable else "")
 
 
 def render(base: list[Record], head: list[Record], base_dir: str, head_dir: str) -> list[str]:

@@ -92,7 +92,8 @@ def _margin(members: dict[tuple, list[Record]], order: list[tuple], values) -> s
         return "–"
     interval = f" [{diff.low:.2f}–{diff.high:.2f}]" if diff.low is not None else ""
     if not diff.testable:
-        word = "untestable (1 trial)"
+        few = min(sum(v is not None for v in values(members[k])) for k in order[:2]) < 2
+        word = "untestable (1 trial)" if few else "untestable (identical trials, no spread)"
     else:
         word = "significant" if diff.significant else "not significant"
     return f"{diff.ratio:.2f}×{interval} vs {_label(members[order[1]][0])}, {word}"

@@ -19,8 +19,11 @@ log scale, because benchmark noise is multiplicative and the figure we report is
 - A family of comparisons (every pair at one load on one machine; every point of a `make
   compare`; a study's checks) is corrected with Holm's step-down method, which bounds the
   chance of any false "significant" in the family by 5 % whatever the dependence. A
-  corrected difference carries the interval at the level Holm tested it at, so "significant"
-  and "the interval excludes 1.00×" stay one statement.
+  corrected difference carries the interval at the level of the Holm step that tested it
+  (α/m for the smallest p, then α/(m − 1), …), widened to reach 1.00× where the step-down
+  stopped before it, so "significant" and "the interval excludes 1.00×" stay one statement.
+- Identical trials on both sides (zero spread: rounded or capped figures) are untestable,
+  p None, never "p = 0".
 - Ranks are intervals: a configuration's best possible rank is 1 + the number of
   configurations significantly better than it, its worst the count minus those significantly
   worse. Two configurations that differ significantly never share rank 1; one not
@@ -129,9 +132,11 @@ def difference(a: Sequence[float], b: Sequence[float]) -> Difference:
     if la.size < 2 or lb.size < 2:
         return Difference(ratio, None, None, None)
     se = math.sqrt(lb.var(ddof=1) / lb.size + la.var(ddof=1) / la.size)
-    if se == 0.0:  # identical trials on both sides (fixtures)
-        p0 = 1.0 if ratio == 1.0 else 0.0
-        return Difference(ratio, ratio, ratio, p0, p0, 1, 0.0, 1)
+    if se == 0.0:
+        # identical trials on both sides: rounded or capped figures (Locust's p99 at 3,000 ms
+        # every trial), not an absence of noise; no spread to test against, so untestable
+        # (never "significant, p = 0", which no family correction could weaken)
+        return Difference(ratio, None, None, None)
     # Welch's statistic with the conservative degrees of freedom min(n) - 1
     df = min(la.size, lb.size) - 1
     diff = float(lb.mean() - la.mean())
@@ -154,22 +159,27 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
 
 
 def correct(diffs: Sequence[Difference]) -> list[Difference]:
-    """A family of differences with Holm-adjusted p-values, each interval at the level that
-    makes it exclude 1.00× exactly when the adjusted p is below 5 %."""
-    adjusted = holm([d.p_raw if d.p_raw is not None else d.p for d in diffs])
+    """A family of differences with Holm-adjusted p-values, each interval at the level of the
+    Holm step that tested it (α/(m − step)), widened to reach 1.00× where the step-down
+    stopped before it, so it excludes 1.00× exactly when the adjusted p is below 5 %."""
+    raws = [d.p_raw if d.p_raw is not None else d.p for d in diffs]
+    adjusted = holm(raws)
     family = sum(p is not None for p in adjusted)
+    # Holm's step of each tested comparison: the smallest raw p is step 0, tested at α/m
+    order = sorted((p, i) for i, p in enumerate(raws) if p is not None)
+    step = {index: rank for rank, (_, index) in enumerate(order)}
     out = []
-    for diff, p_adj in zip(diffs, adjusted, strict=True):
+    for i, (diff, p_adj) in enumerate(zip(diffs, adjusted, strict=True)):
         if p_adj is None or diff.ratio is None:
             out.append(diff)
             continue
-        p_raw = diff.p_raw if diff.p_raw is not None else diff.p
         low, high = diff.low, diff.high
-        if diff.log_se and diff.df and p_raw and p_adj > 0:
-            # Holm's effective level for this comparison: alpha * p / p_adjusted
-            level = min(ALPHA, ALPHA * p_raw / p_adj)
+        if diff.log_se and diff.df:
+            level = ALPHA / (family - step[i])
             low, high = _interval(math.log(diff.ratio), diff.log_se, diff.df, level)
-        out.append(replace(diff, low=low, high=high, p=p_adj, p_raw=p_raw, family=family))
+            if p_adj >= ALPHA:  # not significant: the interval may not exclude 1.00×
+                low, high = min(low, 1.0), max(high, 1.0)
+        out.append(replace(diff, low=low, high=high, p=p_adj, p_raw=raws[i], family=family))
     return out
 
 

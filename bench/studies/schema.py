@@ -13,62 +13,29 @@ from __future__ import annotations
 import math
 import os
 import re
-import tomllib
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.core import defaults, plan, validate
+from bench.core import defaults, plan, studyfile, validate
 from bench.core.registry import load_all, server_ids
+from bench.core.studyfile import (  # noqa: F401  (re-exported: the schema's vocabulary)
+    ARM_SETTINGS,
+    OPEN_LOOP_KEYS,
+    SETTING_TYPES,
+    TOP_TYPES,
+    StudyError,
+    check_settings,
+    read_study,
+    type_name,
+)
 from bench.host import cgroup
 from bench.load import default_name, kinds, open_loop_name, scenarios_for, tools
 from bench.load.race import Race
 from bench.studies.metrics import METRICS
 
-STUDIES_DIR = Path(__file__).resolve().parents[2] / "studies"
-# What [run] or an arm may set besides id, label, server, knobs -> the TOML type it must have.
-SETTING_TYPES: dict[str, type] = {
-    "group": str,
-    "proxy": str,
-    "keepalive": bool,
-    "upstream_keepalive": bool,
-    "proxy_timeout": int,
-    "app_env": dict,
-    "path": str,
-    "paths": dict,
-    "scenario": str,
-    "scenarios": list,
-    "concurrency": list,
-    "duration": int,
-    "warmup": int,
-    "trials": int,
-    "load_timeout": int,
-    "cpu_quota": float,  # CPUs (1.0, 0.5): the server in a cgroup with this quota (CPU_QUOTA=)
-    # runtime = "docker": the server in its image (RUNTIME=), with the engine's limits cpus
-    # (CPUS=, docker's --cpus) and memory (MEMORY=, docker's --memory syntax: "512m")
-    "runtime": str,
-    "cpus": float,
-    "memory": str,
-    "lifecycle": str,  # "reload": the server's reload mid-window (LIFECYCLE=)
-    "recycle": int,  # requests per worker before the server's own recycling (RECYCLE=)
-    # The arm in a network namespace of its own (root only, bench.host.netns) with these
-    # sysctls set there: its own kernel settings, counters and port range.
-    "namespace": bool,
-    "sysctls": dict,
-    # The keep-alive race (load = "race", bench.load.race): bursts of race_burst concurrent
-    # requests after each idle gap of race_gaps_ms, race_rounds times; or, with probe_limit
-    # (seconds allowed), the server's idle close measured first and the gaps set at
-    # race_offsets_ms from it: the timeout is measured, not taken from the declaration.
-    # race_budget: seconds of idle gaps an arm may spend (bench.load.race.within_budget).
-    "race_gaps_ms": list,
-    "race_offsets_ms": list,
-    "race_burst": int,
-    "race_rounds": int,
-    "probe_limit": int,
-    "race_budget": int,
-}
-ARM_SETTINGS = set(SETTING_TYPES)
+STUDIES_DIR = studyfile.STUDIES_DIR  # where the files are; tests point studyfile's elsewhere
 RACE_KEYS = ("race_gaps_ms", "race_offsets_ms", "race_burst", "race_rounds", "probe_limit")
 RACE_KEYS += ("race_budget",)
 # The race's defaults, here and nowhere else: a burst of 20 concurrent requests, 10 rounds.
@@ -84,9 +51,6 @@ NOT_IN_NAMESPACE += ("group", "warmup", "trials", "runtime", "cpus", "memory")
 STUDY_RUNTIMES = ("native", "docker")
 CONTAINER_KEYS = ("cpus", "memory")
 NOT_IN_CONTAINER = ("cpu_quota", "lifecycle", "recycle", "namespace")
-# Keys only an arm may set: a load tool of its own, its offered rates, and what it takes from
-# the first phase's records. [run] is the closed-loop setting the other arms share.
-OPEN_LOOP_KEYS = ("load", "rates", "rates_from", "from_best")
 # rates_from's `of`: the throughput, measured in the first phase, the rates are fractions of.
 RATE_BASES = {
     "slowest-best-rps": "the lowest, over groups, of the req/s of each group's best arm",
@@ -96,35 +60,8 @@ FRACTION_MAX = 2.0  # past 2× a measured capacity the answer is only errors
 # What a check's side may name: an arm (or group), narrowed to a concurrency, a scenario, or
 # (an arm with rates_from) one of its fractions.
 SIDE_KEYS = ("arm", "concurrency", "scenario", "fraction")
-# Top-level keys -> (their TOML type, required).
-TOP_TYPES: dict[str, tuple[type, bool]] = {
-    "title": (str, True),
-    "source": (str, True),
-    "claim": (str, True),
-    "differs": (str, True),
-    "run": (dict, True),
-    "arm": (list, True),
-    "check": (list, False),  # required unless `expect` says what is expected instead
-    "expect": (str, False),
-    "published": (list, False),
-    "metrics": (list, False),
-    "plot_metric": (str, False),
-    "best_by": (str, False),
-    "open_metrics": (list, False),
-    "not_run": (list, False),
-    # server id -> why it has no fix arm (the race: no setting keeps an idle connection open
-    # past the balancer's): said in the section instead of an invented arm.
-    "no_fix": (dict, False),
-}
 # A configuration the source measured that cannot run today: shown as a row of its own.
 NOT_RUN_KEYS = ("label", "published", "why", "instead")
-_TYPE_NAMES = {str: "a string", dict: "a table", list: "a list", int: "a whole number"}
-_TYPE_NAMES[bool] = "true or false"
-_TYPE_NAMES[float] = "a number of CPUs with a decimal point (1.0)"
-
-
-class StudyError(ValueError):
-    """A study file that does not say what the harness needs."""
 
 
 @dataclass(frozen=True)
@@ -220,30 +157,13 @@ def in_namespace(settings: dict[str, object]) -> bool:
 
 def study_names() -> list[str]:
     """Every study file's name."""
-    return sorted(p.stem for p in STUDIES_DIR.glob("*.toml"))
-
-
-def _type_name(kind: type) -> str:
-    return _TYPE_NAMES.get(kind, kind.__name__)
+    return studyfile.study_names()
 
 
 def _check_settings(path: Path, where: str, settings: dict) -> None:
-    """[run] or an arm's overrides: known keys with the right types."""
-    misplaced = set(settings) & set(OPEN_LOOP_KEYS)
-    if misplaced:
-        raise StudyError(f"{path}: {where}: {sorted(misplaced)} belong to an [[arm]]")
-    unknown = set(settings) - ARM_SETTINGS
-    if unknown:
-        raise StudyError(f"{path}: {where} has unknown keys {sorted(unknown)}")
-    for key, value in settings.items():
-        kind = SETTING_TYPES[key]
-        # bool is an int in Python; a TOML true is not a number of seconds
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise StudyError(f"{path}: {where}: {key} must be {_type_name(kind)}")
-    if settings.get("proxy", defaults.PROXY) not in plan.PROXIES:
-        raise StudyError(f"{path}: {where}: proxy must be one of {', '.join(plan.PROXIES)}")
-    if not all(isinstance(c, int) and c > 0 for c in settings.get("concurrency", [1])):
-        raise StudyError(f"{path}: {where}: concurrency must be a list of positive numbers")
+    """[run] or an arm's overrides: the static schema (bench.core.studyfile), then a CPU quota
+    a cgroup can hold."""
+    check_settings(path, where, settings)
     if "cpu_quota" in settings:
         try:
             cgroup.quota_us(settings["cpu_quota"])
@@ -342,25 +262,6 @@ def _arm(path: Path, raw: object) -> Arm:
         settings=settings,
         **load_keys,  # type: ignore[arg-type]
     )
-
-
-def _read_study(path: Path) -> dict:
-    """The study file parsed, its top-level keys present where required and of their type."""
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise StudyError(f"{path}: {exc}") from exc
-    for key, (kind, required) in TOP_TYPES.items():
-        if key not in data:
-            if required:
-                raise StudyError(f"{path}: missing `{key}`")
-        elif not isinstance(data[key], kind):
-            raise StudyError(f"{path}: `{key}` must be {_type_name(kind)}")
-    if "check" not in data and "expect" not in data:
-        raise StudyError(f"{path}: missing `check` (or `expect`: what is expected, in prose)")
-    if "check" in data and "expect" in data:
-        raise StudyError(f"{path}: give [[check]] tables (a verdict) or `expect`, not both")
-    return data
 
 
 def _check_arm_run(path: Path, run: dict, arm: Arm) -> None:
@@ -569,8 +470,8 @@ def _check_checks(
 
 def load_study(name: str) -> Study:
     """Read and validate studies/<name>.toml; StudyError names the file and the key."""
-    path = STUDIES_DIR / f"{name}.toml"
-    data = _read_study(path)
+    path = studyfile.study_path(name)
+    data = read_study(path)
     _check_settings(path, "[run]", data["run"])
     arms = _study_arms(path, data)
     names = [a.id for a in arms]
@@ -661,7 +562,7 @@ def load_runnable(names: list[str]) -> list[Study]:
         for arm in study.arms:
             if arm.server not in known:
                 raise StudyError(
-                    f"{STUDIES_DIR / study.name}.toml: arm {arm.id} names unknown server "
+                    f"{studyfile.study_path(study.name)}: arm {arm.id} names unknown server "
                     f"{arm.server!r}; valid: {', '.join(known)}"
                 )
     return studies

@@ -140,9 +140,9 @@ def test_two_versions_never_merge_as_trials_but_meet_across_result_sets() -> Non
     [
         ([f"--app-routes={ROUTES / 'unknown-key.toml'}"], "unknown keys"),
         (["--app-kind=wsgi"], None),  # companions alone
-        (["--load=locust"], "APP runs with LOAD=wrk or oha"),
+        (["--load=locust"], "APP needs LOAD=wrk or oha"),
         (["--scenario=nope"], "unknown SCENARIO 'nope'; valid: ok, all"),
-        (["--target=http://127.0.0.1:9"], "not both"),
+        (["--target=http://127.0.0.1:9"], "APP and TARGET= cannot go together"),
     ],
 )
 def test_make_bench_refuses_bad_app_input_with_exit_2(

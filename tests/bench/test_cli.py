@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench import cli
-from bench.core import plan
+from bench.core import plan, studyfile
 from bench.core.registry import ROOT
 
 BAD = [
@@ -27,7 +27,7 @@ BAD = [
     (["--proxy=haproxy"], "valid: none, nginx, alb"),
     (["--proxy=alb", "--upstream-keepalive=off"], "an ALB always keeps target connections alive"),
     (["--keepalive=maybe"], "valid: on, off"),
-    (["--upstream-keepalive=off"], "add PROXY=nginx"),
+    (["--upstream-keepalive=off"], "needs PROXY=nginx or alb"),
     (["--proxy=nginx", "--proxy-timeout=0"], "out of range 1..600"),
     (["--pin=2"], "valid: on, off"),
     (["--load=ab"], "valid: wrk, locust, oha"),
@@ -42,21 +42,21 @@ BAD = [
     (["--load=locust", "--locust-workers=65"], "out of range 0..64"),
     (["--target=ftp://10.0.0.5:21"], "is not http://host:port"),
     (["--target=http://10.0.0.5"], "is not http://host:port"),
-    (["--target=http://127.0.0.1:8000", "--proxy=nginx"], "valid: PROXY=none"),
-    (["--runtime=foo"], "valid: native, docker, compose"),
+    (["--target=http://127.0.0.1:8000", "--proxy=nginx"], "PROXY=nginx and TARGET="),
+    (["--runtime=foo"], "valid: native, docker"),
     (["--runtime=docker", "--cpus=abc"], "CPUS='abc' is not a number of CPUs in 0.01.."),
     (["--runtime=docker", "--cpus=0"], "CPUS='0' is not a number of CPUs"),
     (["--runtime=docker", "--cpus=4096"], "CPUS='4096' is not a number of CPUs"),
     (["--runtime=docker", "--memory=12q"], "MEMORY='12q' is not a size of at least 6m"),
     (["--runtime=docker", "--memory=1m"], "MEMORY='1m' is not a size of at least 6m"),
-    (["--cpus=1"], "add RUNTIME=docker"),
-    (["--memory=512m"], "add RUNTIME=docker"),
-    (["--runtime=docker", "--cpu-quota=0.5"], "not with CPU_QUOTA="),
+    (["--cpus=1"], "needs RUNTIME=docker"),
+    (["--memory=512m"], "needs RUNTIME=docker"),
+    (["--runtime=docker", "--cpu-quota=0.5"], "RUNTIME=docker and CPU_QUOTA= cannot go together"),
     (["--runtime=docker", "--server=nginx-static"], "nginx-static is not a Python server"),
     (["--network=bogus"], "unknown NETWORK 'bogus'; valid: host, bridge"),
     (["--runtime=docker", "--network=nat"], "unknown NETWORK 'nat'; valid: host, bridge"),
-    (["--network=bridge"], "NETWORK=bridge is the server container's network: add RUNTIME=docker"),
-    (["--runtime=docker", "--network=bridge", "--proxy=nginx"], "valid: NETWORK=host"),
+    (["--network=bridge"], "NETWORK=bridge needs RUNTIME=docker"),
+    (["--runtime=docker", "--network=bridge", "--proxy=nginx"], "NETWORK=bridge and PROXY="),
 ]
 
 
@@ -232,10 +232,9 @@ def test_a_bad_study_file_is_one_line_and_exit_2(
 ) -> None:
     """`make study NAME=<a malformed file>`: the file and what is wrong in one line, no
     traceback, nothing run."""
-    from bench.studies import schema
 
     assert STUDY.count("[[arm]]") >= 1 and text != STUDY
-    monkeypatch.setattr(schema, "STUDIES_DIR", tmp_path / "studies")
+    monkeypatch.setattr(studyfile, "STUDIES_DIR", tmp_path / "studies")
     (tmp_path / "studies").mkdir()
     (tmp_path / "studies" / "broken.toml").write_text(text)
     results = tmp_path / "results"
@@ -309,8 +308,8 @@ def test_python_m_bench_study_with_a_bad_file_prints_no_traceback(tmp_path: Path
     """As a user runs it, in a process of its own: status 2 and one line on stderr."""
     (tmp_path / "broken.toml").write_text(STUDY.replace("source =", "# source ="))
     code = (
-        "import sys, pathlib; from bench import cli; from bench.studies import schema; "
-        f"schema.STUDIES_DIR = pathlib.Path({str(tmp_path)!r}); "
+        "import sys, pathlib; from bench import cli; from bench.core import studyfile; "
+        f"studyfile.STUDIES_DIR = pathlib.Path({str(tmp_path)!r}); "
         f"sys.exit(cli.main(['study', '--name=broken', '--results={tmp_path / 'r'}']))"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)

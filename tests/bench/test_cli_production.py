@@ -10,7 +10,7 @@ from bench import cli
     ("argv", "message"),
     [
         (["run", "--lifecycle=restart"], "unknown LIFECYCLE 'restart'; valid: reload"),
-        (["run", "--lifecycle=reload"], "LIFECYCLE=reload needs a fixed arrival rate"),
+        (["run", "--lifecycle=reload"], "LIFECYCLE needs LOAD=oha"),
         (["run", "--recycle=0"], "RECYCLE=0 is out of range 1..10000000"),
         (["run", "--recycle=many"], "RECYCLE='many' is not a whole number"),
         (["capacity", "--lifecycle=reload"], "make capacity searches a steady server's rate"),
@@ -25,7 +25,7 @@ from bench import cli
                 "--lifecycle=reload",
                 "--target=http://10.0.0.5:80",
             ],
-            "not with TARGET=",
+            "and TARGET= cannot go together",
         ),
     ],
 )

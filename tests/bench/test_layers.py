@@ -23,6 +23,7 @@ LEVELS = {
     "report": 4,
     "harness": 5,
     "studies": 6,
+    "cli": 7,  # the entry point's own folder (parser, options, commands, cleanup)
 }
 TOP = 7
 

@@ -1,15 +1,16 @@
-"""A mutation check of the summary's statistics: each wrong statistic the summary once had, or
-could slip into, must make some test of tests/bench/test_stats.py fail.
+"""A mutation check of the summary's statistics and the race's decisions: each wrong
+statistic the summary once had, or could slip into, must make some test fail.
 
-Input: bench/report/stats.py's source (read, never written) and the test functions of
-tests/bench/test_stats.py. Each mutant is a source-text or AST replacement applied to a copy
-of the module, executed as a module of another name; the test functions meant to catch that
-kind of mistake run with the mutant's names injected in place of the real ones (the tests
-import every name at module level for this). Output: a pass when at least one of them fails
-its assertions (the mutant is killed); a mutant that survives fails here, naming the tests it
-passed. Deterministic: the tests seed their own generators. A control runs the same tests on
-an unmutated copy and demands they all pass, so a kill is the mutation's doing, not the
-loading's.
+Input: the source of each target module (bench/report/stats.py, bench/report/decision.py,
+bench/report/glance.py; read, never written) and the test functions of its test module
+(tests/bench/test_stats.py, test_decision.py, test_glance.py). Each mutant is a source-text or
+AST replacement applied to a copy of its module, executed as a module of another name; the
+test functions meant to catch that kind of mistake run with the mutant's names injected in
+place of the real ones (the tests import every name at module level for this). Output: a pass
+when at least one of them fails its assertions (the mutant is killed); a mutant that survives
+fails here, naming the tests it passed. Deterministic: the tests seed their own generators. A
+control runs the same tests on an unmutated copy of each module and demands they all pass, so
+a kill is the mutation's doing, not the loading's.
 """
 
 from __future__ import annotations
@@ -24,10 +25,19 @@ from pathlib import Path
 
 import pytest
 
+import bench.report.decision as real_decision
+import bench.report.glance as real_glance
 import bench.report.stats as real_stats
-from tests.bench import test_stats
+from tests.bench import test_decision, test_glance, test_stats
 
-SOURCE = Path(real_stats.__file__).read_text()
+# target name -> (the real module, the test module whose tests kill its mutants)
+TARGETS: dict[str, tuple[types.ModuleType, types.ModuleType]] = {
+    "stats": (real_stats, test_stats),
+    "decision": (real_decision, test_decision),
+    "glance": (real_glance, test_glance),
+}
+SOURCES = {name: Path(module.__file__ or "").read_text() for name, (module, _) in TARGETS.items()}
+SOURCE = SOURCES["stats"]
 
 # The chain tie-ranking the summary once had: best first, each configuration compared only
 # with its group's leader, joining the group when not significantly different from it.
@@ -66,6 +76,7 @@ class Mutant:
     killers: tuple[tuple[str, dict], ...]
     replace: tuple[tuple[str, str], ...] = ()
     functions: dict[str, str] = field(default_factory=dict)
+    target: str = "stats"  # a key of TARGETS
 
 
 FALSE_POSITIVES = (("test_one_pair_false_positive_rate_is_calibrated_on_both_sides", {}),)
@@ -166,10 +177,13 @@ MUTANTS = (
     ),
     Mutant(
         "holm-interval-uncorrected",
-        (("test_a_corrected_interval_excludes_1_exactly_when_holm_says_significant", {}),),
+        (
+            ("test_a_corrected_interval_is_at_its_holm_step_level", {}),
+            ("test_a_corrected_interval_excludes_1_exactly_when_holm_says_significant", {}),
+        ),
         replace=(
             (
-                "level = min(ALPHA, ALPHA * p_raw / p_adj)",
+                "level = ALPHA / (family - step[i])",
                 "level = ALPHA",
             ),
         ),
@@ -197,11 +211,100 @@ MUTANTS = (
 )
 
 
+ZERO_SPREAD_P0 = """\
+    if se == 0.0:  # identical trials on both sides (fixtures)
+        p0 = 1.0 if ratio == 1.0 else 0.0
+        return Difference(ratio, ratio, ratio, p0, p0, 1, 0.0, 1)
+"""
+ZERO_SPREAD_FIXED = """\
+    if se == 0.0:
+        # identical trials on both sides: rounded or capped figures (Locust's p99 at 3,000 ms
+        # every trial), not an absence of noise; no spread to test against, so untestable
+        # (never "significant, p = 0", which no family correction could weaken)
+        return Difference(ratio, None, None, None)
+"""
+
+MUTANTS += (
+    Mutant(
+        "holm-interval-at-ratio-level",  # the summary's old rule: α·p_raw/p_adj
+        (("test_a_corrected_interval_is_at_its_holm_step_level", {}),),
+        replace=(
+            ("level = ALPHA / (family - step[i])", "level = min(ALPHA, ALPHA * raws[i] / p_adj)"),
+        ),
+    ),
+    Mutant(
+        "zero-spread-significant-p0",
+        (("test_identical_quantised_trials_are_untestable_not_proof", {}),),
+        replace=((ZERO_SPREAD_FIXED, ZERO_SPREAD_P0),),
+    ),
+    Mutant(
+        "capacity-ratio-bounds-crossed",
+        (("test_capacity_ratio_takes_each_interval_s_far_end", {}),),
+        replace=(
+            (
+                "return a.center / b.center, a.low / b.high, a.high / b.low",
+                "return a.center / b.center, a.low / b.low, a.high / b.high",
+            ),
+        ),
+    ),
+    Mutant(
+        "equivalence-margin-10-percent",
+        (("test_equal_within_5_percent_means_5_not_10", {}),),
+        replace=(("    margin: float = 0.05,\n", "    margin: float = 0.10,\n"),),
+    ),
+    Mutant(
+        "count-shift-family-uncorrected",
+        (("test_a_count_shift_is_corrected_for_its_family", {}),),
+        replace=(
+            (
+                "half = float(stats.t.ppf(1 - ALPHA / family / 2, n - 1)) * se",
+                "half = float(stats.t.ppf(1 - ALPHA / 2, n - 1)) * se",
+            ),
+        ),
+    ),
+    Mutant(
+        "capacity-line-next-is-the-last",
+        (("test_the_capacity_line_compares_the_best_with_the_next_not_the_last", {}),),
+        replace=(("            nxt = found[1]\n", "            nxt = found[-1]\n"),),
+        target="glance",
+    ),
+    Mutant(
+        "race-alpha-spending-removed",  # a plain 5 % at every look
+        (("test_a_configuration_raced_against_itself_is_separated_in_at_most_5_percent", {}),),
+        replace=(
+            (
+                "return alpha * (MIN_ROUNDS if rounds == MIN_ROUNDS else 1) / total",
+                "return alpha",
+            ),
+        ),
+        target="decision",
+    ),
+    Mutant(
+        "race-pairing-removed",  # each round's figure against another round's
+        (("test_pairing_removes_the_rounds_shared_effect", {}),),
+        replace=(
+            (
+                "[logs[better][r] - logs[worse][r] for r in common]",
+                "[logs[better][r] - logs[worse][s] for r, s in zip(common, common[::-1])]",
+            ),
+        ),
+        target="decision",
+    ),
+    Mutant(
+        "race-holm-removed",  # every pair at its own level, no family correction
+        (("test_holm_over_the_pairs_of_a_race", {}),),
+        replace=(("        factor = m - rank\n", "        factor = 1\n"),),
+        target="decision",
+    ),
+)
+
+
 def mutate(mutant: Mutant) -> str:
-    """The module's source with the mutant's replacements applied."""
-    source = SOURCE
+    """The target module's source with the mutant's replacements applied."""
+    source = SOURCES[mutant.target]
+    where = f"{mutant.target}.py"
     for old, new in mutant.replace:
-        assert source.count(old) == 1, f"{mutant.name}: {old!r} is not in stats.py exactly once"
+        assert source.count(old) == 1, f"{mutant.name}: {old!r} is not in {where} exactly once"
         source = source.replace(old, new)
     if not mutant.functions:
         return source
@@ -212,7 +315,7 @@ def mutate(mutant: Mutant) -> str:
             for i, node in enumerate(tree.body)
             if isinstance(node, ast.FunctionDef) and node.name == name
         ]
-        assert len(spots) == 1, f"{mutant.name}: no single function {name} in stats.py"
+        assert len(spots) == 1, f"{mutant.name}: no single function {name} in {where}"
         tree.body[spots[0]] = ast.parse(definition).body[0]
     return ast.unparse(tree)
 
@@ -227,19 +330,20 @@ def load(name: str, source: str, monkeypatch: pytest.MonkeyPatch) -> types.Modul
     return module
 
 
-def inject(module: types.ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Point every name test_stats took from the real module at the copy's."""
-    names = [n for n, v in vars(test_stats).items() if getattr(real_stats, n, None) is v]
-    assert names, "test_stats imports nothing from bench.report.stats"
+def inject(target: str, module: types.ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point every name the target's test module took from the real module at the copy's."""
+    real, tests = TARGETS[target]
+    names = [n for n, v in vars(tests).items() if getattr(real, n, None) is v]
+    assert names, f"{tests.__name__} imports nothing from {real.__name__}"
     for name in names:
-        monkeypatch.setattr(test_stats, name, getattr(module, name))
+        monkeypatch.setattr(tests, name, getattr(module, name))
 
 
-def cases(test_name: str, only: dict) -> list[dict]:
+def cases(tests: types.ModuleType, test_name: str, only: dict) -> list[dict]:
     """A test's parameter sets from its own parametrize marks (so the bounds stay the test's),
     keeping those that agree with `only`."""
     combos: list[dict] = [{}]
-    for mark in getattr(getattr(test_stats, test_name), "pytestmark", []):
+    for mark in getattr(getattr(tests, test_name), "pytestmark", []):
         if mark.name != "parametrize":
             continue
         names, values = mark.args[0], mark.args[1]
@@ -249,13 +353,15 @@ def cases(test_name: str, only: dict) -> list[dict]:
     return [c for c in combos if all(c[k] == v for k, v in only.items())]
 
 
-def failures(killers: tuple[tuple[str, dict], ...], stop_at_first: bool) -> list[str]:
+def failures(
+    tests: types.ModuleType, killers: tuple[tuple[str, dict], ...], stop_at_first: bool
+) -> list[str]:
     """The killers whose assertions fail (pytest.approx and pytest.raises fail so too); any
     other exception is a broken mutant and propagates."""
     failed = []
     for test_name, only in killers:
-        test: Callable[..., None] = getattr(test_stats, test_name)
-        runs = cases(test_name, only)
+        test: Callable[..., None] = getattr(tests, test_name)
+        runs = cases(tests, test_name, only)
         assert runs, f"{test_name} has no parameters matching {only}"
         for kwargs in runs:
             try:
@@ -273,26 +379,31 @@ def test_every_mutant_of_the_statistics_is_killed(
 ) -> None:
     """Some test meant for this kind of mistake fails on the mutant."""
     source = mutate(mutant)
-    assert source != SOURCE
-    module = load(f"_stats_mutant_{mutant.name.replace('-', '_')}", source, monkeypatch)
-    inject(module, monkeypatch)
+    assert source != SOURCES[mutant.target]
+    module = load(f"_{mutant.target}_mutant_{mutant.name.replace('-', '_')}", source, monkeypatch)
+    inject(mutant.target, module, monkeypatch)
     start = time.monotonic()
-    killed = failures(mutant.killers, stop_at_first=True)
+    killed = failures(TARGETS[mutant.target][1], mutant.killers, stop_at_first=True)
     names = [name for name, _ in mutant.killers]
     assert killed, f"mutant {mutant.name} survived {names}"
     print(f"{mutant.name}: killed by {killed[0]} in {time.monotonic() - start:.1f} s")
 
 
-def test_the_killers_pass_on_an_unmutated_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_the_killers_pass_on_an_unmutated_copy(
+    target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Control: loaded and injected the same way, the real source passes every killer."""
-    module = load("_stats_mutant_none", SOURCE, monkeypatch)
-    inject(module, monkeypatch)
-    assert test_stats.estimate is module.estimate
+    module = load(f"_{target}_mutant_none", SOURCES[target], monkeypatch)
+    inject(target, module, monkeypatch)
+    tests = TARGETS[target][1]
     every = {
         (name, tuple(sorted(kwargs.items())))
         for mutant in MUTANTS
+        if mutant.target == target
         for name, only in mutant.killers
-        for kwargs in cases(name, only)
+        for kwargs in cases(tests, name, only)
     }
-    failed = failures(tuple((name, dict(kwargs)) for name, kwargs in sorted(every)), False)
-    assert not failed, f"the unmutated copy fails {failed}"
+    assert every, f"no mutant of {target}"
+    failed = failures(tests, tuple((name, dict(kwargs)) for name, kwargs in sorted(every)), False)
+    assert not failed, f"the unmutated copy of {target} fails {failed}"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.core import studyfile
 from bench.core.parse import parse_proxy_errors
 from bench.studies.network import rate_per_10k
 from bench.studies.schema import in_namespace, load_study, study_names
@@ -205,7 +206,7 @@ def test_no_fix_must_name_a_server_of_the_arms(tmp_path, monkeypatch) -> None:
     from bench.studies import schema
 
     text = (schema.STUDIES_DIR / "lb-keepalive-race.toml").read_text()
-    monkeypatch.setattr(schema, "STUDIES_DIR", tmp_path)
+    monkeypatch.setattr(studyfile, "STUDIES_DIR", tmp_path)
     (tmp_path / "lb-keepalive-race.toml").write_text(text.replace("granian-asgi = ", "nginx = "))
     with pytest.raises(schema.StudyError, match=r"no_fix\.nginx must be a server of the arms"):
         schema.load_study("lb-keepalive-race")

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import overhead
+from bench import cli
 from bench.overhead import Cost, observer_pct, summarize
 
 
@@ -30,17 +30,30 @@ def test_summary_gives_each_arm_its_median_ratio_and_range() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--rounds=0"], "ROUNDS='0' is not a whole number in 1..100"),
+        (["--rounds=0"], "ROUNDS=0 is out of range 1..100"),
         (["--concurrency=10,50"], "one CONCURRENCY"),
         (["--server=nope"], "unknown SERVER"),
         (["--legacy=maybe"], "valid: on, off"),
-        (["--bogus=1"], "unknown option --bogus=1"),
+        (["--bogus=1"], "unrecognized arguments: --bogus=1"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
     args: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """Bad values: exit 2 and one line, before anything starts."""
-    assert overhead.main(args) == 2
+    assert cli.main(["overhead", *args]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and message in err, err
+
+
+def test_overhead_is_an_ordinary_command_with_its_own_defaults() -> None:
+    """`python -m bench overhead` parses its variables like every command; unset, they are
+    make overhead's defaults (bench/core/defaults.py)."""
+    from bench.core import defaults
+
+    args = cli.build_parser().parse_args(["overhead", "--duration=3"])
+    options, rounds, legacy = cli.overhead_options(args)
+    assert options.servers == tuple(defaults.OVERHEAD_SERVERS.split(","))
+    assert options.scenarios == tuple(defaults.OVERHEAD_SCENARIOS.split(","))
+    assert options.concurrency == (defaults.OVERHEAD_CONCURRENCY,)
+    assert (options.duration_s, rounds, legacy) == (3, defaults.OVERHEAD_ROUNDS, False)

@@ -33,7 +33,8 @@ def _precheck(command: str, **variables: str) -> subprocess.CompletedProcess[str
         ("run", {"KEEPALIVE": "maybe"}, "valid: on, off"),
         ("run", {"CPU_QUOTA": "lots"}, "CPU_QUOTA='lots'"),
         ("run", {"TARGET": "ftp://x"}, "TARGET="),
-        ("run", {"RUNTIME": "foo"}, "valid: native, docker, compose"),
+        ("run", {"RUNTIME": "foo"}, "valid: native, docker"),
+        ("run", {"RUNTIME": "compose"}, "valid: native, docker"),
         ("run", {"LOAD": "nosuchtool"}, "unknown LOAD 'nosuchtool'; valid: "),
         ("serve", {"RUNTIME": "docker", "CPUS": "abc"}, "CPUS='abc' is not a number of CPUs"),
         ("run", {"RUNTIME": "docker", "MEMORY": "12q"}, "MEMORY='12q' is not a size"),
@@ -51,7 +52,7 @@ def _precheck(command: str, **variables: str) -> subprocess.CompletedProcess[str
             "unknown ARMS 'nope'; valid: gthread-default",
         ),
         ("run", {"TRIALS": "many"}, "TRIALS='many' is not a whole number (1..100) or auto"),
-        ("run", {"TRIALS": "5", "BUDGET": "3"}, "BUDGET=3 applies to TRIALS=auto only"),
+        ("run", {"TRIALS": "5", "BUDGET": "3"}, "BUDGET needs TRIALS=auto"),
         ("run", {"TRIALS": "auto", "BUDGET": "0"}, "BUDGET=0 is out of range 1..1440"),
         ("report", {"RESULTS": "/nonexistent/deeper"}, "does not exist"),
         ("compare", {"BASE": "results/reference", "HEAD": "results/reference"}, "same directory"),
@@ -105,8 +106,40 @@ def test_make_refuses_before_setup() -> None:
 
 def testload_names_read_from_source_are_the_harness_names() -> None:
     """LOAD's names, read from bench/load's source without importing it, are exactly the
-    tools the harness offers (a tool added, renamed or made unselectable shows here)."""
+    tools the harness offers (a tool added, renamed or made unselectable shows here), with
+    the same default and the same open-loop ones."""
     from bench import load, precheck
+    from bench.core import variables
 
     assert precheck.load_names() == sorted(load.names())
+    assert variables.default_load() == load.default_name()
+    assert variables.open_loop_loads()[0] == load.open_loop_name()
     assert _precheck("run", LOAD=load.default_name()).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("source =", "# source ="), "missing `source`"),
+        (("server = ", "server = 'nope' #"), "needs a server = '<server id>'"),
+        (("[run]", "[run]\nfront = 1"), "[run] has unknown keys ['front']"),
+    ],
+)
+def test_a_broken_study_file_is_refused_without_site_packages(
+    change: tuple[str, str], message: str, tmp_path: Path
+) -> None:
+    """A study file's static schema, incl. a missing key, before anything is installed."""
+    text = (ROOT / "studies" / "reload.toml").read_text()
+    assert change[0] in text
+    (tmp_path / "broken.toml").write_text(text.replace(*change, 1))
+    code = (
+        "import os, sys, pathlib; from bench import precheck; from bench.core import studyfile; "
+        f"studyfile.STUDIES_DIR = pathlib.Path({str(tmp_path)!r}); "
+        "sys.exit(precheck.main(['study']))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "ARMS"} | {"NAME": "broken"}
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr

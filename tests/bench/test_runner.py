@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from bench import cli
+from bench.core import studyfile
 from bench.host import netns
 from bench.studies import schema
 from bench.studies.schema import StudyError
@@ -53,6 +54,6 @@ def test_bad_proxy_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         '[run]\nnamespace = true\nproxy = "haproxy"\n[[arm]]\nid = "a"\nlabel = "l"\n'
         'server = "granian"\nload = "race"\n'
     )
-    monkeypatch.setattr(schema, "STUDIES_DIR", tmp_path)
+    monkeypatch.setattr(studyfile, "STUDIES_DIR", tmp_path)
     with pytest.raises(StudyError, match="proxy must be one of none, nginx, alb"):
         schema.load_study("bad")

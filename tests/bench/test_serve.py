@@ -13,7 +13,7 @@ BAD_SERVE = [
     (["--target=http://10.0.0.5:8000"], "TARGET applies to make bench only"),
     (["--proxy=haproxy"], "valid: none, nginx"),
     (["--workers=0"], "out of range 1..256"),
-    (["--upstream-keepalive=off"], "add PROXY=nginx"),
+    (["--upstream-keepalive=off"], "needs PROXY=nginx or alb"),
 ]
 
 

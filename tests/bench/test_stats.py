@@ -8,12 +8,16 @@ import math
 
 import numpy as np
 import pytest
+from scipy.stats import t as t_dist
 
 from bench.report.stats import (
+    Capacity,
+    Difference,
     ar1_latencies,
     block_for,
     capacity,
     capacity_coverage,
+    capacity_ratio,
     correct,
     decide,
     difference,
@@ -22,6 +26,7 @@ from bench.report.stats import (
     pairwise,
     quantile_interval,
     rank_intervals,
+    shift,
     tie_ranks,
     within_run_interval,
 )
@@ -87,8 +92,48 @@ def test_untestable_and_degenerate_cases() -> None:
     assert not zero.testable
     same = difference([5.0, 5.0], [5.0, 5.0])
     assert not same.significant
-    apart = difference([5.0, 5.0], [6.0, 6.0])
-    assert apart.significant and apart.ratio == pytest.approx(1.2)
+
+
+def test_identical_quantised_trials_are_untestable_not_proof() -> None:
+    """Locust's p99 at 3,000 ms in every trial against 3,100 ms: zero spread comes from the
+    figure's rounding, not from zero noise. Untestable (p None, no interval), never
+    "significant, p = 0": moving one trial by one bucket gives p ≈ 0.18, and no data can be
+    more convincing for having been rounded alike."""
+    capped = difference([3000.0] * 3, [3100.0] * 3)
+    assert capped.ratio == pytest.approx(31 / 30)
+    assert capped.p is None and not capped.significant and not capped.testable
+    assert capped.low is None and capped.high is None
+    moved = difference([3000.0] * 3, [3100.0, 3100.0, 3000.0])
+    assert moved.p is not None and 0.1 < moved.p < 0.3 and not moved.significant
+    # in a family, an untestable pair does not count and cannot be made significant
+    family = correct([capped, moved])
+    assert family[0].p is None and family[1].family == 1
+
+
+def test_a_corrected_interval_is_at_its_holm_step_level() -> None:
+    """Holm tests the smallest raw p at α/3, the next at α/2, the last at α: each interval is
+    the t interval at that level (computed here from the t quantile), and one the step-down
+    never reached is widened to hold 1.00×. The level α·p_raw/p_adj (the summary's old rule)
+    gives the second comparison a 98 % interval where Holm tested it at 97.5 %."""
+    se, df = 0.05, 4
+
+    def diff(ratio: float, p: float) -> Difference:
+        return Difference(ratio, None, None, p, p, 1, se, df)
+
+    out = correct([diff(1.25, 0.010), diff(1.24, 0.012), diff(1.02, 0.5)])
+    assert [d.p for d in out] == pytest.approx([0.03, 0.03, 0.5])
+    for d, level in zip(out[:2], (0.05 / 3, 0.05 / 2), strict=True):
+        half = t_dist.ppf(1 - level / 2, df) * se
+        assert d.low == pytest.approx(d.ratio * math.exp(-half))
+        assert d.high == pytest.approx(d.ratio * math.exp(half))
+    half = t_dist.ppf(1 - 0.05 / 2, df) * se
+    assert out[2].low == pytest.approx(1.02 * math.exp(-half)) and out[2].high > 1.02
+    # none significant after Holm (each adjusted p ≥ 0.06): the last comparison's own 95 %
+    # interval, [1.06–1.39], excludes 1.00× and must be widened to reach it
+    stopped = correct([diff(1.22, 0.020), diff(1.22, 0.021), diff(1.22, 0.022)])
+    assert all(not d.significant for d in stopped)
+    assert all(d.low <= 1.0 <= d.high for d in stopped)  # type: ignore[operator]
+    assert stopped[2].high == pytest.approx(1.22 * math.exp(half))
 
 
 def test_rank_intervals_share_a_rank_only_where_the_data_cannot_separate() -> None:
@@ -330,3 +375,36 @@ def test_decide_says_inconclusive_where_the_interval_does_not_decide() -> None:
     assert decide(*marginal, "higher", family=10).outcome == "inconclusive"
     with pytest.raises(ValueError, match="higher, lower, equal"):
         decide([1.0], [2.0], "bigger")
+
+
+def test_capacity_ratio_takes_each_interval_s_far_end() -> None:
+    """A: 1,000 [900–1,100], B: 500 [450–550]: A/B is 2.00, and every ratio the two
+    intervals allow lies in [900/550, 1,100/450] = [1.64, 2.44] (crossing the ends, low/low
+    and high/high, gives [2.00, 2.00]: a width of nothing)."""
+    a = Capacity(1000.0, 900.0, 1100.0, 3)
+    b = Capacity(500.0, 450.0, 550.0, 3)
+    ratio, low, high = capacity_ratio(a, b)  # type: ignore[misc]
+    assert ratio == pytest.approx(2.0)
+    assert low == pytest.approx(900 / 550) and high == pytest.approx(1100 / 450)
+    assert capacity_ratio(a, Capacity(None, None, None, 0)) is None
+
+
+def test_equal_within_5_percent_means_5_not_10() -> None:
+    """Two tight configurations 7 % apart: "equal" within the default ±5 % is not reproduced
+    (the whole interval lies past 1.05×); within ±10 % it would be."""
+    a = [100.0, 100.2, 99.8, 100.1, 99.9]
+    b = [107.0, 107.2, 106.8, 107.1, 106.9]
+    assert decide(a, b, "equal").outcome == "not reproduced"
+    assert decide(a, b, "equal", margin=0.10).outcome == "reproduced"
+
+
+def test_a_count_shift_is_corrected_for_its_family() -> None:
+    """A shift's interval is Welch's at 1 − 0.05/family (degrees of freedom n − 1), computed
+    here from the t quantile: a family of 4 checks gives the 98.75 % interval."""
+    a, b = [0.0, 1.0, 2.0, 1.0], [3.0, 4.0, 2.0, 3.0]
+    se = math.sqrt(np.var(a, ddof=1) / 4 + np.var(b, ddof=1) / 4)
+    for family in (1, 4):
+        moved = shift(a, b, family)
+        assert moved is not None and moved.diff == pytest.approx(2.0) and moved.n == 4
+        half = t_dist.ppf(1 - 0.05 / family / 2, 3) * se
+        assert (moved.low, moved.high) == pytest.approx((2.0 - half, 2.0 + half))

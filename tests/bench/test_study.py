@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from bench import cli
+from bench.core import studyfile
 from bench.core.record import load_records
 from bench.studies import arms, runner, schema, sections, verdict
 
@@ -357,7 +358,7 @@ def _refused_when_changed(
     one line naming the file and `message`, exit 2, nothing written."""
     old, new = change
     assert old in text
-    monkeypatch.setattr(schema, "STUDIES_DIR", tmp_path / "studies")
+    monkeypatch.setattr(studyfile, "STUDIES_DIR", tmp_path / "studies")
     (tmp_path / "studies").mkdir()
     (tmp_path / "studies" / "broken.toml").write_text(text.replace(old, new, 1))
     results = tmp_path / "results"
@@ -424,7 +425,7 @@ def test_fixed_rates_must_be_whole_positive_numbers(
 ) -> None:
     """accept-queue's rates = [120]: 0, a fraction or an empty list is refused."""
     text = (schema.STUDIES_DIR / "accept-queue.toml").read_text()
-    monkeypatch.setattr(schema, "STUDIES_DIR", tmp_path)
+    monkeypatch.setattr(studyfile, "STUDIES_DIR", tmp_path)
     for bad in ("[0]", "[12.5]", "[]", '"120"'):
         (tmp_path / "broken.toml").write_text(text.replace("rates = [120]", f"rates = {bad}", 1))
         assert cli.main(["study", "--name=broken", f"--results={tmp_path / 'r'}"]) == 2

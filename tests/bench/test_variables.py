@@ -29,21 +29,27 @@ def _harness_call(line: str) -> bool:
 
 
 @pytest.mark.parametrize("target", sorted(TARGETS))
-def test_the_makefile_passes_every_declared_variable(target: str) -> None:
-    """Each variable of the command, set on make's command line, reaches it as its option;
-    an unset one is not passed."""
+def test_the_makefile_passes_variables_through_the_environment_only(target: str) -> None:
+    """Each variable of the command, set on make's command line, is read by the harness from
+    the environment (--from-env): no recipe line holds its value, so no shell parses it."""
     declared = variables.for_command(TARGETS[target])
-    assigned = [f"{v.name}=x{i}" for i, v in enumerate(declared)]
+    assigned = [f"{v.name}=value-{i}-of-{v.name}" for i, v in enumerate(declared)]
     recipe = subprocess.run(
         ["make", "-n", target, *assigned], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
     line = next(x for x in recipe.splitlines() if _harness_call(x))
-    for i, variable in enumerate(declared):
-        assert f"{variable.option}='x{i}'" in line, (variable.name, line)
-    bare = subprocess.run(
-        ["make", "-n", target], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
-    assert "='" not in next(x for x in bare.splitlines() if _harness_call(x))
+    assert line.endswith(f"-m bench {TARGETS[target]} --from-env"), line
+    for value in assigned:
+        assert value.split("=", 1)[1] not in recipe, (value, recipe)
+
+
+def test_from_env_takes_each_declared_variable_of_the_command(monkeypatch) -> None:
+    """`python -m bench run --from-env` reads every run variable make exports."""
+    args = cli.build_parser().parse_args(["run", "--from-env"])
+    monkeypatch.setenv("DURATION", "7")
+    monkeypatch.setenv("SERVER", "uvicorn")
+    cli.from_env(args, {"DURATION": "7", "SERVER": "uvicorn"})
+    assert (args.duration, args.server) == ("7", "uvicorn")
 
 
 def test_every_run_variable_is_an_option_of_the_run_parser() -> None:
@@ -81,5 +87,107 @@ def test_a_local_variable_is_refused_with_target(capsys) -> None:
     status = cli.main(["run", "--recycle=100", "--target=http://10.0.0.5:8000"])
     assert status == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        "bench: RECYCLE sets flags of a server started here: not with TARGET="
+        "bench: RECYCLE and TARGET= cannot go together: it sets flags of a server started "
+        "here; valid: one of them"
     ]
+
+
+def test_every_declared_default_parses() -> None:
+    """Each variable's value when unset is one its own parser takes (a default that its
+    declaration would refuse cannot drift in)."""
+    for variable in variables.VARIABLES:
+        if variable.unset is not None:
+            variable.parse(variable.unset)
+    for command in variables.COMMANDS:
+        for name, raw in variables.command_defaults(command).items():
+            variables.BY_NAME[name].parse(raw)
+
+
+@pytest.mark.parametrize(
+    ("given", "blamed"),
+    [
+        ({"CPUS": "1"}, "CPUS needs RUNTIME=docker"),
+        ({"UPSTREAM_KEEPALIVE": "on"}, "UPSTREAM_KEEPALIVE needs PROXY="),
+        ({"LIFECYCLE": "reload", "LOAD": "oha"}, "LIFECYCLE needs RATE="),
+        ({"RATE": "100"}, "RATE needs LOAD=oha"),
+        ({"BUDGET": "5"}, "BUDGET needs TRIALS=auto"),
+    ],
+)
+def test_a_rule_blames_the_variable_the_user_set(given: dict[str, str], blamed: str) -> None:
+    """The refusal starts with what the user set, never with a default they did not touch
+    (BUDGET=5 alone blames BUDGET, not a TRIALS value nobody gave)."""
+    with pytest.raises(cli.UsageError) as caught:
+        variables.check("run", given)
+    assert str(caught.value).startswith(blamed), caught.value
+
+
+def test_a_rule_is_silent_when_its_other_variable_fits() -> None:
+    """The same variables with what they need: accepted, with their parsed values."""
+    values = variables.check(
+        "run", {"RUNTIME": "docker", "CPUS": "1", "TRIALS": "auto", "BUDGET": "5", "MARGIN": "10"}
+    )
+    assert (values["CPUS"], values["TRIALS"], values["BUDGET"], values["MARGIN"]) == (
+        1.0,
+        None,
+        5,
+        0.1,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("SERVERS", "SERVERS is not a variable; did you mean SERVER?"),
+        ("server", "server is not a variable; did you mean SERVER?"),
+        ("DURATON", "DURATON is not a variable; did you mean DURATION?"),
+        ("XYZZY", "XYZZY is not a variable; valid: SERVER, SCENARIO"),
+    ],
+)
+def test_an_unknown_variable_is_named_with_the_closest_declared_one(name: str, said: str) -> None:
+    """difflib's closest declared name, or the list when none is close."""
+    assert (variables.unknown_variable(name) or "").startswith(said)
+    assert variables.unknown_variable("SERVER") is None
+
+
+def test_margin_and_wait_reach_the_options() -> None:
+    """MARGIN (percent) is Options.margin as a fraction, WAIT=0 is Options.wait False; unset,
+    the declared defaults."""
+    from bench.core import defaults
+
+    unset = cli.options_from(cli.build_parser().parse_args(["run"]))
+    assert (unset.margin, unset.wait) == (defaults.AUTO_MARGIN_PCT / 100, True)
+    args = cli.build_parser().parse_args(["run", "--trials=auto", "--margin=10", "--wait=0"])
+    opts = cli.options_from(args)
+    assert (opts.margin, opts.wait) == (0.1, False)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(45, "45 s"), (720, "12 min"), (3.5 * 3600, "3.5 h"), (1_814_446_200, "21,000.5 days")],
+)
+def test_a_length_of_time_reads_in_its_unit(seconds: float, text: str) -> None:
+    """Plans and progress in s, min, h or days, never "30240770m00s"."""
+    assert variables.duration_text(seconds) == text
+
+
+def test_a_plan_longer_than_a_day_needs_confirm() -> None:
+    """SERVER=all DURATION=86400 TRIALS=100 is refused in days; CONFIRM=1 lets it through."""
+    big = {"SERVER": "all", "DURATION": "86400", "TRIALS": "100"}
+    with pytest.raises(cli.UsageError, match=r"days of load .* CONFIRM=1"):
+        variables.check("run", big)
+    variables.check("run", {**big, "CONFIRM": "1"})
+
+
+def test_the_declared_choices_are_the_harness_choices() -> None:
+    """ARCH, LIFECYCLE, FORMAT, PROXY and NETWORK's declared choices are what the code that
+    acts on them takes."""
+    from bench.core import plan
+    from bench.host import arch
+    from bench.observe import lifecycle
+    from bench.report import export
+
+    assert arch.ALIASES == variables.ARCHES
+    assert lifecycle.EVENTS == variables.LIFECYCLES
+    assert tuple(export.FORMATS) == variables.FORMATS
+    assert plan.PROXIES == variables.PROXIES and plan.NETWORKS == variables.NETWORKS
+    assert set(variables.USER_RUNTIMES) < set(plan.RUNTIMES)

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.core import studyfile
 from bench.host import netns
 from bench.host.procs import ProcessTable
 from bench.studies import schema
@@ -60,7 +61,7 @@ def _measure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table: ProcessTable
 ) -> tuple[ArmRun, ArmRun]:
     (tmp_path / "tiny.toml").write_text(STUDY)
-    monkeypatch.setattr(schema, "STUDIES_DIR", tmp_path)
+    monkeypatch.setattr(studyfile, "STUDIES_DIR", tmp_path)
     study = schema.load_study("tiny")
     base = base_options(tmp_path / "results", 1)
     spaces = netns.Namespaces(table)

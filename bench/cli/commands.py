@@ -1,0 +1,251 @@
+"""The commands: validated options -> what each make target does, and its exit status.
+
+Input: the parsed Namespace of a command. Output: 0 all runs ok, 1 some run failed; bad input
+raises UsageError (exit 2 in bench.cli.main). One `do_<command>` per command, dispatched by
+COMMANDS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from bench.cli.options import (
+    check_serve,
+    docker_ready,
+    options_from,
+    overhead_options,
+    study_arms_from,
+    study_names,
+    study_names_from,
+    with_app,
+    with_objective,
+    with_soak,
+)
+from bench.core import plan, scenario
+from bench.core.registry import load_all, server_ids
+from bench.core.validate import (
+    UsageError,
+    validate_choice,
+    validate_choices,
+    validate_int,
+    validate_results,
+)
+from bench.core.variables import help_lines
+from bench.host.arch import ArchError, host_arch, normalize_arch
+from bench.load import (
+    default_name,
+    scenarios_for,
+)
+from bench.load import names as load_names
+
+
+def _sections(results: Path) -> Callable[[list], list[str]]:
+    """The studies' summary sections, for report.write_summary."""
+    from bench.studies.runner import sections_for
+
+    return sections_for(results)
+
+
+def _os_problem(exc: OSError) -> str:
+    """An OSError in one line: what and where, without the errno."""
+    where = exc.filename2 or exc.filename  # a rename fails on its target
+    return f"{where}: {exc.strerror}" if where and exc.strerror else str(exc)
+
+
+def _result_set(name: str, raw: str | None, other: str | None) -> list:
+    """The records of an existing results directory (BASE= or HEAD=), without those of the
+    other set when it is nested inside this one (results and results/after)."""
+    from bench.core.record import load_records
+
+    if not raw:
+        raise UsageError(
+            f"{name}= is required: a results directory (e.g. results, results/reference)"
+        )
+    path = Path(raw)
+    if not path.is_dir():
+        raise UsageError(f"{name}={raw!r} is not a directory of results")
+    inner = Path(other).resolve() if other else None
+    nested = inner is not None and inner != path.resolve() and inner.is_relative_to(path.resolve())
+    records, problems = load_records(path, exclude=inner if nested else None)
+    for problem in problems:
+        print(f"compare: {name}: {problem}", file=sys.stderr)
+    return records
+
+
+def _compare(base_dir: str | None, head_dir: str | None) -> int:
+    """`make compare`: the report on stdout; sets it cannot compare are bad input."""
+    from bench.report import compare
+
+    base = _result_set("BASE", base_dir, head_dir)
+    head = _result_set("HEAD", head_dir, base_dir)
+    try:
+        lines = compare.render(base, head, str(base_dir), str(head_dir))
+    except compare.CompareError as exc:
+        raise UsageError(str(exc)) from None
+    print("\n".join(lines))
+    return 0
+
+
+def do_images(args: argparse.Namespace) -> int:
+    """`make images`: the base, then each server's image; 1 when one failed."""
+    from bench.host import images
+    from bench.host.state import state_base
+
+    servers = validate_choices("server", args.server, server_ids(), allow_all=True)
+    try:
+        arch = normalize_arch(args.arch) if args.arch else host_arch()
+    except ArchError as exc:
+        raise UsageError(str(exc)) from None
+    problem = images.arch_problem(arch, host_arch())
+    if problem is not None:
+        raise UsageError(problem)
+    specs = load_all()
+    skipped = [s for s in servers if images.not_buildable(specs[s])]
+    if skipped and args.server.strip() != "all":
+        raise UsageError(images.not_buildable(specs[skipped[0]]) or "")
+    wanted = [specs[s] for s in servers if s not in skipped]
+    log = state_base() / "images.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print(f"images: building {', '.join(s.id for s in wanted)} (log: {log})", file=sys.stderr)
+    try:
+        built = images.build_images(
+            wanted, arch, lambda text: print(f"images: {text}", file=sys.stderr, flush=True), log
+        )
+    except images.ImageError as exc:
+        print(f"images: {exc}", file=sys.stderr)
+        return 1
+    return 0 if all(built.values()) else 1
+
+
+def do_help(args: argparse.Namespace) -> int:
+    """`make help`'s variables, scenarios, studies and servers, from their declarations."""
+    lines = ["Variables (make bench VAR=value ...):", *help_lines({"LOAD": default_name()}), ""]
+    lines.append("Scenarios (SCENARIO=; the load tools that drive each):")
+    width = max(map(len, scenario.SCENARIOS))
+    for item in scenario.SCENARIOS.values():
+        drivers = [n for n in load_names() if item.name in scenarios_for(n)]
+        lines.append(f"  {item.name:<{width}}  {item.about} ({', '.join(drivers)})")
+    lines += ["", f"Studies (NAME=): {' '.join(study_names())} all", ""]
+    lines.append(f"Servers (SERVER=): {' '.join(server_ids())}")
+    print("\n".join(lines))
+    return 0
+
+
+def do_report(args: argparse.Namespace) -> int:
+    """`make report`: summary.md rebuilt from the records in RESULTS."""
+    from bench.report import summary as report
+
+    results = validate_results(args.results)
+    try:
+        path = report.write_summary(results, _sections(results))
+    except OSError as exc:
+        raise UsageError(f"RESULTS={args.results!r}: {_os_problem(exc)}") from None
+    print(f"wrote {path}")
+    return 0
+
+
+def do_compare(args: argparse.Namespace) -> int:
+    """`make compare`: BASE and HEAD side by side on stdout."""
+    return _compare(args.base, args.head)
+
+
+def do_study(args: argparse.Namespace) -> int:
+    """`make study`: the named studies (bench/studies), namespace ones and common ones."""
+    from bench.studies import runner
+
+    names = study_names_from(args.name)
+    return runner.run(
+        names,
+        validate_results(args.results),
+        validate_int("duration", args.duration) if args.duration else None,
+        validate_int("seed", args.seed) if args.seed else random.randrange(2**31),
+        skip_unrunnable=args.name.strip() == "all",
+        arms=study_arms_from(args.arms, names),
+    )
+
+
+def do_run(args: argparse.Namespace) -> int:
+    """`make bench`: verify and measure; 0 all runs ok, 1 some failed."""
+    return _execute(with_app(options_from(args)))
+
+
+def do_serve(args: argparse.Namespace) -> int:
+    """`make serve`: one verified server up until Ctrl-C."""
+    from bench.harness import serve
+
+    options = options_from(args)
+    check_serve(options)
+    docker_ready(options)
+    return serve.serve(with_app(options))
+
+
+def do_capacity(args: argparse.Namespace) -> int:
+    """`make capacity`: each server's highest rate within the objective."""
+    # an open-loop LOAD, no LIFECYCLE or RECYCLE: make capacity's declared command rules
+    options = options_from(args)
+    return _execute(with_app(with_objective(options, args)))
+
+
+def do_soak(args: argparse.Namespace) -> int:
+    """`make soak`: memory of every server process over a long fixed-rate run."""
+    return _execute(with_app(with_soak(options_from(args), args.interval)))
+
+
+def do_overhead(args: argparse.Namespace) -> int:
+    """`make overhead`: the harness's requests/s against bare wrk, on the run options."""
+    from bench import overhead
+
+    return overhead.measure(*overhead_options(args))
+
+
+def _execute(options: plan.Options) -> int:
+    from bench.harness import run
+
+    docker_ready(options)
+    return run.execute(options, _sections(options.results))
+
+
+def export_points(raw_format: str | None, raw_results: str) -> int:
+    """`make export`: every point of RESULTS as CSV or JSON on stdout (bench.report.export)."""
+    from bench.core.record import load_records
+    from bench.report import export
+
+    valid = ", ".join(export.FORMATS)
+    if not raw_format:
+        raise UsageError(f"FORMAT is required; valid: {valid}")
+    fmt = validate_choice("format", raw_format, tuple(export.FORMATS))
+    results = Path(raw_results)
+    if not results.is_dir():
+        raise UsageError(f"RESULTS={raw_results!r} is not a directory of results")
+    records, problems = load_records(results, os.environ.get("PYWEBBENCH_REFERENCE") == "1")
+    for problem in problems:
+        print(f"export: {problem}", file=sys.stderr)
+    if not records:
+        raise UsageError(f"RESULTS={raw_results!r} holds no records to export")
+    sys.stdout.write(export.export(records, fmt))
+    return 0
+
+
+# subcommand -> handler; each returns the exit status or raises UsageError (exit 2).
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "run": do_run,
+    "capacity": do_capacity,
+    "serve": do_serve,
+    "soak": do_soak,
+    "report": do_report,
+    "compare": do_compare,
+    "study": do_study,
+    "help": do_help,
+    "images": do_images,
+    "export": lambda args: export_points(args.format, args.results),
+    "overhead": lambda args: do_overhead(args),
+}
+
+
+# Commands that only print what is declared: no leftover namespaces removed, no MACHINE check.
+DECLARATIVE = ("help",)

@@ -1,0 +1,152 @@
+"""TRIALS=auto with two or more configurations: rounds until the comparisons are decided.
+
+Input: the harness after the plan's first rounds, the options (their Precision: budget,
+margin, the looks the error is spent over), a function that runs a list of blocks. Output:
+more rounds, each of the configurations still racing in a fresh random order; a progress
+line with the standings after each round; the closing lines ("db c50: decided in 12 rounds,
+9.4 min: granian = uwsgi (±5 %) > uvicorn > gunicorn-sync") and why the race stopped.
+
+A configuration leaves the race once every adjacent pair it belongs to is decided, at every
+point it is measured on (bench.report.standings judges each point with
+bench.report.decision); the race stops when every pair is decided ("decided"), when another
+round would end past BUDGET ("budget"), or at the looks the error was spent over ("limit").
+With a single configuration there is nothing to race: bench.report.precision's rule (every
+point's interval within ±5 %) applies instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, replace
+
+from bench.core import defaults, plan
+from bench.core.record import Record
+from bench.report import standings
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a race ended: why, after how many rounds, and each point's closing line."""
+
+    why: str  # decided, budget, limit, stack
+    rounds: int
+    lines: tuple[str, ...]
+    undecided: tuple[str, ...]  # configurations left with an undecided pair
+
+
+def max_looks(opts: plan.Options) -> int:
+    """The most rounds a race of these options can run: the rounds of two configurations that
+    fit in the budget at the plan's load time alone (start-up and verification not counted,
+    so no race can run more), within the trials' cap. bench.report.decision spends the error
+    over these (a pair's test at n paired rounds spends α·n/max_looks in all)."""
+    assert opts.precision is not None
+    two = plan.make_plan(replace(opts, servers=opts.servers[:2], trials=1), warm=())
+    round_s = max(1, plan.estimate_seconds(opts, two))
+    rounds = min(opts.precision.max_trials, math.floor(opts.precision.budget_s / round_s))
+    return max(rounds, defaults.AUTO_MIN_TRIALS)
+
+
+def with_looks(opts: plan.Options) -> plan.Options:
+    """The options with the race's margin (MARGIN=) and max_looks set: recorded in every
+    record's trials_auto, so the summary judges as the harness did."""
+    if opts.precision is None or len(opts.servers) < 2:
+        return opts
+    auto = replace(opts.precision, margin=opts.margin)
+    return replace(
+        opts, precision=replace(auto, max_looks=max_looks(replace(opts, precision=auto)))
+    )
+
+
+def judge(records: list[Record], looks: int) -> list[standings.PointRace]:
+    """Each point's race over this invocation's records."""
+    return standings.races(records, looks)
+
+
+def still_racing(found: list[standings.PointRace]) -> set[str]:
+    """Configurations with an undecided pair at some point."""
+    return {name for race in found for name in race.standing.racing}
+
+
+def race(
+    opts: plan.Options,
+    records: Callable[[], list[Record]],
+    run_round: Callable[[list[plan.Block]], bool],
+    say: Callable[[str], None],
+    elapsed: Callable[[], float],
+) -> Outcome:
+    """Rounds after the plan's first `opts.trials`, until decided, out of budget or looks.
+
+    `records`: this invocation's records so far; `run_round`: runs blocks, False when the
+    shared stack died; `elapsed`: seconds since the measuring began."""
+    settings = opts.precision
+    assert settings is not None and settings.max_looks is not None
+    looks = settings.max_looks
+    racing: set[str] = set(opts.servers)
+
+    def who() -> Collection[str]:
+        return racing
+
+    schedule = plan.rounds(opts, who)
+    for _ in range(opts.trials):
+        next(schedule)  # the plan's first rounds, already run with every configuration
+    done = opts.trials
+    # What the next round costs: the last round's time (configurations leave, rounds shrink).
+    round_s = elapsed() / max(1, done)
+    found = judge(records(), looks)
+    why = None
+    while True:
+        standing_text = "; ".join(f"{r.point}: {r.standing.line()}" for r in found)
+        if found:
+            say(f"TRIALS=auto round {done}: {standing_text}")
+        if found and all(r.standing.done for r in found):
+            why = "decided"
+        elif not found:
+            why = "nothing to race"  # no point had two configurations with figures
+        elif done >= looks:
+            why = "limit"
+        elif elapsed() + round_s > settings.budget_s:
+            why = "budget"
+        if why is not None:
+            break
+        racing = still_racing(found) & set(opts.servers)
+        blocks = next(schedule)
+        before = elapsed()
+        if not run_round(blocks):
+            why = "stack"
+            break
+        round_s = elapsed() - before
+        done += 1
+        found = judge(records(), looks)
+    undecided = sorted(still_racing(found)) if why != "decided" else []
+    lines = [r.line() for r in found]
+    if undecided:
+        lines.append(
+            f"undecided after {done} round(s) ({why}): {', '.join(undecided)}; more rounds "
+            f"would decide: {rerun_command(opts, undecided, elapsed(), done)}"
+        )
+    return Outcome(why, done, tuple(lines), tuple(undecided))
+
+
+def rerun_command(opts: plan.Options, undecided: list[str], spent_s: float, done: int) -> str:
+    """The make command that would race what is left with twice the rounds' budget."""
+    assert opts.precision is not None
+    per_round = spent_s / max(1, done)
+    minutes = max(1, math.ceil(2 * max(spent_s, per_round * done) / 60))
+    parts = [
+        "make bench",
+        f"SERVER={','.join(undecided)}",
+        f"SCENARIO={','.join(opts.scenarios)}",
+    ]
+    if opts.rates:
+        parts += ["LOAD=oha", f"RATE={','.join(map(str, opts.rates))}"]
+    if opts.concurrency:
+        parts.append(f"CONCURRENCY={','.join(map(str, opts.concurrency))}")
+    parts += [
+        f"DURATION={opts.duration_s}",
+        "TRIALS=auto",
+        f"BUDGET={min(minutes, 1_440)}",
+    ]
+    if opts.precision.margin != defaults.RACE_MARGIN:
+        parts.append(f"MARGIN={opts.precision.margin * 100:g}")
+    return " ".join(parts)

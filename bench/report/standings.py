@@ -1,0 +1,177 @@
+"""Where each TRIALS=auto race stands: records -> one verdict per point, and its lines.
+
+Input: records (ok, steady runs; warm-up starts and marked runs are left out by
+bench.report.groups), the race's settings from their metadata.trials_auto. Output: a
+`PointRace` per point of one session (the configurations measured there, each one's figure by
+round, the Standing bench.report.decision.judge gives them), the progress line after a round
+and the summary's "decided in 12 rounds, 9.4 min: granian = uwsgi (±5 %) > uvicorn >
+gunicorn-sync".
+
+The figure is req/s of closed-loop points (higher is better) and p99 at a fixed offered rate
+(lower is better), one per trial; a round is a trial number (every racing configuration
+started once, in a fresh random order). The same judge the harness stops on is the one the
+summary prints: both read the records, so the summary says what the race decided.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from bench.core import defaults
+from bench.core.record import Record
+from bench.report import decision
+from bench.report.cells import host_of
+from bench.report.groups import groups, is_experiment, runtime_key
+
+
+@dataclass(frozen=True)
+class PointRace:
+    """One point's race: who ran, their figures by round, and the verdict."""
+
+    point: str  # "db c50" (scenario and load), with the machine where it matters
+    figures: dict[str, dict[int, float]]  # configuration -> round -> figure
+    standing: decision.Standing
+    rounds: int  # rounds run (the most any configuration ran)
+    minutes: float | None  # from the first run's start to the last run's end
+    margin: float
+    lower_is_better: bool
+
+    def line(self) -> str:
+        """ "db c50: decided in 12 rounds, 9.4 min: granian = uwsgi (±5 %) > uvicorn"."""
+        how = "decided" if self.standing.done else "undecided"
+        took = f", {self.minutes:.1f} min" if self.minutes is not None else ""
+        unit = "p99, lower is better; " if self.lower_is_better else ""
+        return f"{self.point}: {how} in {self.rounds} round(s){took}: {unit}{self.standing.line()}"
+
+
+def session_of(rec: Record) -> str:
+    """The harness invocation a record comes from (its seed for records older than session
+    ids: one invocation draws one seed)."""
+    meta = rec.metadata
+    return str(meta.get("session_id") or f"seed {meta.get('seed')}")
+
+
+def config_label(rec: Record, servers_with_knobs: set[str]) -> str:
+    """A configuration's name in the race: the server id, with its knobs where two
+    configurations of one server race."""
+    if rec.server not in servers_with_knobs:
+        return rec.server
+    knobs = " ".join(f"{k}={v}" for k, v in sorted((rec.knobs or {}).items()))
+    return f"{rec.server} {knobs}".strip()
+
+
+def _point_key(rec: Record) -> tuple:
+    keepalive = rec.keepalive or {}
+    return (
+        session_of(rec),
+        rec.scenario,
+        rec.proxy,
+        keepalive.get("client", True),
+        keepalive.get("upstream"),
+        rec.load_tool,
+        rec.concurrency,
+        rec.offered_rps,
+        rec.metadata.get("study"),
+        rec.arch,
+        rec.emulated,
+        host_of(rec),
+        runtime_key(rec),
+    )
+
+
+def _point_name(rec: Record) -> str:
+    load = f"{rec.offered_rps:g} req/s" if rec.offered_rps is not None else f"c{rec.concurrency}"
+    proxy = f" via {rec.proxy}" if rec.proxy else ""
+    return f"{rec.scenario} {load}{proxy}"
+
+
+def _figure(rec: Record) -> float | None:
+    if rec.offered_rps is not None:
+        return (rec.latency_ms or {}).get("p99")
+    value = rec.achieved_rps if rec.achieved_rps is not None else rec.rps
+    return float(value) if value is not None else None
+
+
+def _minutes(records: list[Record]) -> float | None:
+    try:
+        starts = [datetime.fromisoformat(str(r.metadata["started_at"])) for r in records]
+        ends = [datetime.fromisoformat(str(r.metadata["ended_at"])) for r in records]
+    except (KeyError, ValueError):
+        return None
+    return (max(ends) - min(starts)).total_seconds() / 60
+
+
+def races(records: Iterable[Record], max_looks: int | None = None) -> list[PointRace]:
+    """Every TRIALS=auto point with two or more configurations, judged as the harness judged
+    it after its last round (`max_looks`: the race's; None: from the records' settings)."""
+    auto = [
+        rec
+        for group in groups(records).values()
+        for rec in group
+        if rec.metadata.get("trials_auto") and not is_experiment(rec)
+    ]
+    by_point: dict[tuple, list[Record]] = defaultdict(list)
+    for rec in auto:
+        by_point[_point_key(rec)].append(rec)
+    out = []
+    for point_records in by_point.values():
+        race = judge_point(point_records, max_looks)
+        if race is not None:
+            out.append(race)
+    return sorted(out, key=lambda r: r.point)
+
+
+def judge_point(point_records: list[Record], max_looks: int | None = None) -> PointRace | None:
+    """One point's race from its records (None: fewer than two configurations)."""
+    knobs_by_server: dict[str, set] = defaultdict(set)
+    for rec in point_records:
+        knobs_by_server[rec.server].add(tuple(sorted((rec.knobs or {}).items())))
+    several = {s for s, k in knobs_by_server.items() if len(k) > 1}
+    figures: dict[str, dict[int, float]] = defaultdict(dict)
+    for rec in point_records:
+        value = _figure(rec)
+        if value is not None:
+            figures[config_label(rec, several)][rec.trial] = float(value)
+    if len(figures) < 2:
+        return None
+    settings = point_records[0].metadata.get("trials_auto") or {}
+    margin = float(settings.get("margin", defaults.RACE_MARGIN))
+    looks_cap = max_looks or int(settings.get("max_looks") or defaults.AUTO_MAX_TRIALS)
+    rounds = max(len(v) for v in figures.values())
+    lower = point_records[0].offered_rps is not None
+    standing = decision.judge(
+        figures,
+        margin=margin,
+        higher_is_better=not lower,
+        look=max(1, min(rounds, looks_cap)),
+        max_looks=looks_cap,
+    )
+    return PointRace(
+        _point_name(point_records[0]),
+        dict(figures),
+        standing,
+        rounds,
+        _minutes(point_records),
+        margin,
+        lower,
+    )
+
+
+def summary_lines(records: list[Record]) -> list[str]:
+    """The summary's lines on how each raced point was decided (empty without a race)."""
+    found = races(records)
+    if not found:
+        return []
+    lines = [
+        "**Decided by racing** (TRIALS=auto: rounds of the configurations still undecided, "
+        "adjacent pairs judged on within-round ratios; `=`: equivalent within ±MARGIN, `>`: "
+        "separated, `?`: undecided):",
+        "",
+    ]
+    for race in found:
+        lines.append(f"- {race.line()}")
+    lines.append("")
+    return lines

@@ -1,0 +1,279 @@
+"""The race's decision engine against simulated races with a known truth.
+
+The race loop here is the harness's rule: after each round, judge; configurations not in
+`racing` stop running; stop when done or at max_looks. Every name from
+bench.report.decision is imported at module level, never inside a test:
+tests/bench/test_mutants.py runs these tests with a mutant of the module in their place.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import t as t_dist
+from scipy.stats import ttest_1samp
+
+from bench.report.decision import Pair, Standing, judge, rounds_to_decide, spent, stop_command
+
+ROUND_SD = 0.05  # a shared per-round effect (the machine's drift between rounds)
+
+
+def race(
+    rng: np.random.Generator,
+    truth: dict[str, float],
+    sd: float,
+    max_looks: int,
+    round_sd: float = ROUND_SD,
+) -> tuple[Standing, int]:
+    """One simulated race: each round, every racing configuration runs once (log-normal
+    noise `sd`, a shared round effect); the standing and the looks it took."""
+    figures: dict[str, dict[int, float]] = {c: {} for c in truth}
+    racing = set(truth)
+    standing = None
+    for look in range(1, max_looks + 1):
+        shared = rng.normal(0.0, round_sd)
+        for config in sorted(racing):
+            figures[config][look] = truth[config] * math.exp(shared + rng.normal(0.0, sd))
+        standing = judge(figures, look=look, max_looks=max_looks)
+        if standing.done:
+            return standing, look
+        racing = set(standing.racing)
+    assert standing is not None
+    return standing, max_looks
+
+
+def test_a_configuration_raced_against_itself_is_separated_in_at_most_5_percent() -> None:
+    """A/A: two copies of one configuration, noise sd 0.025 to 0.2 and a shared round effect,
+    a look after every round up to 20: "separated" in at most 5 % of 400 races (judging at a
+    plain 5 % after every round separates about a fifth of them)."""
+    rng = np.random.default_rng(30)
+    sds = (0.025, 0.05, 0.1, 0.2)
+    reps = 400
+    separated = 0
+    for i in range(reps):
+        standing, _ = race(rng, {"a": 1000.0, "a-again": 1000.0}, sds[i % len(sds)], 20)
+        separated += standing.pairs[0].state == "separated"
+    assert separated / reps <= 0.05
+
+
+def test_four_configurations_are_decided_and_the_tied_pair_is_equivalent() -> None:
+    """1.00, 1.00, 0.72, 0.54 at the measured run-to-run noise (sd 0.025, issue 30), a budget
+    of 20 looks: decided within 15 looks in at least 90 % of races, the tied pair
+    "equivalent" in at least 95 %, and the ranking always agrees with the truth."""
+    rng = np.random.default_rng(31)
+    truth = {"granian": 1000.0, "uwsgi": 1000.0, "uvicorn": 720.0, "gunicorn-sync": 540.0}
+    reps = 100
+    quick = equivalent = 0
+    for _ in range(reps):
+        standing, looks = race(rng, truth, 0.025, 20)
+        quick += standing.done and looks <= 15
+        equivalent += standing.pairs[0].state == "equivalent"
+        assert set(standing.ranking[:2]) == {"granian", "uwsgi"}
+        assert standing.ranking[2:] == ("uvicorn", "gunicorn-sync")
+        for pair in standing.pairs[1:]:
+            assert pair.state in ("separated", "undecided")
+    assert quick / reps >= 0.90
+    assert equivalent / reps >= 0.95
+
+
+def test_at_double_the_noise_the_clear_pairs_decide_and_the_tie_is_never_split() -> None:
+    """sd 0.05: the clear pairs are separated within 15 looks in at least 95 % of races; a
+    tie within ±5 % then needs about 30 paired rounds (the ln ratio's sd, 0.07, is wider
+    than the margin), so the tied pair may stay undecided, but is separated in at most 5 %."""
+    rng = np.random.default_rng(32)
+    truth = {"a": 1000.0, "b": 1000.0, "c": 720.0, "d": 540.0}
+    reps = 100
+    clear = split = 0
+    for _ in range(reps):
+        standing, _ = race(rng, truth, 0.05, 15)
+        assert set(standing.ranking[:2]) == {"a", "b"} and standing.ranking[2:] == ("c", "d")
+        clear += all(p.state == "separated" for p in standing.pairs[1:])
+        split += standing.pairs[0].state == "separated"
+    assert clear / reps >= 0.95
+    assert split / reps <= 0.05
+
+
+def test_pairing_removes_the_rounds_shared_effect() -> None:
+    """A 10 % difference under a round effect of sd 0.3 and run noise of 0.01: the paired
+    ln ratios see only the run noise and separate the pair within 8 rounds (unpaired, the
+    round effect is noise and nothing is decided)."""
+    rng = np.random.default_rng(33)
+    figures: dict[str, dict[int, float]] = {"fast": {}, "slow": {}}
+    for r in range(1, 9):
+        shared = rng.normal(0.0, 0.3)
+        figures["fast"][r] = 1100.0 * math.exp(shared + rng.normal(0.0, 0.01))
+        figures["slow"][r] = 1000.0 * math.exp(shared + rng.normal(0.0, 0.01))
+    standing = judge(figures, look=8, max_looks=20)
+    (pair,) = standing.pairs
+    assert (pair.better, pair.worse, pair.state) == ("fast", "slow", "separated")
+    assert pair.ratio == pytest.approx(1.1, abs=0.02)
+    assert pair.low is not None and pair.high is not None and 1.0 < pair.low < pair.high < 1.2
+
+
+def test_a_configuration_that_left_is_paired_on_the_common_rounds() -> None:
+    """c ran rounds 1–4 and left; a and b ran 1–10: judge() pairs b and c on rounds 1–4 only,
+    and the decision of a frozen pair does not change at later looks."""
+    rng = np.random.default_rng(34)
+    figures: dict[str, dict[int, float]] = {"a": {}, "b": {}, "c": {}}
+    for r in range(1, 11):
+        shared = rng.normal(0.0, 0.05)
+        figures["a"][r] = 2000.0 * math.exp(shared + rng.normal(0.0, 0.02))
+        figures["b"][r] = 1000.0 * math.exp(shared + rng.normal(0.0, 0.02))
+        if r <= 4:
+            figures["c"][r] = 500.0 * math.exp(shared + rng.normal(0.0, 0.02))
+    standing = judge(figures, look=10, max_looks=20)
+    assert standing.ranking == ("a", "b", "c")
+    assert [p.rounds for p in standing.pairs] == [10, 4]
+    assert [p.state for p in standing.pairs] == ["separated", "separated"]
+    assert standing.done and not standing.racing
+    # the same data at a later look: a pair's level depends on its rounds, not the look
+    later = judge(figures, look=15, max_looks=20)
+    assert [p.state for p in later.pairs] == [p.state for p in standing.pairs]
+    assert [p.level for p in later.pairs] == [p.level for p in standing.pairs]
+
+
+def test_failed_configurations_rank_last_and_their_pair_waits_on_them() -> None:
+    """A configuration whose runs all failed (None or 0 req/s) ranks last; its pair stays
+    undecided with the reason, and only it keeps racing."""
+    figures = {
+        "ok": {1: 1000.0, 2: 1010.0, 3: 990.0, 4: 1005.0},
+        "broken": {1: None, 2: 0.0, 3: None, 4: None},
+        "slow": {1: 500.0, 2: 505.0, 3: 498.0, 4: 502.0},
+    }
+    standing = judge(figures, look=4, max_looks=10)  # type: ignore[arg-type]
+    assert standing.ranking == ("ok", "slow", "broken")
+    last = standing.pairs[-1]
+    assert last.state == "undecided" and last.p is None and "failed" in last.reason
+    assert standing.racing == frozenset({"broken"}) and not standing.done
+    assert standing.line() == "ok > slow ? broken"
+
+
+def test_no_decision_before_3_paired_rounds() -> None:
+    figures = {"a": {1: 2000.0, 2: 2001.0}, "b": {1: 1000.0, 2: 1001.0}}
+    (pair,) = judge(figures, look=2, max_looks=10).pairs
+    assert pair.state == "undecided" and pair.p is None and "3 needed" in pair.reason
+
+
+def test_identical_ratios_every_round_are_not_proof() -> None:
+    """Quantised figures with the same ratio every round (p99 of 3,000 and 3,100 ms): no
+    spread to test, undecided with p None, never "separated, p = 0"."""
+    figures = {"a": dict.fromkeys(range(1, 9), 3000.0), "b": dict.fromkeys(range(1, 9), 3100.0)}
+    standing = judge(figures, look=8, max_looks=10, higher_is_better=False)
+    (pair,) = standing.pairs
+    assert (pair.better, pair.worse) == ("a", "b")
+    assert pair.state == "undecided" and pair.p is None and "spread" in pair.reason
+
+
+def test_lower_is_better_ranks_the_lowest_p99_first() -> None:
+    figures = {
+        "slow": {1: 20.0, 2: 21.0, 3: 19.5, 4: 20.5, 5: 20.2},
+        "fast": {1: 10.0, 2: 10.4, 3: 9.9, 4: 10.1, 5: 10.2},
+    }
+    standing = judge(figures, look=5, max_looks=10, higher_is_better=False)
+    assert standing.ranking == ("fast", "slow")
+    (pair,) = standing.pairs
+    assert pair.state == "separated" and pair.ratio == pytest.approx(0.5, abs=0.02)
+
+
+def test_the_line_names_each_pair_as_decided() -> None:
+    """ "=" with the margin for equivalent, ">" for separated, "?" for undecided."""
+    rng = np.random.default_rng(35)
+    levels = {"granian": 1000.0, "uwsgi": 1000.0, "uvicorn": 720.0, "gunicorn-sync": 700.0}
+    figures: dict[str, dict[int, float]] = {c: {} for c in levels}
+    for r in range(1, 21):
+        for config, level in levels.items():
+            noise = 0.004 if config in ("granian", "uwsgi") else 0.1
+            figures[config][r] = level * math.exp(rng.normal(0.0, noise))
+    standing = judge(figures, look=20, max_looks=20)
+    assert [p.state for p in standing.pairs] == ["equivalent", "separated", "undecided"]
+    assert standing.line().endswith("(±5 %) > uvicorn ? gunicorn-sync")
+    assert standing.line().split(" = ")[0] in ("granian", "uwsgi")
+    assert standing.racing == frozenset({"uvicorn", "gunicorn-sync"})
+    equivalent = standing.pairs[0]
+    assert equivalent.p_equivalent is not None and equivalent.p_equivalent < 0.05
+    assert equivalent.low is not None and equivalent.low <= 1.0 <= equivalent.high  # type: ignore[operator]
+
+
+def test_spending_sums_to_alpha_over_the_budget() -> None:
+    """Linear spending: each paired round spends alpha/N, the first testable one also what
+    the rounds before 3 could not; they sum to alpha, and nothing is left past the budget."""
+    levels = [spent(n, 20) for n in range(1, 21)]
+    assert levels[:2] == [0.0, 0.0]
+    assert levels[2] == pytest.approx(3 * 0.05 / 20)
+    assert levels[3:] == pytest.approx([0.05 / 20] * 17)
+    assert sum(levels) == pytest.approx(0.05)
+    assert spent(21, 20) == 0.0
+
+
+def test_bad_looks_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"1\.\.max_looks"):
+        judge({"a": {1: 1.0}}, look=11, max_looks=10)
+
+
+def test_holm_over_the_pairs_of_a_race() -> None:
+    """Three configurations, 10 rounds of 10: b against c 10 % apart with a paired t of
+    about 3.9 (p ≈ 0.0035, scaled by the spending to about 0.035: alone it would be
+    separated); a against b a noisy tie. Holm over the two pairs tests b/c first at α/2: its
+    adjusted p is twice the scaled one (computed here with scipy's one-sample t-test), and
+    the pair stays undecided."""
+    pattern = np.array([-1.5, -1.1, -0.7, -0.4, -0.1, 0.1, 0.4, 0.7, 1.1, 1.5])
+    z = (pattern - pattern.mean()) / pattern.std(ddof=1)
+    z_other = np.roll(z, 3)
+    rounds = range(1, 11)
+    figures = {
+        "a": {r: 1000 * math.exp(0.01 + 0.3 * z_other[r - 1]) for r in rounds},
+        "b": dict.fromkeys(rounds, 1000.0),
+        "c": {r: 1000 * math.exp(-(0.1 + 0.08 * z[r - 1])) for r in rounds},
+    }
+    standing = judge(figures, look=10, max_looks=10)
+    assert standing.ranking == ("a", "b", "c")
+    tie, marginal = standing.pairs
+    p_raw = float(ttest_1samp(0.1 + 0.08 * z, 0.0).pvalue)
+    scaled = p_raw * 0.05 / spent(10, 10)
+    assert scaled < 0.05 < 2 * scaled  # the premise: separated alone, not in a family of 2
+    assert marginal.p == pytest.approx(2 * scaled)
+    assert marginal.state == "undecided" and tie.state == "undecided"
+    assert standing.line() == "a ? b ? c"
+
+
+def test_rounds_to_decide_a_tie_at_the_observed_noise() -> None:
+    """A tie (ratio 1.00) whose ln ratios vary by 0.0707 (sd 0.05 per configuration): the
+    first n at which TOST at α/n fits t·sd/√n inside ln 1.05 (checked here with the t
+    quantile at n and n − 1); at half the noise far fewer; a decided pair needs none."""
+    tie = Pair("a", "b", 1.0, None, None, "undecided", 5, None, sd=0.0707)
+    n = rounds_to_decide(tie)
+    assert n is not None
+
+    def fits(k: int) -> bool:
+        return t_dist.ppf(1 - 0.05 / k, k - 1) * 0.0707 / math.sqrt(k) < math.log(1.05)
+
+    assert fits(n) and not fits(n - 1)
+    quieter = rounds_to_decide(Pair("a", "b", 1.0, None, None, "undecided", 5, None, sd=0.035))
+    assert quieter is not None and quieter < n / 2
+    decided = Pair("a", "b", 1.3, 1.2, 1.4, "separated", 5, 0.001, sd=0.05)
+    assert rounds_to_decide(decided) is None
+
+
+def test_stop_command_names_what_is_left_and_its_budget() -> None:
+    """The race of test_the_line_names_each_pair_as_decided leaves uvicorn ? gunicorn-sync:
+    the command races those two with a budget of the rounds that pair needs."""
+    rng = np.random.default_rng(35)
+    levels = {"granian": 1000.0, "uwsgi": 1000.0, "uvicorn": 720.0, "gunicorn-sync": 700.0}
+    figures: dict[str, dict[int, float]] = {c: {} for c in levels}
+    for r in range(1, 21):
+        for config, level in levels.items():
+            noise = 0.004 if config in ("granian", "uwsgi") else 0.1
+            figures[config][r] = level * math.exp(rng.normal(0.0, noise))
+    standing = judge(figures, look=20, max_looks=20)
+    last = standing.pairs[-1]
+    needed = rounds_to_decide(last)
+    assert needed is not None and needed > last.rounds
+    command = stop_command(standing, "make bench SCENARIO=db", minutes_per_round=0.5)
+    budget = math.ceil(needed * 0.5)
+    assert command == (
+        f"make bench SCENARIO=db SERVER=uvicorn,gunicorn-sync TRIALS=auto BUDGET={budget}"
+    )
+    done = judge({"a": figures["granian"], "b": figures["uvicorn"]}, look=20, max_looks=20)
+    assert done.done and stop_command(done, "make bench", 0.5) is None

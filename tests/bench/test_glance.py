@@ -1,0 +1,76 @@
+"""The summary's "At a glance" section (bench.report.glance) over fixture records.
+
+Every name from bench.report.glance is imported here at module level, never inside a test:
+tests/bench/test_mutants.py runs these tests with a mutant of the module in their place.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+from pathlib import Path
+
+from bench.core.record import Record, load_records
+from bench.report.glance import glance_section
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "records"
+OPENLOOP = Path(__file__).resolve().parent.parent / "fixtures" / "openloop" / "records"
+
+
+def _search(steps: list[Record], server: str, scale: float) -> list[Record]:
+    """The fixture's capacity search as another server's, every offered rate × scale."""
+    out = []
+    for step in steps:
+        meta = copy.deepcopy(step.metadata)
+        meta["capacity"]["search"] = f"{server}-search"
+        out.append(
+            dataclasses.replace(
+                step,
+                server=server,
+                offered_rps=step.offered_rps * scale,  # type: ignore[operator]
+                metadata=meta,
+                run_id=f"{server}-{step.run_id}",
+            )
+        )
+    return out
+
+
+def test_the_capacity_line_compares_the_best_with_the_next_not_the_last() -> None:
+    """Three capacity searches, one the fixture's (gunicorn-sync) and two at 1.5× and 2×
+    its rates: the line names the best (2×) and its ratio to the next (1.5×): 1.33×, not
+    2.00× to the last."""
+    records, _ = load_records(OPENLOOP)
+    steps = [r for r in records if r.metadata.get("capacity")]
+    assert {r.server for r in steps} == {"gunicorn-sync"}
+    three = steps + _search(steps, "uwsgi", 1.5) + _search(steps, "granian", 2.0)
+    (line,) = [line for line in glance_section(three) if line.startswith("- Capacity")]
+    assert "**granian" in line
+    match = re.search(r", ([0-9.]+)× \[[0-9.]+–[0-9.]+\] (\S+)", line)
+    assert match, line
+    assert match.group(2) == "uwsgi"
+    assert float(match.group(1)) == 1.33
+
+
+def test_identical_trials_are_untestable_not_significant() -> None:
+    """Two configurations with 3 identical trials each (1,100 against 1,000 req/s, as
+    rounded figures give): the margin says untestable for lack of spread, not
+    "significant" and not "1 trial"."""
+    records, _ = load_records(FIXTURES)
+    (first, second) = [
+        r for r in records if r.server == "granian" and r.scenario == "plaintext"
+        and r.concurrency == 10 and r.arch == "amd64" and r.status == "ok"
+    ]  # fmt: skip
+    point = []
+    for server, rps in (("granian", 1100.0), ("uwsgi", 1000.0)):
+        for trial in range(1, 4):
+            base = first if trial % 2 else second
+            point.append(
+                dataclasses.replace(
+                    base, server=server, rps=rps, trial=trial, run_id=f"{server}-{trial}"
+                )
+            )
+    rows = [line for line in glance_section(point) if line.startswith("| plaintext")]
+    assert rows, glance_section(point)
+    (margin,) = [cell for cell in rows[0].split(" | ") if cell.startswith("1.10× vs uwsgi")]
+    assert margin.endswith(", untestable (identical trials, no spread)")
