@@ -45,6 +45,7 @@ export: override CHECK := export
 images: override CHECK := images
 
 precheck:
+	@bash bench/require-python.sh
 	@if command -v python3 >/dev/null; then python3 -m bench.precheck $(CHECK); fi
 
 # PYWEBBENCH_SETUP_MARKER (the environment, for tests): a file touched when set-up starts, so

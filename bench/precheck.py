@@ -19,11 +19,12 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from bench.core import scenario, variables
+from bench.core import defaults, scenario, variables
 from bench.core.app import AppError, parse_app
 from bench.core.registry import DeclarationError, load_all
 from bench.core.studyfile import StudyError, check_study, study_path
 from bench.core.validate import UsageError, validate_choices
+from bench.report import inputs
 
 # The names given on make's command line (the Makefile sets it from $(origin)).
 CMDLINE_ENV = "PYWEBBENCH_CMDLINE"
@@ -86,6 +87,8 @@ def check_directories(command: str, given: Mapping[str, str]) -> None:
     results = given.get("RESULTS", "")
     if command in ("report", "export") and results and not Path(results).is_dir():
         raise UsageError(f"RESULTS={results!r} does not exist; nothing to {command}")
+    if command == "report":  # a fresh clone: said before set-up installs anything
+        inputs.require_record_files(results or defaults.RESULTS, given)
     if command != "compare":
         return
     for side in ("BASE", "HEAD"):

@@ -2,9 +2,21 @@
 # Bootstrap: distro packages, uv, and the harness's own venv. Idempotent, fast when done.
 # Input: nothing (run from the checkout root). Output: .bench/venv ready to run `python -m bench`.
 # The per-server venvs are made later by the harness itself (bench/venv.py), from servers/<id>/.
+# PYWEBBENCH_SETUP_DRY_RUN=1: print what is missing and the apt command, change nothing more.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+# Ctrl-C (or a TERM) stops set-up here, whatever child it reached: a child that handles
+# SIGINT itself and exits 1 would otherwise let the script go on to apt-get install.
+made_policy=0
+sudo=()
+interrupted() {
+  [ "$made_policy" -eq 0 ] || "${sudo[@]}" rm -f /usr/sbin/policy-rc.d
+  echo "setup: interrupted; nothing more is installed" >&2
+  exit 130
+}
+trap interrupted INT TERM
+bash "$root/bench/require-python.sh" || exit 2
 # uv reads uv.toml / pyproject.toml from every parent directory: a stray one above the
 # checkout (seen: /tmp/uv.toml above a clone in /tmp) must not change how venvs are made.
 export UV_NO_CONFIG=1
@@ -71,6 +83,14 @@ if ! command -v uv >/dev/null 2>&1 && [ ! -x "$state/tools/bin/uv" ]; then
   python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 fi
 
+if [ "${PYWEBBENCH_SETUP_DRY_RUN:-0}" = 1 ]; then
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: dry run: would run apt-get install -y --no-install-recommends ${missing[*]}" >&2
+  else
+    echo "setup: dry run: no distro package missing" >&2
+  fi
+  exit 0
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   cmd=(apt-get install -y --no-install-recommends "${missing[@]}")
   if [ "$(id -u)" -eq 0 ]; then sudo=(); elif sudo -n true 2>/dev/null; then sudo=(sudo); else
@@ -80,7 +100,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]} with apt" >&2
   # Never let a package start a system-wide service (a default postgres on 5432, nginx on 80):
   # the harness runs its own private instances on free loopback ports.
-  made_policy=0
   if [ ! -e /usr/sbin/policy-rc.d ]; then
     printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee /usr/sbin/policy-rc.d >/dev/null
     "${sudo[@]}" chmod 755 /usr/sbin/policy-rc.d

@@ -42,6 +42,7 @@ from bench.load import (
     scenarios_for,
 )
 from bench.load import names as load_names
+from bench.report import inputs
 
 
 def _sections(results: Path) -> Callable[[list], list[str]]:
@@ -72,6 +73,7 @@ def _result_set(name: str, raw: str | None, other: str | None) -> list:
     inner = Path(other).resolve() if other else None
     nested = inner is not None and inner != path.resolve() and inner.is_relative_to(path.resolve())
     records, problems = load_records(path, exclude=inner if nested else None)
+    inputs.require_records(name, raw, records, problems, "compare")
     for problem in problems:
         print(f"compare: {name}: {problem}", file=sys.stderr)
     return records
@@ -141,6 +143,7 @@ def do_report(args: argparse.Namespace) -> int:
     from bench.report import summary as report
 
     results = validate_results(args.results)
+    inputs.check_report(results, args.results)  # nothing to report: one line, exit 2
     try:
         path = report.write_summary(results, _sections(results))
     except OSError as exc:
@@ -223,10 +226,9 @@ def export_points(raw_format: str | None, raw_results: str) -> int:
     if not results.is_dir():
         raise UsageError(f"RESULTS={raw_results!r} is not a directory of results")
     records, problems = load_records(results, os.environ.get("PYWEBBENCH_REFERENCE") == "1")
+    inputs.require_records("RESULTS", raw_results, records, problems, "export")
     for problem in problems:
         print(f"export: {problem}", file=sys.stderr)
-    if not records:
-        raise UsageError(f"RESULTS={raw_results!r} holds no records to export")
     sys.stdout.write(export.export(records, fmt))
     return 0
 

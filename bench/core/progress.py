@@ -20,9 +20,11 @@ class Progress:
     remaining_s: int
     done: int = 0
     started: float = field(default_factory=time.monotonic)
+    last: str = ""  # the stage said last: what an interrupt cut short
 
     def say(self, text: str) -> None:
         """Print one progress line."""
+        self.last = text
         total = "?" if self.total_runs is None else self.total_runs
         left = duration_text(max(0, self.remaining_s))
         bound = " at most" if self.total_runs is None else ""

@@ -9,8 +9,10 @@ point: measure (bench.harness.measure), record (bench.harness.recorder) -> stop.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -82,6 +84,12 @@ def measure_block(
     h.progress.say(f"{block.server} {start}: starting {facts.knobs}")
     try:
         served = h.site.serve(spec, facts.knobs, env, opts, f"{block.server}-t{block.trial}.log")
+    except (KeyboardInterrupt, Interrupted) as exc:
+        # The block's runs were to be measured: recorded as failed, then the interrupt goes on.
+        what = f"{block.server} {start} (starting the server)"
+        h.recorder.failed(opts, runs, facts, f"interrupted by {signal_name(exc)} while {what}", {})
+        exc.add_note(what)
+        raise
     except ServeError as exc:
         if exc.argv is not None:
             facts.meta["argv"] = exc.argv
@@ -326,14 +334,54 @@ def execute(
     def body(table: ProcessTable, run_dir: Path) -> int:
         h = harness(first, arms, table, run_dir, progress)
         h.closing = closing
-        return run_arms(h, plans, load_all())
+        try:
+            return run_arms(h, plans, load_all())
+        except (KeyboardInterrupt, Interrupted) as exc:
+            if not getattr(exc, "__notes__", None):  # not inside a run: the stage it was in
+                exc.add_note(progress.last or "preparing the servers")
+            raise
 
     # WAIT=0: refuse at once when another harness measures
     wait = first.wait
-    status = guarded(first.results, sections, body, f"seed {first.seed}", wait)
+    status = interruptible(
+        lambda: guarded(first.results, sections, body, f"seed {first.seed}", wait)
+    )
     for line in closing:  # the race's verdicts end the output, after the summary's path
         print(line, file=sys.stderr)
     return status
+
+
+def signal_name(exc: BaseException) -> str:
+    """The signal behind an interrupt: Interrupted carries its name, KeyboardInterrupt none."""
+    return str(exc) or "SIGINT"
+
+
+def interruptible(main: Callable[[], int], who: str = "bench") -> int:
+    """What make bench, capacity, soak and study measure, with Ctrl-C and SIGTERM handled
+    throughout, also where SIGINT arrived ignored (a background job): inside a run `supervised`
+    stops and records it; between runs nothing is running. 130 when interrupted."""
+    try:
+        with signals_raise():
+            return main()
+    except (KeyboardInterrupt, Interrupted) as exc:
+        print(f"{who}: interrupted by {signal_name(exc)}; no run was under way", file=sys.stderr)
+        return 130
+
+
+def _useless(run_dir: Path) -> bool:
+    """A run directory with nothing to read in it: no file, or only empty ones and the
+    per-run pgbouncer configuration (its password is of no use after the run)."""
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    return all(p.stat().st_size == 0 or p.name in PER_RUN_FILES for p in files)
+
+
+# What the stack writes into every run directory before any log: nothing to keep on its own.
+PER_RUN_FILES = frozenset({"pgbouncer.ini", "userlist.txt"})
+
+
+def record_files(results: Path) -> set[Path]:
+    """The record files under RESULTS/records (what this invocation adds is what it wrote)."""
+    return set((results / "records").glob("*.json"))
 
 
 Body = Callable[[ProcessTable, Path], int]
@@ -375,19 +423,28 @@ def supervised(
                     print(f"--- {log} (last lines)\n{tail}", file=sys.stderr)
                 status = 2
             except (KeyboardInterrupt, Interrupted) as exc:
+                cut = "; ".join(getattr(exc, "__notes__", ())) or "the set-up before any run"
                 print(
-                    f"{who}: interrupted ({exc or 'SIGINT'}): stopping everything", file=sys.stderr
+                    f"{who}: interrupted by {signal_name(exc)}; cut short: {cut}; stopping "
+                    "everything",
+                    file=sys.stderr,
                 )
                 status = 130
             finally:
                 # A second Ctrl-C must not cut the clean-up short and leave servers behind.
                 with signals_ignored():
                     table.stop_all()
+                    if _useless(run_dir):
+                        shutil.rmtree(run_dir, ignore_errors=True)
     except LockedError as exc:
         print(f"{who}: {exc}; WAIT=1 waits for it", file=sys.stderr)
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()  # made for this run, which never started
         return None
     except (KeyboardInterrupt, Interrupted) as exc:  # while waiting for the lock: nothing ran
-        print(f"{who}: interrupted ({exc or 'SIGINT'}) while waiting", file=sys.stderr)
+        print(f"{who}: interrupted by {signal_name(exc)} while waiting", file=sys.stderr)
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()
         return 130
     return status
 
@@ -401,12 +458,17 @@ def guarded(
 ) -> int:
     """A measuring invocation: `body` supervised (above), then summary.md rebuilt unless the
     lock was held (wait=False: 2, bad timing is refused like bad input), the input rejected
-    or the wait interrupted. Returns body's status."""
+    or no record written (an interrupt before the first run, or while waiting for the lock,
+    must not replace the user's summary with an empty one). Returns body's status."""
+    before = record_files(results)
     status = supervised(body, str(os.getpid()), note=note, wait=wait)
     if status is None:
         return 2
     if status == 2:
         return status  # nothing was measured: the summary stays as it was
+    if not record_files(results) - before:
+        print(f"bench: no record written; {results / 'summary.md'} left as it was", file=sys.stderr)
+        return status
     summary = report.write_summary(results, sections)
     print(f"bench: wrote {summary}", file=sys.stderr)
     return status

@@ -134,6 +134,9 @@ class Session:
             logs = self.h.site.logs(self.served)
             meta = judge(None) if judge else None
             self.h.recorder.failed(self.opts, (run,), self.facts, reason, logs, meta=meta)
+            # Which run it was, for the one line the harness prints (bench.harness.run).
+            which = "warm-up start" if run.trial == 0 else f"trial {run.trial}"
+            exc.add_note(f"{run.server} {run.scenario}{rate} c={run.concurrency} {which}")
             raise
         except LoadError as exc:
             meta = judge(None) if judge else None

@@ -156,6 +156,7 @@ class ProcessTable:
         with open(log_path, "ab") as log, open(stdout_path or os.devnull, "ab") as out:
             if user is not None:
                 os.chown(log_path, pwd.getpwnam(user).pw_uid, -1)
+            interrupts = len(_raised)
             try:
                 popen = subprocess.Popen(
                     argv,
@@ -172,6 +173,12 @@ class ProcessTable:
                 raise StartError(f"{name}: cannot start {argv[0]}: {exc}") from exc
         proc = Proc(name, popen, log_path, stop_signal)
         self.procs.append(proc)
+        if len(_raised) > interrupts:
+            # With a preexec_fn CPython runs its at-fork hooks (logging's among them) in
+            # Python; an interrupt raised inside one is printed as "Exception ignored" and
+            # lost, and the run would go on (seen: one Ctrl-C in four while the stack
+            # started). Raised again here, the new process already in the table.
+            raise _interrupt(_raised[-1])
         return proc
 
     def stop(self, proc: Proc, grace_s: float = 10.0) -> None:
@@ -220,6 +227,15 @@ class Interrupted(BaseException):
     """SIGTERM or SIGHUP reached the harness (SIGINT raises KeyboardInterrupt)."""
 
 
+# Every interrupt signals_raise's handler raised, by signal name: ProcessTable.start compares
+# the count before and after a fork to find one that CPython swallowed.
+_raised: list[str] = []
+
+
+def _interrupt(name: str) -> BaseException:
+    return KeyboardInterrupt() if name == "SIGINT" else Interrupted(name)
+
+
 @contextlib.contextmanager
 def signals_raise() -> Iterator[None]:
     """Turn SIGTERM/SIGHUP into an exception so that every `finally` runs and stops the stack;
@@ -228,10 +244,11 @@ def signals_raise() -> Iterator[None]:
     would pass unseen)."""
 
     def handler(signum: int, _frame: object) -> None:
-        raise Interrupted(signal.Signals(signum).name)
+        _raised.append(signal.Signals(signum).name)
+        raise _interrupt(signal.Signals(signum).name)
 
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
-    previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
+    signums = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+    previous = {s: signal.signal(s, handler) for s in signums}
     try:
         yield
     finally:

@@ -16,6 +16,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,9 @@ PGBOUNCER_POOL_SIZE = 20
 DB_NAME = "bench"
 DB_USER = "bench"
 SUPERUSER = "postgres"
+# The cluster's completion marker, and the suffix of the temporary directory it is built in.
+CLUSTER_COMPLETE = "complete"
+BUILD_SUFFIX = ".building-"
 
 
 def _pg_bindir() -> Path:
@@ -211,13 +215,14 @@ class Stack:
         self.upstream_host = "127.0.0.1"
 
     # -- PostgreSQL -------------------------------------------------------------------------
-    def _init_cluster(self) -> Path:
-        data = self.cluster / "data"
-        if (data / "PG_VERSION").exists():
-            return data
-        shutil.rmtree(self.cluster, ignore_errors=True)
-        self.cluster.mkdir(parents=True, mode=0o700)
-        _chown_service(self.cluster)
+    def _cluster_complete(self) -> bool:
+        """The cluster was built to the end (initdb and seed): its marker is only written in
+        the temporary directory, just before the rename that puts it in place."""
+        return (self.cluster / CLUSTER_COMPLETE).is_file() and (
+            self.cluster / "data" / "PG_VERSION"
+        ).is_file()
+
+    def _initdb(self, data: Path) -> None:
         _run_as_service(
             [
                 str(_pg_bindir() / "initdb"),
@@ -233,7 +238,42 @@ class Stack:
             ],
             "initdb",
         )
-        return data
+
+    def _build_cluster(self) -> None:
+        """initdb and the seed in a temporary directory beside the cluster, renamed into
+        place only when both finished: an interrupted first run (Ctrl-C, a kill, a power cut)
+        leaves no half-made cluster that the next run would take for a good one."""
+        # Left by a build that was killed: nothing runs on it (we hold the cluster's lock).
+        for stale in self.base.glob(f"{self.cluster.name}{BUILD_SUFFIX}*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        if self.cluster.exists():
+            print(
+                f"bench: the PostgreSQL cluster {self.cluster} is incomplete (no completion "
+                "marker: an interrupted first run?); rebuilding it",
+                file=sys.stderr,
+            )
+            shutil.rmtree(self.cluster)
+        building = Path(tempfile.mkdtemp(prefix=self.cluster.name + BUILD_SUFFIX, dir=self.base))
+        building.chmod(0o700)
+        _chown_service(building)
+        running = list(self.table.procs)
+        try:
+            self._initdb(building / "data")
+            proc, port, sock = self._start_postmaster(building / "data", "postgres-init.log")
+            try:
+                self._seed(port, sock, secrets.token_urlsafe(18))
+            except RuntimeError as exc:
+                raise StartError(f"seeding the database failed: {exc}") from exc
+            finally:
+                self.table.stop(proc)
+            (building / CLUSTER_COMPLETE).write_text(f"{seed.schema_version()}\n")
+            building.rename(self.cluster)
+        except BaseException:
+            # A postmaster interrupted while it came up still runs on it: stopped first.
+            for proc in [p for p in self.table.procs if p not in running]:
+                self.table.stop(proc)
+            shutil.rmtree(building, ignore_errors=True)
+            raise
 
     def _lock_cluster(self) -> None:
         # One postmaster per cluster: a second user of it gets a clear word, not a FATAL.
@@ -249,9 +289,15 @@ class Stack:
         self.table.on_stop(lock.close)
 
     def start_postgres(self) -> tuple[Proc, int, Path]:
-        """Start the private cluster (created on first use) and wait until it accepts queries."""
+        """Start the private cluster (built on first use, rebuilt when found incomplete) and
+        wait until it accepts queries."""
         self._lock_cluster()
-        data = self._init_cluster()
+        if not self._cluster_complete():
+            self._build_cluster()
+        return self._start_postmaster(self.cluster / "data", "postgres.log")
+
+    def _start_postmaster(self, data: Path, log_name: str) -> tuple[Proc, int, Path]:
+        """postgres on `data`, on a free port and a private socket dir, accepting queries."""
         # Our settings are re-read every start so that edits to db/postgresql.conf apply.
         conf = data / "bench.conf"
         conf.write_text((DB_DIR / "postgresql.conf").read_text())
@@ -269,7 +315,7 @@ class Stack:
         proc = self.table.start(
             "postgres",
             [str(_pg_bindir() / "postgres"), "-D", str(data), "-p", str(port), "-k", str(sock)],
-            self.run_dir / "postgres.log",
+            self.run_dir / log_name,
             env={"PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8"},
             user=service_user(),
             stop_signal=signal.SIGINT,  # fast shutdown

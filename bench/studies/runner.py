@@ -75,7 +75,9 @@ def run(
         return 0
     base = base_options(results, seed)
     execute = harness_run.execute
-    return execute_studies(names, base, duration, execute, sections_for(results), arms)
+    return harness_run.interruptible(
+        lambda: execute_studies(names, base, duration, execute, sections_for(results), arms)
+    )
 
 
 def only_arms(study: Study, arms: Sequence[str] | None) -> Study:
@@ -236,8 +238,9 @@ def _measure_one(
         recorder.failed(opts, (run_spec(opts),), facts_of(spec, opts, None), reason, {})
         return
     except (KeyboardInterrupt, Interrupted) as exc:
-        reason = f"interrupted ({exc or 'SIGINT'})"
+        reason = f"interrupted by {harness_run.signal_name(exc)}"
         recorder.failed(opts, (run_spec(opts),), facts_of(spec, opts, None), reason, {})
+        exc.add_note(f"{study.name} {arm.id}")
         raise
     path = record_arm(recorder, study, arm, opts, measured, started)
     if path is not None:

@@ -1,5 +1,6 @@
 """Bad input gets one line naming the valid choices and exit status 2, and writes nothing."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -299,9 +300,87 @@ def test_a_summary_that_cannot_be_written_is_one_line_and_exit_2(
 ) -> None:
     """`make report` where summary.md is a directory: one line naming it, no temp file left."""
     (tmp_path / "summary.md").mkdir()
+    (tmp_path / "records").mkdir()
+    shutil.copy(next(MACHINE_A.glob("*.json")), tmp_path / "records")
     assert cli.main(["report", f"--results={tmp_path}"]) == 2
-    _one_line(capsys, "summary.md")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.md"]
+    _one_line(capsys, f"{tmp_path / 'summary.md'}: Is a directory")
+    assert (tmp_path / "summary.md").is_dir() and not list(tmp_path.rglob(".tmp-*"))
+
+
+MACHINE_A = ROOT / "tests" / "fixtures" / "records" / "machine-a"
+REFERENCE_LINE = "the shipped reference run is results/reference/summary.md"
+
+
+@pytest.mark.parametrize("where", ["fresh-clone", "empty", "missing"])
+def test_report_with_nothing_measured_says_so_and_where_the_reference_is(
+    where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """make report on a fresh clone (only results/reference/), an empty or a missing RESULTS:
+    one line, exit 2, the user's summary.md and index.html untouched, nothing created."""
+    results = tmp_path / "results"
+    if where != "missing":
+        results.mkdir()
+        (results / "summary.md").write_text("the user's summary\n")
+        (results / "index.html").write_text("<p>the user's page</p>\n")
+    if where == "fresh-clone":
+        (results / "reference" / "records").mkdir(parents=True)
+        shutil.copy(next(MACHINE_A.glob("*.json")), results / "reference" / "records")
+    before = sorted(tmp_path.rglob("*"))
+    assert cli.main(["report", f"--results={results}"]) == 2
+    _one_line(capsys, f"nothing measured yet: RESULTS={str(results)!r} holds no records")
+    assert sorted(tmp_path.rglob("*")) == before
+    if where != "missing":
+        assert (results / "summary.md").read_text() == "the user's summary\n"
+        assert (results / "index.html").read_text() == "<p>the user's page</p>\n"
+
+
+def test_report_on_a_fresh_clone_with_reference_1_reports_the_reference(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """REFERENCE=1 counts the shipped reference: the summary is written from it, exit 0."""
+    (tmp_path / "reference" / "records").mkdir(parents=True)
+    shutil.copy(next(MACHINE_A.glob("*.json")), tmp_path / "reference" / "records")
+    monkeypatch.setenv("PYWEBBENCH_REFERENCE", "1")
+    assert cli.main(["report", f"--results={tmp_path}"]) == 0
+    assert (tmp_path / "summary.md").read_text().startswith("# Benchmark summary")
+
+
+def test_report_on_a_directory_it_cannot_read_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A RESULTS this user cannot list (root lists any: the permission check is faked) is not
+    called empty: one line saying it is unreadable, exit 2."""
+    (tmp_path / "records").mkdir()
+    shutil.copy(next(MACHINE_A.glob("*.json")), tmp_path / "records")
+    real = os.access
+    # only reading is denied: a directory it may write but not list
+    monkeypatch.setattr(
+        os, "access", lambda p, mode: not (Path(p) == tmp_path and mode & os.R_OK) and real(p, mode)
+    )
+    assert cli.main(["report", f"--results={tmp_path}"]) == 2
+    _one_line(capsys, f"RESULTS={str(tmp_path)!r} is not readable by this user")
+    assert not (tmp_path / "summary.md").exists()
+
+
+@pytest.mark.parametrize("command", ["report", "export", "compare"])
+def test_unreadable_records_only_are_one_line_and_exit_2(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every record file unreadable (corrupt JSON, not a record): report, export and compare
+    say so in one line with how many and the first one's problem, exit 2, write nothing."""
+    bad = tmp_path / "bad"
+    (bad / "records").mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "fixtures" / "records" / "corrupt.json", bad / "records")
+    (bad / "records" / "list.json").write_text("[]")
+    argv = {
+        "report": ["report", f"--results={bad}"],
+        "export": ["export", f"--results={bad}", "--format=csv"],
+        "compare": ["compare", f"--base={bad}", f"--head={MACHINE_A}"],
+    }[command]
+    assert cli.main(argv) == 2
+    name = "BASE" if command == "compare" else "RESULTS"
+    _one_line(capsys, f"{name}={str(bad)!r} holds no readable record: 2 file(s) skipped")
+    assert sorted(p.name for p in bad.rglob("*")) == ["corrupt.json", "list.json", "records"]
 
 
 def test_python_m_bench_study_with_a_bad_file_prints_no_traceback(tmp_path: Path) -> None:

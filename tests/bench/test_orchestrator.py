@@ -146,6 +146,88 @@ def test_interrupt_during_load_records_the_run_and_stops(tmp_path: Path) -> None
     assert site.stopped == site.started and len(tool.measured) == 3
 
 
+def test_an_interrupt_names_the_run_it_cut_short(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C during load: the one line says which run ("interrupted (): ..." named none)."""
+    first = plan.make_plan(_options(tmp_path))[0].runs[0]
+    status, _ = _run(tmp_path, FakeSite(), FakeTool(script=[KeyboardInterrupt()]))
+    assert status == 130
+    line = next(x for x in capsys.readouterr().err.splitlines() if "stopping" in x)
+    # the first run is the server's warm-up start's
+    want = f"interrupted by SIGINT; cut short: {first.server} {first.scenario} c=10 warm-up start;"
+    assert want in line
+
+
+def test_an_interrupt_while_a_server_starts_records_its_runs_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C while the first server starts: its runs are failed records saying so, the line
+    names that server, nothing is measured, 130."""
+    site = FakeSite()
+
+    def interrupted_serve(*_args: object) -> None:
+        raise KeyboardInterrupt
+
+    site.serve = interrupted_serve  # type: ignore[method-assign]
+    tool = FakeTool()
+    status, _ = _run(tmp_path, site, tool, servers=("granian",))
+    assert status == 130 and not tool.measured
+    # the first start is the warm-up's: its one run is the failed record
+    records = [json.loads(p.read_text()) for p in (tmp_path / "records").glob("*.json")]
+    assert [r["reason"] for r in records] == [
+        "interrupted by SIGINT while granian warm-up start (starting the server)"
+    ]
+    assert "cut short: granian warm-up start (starting the server);" in capsys.readouterr().err
+
+
+def test_an_interrupt_before_any_record_keeps_the_summary_and_no_run_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C while the environments are prepared: no record, so the user's summary.md and
+    index.html stay byte for byte, and no empty run directory is left in .bench/runs."""
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "summary.md").write_text("the user's summary\n")
+    (results / "index.html").write_text("<p>the user's page</p>\n")
+    site = FakeSite()
+
+    def interrupted_prepare(*_args: object) -> None:
+        raise KeyboardInterrupt
+
+    site.prepare = interrupted_prepare  # type: ignore[method-assign]
+    status, records = _run(results, site, FakeTool())
+    assert status == 130 and records == []
+    assert (results / "summary.md").read_text() == "the user's summary\n"
+    assert (results / "index.html").read_text() == "<p>the user's page</p>\n"
+    assert list((tmp_path / "state" / "runs").iterdir()) == []
+    err = capsys.readouterr().err
+    assert "interrupted by SIGINT; cut short: preparing the servers;" in err
+    assert "summary.md left as it was" in err
+
+
+def test_sigint_arriving_ignored_still_interrupts(tmp_path: Path) -> None:
+    """A background job starts with SIGINT ignored: the run installs its own handler, so a
+    SIGINT during the run still ends it with 130 (and the handler is put back after)."""
+    import os
+    import signal
+
+    def interrupt() -> object:
+        os.kill(os.getpid(), signal.SIGINT)
+        return result()
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        # past the two servers' warm-up runs: the first trial's run is interrupted
+        script = [result(), result(), interrupt]
+        status, records = _run(tmp_path, FakeSite(), FakeTool(script=script))
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert status == 130
+    assert records[0]["reason"] == "interrupted by SIGINT during load"
+
+
 def test_unsupported_server_is_recorded_not_failed(tmp_path: Path) -> None:
     """A server its environment cannot run (unsupported) gets unsupported records; exit 0."""
     status, records = _run(tmp_path, FakeSite(unsupported={"gunicorn-sync"}), FakeTool())

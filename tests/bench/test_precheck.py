@@ -71,6 +71,32 @@ def test_bad_input_is_one_line_and_exit_2_without_site_packages(
     assert message in result.stderr
 
 
+@pytest.mark.parametrize("reference", ["", "1"])
+def test_report_on_a_fresh_clone_is_refused_before_setup(tmp_path: Path, reference: str) -> None:
+    """RESULTS holding only the shipped reference (a fresh clone's results/): make report says
+    nothing was measured yet and where the reference is, exit 2, before set-up; REFERENCE=1
+    reports the reference, so it passes."""
+    results = tmp_path / "results"
+    (results / "reference" / "records").mkdir(parents=True)
+    (results / "reference" / "records" / "r.json").write_text("{}")
+    (results / "raw").mkdir()
+    (results / "raw" / "oha.json").write_text("{}")  # raw tool output is not a record
+    given = {"REFERENCE": reference} if reference else {}  # unset, as make leaves it
+    result = _precheck("report", RESULTS=str(results), **given)
+    if reference:
+        assert result.returncode == 0, result.stderr
+        return
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"bench: nothing measured yet: RESULTS={str(results)!r} holds no records (make bench "
+        "writes them); the shipped reference run is results/reference/summary.md (REFERENCE=1 "
+        "merges it into yours)\n"
+    )
+    (results / "records").mkdir()
+    (results / "records" / "mine.json").write_text("{}")
+    assert _precheck("report", RESULTS=str(results), **given).returncode == 0
+
+
 def test_good_input_passes() -> None:
     """Values the harness accepts pass the pre-check (it checks them again after setup)."""
     result = _precheck(

@@ -79,3 +79,42 @@ def test_sigint_interrupts_even_when_it_arrived_ignored() -> None:
         text=True,
     )
     assert result.returncode == 130, result.stderr
+
+
+def test_an_interrupt_swallowed_by_an_at_fork_hook_is_raised_again(tmp_path: Path) -> None:
+    """A SIGINT whose handler runs inside one of CPython's at-fork hooks (run for a Popen with
+    a preexec_fn; logging registers one) is printed as "Exception ignored" and lost: start()
+    raises it again once the new process is in the table, so stop_all stops it. In a process
+    of its own: an at-fork hook cannot be unregistered."""
+    code = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from bench.host.procs import ProcessTable, signals_raise\n"
+        "armed = []\n"
+        "def hook():\n"
+        "    if armed:\n"
+        "        armed.clear()\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        for _ in range(1000):  # the handler runs here, inside the hook\n"
+        "            pass\n"
+        "os.register_at_fork(after_in_parent=hook)\n"
+        "table = ProcessTable()\n"
+        "try:\n"
+        "    with signals_raise():\n"
+        "        armed.append(1)\n"
+        "        table.start('sleep', ['sleep', '30'], Path(sys.argv[1]))\n"
+        "        print('went on', flush=True)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', [p.name for p in table.procs], flush=True)\n"
+        "finally:\n"
+        "    table.stop_all()\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "sleep.log")],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "Exception ignored" in result.stderr, result.stderr  # the hook did swallow it
+    assert result.stdout == "interrupted ['sleep']\n", result.stderr

@@ -27,9 +27,12 @@ EARLIER = ROOT / "tests" / "fixtures" / "records" / "machine-a" / "rec0.json"
 
 
 def _run_with_fault(
-    tmp_path: Path, pick: Callable[[psutil.Process, list[psutil.Process]], None]
+    tmp_path: Path,
+    pick: Callable[[psutil.Process, list[psutil.Process]], None],
+    background: bool = False,
 ) -> tuple[int, list[dict], str, Path]:
-    """Start the harness, wait for the measured load, call pick(harness, descendants)."""
+    """Start the harness, wait for the measured load, call pick(harness, descendants).
+    `background`: started as a shell starts a background job, with SIGINT ignored."""
     results = tmp_path / "results"
     (results / "records").mkdir(parents=True)
     earlier = results / "records" / "earlier.json"
@@ -49,6 +52,9 @@ def _run_with_fault(
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=err,
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+            if background
+            else None,
         )
     try:
         deadline = time.monotonic() + 240  # the warm-up start's run first: DURATION long
@@ -118,14 +124,23 @@ def test_postgres_killed(tmp_path: Path) -> None:
     assert any(f.endswith("postgres.log") for f in records[0]["raw_files"])
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_harness_interrupted(tmp_path: Path, sig: signal.Signals) -> None:
-    """Ctrl-C or SIGTERM to the harness: exit 130, the interrupted run recorded as failed."""
-    code, records, err, _ = _run_with_fault(tmp_path, lambda h, fam: os.kill(h.pid, sig))
+@pytest.mark.parametrize(
+    ("sig", "background"),
+    [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGINT, True)],
+)
+def test_harness_interrupted(tmp_path: Path, sig: signal.Signals, background: bool) -> None:
+    """Ctrl-C or SIGTERM to the harness (also a background job, SIGINT inherited ignored):
+    exit 130, the interrupted run recorded as failed and named in the one line."""
+    code, records, err, _ = _run_with_fault(
+        tmp_path, lambda h, fam: os.kill(h.pid, sig), background
+    )
     assert code == 130
     assert [r["status"] for r in records] == ["failed"]
     assert f"interrupted by {sig.name}" in records[0]["reason"]
-    assert "stopping everything" in err
+    assert (
+        f"interrupted by {sig.name}; cut short: gunicorn-sync db c=10 trial 1; stopping everything"
+        in err
+    )
 
 
 def _quick_command(results: Path) -> list[str]:
@@ -225,3 +240,43 @@ def test_second_ctrl_c_does_not_cut_the_clean_up_short(tmp_path: Path) -> None:
     code, records, _err, _results = _run_with_fault(tmp_path, twice)
     assert code == 130
     assert "interrupted by SIGINT" in records[0]["reason"]
+
+
+def test_ctrl_c_before_any_record_keeps_the_users_summary(tmp_path: Path) -> None:
+    """Ctrl-C while the shared stack starts (nothing measured, nothing recorded): exit 130, the
+    line names the stage, the user's summary.md and index.html stay byte for byte, nothing
+    is left running."""
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "summary.md").write_text("the user's summary\n")
+    (results / "index.html").write_text("<p>the user's page</p>\n")
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as err:
+        harness = subprocess.Popen(
+            bench_command(
+                results, server="gunicorn-sync", scenario="db", concurrency=10, duration=5
+            ),
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while "starting the shared stack" not in log.read_text():
+            assert harness.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "the stack never started"
+            time.sleep(0.01)
+        family = {p.pid for p in psutil.Process(harness.pid).children(recursive=True)}
+        os.kill(harness.pid, signal.SIGINT)
+        code = harness.wait(timeout=60)
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+    err_text = log.read_text()
+    assert code == 130, err_text
+    assert "interrupted by SIGINT; cut short: starting the shared stack;" in err_text
+    assert "summary.md left as it was" in err_text
+    assert (results / "summary.md").read_text() == "the user's summary\n"
+    assert (results / "index.html").read_text() == "<p>the user's page</p>\n"
+    assert not (results / "records").exists() or not list((results / "records").iterdir())
+    assert alive(family) == set()
