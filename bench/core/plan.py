@@ -2,8 +2,9 @@
 
 Input: Options (already validated by bench.cli). Output: Blocks, one per (trial, server) —
 the server is started once per block and measured on every scenario × concurrency in it.
-Servers come in a random order per trial (seeded, recorded), so that drift of the machine
-over time does not favour whichever server always runs first.
+A warm-up round (trial 0: each server's first start, one short run) comes first; it is
+recorded, never analysed. Servers come in a random order per trial (seeded, recorded), so
+that drift of the machine over time does not favour whichever server always runs first.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -180,6 +181,9 @@ class Block:
     trial: int
     server: str
     runs: tuple[RunSpec, ...]
+    # the server's first start in this invocation (trial 0): measured and recorded with
+    # metadata.warmup_start, never analysed (docs/method.md says why)
+    warmup: bool = False
 
 
 def path_of(options: Options, scenario: str) -> str | None:
@@ -228,11 +232,48 @@ def rounds(
         yield blocks
 
 
-def make_plan(options: Options) -> list[Block]:
-    """Blocks in execution order: trials in turn, servers shuffled within each trial."""
+def warms_up(options: Options) -> bool:
+    """Whether a plan starts with a warm-up round: not against a server started elsewhere
+    (TARGET=), nor before a capacity search or a soak (their own steps and hour are long)."""
+    mode = options.mode
+    return options.target is None and mode.objective is None and mode.soak_interval_s is None
+
+
+def warmup_round(options: Options, servers: Iterable[str] | None = None) -> list[Block]:
+    """Round 0: one start per server with one short run (the first scenario's first point,
+    DURATION long), in the seeded order of the trials; `servers`: only these (a study's
+    later arms do not warm up a server an earlier arm started)."""
+    wanted = set(options.servers if servers is None else servers)
+    order = [s for s in options.servers if s in wanted]
+    random.Random(f"warm-up {options.seed}").shuffle(order)
+    scenario = options.scenarios[0]
+    conc, rate = points(options)[0]
     return [
+        Block(
+            0, server, (RunSpec(server, scenario, conc, 0, path_of(options, scenario), rate),), True
+        )
+        for server in order
+    ]
+
+
+def make_plan(options: Options, warm: Iterable[str] | None = None) -> list[Block]:
+    """Blocks in execution order: the warm-up round (each server's first start, where
+    warms_up; `warm`: only these servers), then trials in turn, servers shuffled within each."""
+    first = warmup_round(options, warm) if warms_up(options) else []
+    return first + [
         block for blocks in itertools.islice(rounds(options), options.trials) for block in blocks
     ]
+
+
+def arm_plans(arms: list[Options]) -> list[tuple[Options, list[Block]]]:
+    """Each arm's plan (a study's arms, or the one Options of make bench); each server warms
+    up once per invocation, in the first arm that runs it."""
+    seen: set[str] = set()
+    plans = []
+    for opts in arms:
+        plans.append((opts, make_plan(opts, warm=[s for s in opts.servers if s not in seen])))
+        seen.update(opts.servers)
+    return plans
 
 
 def run_seconds(options: Options, scenario_primed: bool) -> int:
@@ -242,7 +283,8 @@ def run_seconds(options: Options, scenario_primed: bool) -> int:
 
 def estimate_seconds(options: Options, blocks: list[Block]) -> int:
     """Load time of the whole plan, for the progress line (start-up and verify not counted)."""
-    per_block = len(options.scenarios) * defaults.PRIMER_S + sum(
-        options.warmup_s + options.duration_s for _ in blocks[0].runs
+    return sum(
+        len({run.scenario for run in block.runs}) * defaults.PRIMER_S
+        + len(block.runs) * (options.warmup_s + options.duration_s)
+        for block in blocks
     )
-    return per_block * len(blocks) if blocks else 0

@@ -8,6 +8,7 @@ copied from other machines merge), with one problem line per file that is not a 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -80,8 +81,23 @@ from pathlib import Path
 #    (OOM kills in the container's cgroup since it started; on a failed run, as last read
 #    before it ended): RUNTIME=docker runs only. Under a memory limit a worker the kernel
 #    kills no longer voids the run: its kills and the requests it cut off are measured.
-FORMAT_VERSION = 9
-KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
+# 10: (2026-11, issue 30 items 1-3) identity and scope: metadata.session_id (one per harness
+#    invocation), metadata.start_id (one per server start: a block's records share it),
+#    metadata.boot_id (/proc/sys/kernel/random/boot_id); metadata.warmup_start (true on the
+#    runs of a server's first start, the warm-up: kept, never analysed); foreign_cpu_percent
+#    (CPU used by processes outside the harness's own trees, averaged over the measured window,
+#    100 = one CPU), foreign_load (true above bench.observe.foreign.THRESHOLD_PERCENT: not
+#    analysed, the run is repeated once) and foreign_top ([[process name, CPU %], ...], the
+#    busiest foreign processes); metadata.repeat_of (the run_id of the run under foreign load
+#    a repeat replaces). Older records have none of these: session_of() derives a stable
+#    pseudo-session for them, start_of() a pseudo-start. Also (issue 30 items 4-5):
+#    resources.worker_cpu_s {pid: CPU seconds over the measured window} of each process below
+#    the server's leader ({} when it serves alone; null with TARGET=); metadata.noise {id,
+#    round, start, warmup, design {rounds, starts, runs}} (make noise runs only);
+#    metadata.trials_auto gained margin and max_looks (the race's equivalence margin and the
+#    rounds its error is spent over; null with one server).
+FORMAT_VERSION = 10
+KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 STATUSES = ("ok", "failed", "unsupported")
 UNSUPPORTED = ("scenario", "reload", "recycle", "emulation")
 # Before format 6: the reason's opening words (bench/harness/run.py wrote them) -> the code.
@@ -143,6 +159,9 @@ class Record:
     network: dict | None = None
     user_app: dict | None = None
     container: dict | None = None
+    foreign_cpu_percent: float | None = None
+    foreign_load: bool | None = None
+    foreign_top: list | None = None
 
     def to_dict(self) -> dict:
         """The JSON-ready form."""
@@ -179,6 +198,51 @@ def unsupported_code(rec: Record) -> str | None:
         return code
     reason = rec.reason or ""
     return next((c for text, c in _UNSUPPORTED_BEFORE_6.items() if reason.startswith(text)), None)
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
+
+
+def session_of(rec: Record) -> str:
+    """The harness invocation a record comes from: metadata.session_id (format 10), or for an
+    older record a stable pseudo-session "legacy-…": a hash of its machine (identity or host
+    name), kernel build, CPU model, seed (drawn afresh per invocation unless SEED= was given)
+    and study run, so that two invocations are never read as one unless they shared all five."""
+    meta = rec.metadata
+    session = meta.get("session_id")
+    if session:
+        return str(session)
+    machine = meta.get("machine_id") or meta.get("hostname")
+    keys = ("kernel", "cpu_model", "seed", "study_run")
+    return "legacy-" + _digest(machine, *(meta.get(k) for k in keys))
+
+
+def start_of(rec: Record) -> str:
+    """The server start a record comes from: metadata.start_id (format 10), or for an older
+    record a pseudo-start: its session, server and trial (one start per server and trial)."""
+    start = rec.metadata.get("start_id")
+    if start:
+        return str(start)
+    return "legacy-" + _digest(
+        session_of(rec), rec.server, rec.trial, rec.metadata.get("study_arm")
+    )
+
+
+def is_warmup(rec: Record) -> bool:
+    """A run of a server's first start in its session (metadata.warmup_start): measured and
+    kept, never analysed (docs/method.md)."""
+    return rec.metadata.get("warmup_start") is True
+
+
+def analysed(rec: Record) -> bool:
+    """A record whose figures may be pooled: ok, not a warm-up start, and not a run under
+    foreign load that was repeated. A repeat stands for its run even when it was under
+    foreign load too (on a machine that stays busy, dropping both would leave nothing):
+    the summary names it (bench.report.disturbed)."""
+    if rec.status != "ok" or is_warmup(rec):
+        return False
+    return rec.foreign_load is not True or bool(rec.metadata.get("repeat_of"))
 
 
 def safe_name(text: str) -> str:

@@ -22,6 +22,7 @@ from bench.harness.served import Served
 from bench.host.metadata import now_iso
 from bench.host.procs import ProcessTable
 from bench.load import LoadAborted, LoadRequest, LoadResult, LoadTool
+from bench.observe.foreign import ForeignLoad
 from bench.observe.sample import Resources, Sampler, Sockets
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ class Measurement:
     lifecycle: dict[str, object] | None = None  # LIFECYCLE=: the event and what the load saw
     series: dict[str, object] | None = None  # make soak: RSS and rate over time
     recycles: dict[str, int] | None = None  # RECYCLE=: the workers started in the window
+    foreign: ForeignLoad | None = None  # the CPU others used beside the window
 
 
 @dataclass(frozen=True)

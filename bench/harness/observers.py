@@ -12,12 +12,14 @@ series and recycles (None for whatever was not asked).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.host.cgroup import CpuCgroup, Throttling
 from bench.host.container_cgroup import ContainerCgroup, Snapshot, window
 from bench.load import LoadResult
 from bench.observe import lifecycle, soak
+from bench.observe.foreign import ENGINE_DAEMONS, ForeignSampler, own_pids
 from bench.observe.recycle import WorkerWatch
 
 if TYPE_CHECKING:
@@ -40,6 +42,8 @@ class Observers:
     container: ContainerCgroup | None = None
     container_before: Snapshot | None = None
     container_peak_reset: bool = False
+    # the CPU used by processes outside the harness's trees (a server started here only)
+    foreign: ForeignSampler | None = None
 
     @classmethod
     def of(
@@ -66,17 +70,25 @@ class Observers:
             found.rss = soak.RssSampler(server.proc.pid, soak_interval_s, count)
         if server is not None and "max_requests" in server.knobs:
             found.workers = WorkerWatch(server.proc.pid)
+        if server is not None:
+            found.foreign = ForeignSampler()
+        elif found.container is not None:
+            box = found.container
+            procs = box.dirs["unified" if box.version == "v2" else "cpu"] / "cgroup.procs"
+            found.foreign = ForeignSampler(
+                lambda: own_pids() | _pids(procs), excluded_names=ENGINE_DAEMONS
+            )
         return found
 
     def start(self) -> None:
         """Just before the load tool starts."""
-        for observer in (self.trigger, self.rss, self.workers):
+        for observer in (self.foreign, self.trigger, self.rss, self.workers):
             if observer is not None:
                 observer.start()
 
     def stop(self) -> None:
         """When the load tool has ended (or failed)."""
-        for observer in (self.trigger, self.rss, self.workers):
+        for observer in (self.trigger, self.rss, self.workers, self.foreign):
             if observer is not None:
                 observer.stop()
 
@@ -88,6 +100,7 @@ class Observers:
             "lifecycle": self._lifecycle(result, rate),
             "series": self._series(result),
             "recycles": self._recycles(),
+            "foreign": self.foreign.result() if self.foreign is not None else None,
         }
 
     def _container(self) -> dict[str, object] | None:
@@ -153,3 +166,11 @@ class Observers:
             **soak.rss_series(rss.times, rss.rss, rss.pid),
             "minutes": minutes,
         }
+
+
+def _pids(procs: Path) -> set[int]:
+    """The PIDs a cgroup.procs file lists (none when it cannot be read)."""
+    try:
+        return {int(line) for line in procs.read_text().split()}
+    except (OSError, ValueError):
+        return set()

@@ -41,7 +41,7 @@ def max_looks(opts: plan.Options) -> int:
     so no race can run more), within the trials' cap. bench.report.decision spends the error
     over these (a pair's test at n paired rounds spends α·n/max_looks in all)."""
     assert opts.precision is not None
-    two = plan.make_plan(replace(opts, servers=opts.servers[:2], trials=1))
+    two = plan.make_plan(replace(opts, servers=opts.servers[:2], trials=1), warm=())
     round_s = max(1, plan.estimate_seconds(opts, two))
     rounds = min(opts.precision.max_trials, math.floor(opts.precision.budget_s / round_s))
     return max(rounds, defaults.AUTO_MIN_TRIALS)

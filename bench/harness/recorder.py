@@ -19,7 +19,7 @@ from bench.core.progress import Progress
 from bench.core.registry import FRAMEWORKS
 from bench.harness.measure import Measurement
 from bench.host.arch import Emulator, host_arch
-from bench.host.metadata import now_iso
+from bench.host.metadata import new_start_id, now_iso
 from bench.host.placement import Placement
 from bench.load import LoadTool
 
@@ -34,6 +34,8 @@ class ServerFacts:
     verification: dict | None = None
     backlog: int | None = None
     container: dict[str, object] | None = None  # RUNTIME=docker: image, limits, network
+    # one per server start: a block's records share it (record format 10)
+    start_id: str = field(default_factory=new_start_id)
 
 
 @dataclass
@@ -62,6 +64,7 @@ class Recorder:
             **(meta or {}),
             **self.host,
             **facts.meta,
+            "start_id": facts.start_id,
             "started_at": measured.started if measured else now_iso(),
             "ended_at": now_iso(),
             "seed": opts.seed,
@@ -102,6 +105,7 @@ class Recorder:
             "lifecycle": measured.lifecycle,
             "series": measured.series,
             "recycles": measured.recycles,
+            **(measured.foreign.to_fields() if measured.foreign is not None else {}),
         }
 
     def _cgroup(

@@ -31,10 +31,11 @@ from bench.host.metadata import host_metadata
 from bench.host.placement import cpu_placement
 from bench.host.prepare import Environment, Unavailable
 from bench.host.procs import Interrupted, ProcessTable, signals_ignored, signals_raise
-from bench.host.state import LockedError, run_lock, state_base
+from bench.host.state import LockedError, machine_lock, state_base
 from bench.host.venv import tool_version
 from bench.load import LoadError
 from bench.load import tool as load_tool
+from bench.observe.foreign import busy_now
 from bench.observe.recycle import jitter
 from bench.report import precision
 from bench.report import summary as report
@@ -55,6 +56,8 @@ def measure_block(
 ) -> None:
     """Start one server, verify it, measure every run of the block against it, stop it."""
     facts = ServerFacts(spec.app, h.site.knobs(spec, opts.overrides), env.meta(spec))
+    if block.warmup:
+        facts.meta["warmup_start"] = True
     # RUNTIME=docker: the image and limits, in every record of the block (failed ones too).
     container_facts = getattr(h.site, "container_facts", None)
     if container_facts is not None:
@@ -77,12 +80,13 @@ def measure_block(
             h.recorder.unsupported(opts, runs, facts, reason, "recycle")
             return
         facts.knobs |= {"max_requests": opts.recycle, "max_requests_jitter": jitter(opts.recycle)}
-    h.progress.say(f"{block.server} trial {block.trial}: starting {facts.knobs}")
+    start = "warm-up start" if block.warmup else f"trial {block.trial}"
+    h.progress.say(f"{block.server} {start}: starting {facts.knobs}")
     try:
         served = h.site.serve(spec, facts.knobs, env, opts, f"{block.server}-t{block.trial}.log")
     except (KeyboardInterrupt, Interrupted) as exc:
         # The block's runs were to be measured: recorded as failed, then the interrupt goes on.
-        what = f"{block.server} trial {block.trial} (starting the server)"
+        what = f"{block.server} {start} (starting the server)"
         h.recorder.failed(opts, runs, facts, f"interrupted by {signal_name(exc)} while {what}", {})
         exc.add_note(what)
         raise
@@ -309,7 +313,7 @@ def execute(
     tests pass fakes)."""
     arms = [options] if isinstance(options, plan.Options) else list(options)
     arms = [racing.with_looks(opts) for opts in arms]
-    plans = [(opts, plan.make_plan(opts)) for opts in arms]
+    plans = plan.arm_plans(arms)
     first = arms[0]
     searches = [(o, b) for o, b in plans if o.mode.objective is not None]
     auto = first.precision
@@ -337,7 +341,11 @@ def execute(
                 exc.add_note(progress.last or "preparing the servers")
             raise
 
-    status = interruptible(lambda: guarded(first.results, sections, body, f"seed {first.seed}"))
+    # WAIT=0: refuse at once when another harness measures
+    wait = first.wait
+    status = interruptible(
+        lambda: guarded(first.results, sections, body, f"seed {first.seed}", wait)
+    )
     for line in closing:  # the race's verdicts end the output, after the summary's path
         print(line, file=sys.stderr)
     return status
@@ -379,20 +387,32 @@ def record_files(results: Path) -> set[Path]:
 Body = Callable[[ProcessTable, Path], int]
 
 
-def supervised(body: Body, name: str, who: str = "bench", note: str = "") -> int | None:
+def supervised(
+    body: Body, name: str, who: str = "bench", note: str = "", wait: bool = True
+) -> int | None:
     """Run `body` the one way a harness invocation runs (make bench, every study arm, the
-    namespace ones too, make overhead): under the checkout's run lock, in a run directory of
-    its own (`name` in it), Ctrl-C and SIGTERM ending it with 130 and every process of
-    `body`'s table stopped on every exit path. Returns body's status (2: APP= was rejected
-    before any load), None when another run holds the lock."""
+    namespace ones too, make overhead): under the machine's lock (waiting for another
+    harness, or with wait=False refusing), in a run directory of its own (`name` in it),
+    Ctrl-C and SIGTERM ending it with 130 and every process of `body`'s table stopped on
+    every exit path. Returns body's status (2: APP= was rejected before any load), None when
+    another run holds the lock and wait is False."""
     base = state_base()
     run_dir = base / "runs" / run_dir_name(name)
     run_dir.mkdir(parents=True, exist_ok=True)
     status = 0
     try:
-        with run_lock(base), signals_raise():
+        with (
+            signals_raise(),
+            machine_lock(wait, lambda line: print(f"{who}: {line}", file=sys.stderr)),
+        ):
             table = ProcessTable()
             print(f"{who}: run directory {run_dir}{', ' + note if note else ''}", file=sys.stderr)
+            busy = busy_now(0.5)
+            if busy.marked:  # said, not refused: each run under foreign load is marked anyway
+                print(
+                    f"{who}: this machine is busy: {busy.describe()} used by others",
+                    file=sys.stderr,
+                )
             try:
                 status = body(table, run_dir)
             except AppRejected as exc:
@@ -417,10 +437,15 @@ def supervised(body: Body, name: str, who: str = "bench", note: str = "") -> int
                     if _useless(run_dir):
                         shutil.rmtree(run_dir, ignore_errors=True)
     except LockedError as exc:
-        print(f"{who}: {exc}; wait for it to finish", file=sys.stderr)
+        print(f"{who}: {exc}; WAIT=1 waits for it", file=sys.stderr)
         with contextlib.suppress(OSError):
             run_dir.rmdir()  # made for this run, which never started
         return None
+    except (KeyboardInterrupt, Interrupted) as exc:  # while waiting for the lock: nothing ran
+        print(f"{who}: interrupted by {signal_name(exc)} while waiting", file=sys.stderr)
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()
+        return 130
     return status
 
 
@@ -429,14 +454,16 @@ def guarded(
     sections: Callable[[list[record.Record]], list[str]] | None,
     body: Body,
     note: str = "",
+    wait: bool = True,
 ) -> int:
     """A measuring invocation: `body` supervised (above), then summary.md rebuilt unless the
-    lock was held, the input rejected or no record written (an interrupt before the first
-    run must not replace the user's summary with an empty one). Returns body's status."""
+    lock was held (wait=False: 2, bad timing is refused like bad input), the input rejected
+    or no record written (an interrupt before the first run, or while waiting for the lock,
+    must not replace the user's summary with an empty one). Returns body's status."""
     before = record_files(results)
-    status = supervised(body, str(os.getpid()), note=note)
+    status = supervised(body, str(os.getpid()), note=note, wait=wait)
     if status is None:
-        return 1
+        return 2
     if status == 2:
         return status  # nothing was measured: the summary stays as it was
     if not record_files(results) - before:

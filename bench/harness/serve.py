@@ -22,7 +22,7 @@ from bench.core.runid import run_dir_name
 from bench.host.placement import cpu_placement
 from bench.host.prepare import Unavailable
 from bench.host.procs import Interrupted, ProcessTable, signals_ignored, signals_raise
-from bench.host.state import LockedError, run_lock, state_base
+from bench.host.state import LockedError, machine_lock, state_base
 from bench.stack.site import LocalServed, LocalSite, ServeError
 
 POLL_S = 1.0  # how often a dead server or stack is noticed while nobody is looking
@@ -86,7 +86,8 @@ def serve(opts: plan.Options, out: TextIO = sys.stdout, say: TextIO = sys.stderr
     # SIGINT ignored (`make serve &`, a script): Python then installs no handler of its own.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        with run_lock(base), signals_raise():
+        # a stack left up for the user's tools: never waits, refuses while another measures
+        with machine_lock(wait=False), signals_raise():
             table = ProcessTable()
             site = LocalSite(table, run_dir, cpu_placement(opts.pin), app=opts.app)
             if opts.mode.runtime == "docker":
@@ -111,5 +112,5 @@ def serve(opts: plan.Options, out: TextIO = sys.stdout, say: TextIO = sys.stderr
                     table.stop_all()
                 print("serve: stopped", file=say)
     except LockedError as exc:
-        print(f"serve: {exc}; wait for it to finish", file=say)
+        print(f"serve: {exc}; try again when it has finished", file=say)
         return 1

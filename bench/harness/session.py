@@ -104,16 +104,20 @@ class Session:
             soak_interval_s=self.opts.mode.soak_interval_s,
         )
 
-    def measure(self, run: plan.RunSpec, judge: Judge | None = None) -> Measurement | None:
+    def measure(
+        self, run: plan.RunSpec, judge: Judge | None = None, repeat_of: str | None = None
+    ) -> Measurement | None:
         """Measure and record one point; None if it failed (its record says why). `judge`
-        turns the outcome into metadata for the record (a capacity step's verdict)."""
+        turns the outcome into metadata for the record (a capacity step's verdict). A trial's
+        run under foreign load is kept (marked, not analysed) and measured once more: the
+        repeat's record says which run it replaces (`repeat_of`), and is not repeated again."""
         meta: dict | None = None
         step = plan.run_seconds(self.opts, run.scenario in self.primed or not self.h.tool.primes)
         rate = f" at {run.rate} req/s" if run.rate is not None else ""
         of = "auto" if self.opts.precision is not None else self.opts.trials
+        trial = "warm-up start" if run.trial == 0 else f"trial {run.trial}/{of}"
         self.h.progress.say(
-            f"{run.server} {run.scenario}{rate} c={run.concurrency} trial "
-            f"{run.trial}/{of}: {step} s"
+            f"{run.server} {run.scenario}{rate} c={run.concurrency} {trial}: {step} s"
         )
         try:
             measured = measure_point(self.settings(), self.h.tool, self.served, run, self.primed)
@@ -131,7 +135,8 @@ class Session:
             meta = judge(None) if judge else None
             self.h.recorder.failed(self.opts, (run,), self.facts, reason, logs, meta=meta)
             # Which run it was, for the one line the harness prints (bench.harness.run).
-            exc.add_note(f"{run.server} {run.scenario}{rate} c={run.concurrency} trial {run.trial}")
+            which = "warm-up start" if run.trial == 0 else f"trial {run.trial}"
+            exc.add_note(f"{run.server} {run.scenario}{rate} c={run.concurrency} {which}")
             raise
         except LoadError as exc:
             meta = judge(None) if judge else None
@@ -142,7 +147,18 @@ class Session:
         finally:
             self.h.progress.remaining_s -= step
         meta = judge(measured) if judge else None
+        if repeat_of is not None:
+            meta = {**(meta or {}), "repeat_of": repeat_of}
         self.h.recorder.measured(self.opts, run, self.facts, measured, meta=meta)
+        foreign = measured.foreign
+        # a warm-up start's run is never analysed: nothing to repeat it for
+        warmup = self.facts.meta.get("warmup_start") is True
+        if foreign is not None and foreign.marked and repeat_of is None and not warmup:
+            marked = self.h.recorder.records[-1].run_id
+            self.h.progress.say(
+                f"foreign load: {foreign.describe()} beside this run: marked, measured once more"
+            )
+            return self.measure(run, judge, repeat_of=marked)
         return measured
 
     def measure_all(self, runs: tuple[plan.RunSpec, ...]) -> None:

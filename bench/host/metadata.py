@@ -110,9 +110,29 @@ def machine_id() -> str:
     return hmac.new(node, _APP_KEY, hashlib.sha256).hexdigest()[:12]
 
 
+# One harness invocation is one process: its session id is drawn once, when this module is
+# first imported, so every record it writes (every study arm too) carries the same one.
+SESSION_ID = uuid.uuid4().hex[:16]
+
+
+def new_start_id() -> str:
+    """A fresh server-start id: one per server start (a block), in each of its records."""
+    return uuid.uuid4().hex[:16]
+
+
+def boot_id() -> str | None:
+    """The kernel's id of this boot (/proc/sys/kernel/random/boot_id), None where absent."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
+
+
 def host_metadata() -> dict[str, object]:
-    """What is fixed for the whole harness run: machine, OS, kernel, code."""
+    """What is fixed for the whole harness run: machine, OS, kernel, code, session."""
     return {
+        "session_id": SESSION_ID,
+        "boot_id": boot_id(),
         "hostname": socket.gethostname(),
         "machine_id": machine_id(),
         "machine_label": machine_label(),

@@ -1,18 +1,22 @@
-"""The harness's state directory and its run lock: defined here and nowhere else.
+"""The harness's state directory and the machine's measuring lock: defined here and nowhere else.
 
 Input: the checkout's root. Output: STATE (`.bench/` in the checkout: venvs, tools, the
 emulated arm64 tree), state_base() (where runtime state lives: the PostgreSQL cluster and the
-run directories) and run_lock(), one harness run per checkout at a time.
+run directories) and machine_lock(), one measuring harness per machine at a time (a file in
+/run/lock, whatever the checkout).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 from bench.core.registry import ROOT
 from bench.host.metadata import now_iso
@@ -45,21 +49,63 @@ def state_base() -> Path:
     return alt
 
 
+# One measuring harness per machine, whatever the checkout: the lock lives where every
+# checkout (and every user) finds it, not in .bench/. /run/lock is the FHS place for it.
+LOCK_NAME = "pywebbench-bench.lock"
+LOCK_DIRS = ("/run/lock", "/var/lock")
+# The unit tests' fakes measure nothing: tests/bench/conftest.py points this at a file of
+# their own so that they never wait for a real run. Nothing else sets it.
+LOCK_ENV = "PYWEBBENCH_LOCK"
+
+
+def lock_path() -> Path:
+    """The machine-wide lock file: /run/lock (or /var/lock, else the temp dir)."""
+    override = os.environ.get(LOCK_ENV)
+    if override:
+        return Path(override)
+    for folder in LOCK_DIRS:
+        if os.path.isdir(folder) and os.access(folder, os.W_OK):
+            return Path(folder) / LOCK_NAME
+    return Path(tempfile.gettempdir()) / LOCK_NAME
+
+
+def _open_lock(path: Path) -> IO[str]:
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        mode = "r+"
+    except PermissionError:  # another user's file in a sticky directory: flock still works
+        fd, mode = os.open(path, os.O_RDONLY), "r"
+    with contextlib.suppress(OSError):
+        os.fchmod(fd, 0o666)  # the next user's harness must be able to open it too
+    return os.fdopen(fd, mode)
+
+
+def _holder(fh: IO[str]) -> str:
+    fh.seek(0)
+    return fh.read().strip() or "another harness run"
+
+
 @contextmanager
-def run_lock(base: Path) -> Iterator[None]:
-    """One harness run per checkout at a time. flock dies with its holder: no stale locks."""
-    path = base / "bench.lock"
-    with open(path, "a+") as fh:
+def machine_lock(wait: bool = True, say: Callable[[str], None] | None = None) -> Iterator[None]:
+    """One measuring harness per machine at a time. Held elsewhere: wait, saying once what
+    holds it (`say`), or with wait=False raise LockedError at once. flock dies with its
+    holder: no stale locks."""
+    path = lock_path()
+    with _open_lock(path) as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            holder = _holder(fh)
+            if not wait:
+                raise LockedError(f"another harness run holds {path} ({holder})") from None
+            if say is not None:
+                say(f"waiting for {path}: held by {holder}")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        if fh.writable():
             fh.seek(0)
-            holder = fh.read().strip() or "another run"
-            raise LockedError(f"another harness run is in progress ({holder})") from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"pid {os.getpid()} since {now_iso()}\n")
-        fh.flush()
+            fh.truncate()
+            fh.write(f"pid {os.getpid()}, checkout {ROOT}, since {now_iso()}\n")
+            fh.flush()
         try:
             yield
         finally:

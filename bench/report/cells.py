@@ -6,9 +6,10 @@ of the summary (bench.report.summary, bench.report.openloop).
 
 from __future__ import annotations
 
+import re
 import statistics
 
-from bench.core.record import Record
+from bench.core.record import Record, session_of
 
 
 def num(value: float | None, digits: int = 0) -> str:
@@ -32,8 +33,9 @@ def median(values: list[float | None]) -> float | None:
 
 
 def machine(rec: Record) -> str:
+    """A table block's heading: machine, arch and session (trials never pool across them)."""
     label = f"{host_of(rec)} ({rec.arch}"
-    return label + (", emulated)" if rec.emulated else ")")
+    return label + (", emulated)" if rec.emulated else ")") + f" · {session_label(rec)}"
 
 
 def server_version(meta: dict) -> str:
@@ -61,18 +63,43 @@ def section_value(rec: Record, section: str, key: str) -> float | None:
     return values.get(key)
 
 
+def cpu_tag(model: object) -> str:
+    """A CPU model, short: trademarks, "CPU", "Processor" and the clock left out
+    ("Intel(R) Xeon(R) Processor" -> "Intel Xeon")."""
+    text = re.sub(r"\((R|TM|tm|r)\)|\bCPU\b|\bProcessor\b|@\s*[\d.]+\s*GHz", " ", str(model))
+    return " ".join(text.split())
+
+
 def host_of(rec: Record) -> str:
     """The machine a record comes from, as the summary names it: the user's MACHINE= label or
     the hostname, with the first characters of its stable identity (format 5) so that two
-    hosts of one name never merge. Older records have no identity: their kernel build stands
-    in for it, so two sessions on different boots of a same-named host stay apart."""
+    hosts of one name never merge, and its CPU model, so that one label never spans two CPU
+    models (a cloud image's identity travels with it to another host type). Older records
+    have no identity: their kernel build stands in for it, so two sessions on different boots
+    of a same-named host stay apart."""
     meta = rec.metadata
     name = str(meta.get("machine_label") or meta.get("hostname", "?"))
     ident = meta.get("machine_id")
+    cpu = cpu_tag(meta["cpu_model"]) if meta.get("cpu_model") else ""
     if ident:
-        return f"{name}·{str(ident)[:4]}"
+        return f"{name}·{str(ident)[:4]}" + (f" [{cpu}]" if cpu else "")
     kernel = meta.get("kernel")
-    return f"{name} [kernel {kernel}]" if kernel else name
+    inside = ", ".join(part for part in (f"kernel {kernel}" if kernel else "", cpu) if part)
+    return f"{name} [{inside}]" if inside else name
+
+
+def session_label(rec: Record) -> str:
+    """A record's session, short, as tables name it: `session 1a2b3c` (`legacy 4d5e6f` for a
+    pseudo-session derived from a record older than format 10, bench.core.record.session_of)."""
+    session = session_of(rec)
+    if session.startswith("legacy-"):
+        return f"legacy {session.removeprefix('legacy-')[:6]}"
+    return f"session {session[:6]}"
+
+
+def scope_label(rec: Record) -> str:
+    """The machine and session of a record: the scope inside which trials pool and rank."""
+    return f"{host_of(rec)} · {session_label(rec)}"
 
 
 KNOB_CODES = {"workers": "w", "threads": "t", "connections": "c", "backlog": "b"}

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from bench.core.record import Record
-from bench.report.cells import host_of, knobs_label, num, via_label
+from bench.core.record import Record, analysed, session_of
+from bench.report.cells import host_of, knobs_label, num, session_label, via_label
 from bench.report.groups import latency_values, point_key, rps_values
 from bench.report.stats import Difference, correct, difference, estimate
 from bench.report.table import markdown_table
@@ -52,12 +52,30 @@ class Comparison:
 
 
 def _points(records: list[Record]) -> dict[tuple, list[Record]]:
-    """Native ok runs per point (emulated ones are a functional check, never in a ratio)."""
-    points: dict[tuple, list[Record]] = defaultdict(list)
+    """Native analysed runs per point (emulated ones are a functional check, never in a
+    ratio), of one session each: where a set measured a point in several sessions, the
+    latest session's trials (two sessions' trials are never pooled)."""
+    by_session: dict[tuple, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
     for rec in records:
-        if rec.status == "ok" and not rec.emulated:
-            points[point_key(rec)].append(rec)
-    return points
+        if analysed(rec) and not rec.emulated:
+            by_session[point_key(rec)][session_of(rec)].append(rec)
+    return {key: max(sessions.values(), key=_latest) for key, sessions in by_session.items()}
+
+
+def _latest(group: list[Record]) -> str:
+    return max(str(r.metadata.get("started_at", "")) for r in group)
+
+
+def _sessions(records: list[Record]) -> str:
+    """The sessions of a set, oldest first: `session 1a2b3c (from 2026-11-24T01:02:23Z)`."""
+    first: dict[str, tuple[str, Record]] = {}
+    for rec in records:
+        started = str(rec.metadata.get("started_at", ""))
+        key = session_of(rec)
+        if key not in first or started < first[key][0]:
+            first[key] = (started, rec)
+    ordered = sorted(first.values(), key=lambda item: item[0])
+    return ", ".join(f"{session_label(rec)} (from {started or '?'})" for started, rec in ordered)
 
 
 def _order(group: list[Record]) -> tuple:
@@ -196,13 +214,15 @@ def render(base: list[Record], head: list[Record], base_dir: str, head_dir: str)
             f"BASE={base_dir!r} and HEAD={head_dir!r} have no point in common "
             "(same scenario, server, knobs, via and load)"
         )
-    base_ok = [r for r in base if r.status == "ok" and not r.emulated]
-    head_ok = [r for r in head if r.status == "ok" and not r.emulated]
+    base_ok = [r for r in base if analysed(r) and not r.emulated]
+    head_ok = [r for r in head if analysed(r) and not r.emulated]
     return [
         f"# Compare: HEAD `{head_dir}` against BASE `{base_dir}`",
         "",
-        f"- BASE machines: {_machines(base_ok)}",
-        f"- HEAD machines: {_machines(head_ok)}",
+        f"- BASE machines: {_machines(base_ok)}; sessions: {_sessions(base_ok)}",
+        f"- HEAD machines: {_machines(head_ok)}; sessions: {_sessions(head_ok)}",
+        "- A point a set measured in several sessions is compared on its latest session's "
+        "trials (two sessions' trials are never pooled).",
         f"- {summary_counts(comparison)}.",
         "",
         "Figures are geometric means over trials. " + MARKS_NOTE,

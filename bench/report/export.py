@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from bench.core.outcome import Outcome
 from bench.core.record import Record
-from bench.report.cells import host_of, knobs_label, server_version, via_label
+from bench.report.cells import host_of, knobs_label, server_version, session_label, via_label
 from bench.report.groups import (
     groups,
     is_experiment,
@@ -26,7 +26,8 @@ from bench.report.groups import (
     rps_values,
 )
 
-EXPORT_VERSION = 1  # 1: first version (the columns below)
+# 1: first version (the columns below); 2: + session (a point is one session's trials)
+EXPORT_VERSION = 2
 
 # name -> what it holds (with its unit): the export's contract, extended, never renamed.
 COLUMNS: dict[str, str] = {
@@ -44,7 +45,9 @@ COLUMNS: dict[str, str] = {
     "study_arm": "the study's arm id",
     "kind": "catalog, study, capacity (a step of a capacity search) or experiment "
     "(reload, recycling, CPU quota, soak, balancer namespace)",
-    "machine": "the machine's label (hostname, or MACHINE=, with its identity)",
+    "machine": "the machine's label (hostname, or MACHINE=, with its identity and CPU model)",
+    "session": "the harness invocation whose trials these are (`legacy …`: derived, records "
+    "before format 10)",
     "arch": "amd64 or arm64",
     "emulated": "true when the server ran under qemu emulation (a functional check only)",
     "trials": "number of ok trials in the point",
@@ -92,6 +95,7 @@ def point_row(group: list[Record]) -> dict[str, object]:
         "study_arm": first.metadata.get("study_arm"),
         "kind": _kind(first),
         "machine": host_of(first),
+        "session": session_label(first),
         "arch": first.arch,
         "emulated": bool(first.emulated),
         "trials": len(group),
@@ -108,7 +112,17 @@ def point_row(group: list[Record]) -> dict[str, object]:
     }
 
 
-SORT_KEYS = ("scenario", "machine", "kind", "study", "server", "knobs", "via", "load_tool")
+SORT_KEYS = (
+    "scenario",
+    "machine",
+    "session",
+    "kind",
+    "study",
+    "server",
+    "knobs",
+    "via",
+    "load_tool",
+)
 SORT_KEYS += ("concurrency", "offered_rps", "study_arm")
 
 

@@ -8,11 +8,11 @@ lines. Everything comes from the records: nothing here is typed in.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from bench.core.record import Record
 from bench.load import uses_threads
-from bench.report.cells import figure, host_of, knobs_label, num, via_label
+from bench.report.cells import figure, host_of, knobs_label, num, session_label, via_label
 from bench.report.groups import (
     BASELINES,
     SERVED_MIN,
@@ -172,9 +172,15 @@ def _arena_rows(records: list[Record]) -> list[tuple]:
             continue
         sort_key = (host_of(first), first.scenario, first.load_tool, first.offered_rps or 0.0)
         row = _arena_row(members, by_rps, by_p99)
-        rows.append(((*sort_key, first.concurrency, str(arena)), host_of(first), row))
+        rows.append(((*sort_key, first.concurrency, str(arena)), host_of(first), row, first))
     rows.sort(key=lambda row: row[0])
-    return rows
+    # Sessions side by side: where one machine measured a load in several sessions, each
+    # row names its session (their trials are never pooled nor ranked together).
+    seen = Counter((machine, row[0], row[1]) for _, machine, row, _ in rows)
+    for _, machine, row, first in rows:
+        if seen[(machine, row[0], row[1])] > 1:
+            row[1] += f" · {session_label(first)}"
+    return [(key, machine, row) for key, machine, row, _ in rows]
 
 
 def _capacity_lines(records: list[Record]) -> list[str]:

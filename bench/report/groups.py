@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from bench.core.outcome import Outcome
-from bench.core.record import Record
+from bench.core.record import Record, analysed, session_of
 from bench.report.cells import host_of
 from bench.report.stats import Estimate, Ranked, estimate, rank_intervals
 
@@ -78,18 +78,29 @@ def point_key(rec: Record) -> tuple:
 
 
 def machine_group_key(rec: Record) -> tuple:
-    """A point on one machine: the trials of one measurement. Runs of two versions of a
-    user's app (APP=) are never trials of one another; across result sets they meet on
-    point_key (the app's name is in the scenario), so `make compare` pairs them."""
+    """A point on one machine in one session: the trials of one measurement. Two sessions'
+    trials are never pooled (they are shown side by side, compared with `make compare`).
+    Runs of two versions of a user's app (APP=) are never trials of one another; across
+    result sets they meet on point_key (the app's name is in the scenario), so `make compare`
+    pairs them."""
     version = (getattr(rec, "user_app", None) or {}).get("sha256")
-    return (*point_key(rec), rec.arch, rec.emulated, host_of(rec), version, runtime_key(rec))
+    return (
+        *point_key(rec),
+        rec.arch,
+        rec.emulated,
+        host_of(rec),
+        version,
+        runtime_key(rec),
+        session_of(rec),
+    )
 
 
 def groups(records: Iterable[Record]) -> dict[tuple, list[Record]]:
-    """The ok records grouped as trials of one point on one machine."""
+    """The analysed records (ok, neither a warm-up start nor under foreign load) grouped as
+    trials of one point on one machine in one session."""
     out: dict[tuple, list[Record]] = defaultdict(list)
     for rec in records:
-        if rec.status == "ok":
+        if analysed(rec):
             out[machine_group_key(rec)].append(rec)
     return dict(out)
 
@@ -145,7 +156,8 @@ def rank_groups(
 
 
 def arena_key(rec: Record) -> tuple:
-    """Groups that compete with each other: same scenario, load tool, load and machine."""
+    """Groups that compete with each other: same scenario, load tool, load, machine and
+    session (a comparison lives inside one session: across sessions, `make compare`)."""
     return (
         rec.scenario,
         rec.load_tool,
@@ -156,6 +168,7 @@ def arena_key(rec: Record) -> tuple:
         rec.arch,
         rec.emulated,
         host_of(rec),
+        session_of(rec),
     )
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bench.core.outcome import Outcome
 from bench.core.parse import ParseError
-from bench.core.record import Record
+from bench.core.record import Record, analysed, is_warmup, session_of
 from bench.load import per_request_files, read_per_request_ms
 from bench.report.cells import (
     figure,
@@ -159,9 +159,10 @@ def rate_section(scenario: str, records: list[Record], results: Path) -> list[st
     offered rate, latencies over every trial's requests."""
     groups: dict[tuple, list[Record]] = defaultdict(list)
     for rec in records:
-        if rec.status == "ok":
+        if analysed(rec):
             key = (rec.server, tuple(sorted((rec.knobs or {}).items())), via_label(rec))
-            groups[(*key, rec.offered_rps, rec.concurrency, host_of(rec))].append(rec)
+            scope = (host_of(rec), session_of(rec))
+            groups[(*key, rec.offered_rps, rec.concurrency, *scope)].append(rec)
     if not groups:
         return []
     rows = [_rate_row(results, groups[key]) for key in sorted(groups, key=str)]
@@ -249,7 +250,14 @@ def searches(records: list[Record]) -> dict[tuple, dict[str, list[Record]]]:
     found: dict[tuple, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
     for rec in records:
         capacity = rec.metadata.get("capacity")
-        if capacity and not rec.emulated and "study" not in rec.metadata:
+        if (
+            capacity
+            and not rec.emulated
+            and "study" not in rec.metadata
+            and not is_warmup(rec)
+            # under foreign load and repeated: the repeat is the step
+            and not (rec.foreign_load is True and not rec.metadata.get("repeat_of"))
+        ):
             key = (capacity["objective"]["p99_ms"], rec.scenario)
             found[key][capacity["search"]].append(rec)
     return found

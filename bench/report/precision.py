@@ -84,6 +84,8 @@ def summary_lines(records: list[Record]) -> list[str]:
     settings = auto[0].metadata["trials_auto"]
     target = float(settings["target"])
     figures = point_figures(auto)
+    if not figures:  # every run a warm-up start or replaced by its repeat: nothing to judge
+        return []
     met = sorted(k for k, v in figures.items() if reached(v, target))
     missed = sorted(k for k in figures if k not in met)
     trials = max(len(v) for v in figures.values())

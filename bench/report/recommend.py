@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from scipy import stats
 
-from bench.core.record import Record
+from bench.core.record import Record, analysed
 from bench.core.registry import APPS, ROOT, load_all
 from bench.report.cells import host_of, knobs_label, num
 from bench.report.groups import (
@@ -132,7 +132,7 @@ def _catalog(records: list[Record], machine: str, scenarios: tuple[str, ...]) ->
     return [
         r
         for r in records
-        if r.status == "ok"
+        if analysed(r)
         and not r.emulated
         and host_of(r) == machine
         and r.scenario in scenarios
@@ -146,7 +146,7 @@ def _quota_runs(records: list[Record], machine: str, scenarios: tuple[str, ...])
     return [
         r
         for r in records
-        if r.status == "ok"
+        if analysed(r)
         and not r.emulated
         and host_of(r) == machine
         and r.scenario in scenarios

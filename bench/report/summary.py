@@ -14,9 +14,9 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.core.record import Record, load_records, replace_text
+from bench.core.record import Record, load_records, replace_text, session_of
 from bench.load import is_default
-from bench.report import precision, stability, standings, variance
+from bench.report import disturbed, precision, stability, standings, variance
 from bench.report.cells import (
     app_label,
     figure,
@@ -25,6 +25,7 @@ from bench.report.cells import (
     machine,
     median,
     num,
+    scope_label,
     section_value,
     server_version,
     via_label,
@@ -167,15 +168,17 @@ def _latency(group: list[Record], key: str) -> float | None:
     return median([r.latency_ms.get(key) if r.latency_ms else None for r in group])
 
 
-def _ceilings(all_groups: dict[tuple, list[Record]]) -> dict[tuple[int, str], float]:
-    """The ceiling server's req/s per (concurrency, machine), direct runs only."""
-    return {
-        (first.concurrency, host_of(first)): est.center
-        for group in all_groups.values()
-        if (first := group[0]).server == CEILING
-        and not first.proxy
-        and (est := rps_estimate(group)) is not None
-    }
+def _ceilings(all_groups: dict[tuple, list[Record]]) -> dict[tuple, float]:
+    """The ceiling server's req/s per (concurrency, machine) and per (concurrency, machine,
+    session), direct runs only: a share is of the same session's ceiling where it has one."""
+    found: dict[tuple, float] = {}
+    for group in all_groups.values():
+        first = group[0]
+        if first.server != CEILING or first.proxy or (est := rps_estimate(group)) is None:
+            continue
+        found[(first.concurrency, host_of(first))] = est.center
+        found[(first.concurrency, host_of(first), session_of(first))] = est.center
+    return found
 
 
 def _rank_cell(rank: Ranked | None) -> str:
@@ -269,7 +272,10 @@ def _scenario_rows(
         first = group[0]
         served = median([served_share(r) for r in group])
         starved = served is not None and served < SERVED_MIN
-        ceiling = ceilings.get((first.concurrency, host_of(first)))
+        ceiling = ceilings.get(
+            (first.concurrency, host_of(first), session_of(first)),
+            ceilings.get((first.concurrency, host_of(first))),
+        )
         rank = (by_rps.get(key), by_p99.get(key))
         speed = _speed_row(group, starved, ceiling, rank)
         # One machine's configurations together, per concurrency, best req/s first:
@@ -483,7 +489,11 @@ METHOD = (
     "baselines (nginx-static, flask-dev) are not ranked, nor achieved req/s at a fixed "
     "offered rate. A capacity is `X [lo–hi]`: where the share of passing steps crosses 1/2, "
     "with a bootstrap interval over repeated steps. Records without a machine identity are "
-    "told apart by kernel build. "
+    "told apart by kernel build; a machine's name includes its CPU model. The trials of a "
+    "point are one session's (one harness invocation; `legacy …`: derived for records "
+    "before format 10), never pooled with another session's, and leave out each server's "
+    "warm-up start and every run under foreign load that was repeated (named in the "
+    "summary, as is a repeat under foreign load too, which stands in its run's place). "
     "Closed-loop latencies are measured by wrk, whose percentiles include its own post-hoc "
     "estimate of the requests a stalled server kept it from sending (`stats_correct`); "
     "open-loop runs (oha) are measured from each request's intended send time. Errors: "
@@ -630,6 +640,7 @@ def render_report(
         *standings.summary_lines(records),
         *glance_section(records, [line for part in topics.values() for line in part]),
         *stability.summary_lines(stability.unstable_points(records), f"{DETAILS}/stability.md"),
+        *disturbed.summary_lines(records),
         *precision.summary_lines(records),
         *variance.summary_lines(records, f"{DETAILS}/{variance.DETAILS_FILE}"),
         "## Details",
@@ -675,7 +686,7 @@ def plot_series(records: list[Record]) -> dict[str, dict[str, list[tuple]]]:
     """Per scenario, per configuration (and machine): (concurrency, req/s, p99, their 95 %
     intervals) for the plots. Emulated runs are left out, as in the tables."""
     series: dict[str, dict[str, list[tuple]]] = defaultdict(lambda: defaultdict(list))
-    hosts = {host_of(r) for r in records}
+    hosts = {scope_label(r) for r in records}
     main = [
         r
         for r in records
@@ -692,7 +703,7 @@ def plot_series(records: list[Record]) -> dict[str, dict[str, list[tuple]]]:
                 first.server,
                 knobs_label(first.knobs or {}),
                 "" if via_label(first) == "direct" else f"({via_label(first)})",
-                f"[{host_of(first)}]" if len(hosts) > 1 else "",
+                f"[{scope_label(first)}]" if len(hosts) > 1 else "",
             )
             if part
         )

@@ -11,7 +11,7 @@ import statistics
 from collections import defaultdict
 
 from bench.core.outcome import Outcome
-from bench.core.record import Record, latest_per_arm
+from bench.core.record import Record, is_warmup, latest_per_arm
 
 METRICS = {
     "rps": "req/s",
@@ -59,7 +59,10 @@ ON_FAILED_RUNS = ("oom_kills",)
 
 def counted(rec: Record, metric: str) -> bool:
     """Whether a record's value of the metric counts: ok runs, and failed ones for the
-    metrics of ON_FAILED_RUNS."""
+    metrics of ON_FAILED_RUNS; never a warm-up start's nor a run under foreign load that
+    its repeat replaced."""
+    if is_warmup(rec) or (rec.foreign_load is True and not rec.metadata.get("repeat_of")):
+        return False
     return rec.status == "ok" or (rec.status == "failed" and metric in ON_FAILED_RUNS)
 
 

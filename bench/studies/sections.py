@@ -85,7 +85,7 @@ def collapse_groups(study: Study, records: list[Record]) -> tuple[list[Record], 
 def _run_line(verdict: str, records: list[Record], family: int) -> str:
     host = ", ".join(sorted({host_of(r) for r in records}))
     started = min(str(r.metadata.get("started_at", "")) for r in records)
-    trials = len({r.trial for r in records})
+    trials = len({r.trial for r in records if r.trial > 0})  # trial 0: the warm-up start
     return (
         f"**Verdict: {verdict}** ({runs_text(records)} on {host}, "
         f"{len(records)} runs from {started}, {trials} trial{'s' if trials != 1 else ''} per "

@@ -25,8 +25,8 @@ def test_every_point_of_both_sets_is_shown(capsys: pytest.CaptureFixture[str]) -
         == 0
     )
     out = capsys.readouterr().out
-    assert "- BASE machines: vm [kernel 6.18.44-fc-v669] (amd64)" in out
-    assert "- HEAD machines: graviton [kernel 6.18.44-fc-v669] (arm64)" in out
+    assert "- BASE machines: vm [kernel 6.18.44-fc-v669, AMD EPYC] (amd64)" in out
+    assert "- HEAD machines: graviton [kernel 6.18.44-fc-v669, AMD EPYC] (arm64)" in out
     # 2 trials against 1: the ratio, and "?" (no test possible with one trial)
     assert "| plaintext | granian | w2 t4 b1024 | direct | c10 | 13,964 | 20,000 | 1.43× ? |" in out
     assert "Only in BASE (" in out and "| gunicorn-sync |" in out.split("Only in BASE")[1]
@@ -122,3 +122,32 @@ def test_a_set_nested_in_the_other_is_not_counted_twice(
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if "| gunicorn-sync | w2 t4 b1024 |" in line)
     assert row.endswith("| 2 / 2 |") and "1.00×" in row
+
+
+def test_two_sessions_of_one_set_are_never_pooled() -> None:
+    """A set that measured a point in two sessions is compared on the latest session's
+    trials alone, and names both sessions."""
+    from dataclasses import replace
+
+    base, _ = load_records(FIXTURES / "machine-a")
+    head, _ = load_records(FIXTURES / "machine-b")
+    common = compare(base, head).rows[0].base[0]
+    older = [
+        replace(
+            r,
+            rps=(r.rps or 0) * 10,
+            run_id=f"old{i}".ljust(32, "0"),
+            metadata={**r.metadata, "session_id": "0ld5e55", "started_at": "2000-01-01T00:00:00Z"},
+        )
+        for i, r in enumerate(base)
+        if r.scenario == common.scenario and r.server == common.server
+    ]
+    row = next(
+        r
+        for r in compare([*base, *older], head).rows
+        if r.base[0].scenario == common.scenario and r.base[0].server == common.server
+    )
+    assert all(r.metadata.get("session_id") != "0ld5e55" for r in row.base)
+    assert len(row.base) == len(compare(base, head).rows[0].base)
+    text = "\n".join(render([*base, *older], head, "a", "b"))
+    assert "session 0ld5e5 (from 2000-01-01T00:00:00Z)" in text

@@ -52,7 +52,8 @@ def _run(results: Path, site: FakeSite, tool: FakeTool, **kw: object) -> tuple[i
 
     status = execute(_options(results, **kw), harness=harness)
     records = [json.loads(p.read_text()) for p in sorted((results / "records").glob("*.json"))]
-    return status, records
+    # the trials' records: each server's warm-up start (trial 0) has tests of its own
+    return status, [r for r in records if not r["metadata"].get("warmup_start")]
 
 
 def _by(records: list[dict], server: str) -> dict[str, dict]:
@@ -76,8 +77,10 @@ def test_ok_runs_become_ok_records(tmp_path: Path) -> None:
     raw = tmp_path / rec["raw_files"][0]
     assert raw.read_text() == "1000 requests\n"
     phases = [c.out.name.rsplit(".", 1)[1] for c in tool.calls]
-    assert phases.count("primer") == 4 and phases.count("warmup") == 4
-    assert phases.count("measure") == 4 and sorted(site.stopped) == ["granian", "gunicorn-sync"]
+    # each server's warm-up start adds one run: its primer, warmup and measured window
+    assert phases.count("primer") == 6 and phases.count("warmup") == 6
+    assert phases.count("measure") == 6
+    assert sorted(site.stopped) == ["granian", "granian", "gunicorn-sync", "gunicorn-sync"]
     assert (tmp_path / "summary.md").exists()
 
 
@@ -93,20 +96,20 @@ def test_failed_verification_records_every_run_failed_with_the_log(tmp_path: Pat
     assert all(r["metadata"]["argv"] == ["fake"] for r in failed.values())
     assert all(any(f.endswith("server.log") for f in r["raw_files"]) for r in failed.values())
     assert {r["status"] for r in _by(records, "granian").values()} == {"ok"}
-    assert len(tool.measured) == 2
+    assert len(tool.measured) == 3  # granian's warm-up run and its two trials
 
 
 def test_server_dying_during_load_voids_the_rest_of_its_block(tmp_path: Path) -> None:
     """The server dies in its first measured run: that run and the next are failed with the
     watchdog's reason; the other server is still measured."""
     site = FakeSite()
-    first = plan.make_plan(_options(tmp_path))[0].server
+    first = next(b for b in plan.make_plan(_options(tmp_path)) if not b.warmup).server
 
     def crash() -> object:
         site.dead.add(first)
         return result()
 
-    tool = FakeTool(script=[crash])
+    tool = FakeTool(script=[result(), result(), crash])  # past the two warm-up runs
     status, records = _run(tmp_path, site, tool)
     assert status == 1
     dead = _by(records, first)
@@ -120,7 +123,8 @@ def test_server_dying_during_load_voids_the_rest_of_its_block(tmp_path: Path) ->
 def test_load_tool_failure_fails_only_that_run(tmp_path: Path) -> None:
     """A load tool that fails (unreadable output) fails one record, raw output kept; the
     next run on the same server is measured."""
-    tool = FakeTool(script=[LoadError("unreadable fake output: x", {"fake.txt": "garbage"})])
+    error = LoadError("unreadable fake output: x", {"fake.txt": "garbage"})
+    tool = FakeTool(script=[result(), error])  # the warm-up run, then the first trial's
     status, records = _run(tmp_path, FakeSite(), tool, servers=("granian",))
     assert status == 1
     rec = _by(records, "granian")
@@ -131,15 +135,15 @@ def test_load_tool_failure_fails_only_that_run(tmp_path: Path) -> None:
 
 
 def test_interrupt_during_load_records_the_run_and_stops(tmp_path: Path) -> None:
-    """SIGTERM during the first measured run: that run is a failed record saying so, nothing
-    after it is measured, the exit status is 130 and the server is stopped."""
+    """SIGTERM during the first measured trial: that run is a failed record saying so,
+    nothing after it is measured, the exit status is 130 and the server is stopped."""
     site = FakeSite()
-    tool = FakeTool(script=[Interrupted("SIGTERM")])
+    tool = FakeTool(script=[result(), result(), Interrupted("SIGTERM")])  # after the warm-ups
     status, records = _run(tmp_path, site, tool)
     assert status == 130 and len(records) == 1
     assert records[0]["status"] == "failed"
     assert records[0]["reason"] == "interrupted by SIGTERM during load"
-    assert site.stopped == site.started and len(tool.measured) == 1
+    assert site.stopped == site.started and len(tool.measured) == 3
 
 
 def test_an_interrupt_names_the_run_it_cut_short(
@@ -150,7 +154,8 @@ def test_an_interrupt_names_the_run_it_cut_short(
     status, _ = _run(tmp_path, FakeSite(), FakeTool(script=[KeyboardInterrupt()]))
     assert status == 130
     line = next(x for x in capsys.readouterr().err.splitlines() if "stopping" in x)
-    want = f"interrupted by SIGINT; cut short: {first.server} {first.scenario} c=10 trial 1;"
+    # the first run is the server's warm-up start's
+    want = f"interrupted by SIGINT; cut short: {first.server} {first.scenario} c=10 warm-up start;"
     assert want in line
 
 
@@ -166,12 +171,14 @@ def test_an_interrupt_while_a_server_starts_records_its_runs_failed(
 
     site.serve = interrupted_serve  # type: ignore[method-assign]
     tool = FakeTool()
-    status, records = _run(tmp_path, site, tool, servers=("granian",))
+    status, _ = _run(tmp_path, site, tool, servers=("granian",))
     assert status == 130 and not tool.measured
+    # the first start is the warm-up's: its one run is the failed record
+    records = [json.loads(p.read_text()) for p in (tmp_path / "records").glob("*.json")]
     assert [r["reason"] for r in records] == [
-        "interrupted by SIGINT while granian trial 1 (starting the server)"
-    ] * 2
-    assert "cut short: granian trial 1 (starting the server);" in capsys.readouterr().err
+        "interrupted by SIGINT while granian warm-up start (starting the server)"
+    ]
+    assert "cut short: granian warm-up start (starting the server);" in capsys.readouterr().err
 
 
 def test_an_interrupt_before_any_record_keeps_the_summary_and_no_run_directory(
@@ -211,7 +218,9 @@ def test_sigint_arriving_ignored_still_interrupts(tmp_path: Path) -> None:
 
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        status, records = _run(tmp_path, FakeSite(), FakeTool(script=[interrupt]))
+        # past the two servers' warm-up runs: the first trial's run is interrupted
+        script = [result(), result(), interrupt]
+        status, records = _run(tmp_path, FakeSite(), FakeTool(script=script))
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -253,3 +262,63 @@ def test_a_measured_run_with_no_completed_request_is_recorded_as_failed(tmp_path
     assert failed[0]["reason"] == "no request completed"
     assert failed[0]["requests"] == 0 and failed[0]["errors"]["timeout"] == 20
     assert ok[0]["requests"] == 1000
+
+
+def test_records_carry_session_start_and_boot_ids(tmp_path: Path) -> None:
+    """Every record of one invocation has its session id and the boot id; a server start's
+    records share a start id that no other start has; the warm-up start's records are marked
+    and come first."""
+    from bench.host.metadata import host_metadata
+
+    site, tool = FakeSite(), FakeTool()
+
+    def harness(first, arms, table, run_dir, progress) -> Harness:
+        recorder = Recorder(host_metadata(), cpu_placement(False), tool, progress)
+        return Harness(site, tool, recorder, table, run_dir, progress)
+
+    assert execute(_options(tmp_path, trials=2), harness=harness) == 0
+    records = [json.loads(p.read_text()) for p in (tmp_path / "records").glob("*.json")]
+    metas = [r["metadata"] for r in records]
+    assert len({m["session_id"] for m in metas}) == 1 and all(m["boot_id"] for m in metas)
+    assert all(m["cpu_model"] and m["cpu_count"] for m in metas)
+    starts: dict[str, set] = {}
+    for rec in records:
+        starts.setdefault(rec["metadata"]["start_id"], set()).add((rec["server"], rec["trial"]))
+    # 2 servers × (warm-up + 2 trials) starts, each one (server, trial)
+    assert len(starts) == 6 and all(len(v) == 1 for v in starts.values())
+    warm = [r for r in records if r["metadata"].get("warmup_start")]
+    assert sorted((r["server"], r["trial"]) for r in warm) == [("granian", 0), ("gunicorn-sync", 0)]
+    assert all(r["format_version"] == 10 for r in records)
+
+
+def test_a_run_under_foreign_load_is_kept_marked_and_repeated_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard saw others use half a CPU through every run: each run is recorded marked
+    (foreign_cpu_percent, foreign_load, the top process) and measured once more; the repeat
+    names the run it replaces, and is not repeated again even though it is marked too."""
+    import dataclasses
+
+    from bench.harness import session
+    from bench.observe.foreign import ForeignLoad
+
+    real = session.measure_point
+
+    def busy(*args, **kw):
+        return dataclasses.replace(real(*args, **kw), foreign=ForeignLoad(50.0, [("burner", 49.0)]))
+
+    monkeypatch.setattr(session, "measure_point", busy)
+    status, records = _run(tmp_path, FakeSite(), FakeTool(), servers=("granian",))
+    assert status == 0 and len(records) == 4  # plaintext and db, each twice
+    warm = [json.loads(p.read_text()) for p in (tmp_path / "records").glob("*.json")]
+    warm = [r for r in warm if r["metadata"].get("warmup_start")]
+    assert len(warm) == 1 and warm[0]["foreign_load"] is True  # marked, never repeated
+    assert all(r["foreign_load"] is True and r["foreign_cpu_percent"] == 50.0 for r in records)
+    assert all(r["foreign_top"] == [["burner", 49.0]] for r in records)
+    firsts = [r for r in records if "repeat_of" not in r["metadata"]]
+    repeats = [r for r in records if "repeat_of" in r["metadata"]]
+    assert sorted(r["metadata"]["repeat_of"] for r in repeats) == sorted(
+        r["run_id"] for r in firsts
+    )
+    summary = (tmp_path / "summary.md").read_text()
+    assert "**Foreign load** (" in summary and "burner" in summary

@@ -1,5 +1,6 @@
 """The plan: every server × scenario × concurrency × trial once, servers shuffled per trial."""
 
+import itertools
 from pathlib import Path
 
 from bench.core import plan
@@ -24,9 +25,10 @@ def _options(**kw: object) -> plan.Options:
 
 
 def test_every_run_planned_once() -> None:
-    """3 servers × 2 scenarios × 2 concurrencies × 3 trials = 36 distinct runs."""
+    """3 servers × 2 scenarios × 2 concurrencies × 3 trials = 36 distinct runs, after a
+    warm-up run per server."""
     runs = [r for b in plan.make_plan(_options()) for r in b.runs]
-    assert len(runs) == 36 == len(set(runs))
+    assert len(runs) == 3 + 36 == len(set(runs))
 
 
 def test_order_is_seeded_and_varies_by_trial() -> None:
@@ -41,4 +43,37 @@ def test_order_is_seeded_and_varies_by_trial() -> None:
 def test_estimate_counts_primer_warmup_and_measurement() -> None:
     """Per block: a 1 s primer per scenario plus (warmup + duration) per run."""
     opts = _options(trials=1, servers=("a",))
-    assert plan.estimate_seconds(opts, plan.make_plan(opts)) == 2 * 1 + 4 * (1 + 3)
+    warm_up = 1 + (1 + 3)  # the warm-up start: one scenario's primer, one run
+    assert plan.estimate_seconds(opts, plan.make_plan(opts)) == warm_up + 2 * 1 + 4 * (1 + 3)
+
+
+def test_each_server_first_starts_for_a_warm_up_run() -> None:
+    """Round 0 comes first: one start per server, one run of the plan's DURATION at the first
+    scenario's first point, marked warm-up; the trials after it are as without it."""
+    opts = _options()
+    blocks = plan.make_plan(opts)
+    warm = [b for b in blocks if b.warmup]
+    assert blocks[: len(warm)] == warm and sorted(b.server for b in warm) == ["a", "b", "c"]
+    assert all(
+        b.trial == 0 and b.runs == (plan.RunSpec(b.server, "plaintext", 5, 0),) for b in warm
+    )
+    trials = [b for b in blocks if not b.warmup]
+    assert trials == [b for r in itertools.islice(plan.rounds(opts), 3) for b in r]
+
+
+def test_no_warm_up_for_a_remote_server_a_capacity_search_or_a_soak() -> None:
+    """TARGET= (not started here), make capacity and make soak plan no warm-up round."""
+    objective = plan.Mode(objective=plan.Objective(p99_ms=50))
+    for opts in (
+        _options(target="http://10.0.0.1:80"),
+        _options(mode=objective),
+        _options(mode=plan.Mode(soak_interval_s=10)),
+    ):
+        assert not any(b.warmup for b in plan.make_plan(opts))
+
+
+def test_a_study_warms_each_server_up_once() -> None:
+    """Arms sharing a server: only the first arm that runs it has its warm-up start."""
+    arms = [_options(servers=("a", "b")), _options(servers=("b", "c"))]
+    warm = [[b.server for b in blocks if b.warmup] for _, blocks in plan.arm_plans(arms)]
+    assert sorted(warm[0]) == ["a", "b"] and warm[1] == ["c"]

@@ -113,7 +113,11 @@ def test_harness_stops_after_three_rounds_when_precise(
     """Identical fake trials: 3 rounds of one server, no more; each record says trials_auto
     and the summary says the point reached the target."""
     records = _execute(tmp_path, FakeTool(), monkeypatch, precision=SETTINGS)
-    assert sorted((r["server"], r["trial"]) for r in records) == [("granian", t) for t in (1, 2, 3)]
+    # trial 0: the server's warm-up start, recorded and never counted
+    assert sorted((r["server"], r["trial"]) for r in records) == [
+        ("granian", t) for t in (0, 1, 2, 3)
+    ]
+    assert all(r["metadata"].get("warmup_start") is (r["trial"] == 0 or None) for r in records)
     assert all(r["metadata"]["trials_auto"]["target"] == 0.05 for r in records)
     summary = (tmp_path / "results" / "summary.md").read_text()
     assert "1 of 1 points reached the target" in summary
@@ -132,3 +136,22 @@ def test_harness_adds_rounds_until_the_budget(
     assert trials == 10  # 10 rounds of a minute fill the budget; an 11th would end past it
     summary = (tmp_path / "results" / "summary.md").read_text()
     assert "0 of 1 points reached the target; not reached: granian db c10" in summary
+
+
+def test_no_analysed_trial_gives_no_line_not_a_crash() -> None:
+    """TRIALS=auto records that are all warm-up starts (or runs replaced by a repeat) leave
+    no point to judge: the summary has no TRIALS=auto line (it used to crash on max([]))."""
+    from dataclasses import replace
+
+    from bench.core.record import Record, load_records
+    from bench.report.precision import summary_lines
+
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures" / "records" / "machine-a"
+    records: list[Record] = load_records(fixtures)[0]
+    auto = {"target": 0.05, "budget_s": 60, "min_trials": 3, "max_trials": 20}
+    warm = [
+        replace(r, metadata={**r.metadata, "trials_auto": auto, "warmup_start": True})
+        for r in records
+    ]
+    assert summary_lines(warm) == []
+    assert summary_lines([replace(w, metadata={**w.metadata, "warmup_start": False}) for w in warm])

@@ -123,3 +123,42 @@ def test_version_7_container_record_loads_and_older_ones_have_no_container() -> 
     assert box["cgroup_version"] == "v1" and box["engine"]["cgroup_driver"] == "cgroupfs"
     older = Record.from_dict(json.loads((FIXTURES / "machine-a" / "rec0.json").read_text()))
     assert older.container is None
+
+
+def test_session_and_start_ids_are_read_or_derived() -> None:
+    """A format-10 record's session and start are its own ids; an older record gets a stable
+    pseudo-session from its machine, kernel, CPU, seed and study run, and a pseudo-start per
+    server and trial, so that two invocations never read as one."""
+    from bench.core.record import session_of, start_of
+
+    old = _record()
+    assert session_of(old) == session_of(replace(old, rps=1.0)).lower()  # stable
+    assert session_of(old).startswith("legacy-")
+    reseeded = replace(old, metadata={**old.metadata, "seed": 12345})
+    assert session_of(reseeded) != session_of(old)
+    other_cpu = replace(old, metadata={**old.metadata, "cpu_model": "Intel Xeon"})
+    assert session_of(other_cpu) != session_of(old)
+    assert start_of(old) != start_of(replace(old, trial=old.trial + 1))
+    assert start_of(old) == start_of(replace(old, concurrency=old.concurrency + 1))
+    new = replace(old, metadata={**old.metadata, "session_id": "s1", "start_id": "b1"})
+    assert (session_of(new), start_of(new)) == ("s1", "b1")
+
+
+def test_warmup_and_foreign_load_are_kept_but_not_analysed(tmp_path: Path) -> None:
+    """A warm-up start's run and a run under foreign load load back (format 10 keys) and
+    are not analysed; an ordinary ok run is."""
+    from bench.core.record import analysed
+
+    rec = _record()
+    assert analysed(rec)
+    warm = replace(rec, metadata={**rec.metadata, "warmup_start": True}, run_id="w" * 32)
+    busy = replace(rec, foreign_load=True, foreign_cpu_percent=55.0, run_id="f" * 32)
+    busy = replace(busy, foreign_top=[["burner", 50.0]], format_version=FORMAT_VERSION)
+    for made in (warm, busy):
+        write_record(tmp_path, made, {})
+    loaded = {r.run_id: r for r in load_records(tmp_path)[0]}
+    assert not analysed(loaded["w" * 32]) and not analysed(loaded["f" * 32])
+    assert loaded["f" * 32].foreign_top == [["burner", 50.0]]
+    assert not analysed(replace(rec, status="failed"))
+    # a repeat under foreign load too stands for its run: a busy machine still yields trials
+    assert analysed(replace(busy, metadata={**busy.metadata, "repeat_of": busy.run_id}))

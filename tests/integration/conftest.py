@@ -1,5 +1,6 @@
 """The real stack for integration tests: PostgreSQL + pgbouncer + upstream stub, once a session."""
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,6 +26,20 @@ def run_bench(results: Path, **options: object) -> subprocess.CompletedProcess:
     return subprocess.run(
         bench_command(results, **options), cwd=ROOT, capture_output=True, text=True, timeout=300
     )
+
+
+def trial_records(results: Path, skip: tuple[str, ...] = ()) -> list[dict]:
+    """The records of the planned trials, by file name: each server's warm-up start (trial 0)
+    and a run under foreign load that a repeat replaced (this machine is shared) left out."""
+    found = [
+        json.loads(p.read_text())
+        for p in sorted((results / "records").glob("*.json"))
+        if p.name not in skip
+    ]
+    replaced = {r["metadata"].get("repeat_of") for r in found}
+    return [
+        r for r in found if not r["metadata"].get("warmup_start") and r["run_id"] not in replaced
+    ]
 
 
 @pytest.fixture(scope="session")

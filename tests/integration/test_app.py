@@ -2,7 +2,6 @@
 before any load, with nothing left running and nothing recorded; a working app is measured,
 its records carry its identity, and two versions of it compare with `make compare`."""
 
-import json
 import shutil
 import subprocess
 import sys
@@ -13,7 +12,7 @@ import pytest
 from bench.core.record import FORMAT_VERSION
 from bench.core.registry import ROOT
 from tests.conftest import stack_processes
-from tests.integration.conftest import report_text, run_bench
+from tests.integration.conftest import report_text, run_bench, trial_records
 
 pytestmark = pytest.mark.integration
 TINY = "tests/fixtures/apps/tiny"
@@ -93,7 +92,7 @@ def _measure(tmp_path: Path, version: str) -> Path:
 
 def test_two_versions_of_an_app_are_measured_apart_and_compared(tmp_path: Path) -> None:
     base, head = _measure(tmp_path, "1"), _measure(tmp_path, "2")
-    recs = [json.loads(p.read_text()) for d in (base, head) for p in (d / "records").glob("*.json")]
+    recs = [r for d in (base, head) for r in trial_records(d)]
     assert len(recs) == 2 and {r["status"] for r in recs} == {"ok"}
     assert {r["scenario"] for r in recs} == {"tiny:ok"}
     assert {r["format_version"] for r in recs} == {FORMAT_VERSION}

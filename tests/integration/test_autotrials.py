@@ -1,13 +1,12 @@
 """TRIALS=auto end to end: real stack, real load, rounds until precise or out of budget."""
 
-import json
 import re
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import run_bench
+from tests.integration.conftest import run_bench, trial_records
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +29,7 @@ def test_trials_auto_runs_rounds_and_says_which_points_reached_the_target(tmp_pa
     )
     elapsed = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr[-2000:]
-    records = [json.loads(p.read_text()) for p in sorted((results / "records").glob("*.json"))]
+    records = trial_records(results)
     trials = sorted(r["trial"] for r in records)
     assert trials == list(range(1, len(trials) + 1)) and len(trials) >= 3
     assert all(r["metadata"]["trials_auto"]["budget_s"] == 60 for r in records)
@@ -60,7 +59,7 @@ def test_trials_auto_races_two_servers_to_a_verdict(tmp_path: Path) -> None:
         trials_budget=2,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    records = [json.loads(p.read_text()) for p in sorted((results / "records").glob("*.json"))]
+    records = trial_records(results)
     assert {r["server"] for r in records} == {"granian", "gunicorn-sync"}
     assert all(r["metadata"]["trials_auto"]["margin"] == 0.05 for r in records)
     assert all(r["metadata"]["trials_auto"]["max_looks"] >= 3 for r in records)

@@ -1,13 +1,12 @@
 """`python -m bench run` end to end: real stack, real load, records and summary on disk."""
 
-import json
 from pathlib import Path
 
 import pytest
 
 from bench.core.record import FORMAT_VERSION
 from tests.conftest import stack_processes
-from tests.integration.conftest import report_text, run_bench
+from tests.integration.conftest import report_text, run_bench, trial_records
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +27,7 @@ def test_short_bench_writes_ok_records_and_summary(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "granian plaintext c=10" in proc.stderr  # the progress line
-    records = [json.loads(p.read_text()) for p in sorted((results / "records").glob("*.json"))]
+    records = trial_records(results)
     assert sorted(r["scenario"] for r in records) == ["db", "plaintext"]
     for rec in records:
         assert rec["status"] == "ok" and rec["reason"] is None

@@ -1,6 +1,5 @@
 """make capacity on a real server whose capacity is known by construction."""
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ from bench.core.record import Record
 from bench.core.registry import ROOT
 from bench.core.scenario import SLEEP_MS
 from bench.report.openloop import capacity_estimate
+from tests.integration.conftest import trial_records
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +40,7 @@ def test_capacity_of_one_sync_worker_sleeping_10_ms(tmp_path: Path) -> None:
     ]
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    records = [json.loads(p.read_text()) for p in (results / "records").glob("*.json")]
+    records = trial_records(results)
     assert records and all(r["status"] == "ok" and r["load_tool"] == "oha" for r in records)
     steps = sorted(records, key=lambda r: r["metadata"]["capacity"]["step"])
     # One search; its repeats around the knee in each of the 3 trials (fresh server starts).

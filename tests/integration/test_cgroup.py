@@ -2,7 +2,6 @@
 the cgroup gone afterwards on every exit path (success, a server that dies, Ctrl-C), and a
 dead harness's cgroup removed by the next start."""
 
-import json
 import signal
 import subprocess
 import time
@@ -12,7 +11,7 @@ import pytest
 
 from bench.core.registry import ROOT
 from bench.host import cgroup
-from tests.integration.conftest import bench_command
+from tests.integration.conftest import bench_command, trial_records
 
 pytestmark = [
     pytest.mark.integration,
@@ -39,7 +38,7 @@ def _ours(pid: int) -> list[str]:
 
 
 def _records(results: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in (results / "records").glob("*.json")]
+    return trial_records(results)
 
 
 def _dead_pid() -> int:
@@ -88,8 +87,9 @@ def _under_load(tmp_path: Path) -> tuple[subprocess.Popen, Path, Path]:
             stdout=subprocess.DEVNULL,
             stderr=err,
         )
-    deadline = time.monotonic() + 120
-    while f"gunicorn-sync {OPTIONS['scenario']} c=10" not in log.read_text():
+    deadline = time.monotonic() + 240  # the warm-up start's run first: DURATION long
+    # the trial's run, not the warm-up start's
+    while f"gunicorn-sync {OPTIONS['scenario']} c=10 trial 1/" not in log.read_text():
         assert harness.poll() is None, log.read_text()
         assert time.monotonic() < deadline, "the load never started"
         time.sleep(0.1)

@@ -6,7 +6,6 @@ The base and granian's image are built once per session (cached layers after the
 build: bench.host.images). Skipped only where no Docker engine answers."""
 
 import ipaddress
-import json
 import os
 import signal
 import subprocess
@@ -23,7 +22,7 @@ from bench.host import docker, images
 from bench.host.arch import host_arch
 from bench.host.venv import ensure_venv, installed_packages
 from tests.conftest import session_containers
-from tests.integration.conftest import run_bench
+from tests.integration.conftest import run_bench, trial_records
 
 SERVER = "granian"
 pytestmark = pytest.mark.skipif(
@@ -42,7 +41,7 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> images.Image:
 
 
 def _records(results: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted((results / "records").glob("*.json"))]
+    return trial_records(results)
 
 
 def _next_start(results: Path) -> str:

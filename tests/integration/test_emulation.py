@@ -1,13 +1,12 @@
 """ARCH=arm64 on an amd64 host: the server side under qemu, labelled, never ranked."""
 
-import json
 from pathlib import Path
 
 import pytest
 
 from bench.host.arch import host_arch
 from tests.conftest import stack_processes
-from tests.integration.conftest import report_text, run_bench
+from tests.integration.conftest import report_text, run_bench, trial_records
 
 pytestmark = [
     pytest.mark.integration,
@@ -32,7 +31,7 @@ def test_emulated_granian_verifies_every_route_and_is_labelled(tmp_path: Path) -
         trials=1,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    (rec,) = [json.loads(p.read_text()) for p in (results / "records").glob("*.json")]
+    (rec,) = trial_records(results)
     assert rec["status"] == "ok" and rec["rps"] > 10
     assert (rec["arch"], rec["host_arch"], rec["emulated"]) == ("arm64", "amd64", True)
     assert rec["metadata"]["emulator"]["name"] == "qemu-aarch64-static"

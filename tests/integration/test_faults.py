@@ -5,7 +5,6 @@ Each test runs the real harness (`python -m bench run`, 40 s of load planned), w
 measured load is under way, injects one fault, and checks what is left afterwards.
 """
 
-import json
 import os
 import shutil
 import signal
@@ -19,8 +18,9 @@ import psutil
 import pytest
 
 from bench.core.registry import ROOT
+from bench.host.state import LOCK_ENV
 from tests.conftest import alive
-from tests.integration.conftest import bench_command, run_bench
+from tests.integration.conftest import bench_command, trial_records
 
 pytestmark = pytest.mark.integration
 EARLIER = ROOT / "tests" / "fixtures" / "records" / "machine-a" / "rec0.json"
@@ -57,8 +57,9 @@ def _run_with_fault(
             else None,
         )
     try:
-        deadline = time.monotonic() + 120
-        while "gunicorn-sync db c=10" not in log.read_text():
+        deadline = time.monotonic() + 240  # the warm-up start's run first: DURATION long
+        # the trial's run, past the warm-up start's
+        while "gunicorn-sync db c=10 trial 1/" not in log.read_text():
             assert harness.poll() is None, log.read_text()
             assert time.monotonic() < deadline, "the load never started"
             time.sleep(0.1)
@@ -74,11 +75,7 @@ def _run_with_fault(
         if harness.poll() is None:
             harness.kill()
     assert alive(pids) == set(), f"left running: {alive(pids)}"
-    records = [
-        json.loads(p.read_text())
-        for p in (results / "records").glob("*.json")
-        if p.name != "earlier.json"
-    ]
+    records = trial_records(results, skip=("earlier.json",))
     assert earlier.read_bytes() == EARLIER.read_bytes(), "an earlier record was modified"
     assert (results / "summary.md").exists()
     return code, records, log.read_text(), results
@@ -146,8 +143,8 @@ def test_harness_interrupted(tmp_path: Path, sig: signal.Signals, background: bo
     )
 
 
-def _quick_run(results: Path) -> subprocess.CompletedProcess:
-    return run_bench(
+def _quick_command(results: Path) -> list[str]:
+    return bench_command(
         results,
         server="nginx-static",
         scenario="plaintext",
@@ -158,41 +155,77 @@ def _quick_run(results: Path) -> subprocess.CompletedProcess:
     )
 
 
-def _hold_lock() -> subprocess.Popen:
-    """Another process holding the harness lock, as a concurrent run would."""
-    from bench.host.state import state_base
+def _quick_run(results: Path, lock: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        _quick_command(results),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, LOCK_ENV: str(lock)},
+    )
 
+
+def _hold_lock(lock: Path) -> subprocess.Popen:
+    """Another harness holding the machine's lock, as a run from another checkout would (the
+    lock file is the test's own: real runs on this machine are neither held up nor seen)."""
     code = (
-        "import fcntl, sys, time; fh = open(sys.argv[1], 'a+'); "
-        "fcntl.flock(fh, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"
+        "import sys; from bench.host.state import machine_lock; "
+        "lock = machine_lock(wait=False); lock.__enter__(); print('held', flush=True); "
+        "sys.stdin.read()"
     )
     holder = subprocess.Popen(
-        [sys.executable, "-c", code, str(state_base() / "bench.lock")], stdout=subprocess.PIPE
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={**os.environ, LOCK_ENV: str(lock)},
     )
     assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
     return holder
 
 
-def test_second_run_refuses_while_the_first_holds_the_lock(tmp_path: Path) -> None:
-    """Two harness runs on one checkout: the second says so and writes nothing."""
-    holder = _hold_lock()
+def test_second_run_waits_while_the_first_holds_the_lock(tmp_path: Path) -> None:
+    """Two harnesses on one machine: the second says once what holds the lock (pid, checkout,
+    since when), measures nothing while it is held, then runs when it is released."""
+    lock = tmp_path / "machine.lock"
+    holder = _hold_lock(lock)
+    results = tmp_path / "results"
+    log = tmp_path / "stderr.txt"
     try:
-        result = _quick_run(tmp_path / "results")
+        with open(log, "w") as err:
+            second = subprocess.Popen(
+                _quick_command(results),
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env={**os.environ, LOCK_ENV: str(lock)},
+            )
+        deadline = time.monotonic() + 60
+        while "waiting for" not in log.read_text():
+            assert second.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "the second harness never said it waits"
+            time.sleep(0.1)
+        time.sleep(2)
+        assert second.poll() is None and not (results / "records").exists()
+        [line] = [x for x in log.read_text().splitlines() if "waiting for" in x]
+        assert f"pid {holder.pid}, checkout {ROOT}, since " in line
     finally:
         holder.kill()
         holder.wait()
-    assert result.returncode == 1
-    assert "another harness run is in progress" in result.stderr
-    assert not (tmp_path / "results").exists()
+    assert second.wait(timeout=300) == 0, log.read_text()[-1000:]
+    assert len(trial_records(results)) == 1
 
 
 def test_lock_of_a_killed_run_is_not_stale(tmp_path: Path) -> None:
     """A run killed with SIGKILL leaves no stale lock: the kernel drops it with the process."""
-    holder = _hold_lock()
+    lock = tmp_path / "machine.lock"
+    holder = _hold_lock(lock)
     holder.send_signal(signal.SIGKILL)
     holder.wait()
-    result = _quick_run(tmp_path / "results")
+    result = _quick_run(tmp_path / "results", lock)
     assert result.returncode == 0, result.stderr[-1000:]
+    assert "waiting for" not in result.stderr
 
 
 def test_second_ctrl_c_does_not_cut_the_clean_up_short(tmp_path: Path) -> None:

@@ -101,9 +101,8 @@ def test_alb_front_in_a_bench_run(tmp_path: Path) -> None:
     """`make bench PROXY=alb`: the run goes through the ALB-like nginx (its site config is the
     ALB template: no retry, 60 s upstream idle timeout) and the record says proxy "alb" with
     upstream keep-alive on."""
-    import json
 
-    from tests.integration.conftest import run_bench
+    from tests.integration.conftest import run_bench, trial_records
 
     results = tmp_path / "results"
     proc = run_bench(
@@ -117,8 +116,7 @@ def test_alb_front_in_a_bench_run(tmp_path: Path) -> None:
         proxy="alb",
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    (path,) = (results / "records").glob("*.json")
-    rec = json.loads(path.read_text())
+    (rec,) = trial_records(results)
     assert rec["status"] == "ok" and rec["proxy"] == "alb"
     assert rec["keepalive"] == {"client": True, "upstream": True}
     assert rec["requests"] > 0 and rec["metadata"]["proxy_version"]

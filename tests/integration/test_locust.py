@@ -1,7 +1,6 @@
 """Locust on the real stack: bench.load.run_locust directly (one process, master + 2 workers), and
 `python -m bench run LOAD=locust` end to end."""
 
-import json
 from pathlib import Path
 
 import psutil
@@ -14,7 +13,7 @@ from bench.load.locust import LOCUST_DIR, parse_locust, parse_locust_tasks, run_
 from bench.observe.sample import Sampler
 from bench.stack.components import RunningServer
 from tests.conftest import stack_processes
-from tests.integration.conftest import run_bench
+from tests.integration.conftest import run_bench, trial_records
 
 pytestmark = pytest.mark.integration
 
@@ -139,7 +138,7 @@ def test_locust_runs_the_saas_mix_and_writes_a_record(workers: int, tmp_path: Pa
         trials=1,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    (rec,) = [json.loads(p.read_text()) for p in (results / "records").glob("*.json")]
+    (rec,) = trial_records(results)
     assert rec["status"] == "ok" and rec["scenario"] == "saas"
     assert rec["load_tool"] == "locust" and rec["load_tool_version"]
     assert rec["load_workers"] == workers and rec["load_threads"] is None

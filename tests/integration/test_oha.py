@@ -18,7 +18,7 @@ from bench.load import LoadRequest, LoadResult
 from bench.load.oha import OHA_VERSION, Oha, latency_summary_ms, per_request_latencies_ms
 from bench.stack.components import RunningServer
 from tests.conftest import stack_processes
-from tests.integration.conftest import run_bench
+from tests.integration.conftest import run_bench, trial_records
 
 pytestmark = pytest.mark.integration
 
@@ -183,7 +183,7 @@ def test_oha_runs_the_db_scenario_and_writes_records(tmp_path: Path) -> None:
         trials=1,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    records = [json.loads(p.read_text()) for p in (results / "records").glob("*.json")]
+    records = trial_records(results)
     assert sorted(rec["offered_rps"] for rec in records) == [300.0, 600.0]
     for rec in records:
         assert rec["status"] == "ok" and rec["scenario"] == "db"

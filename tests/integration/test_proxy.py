@@ -1,17 +1,16 @@
 """nginx in front (PROXY=nginx): keep-alive and TIME_WAIT, accept-queue overflow as 5xx."""
 
-import json
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import run_bench
+from tests.integration.conftest import run_bench, trial_records
 
 pytestmark = pytest.mark.integration
 
 
 def _records(results: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted((results / "records").glob("*.json"))]
+    return trial_records(results)
 
 
 def test_keepalive_off_piles_up_time_wait_and_on_does_not(tmp_path: Path) -> None:

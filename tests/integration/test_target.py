@@ -1,6 +1,5 @@
 """TARGET=http://host:port: only the load tool runs here; the server is someone else's."""
 
-import json
 from pathlib import Path
 
 import pytest
@@ -9,7 +8,7 @@ from bench.core import registry
 from bench.host.venv import ensure_venv
 from bench.stack.components import Database, Stack
 from tests.conftest import stack_processes
-from tests.integration.conftest import run_bench
+from tests.integration.conftest import run_bench, trial_records
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +39,7 @@ def test_target_verifies_and_loads_a_server_started_elsewhere(
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert "starting PostgreSQL" not in proc.stderr
-        records = [json.loads(p.read_text()) for p in (results / "records").glob("*.json")]
+        records = trial_records(results)
         assert sorted(r["scenario"] for r in records) == ["db", "plaintext"]
         for rec in records:
             assert rec["status"] == "ok" and rec["target"] == target and rec["rps"] > 10

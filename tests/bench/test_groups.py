@@ -1,0 +1,56 @@
+"""Points: trials pool within one machine (one CPU model) and one session, never across."""
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from bench.core.record import Record
+from bench.report.cells import cpu_tag, host_of, scope_label
+from bench.report.groups import arena_key, groups
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "records"
+
+
+def _record() -> Record:
+    return Record.from_dict(json.loads((FIXTURES / "machine-a" / "rec0.json").read_text()))
+
+
+def _trials(meta: dict, count: int = 2) -> list[Record]:
+    rec = _record()
+    return [
+        replace(rec, trial=i, run_id=f"{i}" * 32, metadata={**rec.metadata, **meta})
+        for i in range(1, count + 1)
+    ]
+
+
+def test_two_sessions_are_two_points_side_by_side() -> None:
+    """Trials of one configuration from two sessions form two groups (and two arenas)."""
+    a = _trials({"session_id": "aaaa1111", "machine_id": "m1"})
+    b = _trials({"session_id": "bbbb2222", "machine_id": "m1"})
+    found = groups([*a, *b])
+    assert sorted(len(g) for g in found.values()) == [2, 2]
+    assert arena_key(a[0]) != arena_key(b[0])
+    assert scope_label(a[0]) != scope_label(b[0])
+    assert len(groups(a)) == 1
+
+
+def test_one_label_never_spans_two_cpu_models() -> None:
+    """One machine identity with an AMD and an Intel CPU (a cloud image moved to another
+    host type) names two machines, and their trials never pool."""
+    amd = _trials({"machine_id": "a5adb7fd86ee", "cpu_model": "AMD EPYC", "session_id": "s"})
+    intel = _trials(
+        {"machine_id": "a5adb7fd86ee", "cpu_model": "Intel(R) Xeon(R) Processor", "session_id": "s"}
+    )
+    assert host_of(amd[0]) == "vm·a5ad [AMD EPYC]"
+    assert host_of(intel[0]) == "vm·a5ad [Intel Xeon]"
+    assert len(groups([*amd, *intel])) == 2
+    assert cpu_tag("Intel(R) Xeon(R) Platinum 8370C CPU @ 2.80GHz") == "Intel Xeon Platinum 8370C"
+
+
+def test_warmup_and_foreign_runs_are_left_out_of_points() -> None:
+    """A warm-up start's run and a run under foreign load are not trials of any point."""
+    trials = _trials({"session_id": "s"}, 3)
+    trials[0] = replace(trials[0], metadata={**trials[0].metadata, "warmup_start": True})
+    trials[1] = replace(trials[1], foreign_load=True)
+    [group] = groups(trials).values()
+    assert group == [trials[2]]
