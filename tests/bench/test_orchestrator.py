@@ -252,8 +252,9 @@ def test_a_measured_run_with_no_completed_request_is_recorded_as_failed(tmp_path
 
     zero = parse_wrk((Path(__file__).resolve().parents[1] / "fixtures/wrk/zero.txt").read_text())
     assert zero.requests == 0 and zero.errors.timeout == 20
-    # servers run in a seeded random order: the first measured gets the zero window
-    tool = FakeTool(script=[zero, result()])
+    # each server's warm-up start takes a window first; then, servers in a seeded random
+    # order, the first measured trial gets the zero window
+    tool = FakeTool(script=[result(), result(), zero, result()])
     status, records = _run(tmp_path, FakeSite(), tool, scenarios=("plaintext",))
     assert status == 1 and len(records) == 2
     failed = [r for r in records if r["status"] == "failed"]

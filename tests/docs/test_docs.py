@@ -29,6 +29,8 @@ import pytest
 from bench.core import defaults as D
 from bench.core.registry import server_ids
 from bench.core.variables import CONFIRM_ABOVE_S
+from bench.observe.foreign import KERNEL_BUSY_PERCENT, THRESHOLD_PERCENT
+from bench.report.variance import CLOSE_S
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -267,6 +269,31 @@ LISTED: tuple[Listed, ...] = (
         "defaults.AUTO_TARGET",
     ),
     Listed("statistics.md", "more often than 5 %", RULE),
+    Listed(
+        "method.md",
+        f"(over {KERNEL_BUSY_PERCENT:g} % of a CPU through the run)",
+        "bench.observe.foreign.KERNEL_BUSY_PERCENT, a stated bound",
+    ),
+    Listed(
+        "method.md",
+        f"more than **{THRESHOLD_PERCENT:g} % of one CPU,",
+        "bench.observe.foreign.THRESHOLD_PERCENT, a stated bound",
+    ),
+    Listed(
+        "records.md",
+        f"(true above {THRESHOLD_PERCENT:g} % of a",
+        "bench.observe.foreign.THRESHOLD_PERCENT, a stated bound",
+    ),
+    Listed(
+        "statistics.md",
+        "at its default margin ±5 % and α = 0.05",
+        "defaults.AUTO_MARGIN_PCT and decision.ALPHA, stated defaults",
+    ),
+    Listed(
+        "statistics.md",
+        f"Runs started less than {CLOSE_S:g} s apart",
+        "bench.report.variance.CLOSE_S, a stated design value",
+    ),
     Listed(
         "README.md",
         f"a plan longer than {CONFIRM_ABOVE_S // 3600} hours",
