@@ -182,6 +182,10 @@ INJECTIONS = [
 CASES = UNKNOWN + EMPTY + VALUES + RULES + REQUIRED + FILES + PLANS + INJECTIONS
 
 
+# What a make running this suite exports to its children: a user's shell has none of it.
+OUTER_MAKE = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+
+
 def _snapshot() -> set[str]:
     """What the harness's state holds at its top and in its runs (set-up and runs add there)."""
     state = ROOT / ".bench"
@@ -209,8 +213,13 @@ def test_bad_input_is_refused_before_setup_with_one_line(
     if "RESULTS" not in assigned and target not in ("report", "export"):
         assigned["RESULTS"] = str(results)
     marker = tmp_path / "setup-ran"
-    # the user's shell may hold make variables (NAME, ARCH): this test sets its own only
-    env = {k: v for k, v in os.environ.items() if k not in BY_NAME and k not in assigned}
+    # the user's shell may hold make variables (NAME, ARCH): this test sets its own only; and
+    # under `make test` the outer make's own (MAKELEVEL: "make[1]: ***" lines) are not a user's
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in BY_NAME and k not in assigned and k not in OUTER_MAKE
+    }
     env |= {"PYWEBBENCH_SETUP_MARKER": str(marker)}
     before = _snapshot()
     result = subprocess.run(
