@@ -2,6 +2,7 @@
 harness's leftovers removed at the next start. Needs root (skipped otherwise)."""
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -94,6 +95,10 @@ def test_killed_harness_leftovers_removed_at_next_start(tmp_path: Path) -> None:
     left = [n for n in netns.list_namespaces() if n.startswith(prefix)]
     assert left, "the killed harness's namespace should still be there before the next start"
     assert all(netns.is_leftover(n) for n in left)
+    # the next start: make report over one fixture record (a report of nothing is refused)
+    (results / "records").mkdir(parents=True, exist_ok=True)
+    fixture = next((ROOT / "tests" / "fixtures" / "records" / "machine-a").glob("*.json"))
+    shutil.copy(fixture, results / "records")
     nxt = subprocess.run(
         [sys.executable, "-m", "bench", "report", f"--results={results}"],
         cwd=ROOT,
