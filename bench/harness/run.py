@@ -51,10 +51,11 @@ class StackDied(RuntimeError):
     """PostgreSQL or pgbouncer died: no later run can be measured."""
 
 
-def measure_block(
+def block_facts(
     h: Harness, opts: plan.Options, block: plan.Block, spec: ServerSpec, env: Environment
-) -> None:
-    """Start one server, verify it, measure every run of the block against it, stop it."""
+) -> tuple[ServerFacts, tuple[plan.RunSpec, ...]]:
+    """The block's facts and the runs the server can serve (the others recorded unsupported;
+    none left: nothing to start)."""
     facts = ServerFacts(spec.app, h.site.knobs(spec, opts.overrides), env.meta(spec))
     if block.warmup:
         facts.meta["warmup_start"] = True
@@ -69,17 +70,27 @@ def measure_block(
         h.recorder.unsupported(opts, skipped, facts, reason, "scenario")
         runs = tuple(r for r in runs if r not in skipped)
         if not runs:
-            return
+            return facts, ()
     if opts.lifecycle == "reload" and spec.reload_signal is None:
         reason = f"reload not supported by the server: {spec.reload_why}"
         h.recorder.unsupported(opts, runs, facts, reason, "reload")
-        return
+        return facts, ()
     if opts.recycle is not None:
         if spec.recycle_argv is None:
             reason = f"worker recycling not supported by the server: {spec.recycle_why}"
             h.recorder.unsupported(opts, runs, facts, reason, "recycle")
-            return
+            return facts, ()
         facts.knobs |= {"max_requests": opts.recycle, "max_requests_jitter": jitter(opts.recycle)}
+    return facts, runs
+
+
+def measure_block(
+    h: Harness, opts: plan.Options, block: plan.Block, spec: ServerSpec, env: Environment
+) -> None:
+    """Start one server, verify it, measure every run of the block against it, stop it."""
+    facts, runs = block_facts(h, opts, block, spec, env)
+    if not runs:
+        return
     start = "warm-up start" if block.warmup else f"trial {block.trial}"
     h.progress.say(f"{block.server} {start}: starting {facts.knobs}")
     try:

@@ -171,44 +171,14 @@ def components(cells: Cells, level: float = LEVEL) -> Components:
     k1 = (total - within) / df_start if df_start else 0.0
     k2 = (within - sum(len(c) ** 2 for c in starts) / total) / df_round if df_round else 0.0
     k3 = (total - sum(n**2 for n in n_i.values()) / total) / df_round if df_round else 0.0
-    run = start = rnd = None
-    if df_run:
-        low, high = chi2_interval(ms["run"], df_run, level)
-        run = Component("run", ms["run"], low, high, df_run)
-    if df_start and k1 and df_run:
-        est = max((ms["start"] - ms["run"]) / k1, 0.0)
-        bounds: tuple[float | None, float | None] = (
-            mls_interval(1 / k1, ms["start"], df_start, 1 / k1, ms["run"], df_run, level)
-            if balanced
-            else (None, None)
-        )
-        start = Component("start", est, *bounds, df_start)
-    elif df_start and not df_run:
-        # One run per start: a start's effect and its run's noise cannot be told apart.
-        start = Component(
-            "start + run", ms["start"], *chi2_interval(ms["start"], df_start), df_start
-        )
-    if df_round and k3:
-        # The start component unfloored, so that a balanced design's estimate is exactly
-        # (MS_round − MS_start) / (S·K), the difference the interval is of.
-        # One run per start: the start's mean square holds the run noise too (k2 is then 1).
-        s2_start = (ms["start"] - ms["run"]) / k1 if df_start and k1 and df_run else ms["start"]
-        error = ms["run"] if df_run else 0.0
-        est = max((ms["round"] - error - k2 * s2_start) / k3, 0.0)
-        bounds: tuple[float | None, float | None] = (None, None)
-        name = "round"
-        if balanced and df_start:
-            bounds = mls_interval(
-                1 / k3, ms["round"], df_round, 1 / k3, ms["start"], df_start, level
-            )
-        elif not df_start and df_run:
-            # One start per round: its effect and the round's cannot be told apart.
-            name = "start + round"
-            if balanced:
-                bounds = mls_interval(
-                    1 / k3, ms["round"], df_round, 1 / k3, ms["run"], df_run, level
-                )
-        rnd = Component(name, est, *bounds, df_round)
+    df = {"run": df_run, "start": df_start, "round": df_round}
+    run = (
+        Component("run", ms["run"], *chi2_interval(ms["run"], df_run, level), df_run)
+        if df_run
+        else None
+    )
+    start = _start_component(ms, df, k1, balanced, level)
+    rnd = _round_component(ms, df, (k1, k2, k3), balanced, level)
     table = (
         ("rounds", ss_round, df_round, ms["round"]),
         ("starts within a round", ss_start, df_start, ms["start"]),
@@ -224,6 +194,60 @@ def components(cells: Cells, level: float = LEVEL) -> Components:
         total,
         tuple((name, float(ss), df, float(m)) for name, ss, df, m in table),
     )
+
+
+def _start_component(
+    ms: dict[str, float], df: dict[str, int], k1: float, balanced: bool, level: float
+) -> Component | None:
+    """Between starts within a round (None: one start per round)."""
+    if df["start"] and k1 and df["run"]:
+        est = max((ms["start"] - ms["run"]) / k1, 0.0)
+        bounds: tuple[float | None, float | None] = (
+            mls_interval(1 / k1, ms["start"], df["start"], 1 / k1, ms["run"], df["run"], level)
+            if balanced
+            else (None, None)
+        )
+        return Component("start", est, *bounds, df["start"])
+    if df["start"] and not df["run"]:
+        # One run per start: a start's effect and its run's noise cannot be told apart.
+        return Component(
+            "start + run", ms["start"], *chi2_interval(ms["start"], df["start"]), df["start"]
+        )
+    return None
+
+
+def _round_component(
+    ms: dict[str, float],
+    df: dict[str, int],
+    k: tuple[float, float, float],
+    balanced: bool,
+    level: float,
+) -> Component | None:
+    """Between rounds (None: one round)."""
+    k1, k2, k3 = k
+    if not (df["round"] and k3):
+        return None
+    # The start component unfloored, so that a balanced design's estimate is exactly
+    # (MS_round − MS_start) / (S·K), the difference the interval is of.
+    # One run per start: the start's mean square holds the run noise too (k2 is then 1).
+    with_runs = df["start"] and k1 and df["run"]
+    s2_start = (ms["start"] - ms["run"]) / k1 if with_runs else ms["start"]
+    error = ms["run"] if df["run"] else 0.0
+    est = max((ms["round"] - error - k2 * s2_start) / k3, 0.0)
+    bounds: tuple[float | None, float | None] = (None, None)
+    name = "round"
+    if balanced and df["start"]:
+        bounds = mls_interval(
+            1 / k3, ms["round"], df["round"], 1 / k3, ms["start"], df["start"], level
+        )
+    elif not df["start"] and df["run"]:
+        # One start per round: its effect and the round's cannot be told apart.
+        name = "start + round"
+        if balanced:
+            bounds = mls_interval(
+                1 / k3, ms["round"], df["round"], 1 / k3, ms["run"], df["run"], level
+            )
+    return Component(name, est, *bounds, df["round"])
 
 
 # -- the records of one `make noise` ----------------------------------------------------------
