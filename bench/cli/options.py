@@ -263,6 +263,17 @@ def validate_precision(args: argparse.Namespace) -> dict[str, object]:
     return {"trials": auto.min_trials, "precision": auto}
 
 
+def race_duration(args: argparse.Namespace, options: plan.Options) -> plan.Options:
+    """TRIALS=auto without DURATION: trials of defaults.RACE_DURATION_S (rounds decide a race,
+    not the length of a trial). A DURATION the user set, even to the default, is kept."""
+    given = getattr(args, "given_names", None)
+    if given is None:  # argv, not make: set means different from the default
+        given = {"DURATION"} if str(args.duration) != str(defaults.DURATION_S) else set()
+    if options.precision is None or "DURATION" in given:
+        return options
+    return dataclasses.replace(options, duration_s=defaults.RACE_DURATION_S)
+
+
 def options_from(args: argparse.Namespace) -> plan.Options:
     """Validate every run option; raise UsageError on the first bad one."""
     declared_check(args)  # the declaration's parsers and rules, as the pre-check ran them
@@ -287,7 +298,7 @@ def options_from(args: argparse.Namespace) -> plan.Options:
         validate_int("load_threads", args.load_threads) if args.load_threads is not None else None
     )
     seed = validate_int("seed", args.seed) if args.seed is not None else random.randrange(2**31)
-    return plan.Options(
+    options = plan.Options(
         servers=servers,
         arch=arch,
         results=validate_results(args.results),
@@ -305,6 +316,7 @@ def options_from(args: argparse.Namespace) -> plan.Options:
         **load,  # type: ignore[arg-type]
         **proxy,  # type: ignore[arg-type]
     )
+    return race_duration(args, options)
 
 
 def with_objective(options: plan.Options, args: argparse.Namespace) -> plan.Options:

@@ -100,6 +100,7 @@ def from_env(args: argparse.Namespace, env: dict[str, str]) -> None:
     parser_defaults = defaults_of(args.command)
     given = {v.name: env[v.name] for v in for_command(args.command) if v.name in env}
     variables.check(args.command, given)
+    args.given_names = frozenset(given)  # what the user set, even to a default's value
     for name, raw in given.items():
         dest = variables.BY_NAME[name].dest
         if getattr(args, dest, None) == parser_defaults.get(dest):

@@ -33,6 +33,12 @@ AUTO_MAX_TRIALS = 100  # TRIALS' own upper bound: a quiet machine stops long bef
 # smaller margin takes more rounds than a user's budget holds, a larger one calls 1.08x equal.
 AUTO_MARGIN_PCT = 5
 RACE_MARGIN = AUTO_MARGIN_PCT / 100
+# TRIALS=auto's trial length when DURATION is not given: a race's noise is between server
+# starts and rounds, not within a run (issue 30: wrk's 100 ms samples explain 2-16 % of the
+# run-to-run noise; 2026-11-25, paired ln ratios of 5 s trials varied by 0.07-0.12 across
+# rounds), so half the length buys about half again as many rounds (a trial is start-up,
+# WARMUP and DURATION) and rounds are what decide a race.
+RACE_DURATION_S = 5
 RESULTS = "results"  # relative to where make runs: the checkout
 PROXY = "none"  # the server alone; nginx in front is a choice (PROXY=nginx)
 KEEPALIVE = True  # what wrk, browsers and HTTP/1.1 clients do unless told otherwise

@@ -336,7 +336,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "DURATION",
         "seconds per measured run",
-        str(defaults.DURATION_S),
+        f"{defaults.DURATION_S} ({defaults.RACE_DURATION_S} with TRIALS=auto)",
         (*RUN, "study", "overhead", NOISE),
         limits=(1, 86_400),  # make soak runs for hours
         field="duration_s",

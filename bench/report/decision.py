@@ -20,20 +20,27 @@ The method (docs/statistics.md, "The race"):
   hypotheses holds (the ratio is either 1 or not within the margin, or neither), so the two
   tests share one error budget.
 - Error over the looks: alpha spending with the power family's linear member (Kim and
-  DeMets, ρ = 1), α(t) = α·t, t = the pair's paired rounds / max_looks: the test at n paired
-  rounds is at level α/N (at the first testable look, n = 3: 3α/N, what the looks before it
-  could not spend). The levels of one pair sum to at most α over every look, so the chance
-  that it is ever decided wrongly is at most α by the union bound, whatever the looks'
-  correlation (conservative: exact group-sequential boundaries would be less so, but need the
-  looks' information fractions fixed in advance, which a race whose configurations leave does
-  not have). The level is a function of the pair's own rounds, not of the look: a pair whose
-  configurations stopped racing has the same rounds, so the same test and the same decision,
-  at every later look. Linear rather than Pocock-like (α·ln(1 + (e − 1)t)) or O'Brien-
-  Fleming-like spending: in the simulated 4-server race of tests/bench/test_decision.py
-  (1.00, 1.00, 0.72, 0.54×, noise sd 0.025, 20 looks) it decided 95 of 100 races within 15
-  looks, Pocock-like 86 and O'Brien-Fleming-like 97 (but a median of 11 looks against 9).
-  An anytime-valid confidence sequence was not chosen: it needs no budget but is wider at
-  every look for the same error, and the race has a budget.
+  DeMets, ρ = 1), α(t) = α·t, t = the pair's paired rounds / max_looks (N), the looks taken
+  on a schedule of the pair's own paired rounds: 3, 4, 5, 7, 9, 12, 15, 19, 24, 30, 38, …
+  (each a quarter more than the one before) and N last. The test at look n_k is at level
+  α·(n_k − n_{k−1})/N (n_0 = 0); between looks a pair keeps the test of its last look (on
+  those rounds), so rounds between looks spend nothing. The levels of one pair sum to at most
+  α, so the chance that it is ever decided wrongly is at most α by the union bound, whatever
+  the looks' correlation (conservative: exact group-sequential boundaries would be less so,
+  but need the looks' information fractions fixed in advance, which a race whose
+  configurations leave does not have). Testing after every round instead spends α/N per
+  round: in a race of 30 minutes (N = 100 rounds) a pair 1.27× apart with ln ratios varying
+  by 0.09 stayed undecided after 9 rounds at t = 7.5 (issue 30, /tmp/race0 of 2026-11-25);
+  the schedule's geometric looks keep the union bound's cost to a level about a fifth of
+  t = n_k/N, for at most a quarter more rounds than a look after every round. The level is a
+  function of the pair's own rounds, not of the race's look: a pair whose configurations
+  stopped racing has the same rounds, so the same test and the same decision, at every
+  later look. Linear rather than Pocock-like (α·ln(1 + (e − 1)t)) or O'Brien-Fleming-like
+  spending: in the simulated 4-server race of tests/bench/test_decision.py (1.00, 1.00,
+  0.72, 0.54×, noise sd 0.025, 20 looks) a look after every round decided 95 of 100 races
+  within 15 looks, Pocock-like 86 and O'Brien-Fleming-like 97 (but a median of 11 looks
+  against 9). An anytime-valid confidence sequence was not chosen: it needs no budget but is
+  wider at every look for the same error, and the race has a budget.
 - Holm over the pairs: each pair's decision p (the smaller of its separation and TOST
   p-values, each scaled by α / the pair's spent level) is compared in Holm's step-down order;
   a pair is decided when its Holm-adjusted p is below α.
@@ -44,6 +51,8 @@ The method (docs/statistics.md, "The race"):
 
 from __future__ import annotations
 
+import bisect
+import functools
 import itertools
 import math
 from collections.abc import Mapping
@@ -103,13 +112,39 @@ class Standing:
         return " ".join(parts)
 
 
-def spent(rounds: int, max_looks: int, alpha: float = ALPHA) -> float:
-    """The level spent by a test at `rounds` paired rounds of a budget of `max_looks`
-    (linear spending α·t, Bonferroni over the looks; 0 below MIN_ROUNDS or past the budget)."""
+LOOK_GROWTH = 1.25  # each look at least a quarter more paired rounds than the one before
+
+
+@functools.cache
+def look_points(max_looks: int) -> tuple[int, ...]:
+    """The paired-round counts at which a pair is tested in a budget of `max_looks`:
+    3, 4, 5, 7, 9, 12, 15, 19, … and max_looks itself last."""
     total = max(max_looks, MIN_ROUNDS)
-    if rounds < MIN_ROUNDS or rounds > total:
+    points = [MIN_ROUNDS]
+    while points[-1] < total:
+        grown = max(points[-1] + 1, math.ceil(points[-1] * LOOK_GROWTH))
+        points.append(min(total, grown))
+    return tuple(points)
+
+
+def tested_at(rounds: int, max_looks: int) -> int:
+    """The look a pair with `rounds` paired rounds is judged at: the last look point at or
+    below them (0: none yet). Past the budget, its last look."""
+    points = look_points(max_looks)
+    return points[bisect.bisect_right(points, rounds) - 1] if rounds >= MIN_ROUNDS else 0
+
+
+def spent(rounds: int, max_looks: int, alpha: float = ALPHA) -> float:
+    """The level of the test at `rounds` paired rounds of a budget of `max_looks`: at look
+    point n_k, α·(n_k − n_{k−1})/N (n_0 = 0; linear spending, Bonferroni over the looks);
+    0 between look points (those rounds are not tested), below MIN_ROUNDS and past the
+    budget."""
+    points = look_points(max_looks)
+    if rounds not in points:
         return 0.0
-    return alpha * (MIN_ROUNDS if rounds == MIN_ROUNDS else 1) / total
+    k = points.index(rounds)
+    before = points[k - 1] if k else 0
+    return alpha * (rounds - before) / points[-1]
 
 
 def _logs(series: Mapping[int, float | None]) -> dict[int, float]:
@@ -201,7 +236,9 @@ def judge(
     tests, levels = [], []
     for better, worse in itertools.pairwise(ranking):
         common = sorted(set(logs[better]) & set(logs[worse]))
-        diffs = np.array([logs[better][r] - logs[worse][r] for r in common], dtype=float)
+        # the first rounds up to the pair's last look point: between looks it keeps that test
+        used = common[: tested_at(len(common), max_looks)] if len(common) >= MIN_ROUNDS else common
+        diffs = np.array([logs[better][r] - logs[worse][r] for r in used], dtype=float)
         tests.append(_test(diffs, margin, not logs[better] or not logs[worse]))
         levels.append(spent(diffs.size, max_looks, alpha))
     pairs = _holm(ranking, tests, levels, alpha)
@@ -274,16 +311,18 @@ def rounds_to_decide(
 ) -> int | None:
     """The paired rounds a new race would need to decide this pair if its ratio and the
     noise of its ln ratios stay as observed, the race's budget being those rounds (its last
-    look at level α/n, alone in its family): None when decided, when the noise is unknown, or
-    past `most` (a ratio right at the margin's edge is never decided)."""
+    look at that budget's level, `spent(n, n)`, alone in its family): None when decided,
+    when the noise is unknown, or past `most` (a ratio right at the margin's edge is never
+    decided)."""
     if pair.state != "undecided" or not pair.sd or not math.isfinite(pair.ratio):
         return None
     distance = abs(math.log(pair.ratio))
     inside = math.log(1 + margin) - distance  # room left inside the margin, if any
     n = np.arange(max(MIN_ROUNDS, pair.rounds), most + 1)
     se = pair.sd / np.sqrt(n)
-    separates = distance > stats.t.ppf(1 - alpha / n / 2, n - 1) * se
-    equivalent = inside > stats.t.ppf(1 - alpha / n, n - 1) * se
+    level = np.array([spent(k, k, alpha) for k in n])  # a budget of n rounds: its last look
+    separates = distance > stats.t.ppf(1 - level / 2, n - 1) * se
+    equivalent = inside > stats.t.ppf(1 - level, n - 1) * se
     enough = np.flatnonzero(separates | equivalent)
     return int(n[enough[0]]) if enough.size else None
 

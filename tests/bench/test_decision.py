@@ -15,7 +15,15 @@ import pytest
 from scipy.stats import t as t_dist
 from scipy.stats import ttest_1samp
 
-from bench.report.decision import Pair, Standing, judge, rounds_to_decide, spent, stop_command
+from bench.report.decision import (
+    Pair,
+    Standing,
+    judge,
+    look_points,
+    rounds_to_decide,
+    spent,
+    stop_command,
+)
 
 ROUND_SD = 0.05  # a shared per-round effect (the machine's drift between rounds)
 
@@ -113,8 +121,9 @@ def test_pairing_removes_the_rounds_shared_effect() -> None:
 
 
 def test_a_configuration_that_left_is_paired_on_the_common_rounds() -> None:
-    """c ran rounds 1–4 and left; a and b ran 1–10: judge() pairs b and c on rounds 1–4 only,
-    and the decision of a frozen pair does not change at later looks."""
+    """c ran rounds 1–4 and left; a and b ran 1–10: judge() pairs b and c on rounds 1–4 only
+    (a look point), a and b on 1–9 (10 is between the looks at 9 and 12), and the decision of
+    a frozen pair does not change at later looks."""
     rng = np.random.default_rng(34)
     figures: dict[str, dict[int, float]] = {"a": {}, "b": {}, "c": {}}
     for r in range(1, 11):
@@ -125,7 +134,7 @@ def test_a_configuration_that_left_is_paired_on_the_common_rounds() -> None:
             figures["c"][r] = 500.0 * math.exp(shared + rng.normal(0.0, 0.02))
     standing = judge(figures, look=10, max_looks=20)
     assert standing.ranking == ("a", "b", "c")
-    assert [p.rounds for p in standing.pairs] == [10, 4]
+    assert [p.rounds for p in standing.pairs] == [9, 4]
     assert [p.state for p in standing.pairs] == ["separated", "separated"]
     assert standing.done and not standing.racing
     # the same data at a later look: a pair's level depends on its rounds, not the look
@@ -197,14 +206,53 @@ def test_the_line_names_each_pair_as_decided() -> None:
 
 
 def test_spending_sums_to_alpha_over_the_budget() -> None:
-    """Linear spending: each paired round spends alpha/N, the first testable one also what
-    the rounds before 3 could not; they sum to alpha, and nothing is left past the budget."""
-    levels = [spent(n, 20) for n in range(1, 21)]
-    assert levels[:2] == [0.0, 0.0]
-    assert levels[2] == pytest.approx(3 * 0.05 / 20)
-    assert levels[3:] == pytest.approx([0.05 / 20] * 17)
-    assert sum(levels) == pytest.approx(0.05)
-    assert spent(21, 20) == 0.0
+    """Linear spending over a schedule of looks: a look at 3, 4, 5, 7, 9, 12, 15, 19 and the
+    budget's 20 paired rounds, each at α·(its rounds − the last look's)/N; nothing between
+    looks, before 3 or past the budget; they sum to alpha."""
+    assert look_points(20) == (3, 4, 5, 7, 9, 12, 15, 19, 20)
+    levels = {n: spent(n, 20) for n in range(1, 22)}
+    assert levels[3] == pytest.approx(3 * 0.05 / 20)
+    assert levels[7] == pytest.approx(2 * 0.05 / 20)
+    assert levels[19] == pytest.approx(4 * 0.05 / 20)
+    assert levels[20] == pytest.approx(1 * 0.05 / 20)
+    assert [n for n, level in levels.items() if level == 0.0] == [
+        1,
+        2,
+        6,
+        8,
+        10,
+        11,
+        13,
+        14,
+        16,
+        17,
+        18,
+        21,
+    ]
+    assert sum(levels.values()) == pytest.approx(0.05)
+
+
+def test_between_looks_a_pair_keeps_its_last_looks_test() -> None:
+    """At 8 paired rounds the pair is judged on its first 7 (the look at 7): an 8th round
+    that reverses the pair changes nothing until the look at 9."""
+    rng = np.random.default_rng(7)
+    a = {r: 1000 * math.exp(rng.normal(0.0, 0.05)) for r in range(1, 10)}
+    b = {r: v * 0.8 * math.exp(rng.normal(0.0, 0.03)) for r, v in a.items()}
+
+    def upto(last: int) -> dict[str, dict[int, float]]:
+        return {
+            "a": {r: v for r, v in a.items() if r <= last},
+            "b": {r: v for r, v in b.items() if r <= last},
+        }
+
+    at7 = judge(upto(7), look=7, max_looks=20)
+    b[8] = a[8] * 1.3  # b ahead in round 8 alone
+    at8 = judge(upto(8), look=8, max_looks=20)
+    assert at8.ranking == at7.ranking == ("a", "b")
+    assert at8.pairs[0].rounds == 7 and at8.pairs[0].p == at7.pairs[0].p
+    assert at8.pairs[0].ratio == pytest.approx(at7.pairs[0].ratio)
+    at9 = judge(upto(9), look=9, max_looks=20)
+    assert at9.pairs[0].rounds == 9 and at9.pairs[0].ratio < at7.pairs[0].ratio
 
 
 def test_bad_looks_are_refused() -> None:
@@ -240,16 +288,20 @@ def test_holm_over_the_pairs_of_a_race() -> None:
 
 def test_rounds_to_decide_a_tie_at_the_observed_noise() -> None:
     """A tie (ratio 1.00) whose ln ratios vary by 0.0707 (sd 0.05 per configuration): the
-    first n at which TOST at α/n fits t·sd/√n inside ln 1.05 (checked here with the t
-    quantile at n and n − 1); at half the noise far fewer; a decided pair needs none."""
+    first n at which TOST at the last look's level of a budget of n rounds (α times that
+    look's share of the n rounds) fits t·sd/√n inside ln 1.05 (checked here with the t
+    quantile at n and at every smaller n); at half the noise far fewer; a decided pair needs
+    none."""
     tie = Pair("a", "b", 1.0, None, None, "undecided", 5, None, sd=0.0707)
     n = rounds_to_decide(tie)
     assert n is not None
 
     def fits(k: int) -> bool:
-        return t_dist.ppf(1 - 0.05 / k, k - 1) * 0.0707 / math.sqrt(k) < math.log(1.05)
+        points = look_points(k)
+        level = 0.05 * (points[-1] - points[-2]) / k
+        return t_dist.ppf(1 - level, k - 1) * 0.0707 / math.sqrt(k) < math.log(1.05)
 
-    assert fits(n) and not fits(n - 1)
+    assert fits(n) and not any(fits(k) for k in range(5, n))
     quieter = rounds_to_decide(Pair("a", "b", 1.0, None, None, "undecided", 5, None, sd=0.035))
     assert quieter is not None and quieter < n / 2
     decided = Pair("a", "b", 1.3, 1.2, 1.4, "separated", 5, 0.001, sd=0.05)

@@ -278,7 +278,7 @@ MUTANTS += (
         (("test_a_configuration_raced_against_itself_is_separated_in_at_most_5_percent", {}),),
         replace=(
             (
-                "return alpha * (MIN_ROUNDS if rounds == MIN_ROUNDS else 1) / total",
+                "return alpha * (rounds - before) / points[-1]",
                 "return alpha",
             ),
         ),
@@ -289,8 +289,8 @@ MUTANTS += (
         (("test_pairing_removes_the_rounds_shared_effect", {}),),
         replace=(
             (
-                "[logs[better][r] - logs[worse][r] for r in common]",
-                "[logs[better][r] - logs[worse][s] for r, s in zip(common, common[::-1])]",
+                "[logs[better][r] - logs[worse][r] for r in used]",
+                "[logs[better][r] - logs[worse][s] for r, s in zip(used, used[::-1])]",
             ),
         ),
         target="decision",

@@ -7,7 +7,8 @@ import subprocess
 import pytest
 
 from bench import cli
-from bench.core import scenario, variables
+from bench.cli.options import options_from
+from bench.core import defaults, scenario, variables
 from bench.core.registry import ROOT, server_ids
 
 # make target -> the `python -m bench` command its recipe runs
@@ -192,3 +193,23 @@ def test_the_declared_choices_are_the_harness_choices() -> None:
     assert tuple(export.FORMATS) == variables.FORMATS
     assert plan.PROXIES == variables.PROXIES and plan.NETWORKS == variables.NETWORKS
     assert set(variables.USER_RUNTIMES) < set(plan.RUNTIMES)
+
+
+@pytest.mark.parametrize(
+    ("env", "duration"),
+    [
+        ({"TRIALS": "auto"}, defaults.RACE_DURATION_S),  # a race: shorter trials, more rounds
+        ({"TRIALS": "auto", "DURATION": str(defaults.DURATION_S)}, defaults.DURATION_S),
+        ({"TRIALS": "auto", "DURATION": "7"}, 7),
+        ({"TRIALS": "3"}, defaults.DURATION_S),
+        ({}, defaults.DURATION_S),
+    ],
+)
+def test_trials_auto_races_short_trials_unless_duration_is_set(
+    env: dict[str, str], duration: int
+) -> None:
+    """TRIALS=auto without DURATION runs trials of RACE_DURATION_S; a DURATION the user set,
+    even to the default's value, is kept; fixed trials keep the default."""
+    args = cli.build_parser().parse_args(["run", "--from-env"])
+    cli.from_env(args, {"SERVER": "granian,uvicorn", **env})
+    assert options_from(args).duration_s == duration
