@@ -96,8 +96,13 @@ from pathlib import Path
 #    round, start, warmup, design {rounds, starts, runs}} (make noise runs only);
 #    metadata.trials_auto gained margin and max_looks (the race's equivalence margin and the
 #    rounds its error is spent over; null with one server).
-FORMAT_VERSION = 10
-KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+# 11: (2026-11, issue 31) metadata.tuned: on make bench's runs, the answer file of make tune
+#    (relative to RESULTS, e.g. tuned/<machine>/granian_db_c50.json) whose configuration the
+#    server was started with, null: the declared configuration (absent before 11: declared);
+#    metadata.tune {objective (rps or p99)}: the runs of make tune's search, each
+#    configuration's knobs in `knobs`.
+FORMAT_VERSION = 11
+KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
 STATUSES = ("ok", "failed", "unsupported")
 UNSUPPORTED = ("scenario", "reload", "recycle", "emulation")
 # Before format 6: the reason's opening words (bench/harness/run.py wrote them) -> the code.

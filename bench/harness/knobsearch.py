@@ -183,7 +183,11 @@ class Search:
         self.rng.shuffle(order)
         self.round_no += 1
         before = self.elapsed()
-        measured = self.measure(order, self.round_no)
+        try:
+            measured = self.measure(order, self.round_no)
+        except Stopped as exc:  # the stack died under the round
+            self.why = str(exc)
+            raise
         self.per_config_s = (self.elapsed() - before) / max(1, len(order))
         for config in order:
             got = measured.get(config)
