@@ -210,6 +210,13 @@ class Search:
             max_looks=self.settings.max_looks,
         )
 
+    def testable(self, standing: decision.Standing) -> bool:
+        """Whether a round can still decide a pair: an undecided one has paired rounds left
+        in the looks (past them its test spends nothing: bench.report.decision.spent)."""
+        return any(
+            p.state == "undecided" and p.rounds < self.settings.max_looks for p in standing.pairs
+        )
+
     def race(self, configs: list[Config], what: str) -> decision.Standing:
         """Rounds of the configurations still racing until each pair is decided, the looks
         run out or the budget would; the progress line after each round."""
@@ -217,7 +224,7 @@ class Search:
         racing = [c for c in configs if c not in self.out]
         standing = self.standing(configs)
         for _ in range(self.settings.max_looks):
-            if len(racing) < 2 or standing.done:
+            if len(racing) < 2 or standing.done or not self.testable(standing):
                 break
             self.run_round(racing)
             standing = self.standing(configs)

@@ -134,3 +134,21 @@ def test_unordered_knobs_race_in_the_final() -> None:
     answer = run(Machine(truth), space=space)
     assert answer.best == config_of({"workers": 4, "threads": 8, "backlog": 1024})
     assert answer.entry(config_of({"workers": 4, "threads": 8, "backlog": 64})).rounds >= 3
+
+
+def test_an_undecided_pair_stops_at_the_looks_and_says_limit() -> None:
+    """Two values 3 % apart under 20 % noise: the climb's race runs out of looks, the next
+    value stays a candidate, the final race does not rerun what cannot be decided any more."""
+
+    def close(config):
+        return {4: 1000.0, 8: 1030.0}[dict(config)["threads"]]
+
+    space = Space({"threads": (4, 8)}, ("threads",), {"threads": 4})
+    machine = Machine(close, sd=0.2)
+    settings = Settings(0.05, True, 100_000.0, max_looks=5, seed=3)
+    answer = knobsearch.search(
+        space, machine.measure, settings, lambda _: None, lambda: machine.clock
+    )
+    assert answer.why == "limit" and not answer.decided
+    assert len(machine.rounds) == 5
+    assert {e.state for e in answer.entries} == {"best", "undecided"}
