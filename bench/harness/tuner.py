@@ -48,7 +48,8 @@ def space_for(
         for knob, raw in lists.items()
     }
     ordered = tuple(k for k in spec.knobs if k in values and spec.knobs[k].ordered)
-    return Space(values, ordered, {k: declared[k] for k in values})
+    # a knob the site does not resolve starts at its first value
+    return Space(values, ordered, {k: declared.get(k, values[k][0]) for k in values})
 
 
 def measured_of(records: list[Record], objective: str, memory: int | None) -> Measured:
@@ -133,7 +134,8 @@ def tune_server(
     )
     if answer.entry(answer.best).figure is None:
         return None
-    return answer_data(opts, space, answer, started, (run.clock() - clock) / 60)
+    resolved = h.site.knobs(spec, dict(answer.recommended))
+    return answer_data(opts, space, answer, started, (run.clock() - clock) / 60, resolved)
 
 
 def _entry(entry: knobsearch.Entry) -> dict[str, object]:
@@ -152,12 +154,19 @@ def _entry(entry: knobsearch.Entry) -> dict[str, object]:
 
 
 def answer_data(
-    opts: plan.Options, space: Space, answer: knobsearch.Answer, started: str, minutes: float
+    opts: plan.Options,
+    space: Space,
+    answer: knobsearch.Answer,
+    started: str,
+    minutes: float,
+    resolved: dict[str, int],
 ) -> dict[str, object]:
-    """The answer file's content."""
+    """The answer file's content (`resolved`: every knob of the recommended configuration,
+    the searched ones and the declared rest, as the server is started)."""
     server, scenario, conc = opts.servers[0], opts.scenarios[0], opts.concurrency[0]
     recommended = _entry(answer.entry(answer.recommended))
-    recommended["paste"] = tuned.paste(server, scenario, conc, dict(answer.recommended))
+    recommended["resolved"] = resolved
+    recommended["paste"] = tuned.paste(server, scenario, conc, dict(answer.recommended), resolved)
     host = host_metadata()
     objective = str(opts.study.meta["tune"]["objective"])  # type: ignore[index]
     return {
@@ -217,9 +226,15 @@ def _point(opts: plan.Options) -> tuple[str, int]:
     return opts.scenarios[0], opts.concurrency[0]
 
 
-def execute(opts: plan.Options, knobs_given: dict | None, objective: str, sections=None) -> int:
+def execute(
+    opts: plan.Options,
+    knobs_given: dict | None,
+    objective: str,
+    sections=None,
+    harness: run.HarnessFactory = run.make_harness,
+) -> int:
     """make tune: the searches under the machine's lock, summary.md rebuilt, the answers on
-    stdout."""
+    stdout (`harness`: the site and load tool; the tests pass fakes)."""
     meta = {**opts.study.meta, "tune": {"objective": objective}}
     opts = replace(opts, study=replace(opts.study, meta=meta))
     assert opts.precision is not None
@@ -227,7 +242,7 @@ def execute(opts: plan.Options, knobs_given: dict | None, objective: str, sectio
     said: list[str] = []
 
     def body(table, run_dir: Path) -> int:
-        h = run.make_harness(opts, [opts], table, run_dir, progress)
+        h = harness(opts, [opts], table, run_dir, progress)
         return tune_all(h, opts, knobs_given, said)
 
     status = run.interruptible(

@@ -98,11 +98,14 @@ def make_line(server: str, scenario: str, conc: int, knobs: dict[str, int]) -> s
     return " ".join(parts)
 
 
-def paste(server: str, scenario: str, conc: int, knobs: dict[str, int]) -> dict[str, str]:
-    """The lines to paste: make's and the server's own command line."""
+def paste(
+    server: str, scenario: str, conc: int, knobs: dict[str, int], resolved: dict[str, int]
+) -> dict[str, str]:
+    """The lines to paste: make's (the searched knobs) and the server's own command line
+    (`resolved`: every knob as the server was started)."""
     return {
         "make": make_line(server, scenario, conc, knobs),
-        "argv": command_line(server, knobs),
+        "argv": command_line(server, {**resolved, **knobs}),
     }
 
 

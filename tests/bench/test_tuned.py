@@ -60,11 +60,13 @@ def test_the_answer_is_replaced_atomically(tmp_path: Path) -> None:
 def test_the_lines_to_paste_carry_the_knobs() -> None:
     """make's line names the knobs that have a make variable; the server's line is its
     declared argv with the knobs filled in."""
-    lines = tuned.paste("gunicorn-gthread", "db", 50, {"workers": 2, "threads": 8})
+    resolved = {"workers": 2, "threads": 8, "backlog": 2048, "timeout": 30, "keepalive": 2}
+    lines = tuned.paste("gunicorn-gthread", "db", 50, {"workers": 2, "threads": 8}, resolved)
     assert lines["make"] == (
         "make bench SERVER=gunicorn-gthread SCENARIO=db CONCURRENCY=50 THREADS=8 WORKERS=2"
     )
     assert "--workers 2" in lines["argv"] and "--threads 8" in lines["argv"]
+    assert "--backlog 2048" in lines["argv"]
 
 
 def test_the_space_comes_from_the_declaration_or_knobs() -> None:
