@@ -497,8 +497,8 @@ def _recommend(
 
 def configured_as(rec: Record) -> str:
     """Whether a run's configuration was make tune's ("tuned") or server.toml's ("declared");
-    "" for records before format 11, which do not say."""
-    if "tuned" not in rec.metadata:
+    "" for records before format 11, which do not say, and for make tune's own runs."""
+    if "tuned" not in rec.metadata or "tune" in rec.metadata:  # not make bench's, or a search's
         return ""
     return "tuned" if rec.metadata["tuned"] else "declared"
 

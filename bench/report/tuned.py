@@ -16,12 +16,12 @@ import json
 import os
 import re
 import tempfile
-from collections import defaultdict
 from pathlib import Path
 
 from bench.core import plan
 from bench.core.record import Record
 from bench.core.registry import OVERRIDABLE
+from bench.report.cells import knobs_label
 from bench.report.recommend import command_line
 
 DIR = "tuned"
@@ -147,21 +147,22 @@ def answer_lines(data: dict, path: Path) -> list[str]:
 def summary_lines(records: list[Record]) -> list[str]:
     """The summary's line on whether each configuration make bench measured was tuned (and
     from which file) or declared (records of format 11 on; empty without any)."""
-    seen: dict[tuple, set[int]] = defaultdict(set)
+    seen: set[tuple] = set()
     for rec in records:
         meta = rec.metadata
-        if "tuned" not in meta or meta.get("warmup_start") or rec.status != "ok":
+        searched = "tune" in meta  # make tune's own runs: a search, neither tuned nor declared
+        if "tuned" not in meta or searched or meta.get("warmup_start") or rec.status != "ok":
             continue
-        knobs = " ".join(f"{k}={v}" for k, v in sorted((rec.knobs or {}).items()))
-        seen[(rec.server, knobs, meta.get("tuned"))].add(rec.concurrency)
+        seen.add((rec.server, knobs_label(rec.knobs or {}), meta.get("tuned") or ""))
     if not seen:
         return []
     items = []
-    for (server, knobs, source), _ in sorted(seen.items(), key=lambda x: (x[0][0], x[0][1])):
+    for server, knobs, source in sorted(seen):
         how = f"tuned ({source})" if source else "declared"
         items.append(f"{server} {knobs}: {how}")
     return [
-        "**Configurations** (tuned: the one `make tune` found for this machine, scenario and "
-        "concurrency; declared: server.toml's, `TUNED=0` or nothing tuned): " + "; ".join(items),
+        "**Configurations** (`w` workers, `t` threads, `b` backlog; tuned: the one `make tune` "
+        "found for this machine, scenario and concurrency; declared: server.toml's, with "
+        "`TUNED=0` or nothing tuned): " + "; ".join(items),
         "",
     ]

@@ -113,4 +113,4 @@ def test_the_summary_says_tuned_or_declared() -> None:
         rec, server="uvicorn", knobs={"workers": 2}, metadata={**rec.metadata, "tuned": None}
     )
     line = tuned.summary_lines([one, other])[0]
-    assert f": tuned ({source})" in line and "uvicorn workers=2: declared" in line
+    assert f": tuned ({source})" in line and "uvicorn w2: declared" in line
