@@ -111,9 +111,9 @@ class Settings:
 
 @dataclass(frozen=True)
 class Entry:
-    """One configuration tried, against the best: its median figure and RSS, its ratio to
-    the best (best/it for req/s, it/best for a latency: > 1 means the best is better) with
-    the interval, the pair's state, and why it left."""
+    """One configuration tried, against the best: its median figure and RSS, the ratio
+    best/it on the rounds they shared (above 1 when the best serves more req/s, below 1 when
+    its p99 is lower) with its interval, the pair's state, and why it left."""
 
     config: Config
     rounds: int
