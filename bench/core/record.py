@@ -332,6 +332,10 @@ def write_record(results_dir: Path, rec: Record, raw: dict[str, str | bytes]) ->
 REFERENCE_DIR = "reference"
 
 
+# make tune's answers beside the records (bench.report.tuned): not records
+TUNED_DIR = "tuned"
+
+
 def load_records(
     results_dir: Path, with_reference: bool = False, exclude: Path | None = None
 ) -> tuple[list[Record], list[str]]:
@@ -346,8 +350,10 @@ def load_records(
         if nested is not None and path.resolve().is_relative_to(nested):
             continue
         parts = path.relative_to(results_dir).parts
-        if path.name.startswith(".tmp-") or "raw" in parts[:-1]:
-            continue  # raw outputs (oha's JSON among them) sit in raw/ beside the records
+        if path.name.startswith(".tmp-") or "raw" in parts[:-1] or parts[0] == TUNED_DIR:
+            # raw outputs (oha's JSON among them) sit in raw/ beside the records, make tune's
+            # answers in tuned/
+            continue
         if parts[0] == REFERENCE_DIR and not with_reference:
             continue
         rel = path.relative_to(results_dir)

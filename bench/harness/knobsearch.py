@@ -168,6 +168,7 @@ class Search:
     round_no: int = 0
     current: Config = ()  # where the climb stands
     kept: list[Config] = field(default_factory=list)  # candidates the climb kept
+    contender: Config | None = None  # the next value the climb is racing
     per_config_s: float = 0.0
     why: str = ""
     rng: random.Random = field(default_factory=random.Random)
@@ -238,7 +239,9 @@ class Search:
         for value in values[values.index(dict(self.current)[knob]) + 1 :]:
             current = self.current
             nxt = with_value(current, knob, value)
+            self.contender = nxt  # raced when the budget ends: still a candidate
             standing = self.race([current, nxt], f"{knob}: {label(current)} vs {value}")
+            self.contender = None
             if nxt in self.out:
                 self.left[nxt] = f"out: {self.out[nxt]}"
                 break
@@ -294,7 +297,8 @@ def search(
         for knob in space.ordered:
             state.climb(knob, space.values[knob])
     except Stopped:
-        pass
+        if state.contender is not None:
+            state.kept.append(state.contender)
     current = state.current
     finals = list(dict.fromkeys([current, *state.kept, *space.grid(current)]))
     try:

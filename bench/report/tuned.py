@@ -19,12 +19,12 @@ import tempfile
 from pathlib import Path
 
 from bench.core import plan
-from bench.core.record import Record
+from bench.core.record import TUNED_DIR, Record
 from bench.core.registry import OVERRIDABLE
 from bench.report.cells import knobs_label
 from bench.report.recommend import command_line
 
-DIR = "tuned"
+DIR = TUNED_DIR
 FORMAT = 1  # the answer file's own format (1: issue 31)
 # What a tuned configuration holds for: the same machine (identity and CPUs) and runtime.
 IDENTITY_KEYS = ("machine_id", "cpu_model", "cpus_usable")

@@ -152,3 +152,13 @@ def test_an_undecided_pair_stops_at_the_looks_and_says_limit() -> None:
     assert answer.why == "limit" and not answer.decided
     assert len(machine.rounds) == 5
     assert {e.state for e in answer.entries} == {"best", "undecided"}
+
+
+def test_a_budget_that_ends_mid_climb_names_the_leader_so_far() -> None:
+    """Two rounds of workers 1 vs 2 fit, none decides: the answer is the leader of the two
+    (workers=2, 75 % ahead), not the value the climb stood on."""
+    machine = Machine(peaked)
+    answer = run(machine, budget_s=45.0)
+    assert answer.why == "budget" and len(machine.rounds) == 2
+    assert dict(answer.best)["workers"] == 2
+    assert answer.entry(config_of({"workers": 1, "threads": 1})).state == "undecided"
