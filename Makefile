@@ -18,7 +18,7 @@ export PYWEBBENCH_REFERENCE = $(REFERENCE)
 override PYWEBBENCH_CMDLINE := $(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
 export PYWEBBENCH_CMDLINE
 
-.PHONY: precheck images help setup bench capacity serve overhead noise soak study report compare export test lint format lock compose-up compose-bench compose-down
+.PHONY: precheck images help setup bench capacity serve overhead noise tune soak study report compare export test lint format lock compose-up compose-bench compose-down
 
 help: precheck ## list targets, variables, scenarios, studies and servers
 	@echo "Targets:"
@@ -38,6 +38,7 @@ capacity: override CHECK := capacity
 serve: override CHECK := serve
 overhead: override CHECK := overhead
 noise: override CHECK := noise
+tune: override CHECK := tune
 study: override CHECK := study
 compare: override CHECK := compare
 soak: override CHECK := soak
@@ -74,6 +75,9 @@ overhead: setup ## harness req/s vs bare wrk, alternated (SERVER SCENARIO CONCUR
 
 noise: setup ## this machine's noise: one server in ROUNDS x STARTS x RUNS, variance components, the A/A race
 	$(PY) -m bench noise --from-env
+
+tune: setup ## race each server's knobs at one point (SERVER SCENARIO CONCURRENCY KNOBS OBJECTIVE BUDGET); make bench then uses the best
+	$(PY) -m bench tune --from-env
 
 # Open-loop study arms and the load-balancer studies (namespace = true in studies/) drive oha.
 study: export OHA := 1

@@ -101,7 +101,8 @@ def check_directories(command: str, given: Mapping[str, str]) -> None:
 def check_plan(command: str, given: Mapping[str, str], values: Mapping[str, object]) -> None:
     """A plan in which something can run: a scenario the load tool drives, and a server that
     serves one of the scenarios (SERVER=nginx-static SCENARIO=db holds nothing)."""
-    if command not in ("run", "capacity", "soak", "serve", "overhead", "noise") or given.get("APP"):
+    planned = ("run", "capacity", "soak", "serve", "overhead", "noise", "tune")
+    if command not in planned or given.get("APP"):
         return
     scenarios = values.get("SCENARIO")
     load = str(values.get("LOAD") or variables.default_load())

@@ -151,6 +151,10 @@ class FakeSite:
         """No stack logs."""
         return {}
 
+    def cpus(self) -> int:
+        """Two CPUs, whatever this machine has."""
+        return 2
+
     def knobs(self, spec: ServerSpec, overrides: dict[str, int]) -> dict[str, int]:
         """A fixed worker count."""
         return {"workers": 2, **overrides}

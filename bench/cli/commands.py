@@ -23,9 +23,11 @@ from bench.cli.options import (
     study_arms_from,
     study_names,
     study_names_from,
+    tune_options,
     with_app,
     with_objective,
     with_soak,
+    with_tuned,
 )
 from bench.core import plan, scenario
 from bench.core.registry import load_all, server_ids
@@ -175,7 +177,7 @@ def do_study(args: argparse.Namespace) -> int:
 
 def do_run(args: argparse.Namespace) -> int:
     """`make bench`: verify and measure; 0 all runs ok, 1 some failed."""
-    return _execute(with_app(options_from(args)))
+    return _execute(with_tuned(with_app(options_from(args)), getattr(args, "tuned", None)))
 
 
 def do_serve(args: argparse.Namespace) -> int:
@@ -232,6 +234,17 @@ def do_noise(args: argparse.Namespace) -> int:
     return status
 
 
+def do_tune(args: argparse.Namespace) -> int:
+    """`make tune`: each server's knobs raced at one point; the answers on stdout and in
+    RESULTS/tuned/ (one SCENARIO and CONCURRENCY, no TRIALS or hand-set knobs: make tune's
+    declared command rules)."""
+    from bench.harness import tuner
+
+    options, knobs, objective = tune_options(args)
+    docker_ready(options)
+    return tuner.execute(options, knobs, objective, _sections(options.results))
+
+
 def _execute(options: plan.Options) -> int:
     from bench.harness import run
 
@@ -273,6 +286,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "export": lambda args: export_points(args.format, args.results),
     "overhead": lambda args: do_overhead(args),
     "noise": do_noise,
+    "tune": do_tune,
 }
 
 

@@ -254,7 +254,7 @@ def validate_precision(args: argparse.Namespace) -> dict[str, object]:
     trials, minutes = validate_trials(args.trials, getattr(args, "trials_budget", None))
     if trials is not None:
         return {"trials": trials}
-    if getattr(args, "command", "run") != "run":
+    if getattr(args, "command", "run") not in ("run", "tune"):
         raise UsageError(
             f"TRIALS=auto applies to make bench; valid here: TRIALS=<1..{defaults.AUTO_MAX_TRIALS}>"
         )
@@ -385,6 +385,45 @@ def noise_options(args: argparse.Namespace) -> tuple[plan.Options, Design]:
         validate_int("runs", args.runs),
     )
     return options, design
+
+
+def tune_options(args: argparse.Namespace) -> tuple[plan.Options, dict | None, str]:
+    """make tune's variables -> the run options (TRIALS=auto: its BUDGET and MARGIN; every
+    other run variable at its default; make tune's declared command rules), KNOBS parsed
+    (None: each server.toml's tune lists) and the objective."""
+    run = argparse.Namespace(**{**vars(build_parser().parse_args(["run"])), **vars(args)})
+    options = options_from(run)
+    knobs = variables.parse_knobs(args.knobs) if args.knobs else None
+    objective = variables.BY_NAME["OBJECTIVE"].parse(args.objective)
+    return options, knobs, str(objective)
+
+
+def with_tuned(options: plan.Options, raw: str | None) -> plan.Options:
+    """make bench: each server's tuned configuration for this machine, point and runtime
+    (bench.report.tuned), unless TUNED=0, a knob is set by hand, or the plan holds more
+    than one scenario or concurrency (a tuned configuration holds for one point)."""
+    from bench.host.metadata import host_metadata
+    from bench.report import tuned
+
+    one_point = len(options.scenarios) == 1 and len(options.concurrency) == 1
+    wanted = validate_switch("tuned", raw or "1") and not options.overrides
+    if not wanted or options.target or options.rates or options.app or not one_point:
+        return options
+    host, found = host_metadata(), {}
+    for server in options.servers:
+        hit = tuned.find(
+            options.results,
+            host,
+            server,
+            options.scenarios[0],
+            options.concurrency[0],
+            tuned.runtime_of(options),
+        )
+        if hit is not None:
+            path, knobs = hit
+            found[server] = (str(path.relative_to(options.results)), knobs)
+            print(f"bench: {server}: tuned {knobs} ({path}; TUNED=0: declared)", file=sys.stderr)
+    return dataclasses.replace(options, tuned=found)
 
 
 def overhead_options(args: argparse.Namespace) -> tuple[plan.Options, int, bool]:

@@ -66,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     for variable in for_command("noise"):
         noise.add_argument(variable.option, default=variable.unset)
     noise.set_defaults(**dests(command_defaults("noise")))
+    tune = sub.add_parser("tune", help="each server's knobs raced at one point: the best to paste")
+    for variable in for_command("tune"):
+        tune.add_argument(variable.option, default=variable.unset)
+    tune.set_defaults(**dests(command_defaults("tune")))
     for command, about in (
         ("report", "rebuild summary.md from the records"),
         ("compare", "two result sets side by side (BASE, HEAD)"),

@@ -153,6 +153,9 @@ class Options:
     margin: float = defaults.AUTO_MARGIN_PCT / 100
     # WAIT=: a second harness waits for the machine-wide lock (False: refuses at once)
     wait: bool = True
+    # TUNED=1 (make bench): server -> (its answer file under RESULTS, the knobs make tune
+    # found for this machine and point); empty: every server as declared
+    tuned: dict[str, tuple[str, dict[str, int]]] = field(default_factory=dict)
     study: StudySettings = StudySettings()
     mode: Mode = Mode()
 

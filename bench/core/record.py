@@ -96,8 +96,13 @@ from pathlib import Path
 #    round, start, warmup, design {rounds, starts, runs}} (make noise runs only);
 #    metadata.trials_auto gained margin and max_looks (the race's equivalence margin and the
 #    rounds its error is spent over; null with one server).
-FORMAT_VERSION = 10
-KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+# 11: (2026-11, issue 31) metadata.tuned: on make bench's runs, the answer file of make tune
+#    (relative to RESULTS, e.g. tuned/<machine>/granian_db_c50.json) whose configuration the
+#    server was started with, null: the declared configuration (absent before 11: declared);
+#    metadata.tune {objective (rps or p99)}: the runs of make tune's search, each
+#    configuration's knobs in `knobs`.
+FORMAT_VERSION = 11
+KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
 STATUSES = ("ok", "failed", "unsupported")
 UNSUPPORTED = ("scenario", "reload", "recycle", "emulation")
 # Before format 6: the reason's opening words (bench/harness/run.py wrote them) -> the code.
@@ -327,6 +332,10 @@ def write_record(results_dir: Path, rec: Record, raw: dict[str, str | bytes]) ->
 REFERENCE_DIR = "reference"
 
 
+# make tune's answers beside the records (bench.report.tuned): not records
+TUNED_DIR = "tuned"
+
+
 def load_records(
     results_dir: Path, with_reference: bool = False, exclude: Path | None = None
 ) -> tuple[list[Record], list[str]]:
@@ -341,8 +350,10 @@ def load_records(
         if nested is not None and path.resolve().is_relative_to(nested):
             continue
         parts = path.relative_to(results_dir).parts
-        if path.name.startswith(".tmp-") or "raw" in parts[:-1]:
-            continue  # raw outputs (oha's JSON among them) sit in raw/ beside the records
+        if path.name.startswith(".tmp-") or "raw" in parts[:-1] or parts[0] == TUNED_DIR:
+            # raw outputs (oha's JSON among them) sit in raw/ beside the records, make tune's
+            # answers in tuned/
+            continue
         if parts[0] == REFERENCE_DIR and not with_reference:
             continue
         rel = path.relative_to(results_dir)

@@ -41,7 +41,9 @@ TOP_TYPES: dict[str, type] = {
 }
 TOP_KEYS = set(TOP_TYPES)
 _TYPE_NAMES = {str: "a string", list: "a list", dict: "a table"}
-KNOB_KEYS = {"default", "server_default", "why"}
+KNOB_KEYS = {"default", "server_default", "why", "tune", "ordered", "tune_why"}
+# A search-space value (`tune = [...]`): a whole number, "cpus" or "<k>*cpus" (k CPUs' worth).
+CPUS_VALUE = re.compile(r"^(?:(\d+)\*)?cpus$")
 ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 
@@ -57,6 +59,11 @@ class Knob:
     default: int | str
     server_default: int | str | None
     why: str | None
+    # make tune's search space (bench.harness.knobsearch): the values tried, whether they are
+    # ordered (searched upwards one at a time until the figure stops improving) and why.
+    tune: tuple[int | str, ...] = ()
+    ordered: bool = False
+    tune_why: str | None = None
 
 
 @dataclass(frozen=True)
@@ -120,7 +127,50 @@ def validate_knob(path: Path, name: str, raw: object) -> Knob:
             f"{path}: [knobs.{name}] default {default!r} differs from the server's "
             f"default {server_default!r}: add why = '...'"
         )
-    return Knob(name, default, server_default, why)
+    tune, ordered, tune_why = validate_tune(path, name, raw)
+    return Knob(name, default, server_default, why, tune, ordered, tune_why)
+
+
+def validate_tune(
+    path: Path, name: str, raw: dict
+) -> tuple[tuple[int | str, ...], bool, str | None]:
+    """A knob's search space: `tune` a non-empty list of whole numbers, "cpus" or "<k>*cpus",
+    `ordered` a boolean, `tune_why` saying why these values (required with `tune`)."""
+    tune = raw.get("tune")
+    if tune is None:
+        if "ordered" in raw or "tune_why" in raw:
+            raise DeclarationError(f"{path}: [knobs.{name}] ordered/tune_why need tune = [...]")
+        return (), False, None
+    good = (
+        isinstance(tune, list)
+        and tune
+        and all(
+            (isinstance(v, int) and not isinstance(v, bool) and v > 0)
+            or (isinstance(v, str) and CPUS_VALUE.match(v))
+            for v in tune
+        )
+    )
+    if not good:
+        raise DeclarationError(
+            f"{path}: [knobs.{name}] tune must be a list of positive integers, 'cpus' or "
+            f"'<k>*cpus', got {tune!r}"
+        )
+    ordered = raw.get("ordered", False)
+    if not isinstance(ordered, bool):
+        raise DeclarationError(f"{path}: [knobs.{name}] ordered must be true or false")
+    why = raw.get("tune_why")
+    if not (isinstance(why, str) and why.strip()):
+        raise DeclarationError(f"{path}: [knobs.{name}] tune needs tune_why = '...'")
+    return tuple(tune), ordered, why.strip()
+
+
+def tune_value(value: int | str, cpus: int) -> int:
+    """One search-space value on a machine whose server may use `cpus` CPUs."""
+    if isinstance(value, int):
+        return value
+    match = CPUS_VALUE.match(value)
+    assert match is not None, value
+    return int(match.group(1) or 1) * cpus
 
 
 def _check_top_level(path: Path, data: dict) -> None:

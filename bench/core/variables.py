@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.core import defaults, scenario, studyfile
-from bench.core.registry import ROOT, server_ids
+from bench.core.registry import CPUS_VALUE, ROOT, load_all, server_ids
 from bench.core.validate import (
     UsageError,
     validate_choice,
@@ -44,11 +44,13 @@ RUN = ("run", "capacity", "soak")
 SERVE = (*RUN, "serve")
 # make noise (python -m bench noise) takes these of make bench's, with defaults of its own.
 NOISE = "noise"
+# make tune (python -m bench tune) takes these of make bench's, with KNOBS and OBJECTIVE.
+TUNE = "tune"
 KINDS = ("int", "switch")
 # Every command `python -m bench` runs for a make target, and the targets that run none (their
 # variables still checked: an unknown one or an injection is refused there too).
 COMMANDS = ("run", "capacity", "soak", "serve", "overhead", "study", "report", "compare")
-COMMANDS += ("export", "images", NOISE)
+COMMANDS += ("export", "images", NOISE, TUNE)
 # Values a user may give that the harness takes from elsewhere: RUNTIME=compose is make
 # compose-bench's own (the servers in its containers), never a user's choice.
 USER_RUNTIMES = ("native", "docker")
@@ -56,6 +58,12 @@ PROXIES = ("none", "nginx", "alb")
 NETWORKS = ("host", "bridge")
 LIFECYCLES = ("reload",)  # bench.observe.lifecycle.EVENTS
 FORMATS = ("csv", "json")  # bench.report.export.FORMATS
+# OBJECTIVE= of make tune: closed-loop req/s (higher is better) or p99 (lower is better);
+# capacity is declared so that it is refused with its reason, not as an unknown value.
+OBJECTIVES = ("rps", "p99", "capacity")
+# KNOBS=: "workers=1,2,4 threads=1,2,4,8": a knob's name, then its values (whole numbers,
+# "cpus" or "<k>*cpus", as server.toml's tune lists)
+KNOB_ITEM = re.compile(r"([a-z_]+)=([0-9a-z*,]+)")
 ARCHES = {"amd64": "amd64", "x86_64": "amd64", "arm64": "arm64", "aarch64": "arm64"}
 APP_KINDS = ("wsgi", "asgi")  # bench.core.app.KINDS
 # MACHINE=: a label in records and file names
@@ -250,6 +258,30 @@ def parse_margin(raw: str) -> float:
     return validate_int("margin", raw) / 100
 
 
+def parse_knobs(raw: str) -> dict[str, tuple[str, ...]]:
+    """KNOBS: "workers=1,2,4 threads=1,2" -> {knob: values}; the values whole numbers, "cpus"
+    or "<k>*cpus" (the knob names are checked against each server's by tune_rules)."""
+    found: dict[str, tuple[str, ...]] = {}
+    example = "KNOBS='workers=1,2,4 threads=1,2,4,8'"
+    for item in raw.split():
+        match = KNOB_ITEM.fullmatch(item)
+        if match is None:
+            raise UsageError(f"KNOBS: {item!r} is not <knob>=<values>; e.g. {example}")
+        name, values = match.group(1), tuple(v for v in match.group(2).split(",") if v)
+        bad = [v for v in values if not (v.isdigit() and int(v) > 0) and not CPUS_VALUE.match(v)]
+        if bad or not values:
+            raise UsageError(
+                f"KNOBS: {name}={match.group(2)}: values are positive whole numbers, cpus or "
+                f"<k>*cpus; e.g. {example}"
+            )
+        if name in found:
+            raise UsageError(f"KNOBS names {name} twice; give each knob once")
+        found[name] = values
+    if not found:
+        raise UsageError(f"KNOBS= names no knob; e.g. {example}")
+    return found
+
+
 def parse_confirm(raw: str) -> bool:
     """CONFIRM: 1 says yes to a plan longer than a day."""
     return validate_switch("confirm", raw)
@@ -313,7 +345,7 @@ VARIABLES: tuple[Variable, ...] = (
         "SERVER",
         "server id, comma list, or all",
         defaults.SERVER,
-        (*SERVE, "overhead", "images", NOISE),
+        (*SERVE, "overhead", "images", NOISE, TUNE),
         unset=defaults.SERVER,
         parser=parse_names("SERVER", server_ids),
     ),
@@ -321,7 +353,7 @@ VARIABLES: tuple[Variable, ...] = (
         "SCENARIO",
         "comma list of the scenarios below",
         ",".join(defaults.SCENARIOS),
-        (*RUN, "overhead", NOISE),
+        (*RUN, "overhead", NOISE, TUNE),
         parser=parse_names("SCENARIO", lambda: list(scenario.SCENARIOS)),
         unless="APP",
     ),
@@ -330,14 +362,14 @@ VARIABLES: tuple[Variable, ...] = (
         "comma list of open connections; with LOAD=oha the pool the rate is sent from",
         f"{_ints(defaults.CONCURRENCY)}; with LOAD=oha: per rate",
         limits=(1, 10_000),
-        commands=(*RUN, "overhead", NOISE),
+        commands=(*RUN, "overhead", NOISE, TUNE),
         parser=parse_int_list("CONCURRENCY"),
     ),
     Variable(
         "DURATION",
         "seconds per measured run",
         f"{defaults.DURATION_S} ({defaults.RACE_DURATION_S} with TRIALS=auto)",
-        (*RUN, "study", "overhead", NOISE),
+        (*RUN, "study", "overhead", NOISE, TUNE),
         limits=(1, 86_400),  # make soak runs for hours
         field="duration_s",
         kind="int",
@@ -347,7 +379,7 @@ VARIABLES: tuple[Variable, ...] = (
         "WARMUP",
         "seconds of warmup before each measurement",
         str(defaults.WARMUP_S),
-        (*RUN, NOISE),
+        (*RUN, NOISE, TUNE),
         limits=(0, 600),
         field="warmup_s",
         kind="int",
@@ -369,18 +401,18 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "BUDGET",
         f"TRIALS=auto: minutes of rounds at most (at least {defaults.AUTO_MIN_TRIALS} trials "
-        "run whatever it says)",
+        "run whatever it says); make tune: minutes per server's search",
         str(defaults.AUTO_BUDGET_MIN),
-        ("run",),
+        ("run", TUNE),
         flag="trials-budget",
         limits=(1, 1_440),
     ),
-    Variable("ARCH", "amd64 or arm64", "this host's", (*SERVE, "images"), parser=parse_arch),
+    Variable("ARCH", "amd64 or arm64", "this host's", (*SERVE, "images", TUNE), parser=parse_arch),
     Variable(
         "RESULTS",
         "directory for records and summary.md",
         defaults.RESULTS,
-        (*RUN, "study", "report", "export", NOISE),
+        (*RUN, "study", "report", "export", NOISE, TUNE),
         unset=defaults.RESULTS,
         parser=parse_results,
     ),
@@ -404,14 +436,14 @@ VARIABLES: tuple[Variable, ...] = (
         "LOAD_THREADS",
         "wrk threads",
         "half the CPUs, at least 1",
-        (*RUN, "overhead"),
+        (*RUN, "overhead", TUNE),
         limits=(1, 64),
     ),
     Variable(
         "SEED",
         "seed for the random server order",
         "random",
-        (*RUN, "study", NOISE),
+        (*RUN, "study", NOISE, TUNE),
         limits=(0, 2**31),
     ),
     Variable(
@@ -450,7 +482,7 @@ VARIABLES: tuple[Variable, ...] = (
         "PIN",
         "1: load tool and server on separate CPUs",
         str(int(defaults.PIN)),
-        SERVE,
+        (*SERVE, TUNE),
         unset="1" if defaults.PIN else "0",
         parser=parse_switch("PIN"),
     ),
@@ -490,7 +522,7 @@ VARIABLES: tuple[Variable, ...] = (
         "RUNTIME",
         "native, or docker: the server under test in its image (make images first)",
         defaults.RUNTIME,
-        SERVE,
+        (*SERVE, TUNE),
         unset=defaults.RUNTIME,
         parser=parse_one_of("RUNTIME", lambda: USER_RUNTIMES),
     ),
@@ -498,21 +530,21 @@ VARIABLES: tuple[Variable, ...] = (
         "CPUS",
         "RUNTIME=docker: CPUs the container may use, docker's --cpus (e.g. 0.5, 1)",
         "none",
-        SERVE,
+        (*SERVE, TUNE),
         parser=validate_cpus,
     ),
     Variable(
         "MEMORY",
         "RUNTIME=docker: the container's memory limit, docker's --memory (e.g. 512m, 1g)",
         "none",
-        SERVE,
+        (*SERVE, TUNE),
         parser=validate_memory,
     ),
     Variable(
         "NETWORK",
         "RUNTIME=docker: host (the host's network) or bridge (a harness-made one, 198.19.0.0/16)",
         defaults.NETWORK,
-        SERVE,
+        (*SERVE, TUNE),
         unset=defaults.NETWORK,
         parser=parse_one_of("NETWORK", lambda: NETWORKS),
     ),
@@ -682,9 +714,10 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable(
         "MARGIN",
-        "TRIALS=auto: the equivalence margin in percent: two points closer than it are the same",
+        "TRIALS=auto and make tune: the equivalence margin in percent: two points closer than "
+        "it are the same",
         str(defaults.AUTO_MARGIN_PCT),
-        ("run",),
+        ("run", TUNE),
         limits=MARGIN_RANGE,
         unset=str(defaults.AUTO_MARGIN_PCT),
         parser=parse_margin,
@@ -693,7 +726,7 @@ VARIABLES: tuple[Variable, ...] = (
         "WAIT",
         "1: a second harness waits for the machine-wide lock; 0: it refuses at once",
         "1",
-        (*SERVE, "study", "overhead", NOISE),
+        (*SERVE, "study", "overhead", NOISE, TUNE),
         unset="1",
         parser=parse_switch("WAIT"),
     ),
@@ -704,6 +737,31 @@ VARIABLES: tuple[Variable, ...] = (
         (*RUN, "study"),
         unset="0",
         parser=parse_confirm,
+    ),
+    Variable(
+        "KNOBS",
+        "make tune: the search space, e.g. workers=1,2,4 threads=1,2,4,8 (values: whole "
+        "numbers, cpus or <k>*cpus); knobs not named stay as declared",
+        "each server.toml's tune lists",
+        (TUNE,),
+        parser=parse_knobs,
+    ),
+    Variable(
+        "OBJECTIVE",
+        "make tune: rps (closed-loop req/s, higher is better) or p99 (lower is better)",
+        defaults.TUNE_OBJECTIVE,
+        (TUNE,),
+        unset=defaults.TUNE_OBJECTIVE,
+        parser=parse_one_of("OBJECTIVE", lambda: OBJECTIVES),
+    ),
+    Variable(
+        "TUNED",
+        "1: make bench measures the configuration make tune found for this machine, scenario "
+        "and concurrency, where one exists; 0: the declared one",
+        "1",
+        ("run",),
+        unset="1",
+        parser=parse_switch("TUNED"),
     ),
     Variable(
         "NGINX_PORT",
@@ -780,6 +838,12 @@ def command_defaults(command: str) -> dict[str, str]:
             "ROUNDS": str(defaults.OVERHEAD_ROUNDS),
             "LEGACY": "0",
         }
+    if command == TUNE:  # its rounds are a race: TRIALS=auto's BUDGET and MARGIN apply
+        return {
+            "TRIALS": "auto",
+            "SCENARIO": defaults.TUNE_SCENARIO,
+            "CONCURRENCY": str(defaults.TUNE_CONCURRENCY),
+        }
     if command == NOISE:
         return {
             "SCENARIO": defaults.NOISE_SCENARIO,
@@ -838,6 +902,7 @@ def normal(name: str, raw: str) -> str:
 
 
 SWITCH_NAMES = ("KEEPALIVE", "UPSTREAM_KEEPALIVE", "PIN", "REFERENCE", "LEGACY", "WAIT", "CONFIRM")
+SWITCH_NAMES += ("TUNED",)
 _DOCKER = "the limit is the server container's"
 _NOT_DOCKER = "RUNTIME=docker starts the server in its container here"
 _TARGET = "TARGET drives a server running elsewhere"
@@ -996,6 +1061,8 @@ def command_rules(command: str, given: Mapping[str, str], values: Mapping[str, o
         raise UsageError("make overhead measures one CONCURRENCY; give one number")
     if command == NOISE:
         noise_rules(given, values)
+    if command == TUNE:
+        tune_rules(given, values)
     if command == "compare" and given.get("BASE") and given.get("BASE") == given.get("HEAD"):
         raise UsageError("BASE and HEAD are the same directory: compare two result sets")
     if command in ("run", "soak") and not values.get("CONFIRM"):
@@ -1031,6 +1098,58 @@ def noise_rules(given: Mapping[str, str], values: Mapping[str, object]) -> None:
         if len(chosen) != 1:  # type: ignore[arg-type]
             raise UsageError(
                 f"make noise measures one {name}; valid: one of {', '.join(map(str, chosen))}"  # type: ignore[call-overload]
+            )
+
+
+# What make tune does not take, and why (read from `given`, as NOISE_REFUSES).
+TUNE_REFUSES = (
+    ("TRIALS", "its rounds are a race within BUDGET (minutes per server)"),
+    ("WORKERS", "it searches the knobs: KNOBS=workers=1,2,4 names the values to try"),
+    ("THREADS", "it searches the knobs: KNOBS=threads=1,2,4 names the values to try"),
+    ("CONNECTIONS", "it searches the knobs: KNOBS=connections=100,1000 names the values to try"),
+    ("BACKLOG", "it searches the knobs: KNOBS=backlog=128,2048 names the values to try"),
+    ("RATE", "it measures closed-loop load; RATE applies to make bench"),
+    ("LOAD", "it measures with the default closed-loop tool"),
+    ("TARGET", "it starts each configuration here"),
+    ("PROXY", "it measures the server directly"),
+    ("CPU_QUOTA", "it measures a server started here without a quota (RUNTIME=docker CPUS=)"),
+    ("LIFECYCLE", "it measures a steady server; LIFECYCLE applies to make bench"),
+    ("RECYCLE", "it measures a steady server; RECYCLE applies to make bench"),
+    ("APP", "it tunes a declared server on the built-in app"),
+)
+
+
+def tune_rules(given: Mapping[str, str], values: Mapping[str, object]) -> None:
+    """make tune: none of TUNE_REFUSES; one SCENARIO and CONCURRENCY (a tuned configuration
+    holds for one point); OBJECTIVE not capacity; KNOBS naming each server's knobs; a search
+    space for each server."""
+    for name, why in TUNE_REFUSES:
+        if given.get(name, "").strip():
+            raise UsageError(f"{name}: not with make tune: {why}")
+    for name in ("SCENARIO", "CONCURRENCY"):
+        chosen = values[name]
+        if len(chosen) != 1:  # type: ignore[arg-type]
+            raise UsageError(
+                f"make tune tunes at one {name}; valid: one of {', '.join(map(str, chosen))}"  # type: ignore[call-overload]
+            )
+    if values.get("OBJECTIVE") == "capacity":
+        raise UsageError(
+            "OBJECTIVE=capacity: not supported by make tune yet (a capacity search per "
+            "configuration and round does not fit a race's rounds); valid: rps, p99"
+        )
+    specs = load_all()
+    knobs = values.get("KNOBS") or {}
+    for server in values["SERVER"]:  # type: ignore[attr-defined]
+        declared = specs[server].knobs
+        unknown = [k for k in knobs if k not in declared]  # type: ignore[union-attr]
+        if unknown:
+            raise UsageError(
+                f"KNOBS: {server} has no knob {unknown[0]}; valid: {', '.join(declared) or 'none'}"
+            )
+        if not knobs and not any(k.tune for k in declared.values()):
+            raise UsageError(
+                f"SERVER={server} declares no search space (tune = [...] in its server.toml); "
+                "give KNOBS=, e.g. KNOBS='workers=1,2,4'"
             )
 
 

@@ -56,7 +56,9 @@ def block_facts(
 ) -> tuple[ServerFacts, tuple[plan.RunSpec, ...]]:
     """The block's facts and the runs the server can serve (the others recorded unsupported;
     none left: nothing to start)."""
-    facts = ServerFacts(spec.app, h.site.knobs(spec, opts.overrides), env.meta(spec))
+    source, tuned = opts.tuned.get(spec.id, (None, {}))
+    facts = ServerFacts(spec.app, h.site.knobs(spec, {**tuned, **opts.overrides}), env.meta(spec))
+    facts.meta["tuned"] = source  # the answer file make bench measured, None: declared
     if block.warmup:
         facts.meta["warmup_start"] = True
     # RUNTIME=docker: the image and limits, in every record of the block (failed ones too).

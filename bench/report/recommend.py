@@ -83,6 +83,9 @@ class Recommendation:
     evidence: str = "–"
     checks: str = "–"
     avoid: str = "–"
+    # make bench's runs of format 11 on: "tuned" (make tune's configuration for this machine
+    # and point) or "declared" (server.toml's); "" for older records, which do not say
+    configured: str = ""
 
 
 def balancer_idle_s() -> int | None:
@@ -488,7 +491,16 @@ def _recommend(
         evidence(decision),
         checks(leader.server, [r for r in records if host_of(r) == machine], race),
         avoid(decision),
+        configured_as(leader),
     )
+
+
+def configured_as(rec: Record) -> str:
+    """Whether a run's configuration was make tune's ("tuned") or server.toml's ("declared");
+    "" for records before format 11, which do not say, and for make tune's own runs."""
+    if "tuned" not in rec.metadata or "tune" in rec.metadata:  # not make bench's, or a search's
+        return ""
+    return "tuned" if rec.metadata["tuned"] else "declared"
 
 
 def _undecided(decision: Decision) -> str:
@@ -563,6 +575,8 @@ def _row(rec: Recommendation) -> list[str]:
         if "keepalive" in rec.knobs:
             label += f" ka{rec.knobs['keepalive']}"
         run = f"**{rec.server}** {label}".strip()
+        if rec.configured:
+            run += f" ({rec.configured})"
         paste = f"`{rec.command}`"
     cells = [rec.workload, rec.deployment, run, paste, rec.evidence, rec.checks, rec.avoid]
     return [_escape(c) for c in cells]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bench.core.record import Record, load_records, replace_text, session_of
 from bench.load import is_default
-from bench.report import disturbed, precision, stability, standings, variance
+from bench.report import disturbed, precision, stability, standings, tuned, variance
 from bench.report.cells import (
     app_label,
     figure,
@@ -638,6 +638,7 @@ def render_report(
         "",
         *recommendations_section(records),
         *standings.summary_lines(records),
+        *tuned.summary_lines(records),
         *glance_section(records, [line for part in topics.values() for line in part]),
         *stability.summary_lines(stability.unstable_points(records), f"{DETAILS}/stability.md"),
         *disturbed.summary_lines(records),

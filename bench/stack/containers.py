@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.core.plan import Options
-from bench.core.registry import APPS, ServerSpec, render_argv, render_env, resolve_knobs
+from bench.core.registry import APPS, ServerSpec, render_argv, render_env
 from bench.host import docker, netns, ready
 from bench.host.container_cgroup import ContainerCgroup, ContainerCgroupError
 from bench.host.images import Image, ImageError, image_for
@@ -261,10 +261,9 @@ class ContainerSite(LocalSite):
             self.stack.upstream_host = bridge.gateway
         super().open()
 
-    def knobs(self, spec: ServerSpec, overrides: dict[str, int]) -> dict[str, int]:
+    def cpus(self) -> int:
         """ "cpus" in a declaration: the CPUs the container may use (CPUS= rounded up)."""
-        usable = container_cpus(self.limits.cpus, len(self.placement.server_cpus))
-        return resolve_knobs(spec, usable, overrides)
+        return container_cpus(self.limits.cpus, len(self.placement.server_cpus))
 
     def prepare(
         self, specs: list[ServerSpec], arch: str, say: Callable[[str], None]

@@ -254,10 +254,14 @@ class LocalSite:
                 return f"{proc.name} exited with code {code} during the run"
         return None
 
+    def cpus(self) -> int:
+        """The CPUs this server may use (its half under PIN=1): what "cpus" means in a
+        declaration."""
+        return len(self.placement.server_cpus)
+
     def knobs(self, spec: ServerSpec, overrides: dict[str, int]) -> dict[str, int]:
-        """The server's knobs; "cpus" in a declaration means the CPUs this server may use
-        (its half under PIN=1)."""
-        return resolve_knobs(spec, len(self.placement.server_cpus), overrides)
+        """The server's knobs, "cpus" in a declaration resolved by cpus()."""
+        return resolve_knobs(spec, self.cpus(), overrides)
 
     def prepare(
         self, specs: list[ServerSpec], arch: str, say: Callable[[str], None]
@@ -445,6 +449,10 @@ class RemoteSite:
     def problem(self) -> str | None:
         """Nothing of ours can break."""
         return None
+
+    def cpus(self) -> int:
+        """The server runs elsewhere: its CPUs are not known here (make tune refuses TARGET=)."""
+        return 1
 
     def knobs(self, spec: ServerSpec, overrides: dict[str, int]) -> dict[str, int]:
         """Knobs are the remote side's: none resolved here."""

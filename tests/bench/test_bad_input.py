@@ -110,6 +110,22 @@ RULES = [
     ("noise", {"LIFECYCLE": "reload"}, "LIFECYCLE: not with make noise"),
     ("noise", {"RECYCLE": "100"}, "RECYCLE: not with make noise"),
     ("noise", {"TRIALS": "auto"}, "TRIALS: not with make noise"),
+    ("tune", {"KNOBS": "workers=1,x"}, "KNOBS: workers=1,x: values are positive whole numbers"),
+    ("tune", {"KNOBS": "workers"}, "KNOBS: 'workers' is not <knob>=<values>"),
+    ("tune", {"KNOBS": "workers=1 workers=2"}, "KNOBS names workers twice"),
+    ("tune", {"SERVER": "granian", "KNOBS": "pool=1,2"}, "granian has no knob pool; valid:"),
+    ("tune", {"SERVER": "gunicorn-gevent"}, "declares no search space"),
+    ("tune", {"OBJECTIVE": "speed"}, "unknown OBJECTIVE 'speed'; valid: rps, p99, capacity"),
+    ("tune", {"OBJECTIVE": "capacity"}, "OBJECTIVE=capacity: not supported by make tune yet"),
+    ("tune", {"SCENARIO": "db,json"}, "make tune tunes at one SCENARIO"),
+    ("tune", {"CONCURRENCY": "10,50"}, "make tune tunes at one CONCURRENCY"),
+    ("tune", {"TRIALS": "5"}, "TRIALS: not with make tune"),
+    ("tune", {"WORKERS": "2"}, "WORKERS: not with make tune"),
+    ("tune", {"TARGET": "http://127.0.0.1:9"}, "TARGET: not with make tune"),
+    ("tune", {"BUDGET": "0"}, "BUDGET=0 is out of range 1..1440"),
+    ("tune", {"MARGIN": "60"}, "MARGIN=60 is out of range 1..50"),
+    ("tune", {"MEMORY": "512m"}, "MEMORY needs RUNTIME=docker"),
+    ("bench", {"TUNED": "maybe"}, "TUNED='maybe' is not a switch"),
 ]
 REQUIRED = [
     ("study", {}, "NAME is required by make study; valid: accept-queue"),
@@ -167,6 +183,7 @@ TARGETS = [
     ("compose-bench", "SERVER"),
     ("compose-down", "TRIALS"),
     ("noise", "ROUNDS"),
+    ("tune", "KNOBS"),
 ]
 INJECTIONS = [
     (target, {name: PAYLOADS[i % len(PAYLOADS)]}, "") for i, (target, name) in enumerate(TARGETS)

@@ -72,3 +72,27 @@ def test_render_argv_fills_every_placeholder() -> None:
     }
     argv = registry.render_argv(spec, fill)
     assert "127.0.0.1:1234" in argv and not any("{" in a for a in argv)
+
+
+@pytest.mark.parametrize(
+    ("knob", "message"),
+    [
+        ({"default": 1, "tune": [1, 2]}, "tune needs tune_why"),
+        ({"default": 1, "tune": [0, 2], "tune_why": "x"}, "tune must be a list of positive"),
+        ({"default": 1, "tune": ["many"], "tune_why": "x"}, "tune must be a list of positive"),
+        ({"default": 1, "tune": [1], "tune_why": "x", "ordered": "yes"}, "ordered must be"),
+        ({"default": 1, "ordered": True}, "ordered/tune_why need tune"),
+    ],
+)
+def test_a_bad_search_space_is_refused(knob: dict, message: str) -> None:
+    """make tune's space per knob: values, ordered and its why, or a DeclarationError."""
+    with pytest.raises(registry.DeclarationError, match=message):
+        registry.validate_knob(Path("server.toml"), "workers", {"server_default": 1, **knob})
+
+
+def test_a_search_space_resolves_on_this_machine() -> None:
+    """gunicorn-gthread's declared space: workers in CPUs' worth, ordered, with its why."""
+    spec = registry.load_spec(registry.SERVERS_DIR / "gunicorn-gthread" / "server.toml")
+    workers = spec.knobs["workers"]
+    assert workers.ordered and workers.tune_why
+    assert [registry.tune_value(v, 3) for v in workers.tune] == [1, 3, 6, 12]
