@@ -10,6 +10,8 @@ override PY := .bench/venv/bin/python
 export PYWEBBENCH_MACHINE = $(MACHINE)
 # REFERENCE=1: merge the shipped reference run (results/reference/) into your summary
 export PYWEBBENCH_REFERENCE = $(REFERENCE)
+# PRICE=amd64:0.0416,arm64:0.0336: req/s per dollar-hour where the summary compares machines
+export PYWEBBENCH_PRICE = $(PRICE)
 
 # No value ever reaches a shell as text: make exports the variables of its command line to the
 # environment of every recipe, and the harness reads them there (`python -m bench <command>

@@ -234,6 +234,40 @@ def parse_machine(raw: str) -> str:
     return raw.strip()
 
 
+def parse_price(raw: str) -> dict[str, float]:
+    """PRICE: `<arch or machine label>:<dollars per hour>`, comma-separated -> {name: price};
+    an arch's other spelling (x86_64, aarch64) is its name (amd64, arm64)."""
+    prices: dict[str, float] = {}
+    for item in raw.split(","):
+        name, _, value = item.strip().partition(":")
+        try:
+            price = float(value)
+        except ValueError:
+            price = -1.0
+        if not MACHINE_LABEL.fullmatch(name) or not 0 < price < 1e6 or name in prices:
+            raise UsageError(
+                f"PRICE={raw!r}: give <arch or MACHINE label>:<dollars per hour>, each once, "
+                f"comma-separated (e.g. PRICE=amd64:0.0416,arm64:0.0336); arches: "
+                f"{', '.join(sorted(set(ARCHES.values())))}"
+            )
+        prices[ARCHES.get(name.lower(), name)] = price
+    return prices
+
+
+# HOST=: ssh's destination, [user@]host; never an option (a leading '-') nor a command
+SSH_HOST = re.compile(r"([a-z_][a-z0-9_.-]{0,31}@)?([A-Za-z0-9][A-Za-z0-9.-]{0,252}|\[[0-9A-Fa-f:.]+\])")
+
+
+def parse_host(raw: str) -> str:
+    """HOST: [user@]host, a name or an address (IPv6 in brackets)."""
+    if not SSH_HOST.fullmatch(raw.strip()):
+        raise UsageError(
+            f"HOST={raw!r}: give the machine ssh reaches as [user@]host (e.g. HOST=admin@10.0.0.7, "
+            "HOST=graviton from ~/.ssh/config)"
+        )
+    return raw.strip()
+
+
 def parse_text(name: str) -> Callable[[str], str]:
     """Free text of one line (a path, a module): the harness reads what it names."""
 
@@ -643,6 +677,22 @@ VARIABLES: tuple[Variable, ...] = (
         parser=parse_one_of("REFERENCE", lambda: ("0", "1")),
     ),
     Variable(
+        "PRICE",
+        "dollars per hour per arch or MACHINE label (amd64:0.0416,arm64:0.0336): req/s per "
+        "dollar-hour in Machines compared",
+        "none",
+        (),
+        parser=parse_price,
+    ),
+    Variable(
+        "HOST",
+        "make remote: [user@]host ssh reaches without a prompt (BatchMode), where make bench runs",
+        "none",
+        ("remote",),
+        parser=parse_host,
+        required_by=("remote",),
+    ),
+    Variable(
         "MACHINE",
         "a label for this machine in records and summaries",
         "hostname + identity",
@@ -1050,7 +1100,7 @@ def _valid(variable: Variable) -> str:
 def check(command: str, given: Mapping[str, str]) -> dict[str, object]:
     """Every variable `command` takes, parsed by its declaration, then the rules between them
     and the command's own: the parsed effective values, or UsageError on the first problem."""
-    taken = {v.name for v in for_command(command)} | {"MACHINE", "REFERENCE"}
+    taken = {v.name for v in for_command(command)} | {"MACHINE", "REFERENCE", "PRICE"}
     values: dict[str, object] = {}
     eff = effective(command, given)
     for name, raw in eff.items():
