@@ -20,7 +20,7 @@ export PYWEBBENCH_PRICE = $(PRICE)
 override PYWEBBENCH_CMDLINE := $(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
 export PYWEBBENCH_CMDLINE
 
-.PHONY: precheck images help setup bench capacity serve overhead noise soak study report compare export test lint format lock compose-up compose-bench compose-down
+.PHONY: precheck images help setup bench remote capacity serve overhead noise soak study report compare export test lint format lock compose-up compose-bench compose-down
 
 help: precheck ## list targets, variables, scenarios, studies and servers
 	@echo "Targets:"
@@ -46,6 +46,7 @@ soak: override CHECK := soak
 report: override CHECK := report
 export: override CHECK := export
 images: override CHECK := images
+remote: override CHECK := remote
 
 precheck:
 	@bash bench/require-python.sh
@@ -63,6 +64,10 @@ images: setup ## build the base image (debootstrap) and one image per server (SE
 
 bench: setup ## start the stack, verify, measure, write records and summary.md
 	$(PY) -m bench run --from-env
+
+# HOST is probed by the pre-check (ssh without a prompt) before set-up installs anything here.
+remote: setup ## make bench on HOST=user@host over ssh (make bench's variables); its records come back into RESULTS
+	$(PY) -m bench remote --from-env
 
 capacity: export OHA := 1
 capacity: setup ## each server's highest rate with p99 <= SLO_P99_MS (open loop, oha)

@@ -286,7 +286,7 @@ def replace_text(path: Path, text: str) -> None:
         raise
 
 
-def _write_new(path: Path, data: bytes) -> None:
+def write_new(path: Path, data: bytes) -> None:
     """Write data to path through a temp file; never replace an existing file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
@@ -315,10 +315,10 @@ def write_record(results_dir: Path, rec: Record, raw: dict[str, str | bytes]) ->
         if not text:
             continue
         raw_path = results_dir / "raw" / f"{stem}.{suffix}"
-        _write_new(raw_path, text.encode() if isinstance(text, str) else text)
+        write_new(raw_path, text.encode() if isinstance(text, str) else text)
         raw_files.append(str(raw_path.relative_to(results_dir)))
     data = {**rec.to_dict(), "raw_files": raw_files}
-    _write_new(path, (json.dumps(data, sort_keys=True, indent=2) + "\n").encode())
+    write_new(path, (json.dumps(data, sort_keys=True, indent=2) + "\n").encode())
     return path
 
 

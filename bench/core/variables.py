@@ -48,7 +48,10 @@ KINDS = ("int", "switch")
 # Every command `python -m bench` runs for a make target, and the targets that run none (their
 # variables still checked: an unknown one or an injection is refused there too).
 COMMANDS = ("run", "capacity", "soak", "serve", "overhead", "study", "report", "compare")
-COMMANDS += ("export", "images", NOISE)
+COMMANDS += ("export", "images", NOISE, "remote")
+# make remote runs make bench on another machine: make bench's variables, checked here as
+# make bench's, and its own (HOST), which stay here.
+REMOTE = "remote"
 # Values a user may give that the harness takes from elsewhere: RUNTIME=compose is make
 # compose-bench's own (the servers in its containers), never a user's choice.
 USER_RUNTIMES = ("native", "docker")
@@ -776,8 +779,11 @@ BY_NAME: dict[str, Variable] = {v.name: v for v in VARIABLES}
 
 
 def for_command(command: str) -> tuple[Variable, ...]:
-    """The variables `python -m bench <command>` takes, in declaration order."""
-    return tuple(v for v in VARIABLES if command in v.commands)
+    """The variables `python -m bench <command>` takes, in declaration order (make remote:
+    make bench's, for the other machine, and its own)."""
+    return tuple(
+        v for v in VARIABLES if command in v.commands or (command == REMOTE and "run" in v.commands)
+    )
 
 
 def help_lines(known: dict[str, str] | None = None) -> list[str]:
@@ -1097,11 +1103,16 @@ def _valid(variable: Variable) -> str:
     return f"give {variable.name}=<{variable.about.split(':')[-1].strip()}>"
 
 
+REMOTE_OWN = ("HOST",)  # make remote's own variables: never passed to the other machine
+
+
 def check(command: str, given: Mapping[str, str]) -> dict[str, object]:
     """Every variable `command` takes, parsed by its declaration, then the rules between them
     and the command's own: the parsed effective values, or UsageError on the first problem."""
     taken = {v.name for v in for_command(command)} | {"MACHINE", "REFERENCE", "PRICE"}
     values: dict[str, object] = {}
+    if command == REMOTE:
+        values |= check("run", {k: v for k, v in given.items() if k not in REMOTE_OWN})
     eff = effective(command, given)
     for name, raw in eff.items():
         variable = BY_NAME.get(name)
