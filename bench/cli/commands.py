@@ -285,7 +285,10 @@ def do_remote(args: argparse.Namespace) -> int:
             lambda path: summary.write_summary(path, _sections(path)),
         )
     except KeyboardInterrupt:
-        print("remote: interrupted; the run directory there and the temporary one here are removed", file=sys.stderr)
+        print(
+            "remote: interrupted; the run directory there and the temporary one here are removed",
+            file=sys.stderr,
+        )
         return 130
 
 

@@ -96,8 +96,11 @@ from pathlib import Path
 #    round, start, warmup, design {rounds, starts, runs}} (make noise runs only);
 #    metadata.trials_auto gained margin and max_looks (the race's equivalence margin and the
 #    rounds its error is spent over; null with one server).
-FORMAT_VERSION = 10
-KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+# 11: (2026-11, issue 35) metadata.cpu_mhz: the CPU's clock in MHz as the kernel reports it
+#    (cpufreq's maximum, else /proc/cpuinfo's `cpu MHz`; null where neither says), one of
+#    what else differs when the summary compares two machines. Older records: not recorded.
+FORMAT_VERSION = 11
+KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
 STATUSES = ("ok", "failed", "unsupported")
 UNSUPPORTED = ("scenario", "reload", "recycle", "emulation")
 # Before format 6: the reason's opening words (bench/harness/run.py wrote them) -> the code.

@@ -258,7 +258,9 @@ def parse_price(raw: str) -> dict[str, float]:
 
 
 # HOST=: ssh's destination, [user@]host; never an option (a leading '-') nor a command
-SSH_HOST = re.compile(r"([a-z_][a-z0-9_.-]{0,31}@)?([A-Za-z0-9][A-Za-z0-9.-]{0,252}|\[[0-9A-Fa-f:.]+\])")
+SSH_HOST = re.compile(
+    r"([a-z_][a-z0-9_.-]{0,31}@)?([A-Za-z0-9][A-Za-z0-9.-]{0,252}|\[[0-9A-Fa-f:.]+\])"
+)
 
 
 def parse_host(raw: str) -> str:

@@ -73,7 +73,7 @@ def fetch(host: str, run_dir: str, local_tmp: Path) -> Path:
     back = local_tmp / "back"
     back.mkdir()
     script = f"cd {shlex.quote(run_dir)}/results 2>/dev/null || exit 0; "
-    script += 'for d in ' + " ".join(BROUGHT) + '; do [ -d "$d" ] && set -- "$@" "$d"; done; '
+    script += "for d in " + " ".join(BROUGHT) + '; do [ -d "$d" ] && set -- "$@" "$d"; done; '
     script += '[ "$#" -eq 0 ] || tar -cf - "$@"'
     tar_path = local_tmp / "back.tar"
     with tar_path.open("wb") as sink:

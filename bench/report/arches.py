@@ -39,7 +39,7 @@ TITLE = "## Machines compared"
 FACTS = (
     ("CPUs", "cpus_usable"),
     ("CPU", "cpu_model"),
-    ("clock MHz", "cpu_max_mhz"),
+    ("clock MHz", "cpu_mhz"),
     ("kernel", "kernel"),
     ("Python", "python_version"),
 )
@@ -68,7 +68,10 @@ class Side:
 def _native(rec: Record) -> bool:
     """A steady native run: no emulation, no study, no experiment (bench.report.groups)."""
     return (
-        analysed(rec) and not rec.emulated and "study" not in rec.metadata and not is_experiment(rec)
+        analysed(rec)
+        and not rec.emulated
+        and "study" not in rec.metadata
+        and not is_experiment(rec)
     )
 
 
@@ -151,7 +154,10 @@ def _per_dollar(row: Row, base: Side, head: Side, prices: Mapping[str, float]) -
         missing = [s.label for s, p in ((base, base_price), (head, head_price)) if p is None]
         return f"; per $/h: no price for {', '.join(missing)}"
     rps = [estimate(rps_values(group)) for group in (row.base, row.head)]
-    per = [num(est.center / price) if est else "–" for est, price in zip(rps, (base_price, head_price))]
+    per = [
+        num(est.center / price) if est else "–"
+        for est, price in zip(rps, (base_price, head_price), strict=True)
+    ]
     return (
         f"; per $/h ({base_price:g} vs {head_price:g}): {per[0]} vs {per[1]} req/s, "
         f"{scaled(row.rps, base_price / head_price)}"
@@ -200,14 +206,16 @@ def pair_lines(base: Side, head: Side, prices: Mapping[str, float]) -> list[str]
         return [
             *lines,
             "No point measured on both yet: run the same SERVER, SCENARIO and CONCURRENCY on "
-            f"each (`make remote HOST=…` runs it on the other machine).",
+            "each (`make remote HOST=…` runs it on the other machine).",
             "",
         ]
     for workload, scenarios in WORKLOADS.items():
         rows = [r for r in comparison.rows if r.base[0].scenario in scenarios]
         if rows:
             lines.append(workload_line(workload, rows, (base, head), prices))
-    others = [r for r in comparison.rows if not any(r.base[0].scenario in s for s in WORKLOADS.values())]
+    others = [
+        r for r in comparison.rows if not any(r.base[0].scenario in s for s in WORKLOADS.values())
+    ]
     if others:
         lines.append(workload_line("other scenarios", others, (base, head), prices))
     return [*lines, ""]

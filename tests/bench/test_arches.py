@@ -40,7 +40,9 @@ def relabelled(source: Path, target: Path, **meta: object) -> None:
         (target / "records" / path.name).write_text(json.dumps(data))
 
 
-GRAVITON = dict(arch="arm64", hostname="graviton", machine_id="9e9e9e9e9e9e", cpu_model="Neoverse-N1")
+GRAVITON = dict(
+    arch="arm64", hostname="graviton", machine_id="9e9e9e9e9e9e", cpu_model="Neoverse-N1"
+)
 
 
 @pytest.fixture
@@ -111,7 +113,7 @@ def test_price_adds_req_per_dollar_hour(two_arches: Path) -> None:
 )
 def test_price_bad_syntax_refused(raw: str) -> None:
     """Every malformed PRICE in one line naming the form and the arches."""
-    with pytest.raises(UsageError, match="PRICE=.*<arch or MACHINE label>:<dollars per hour>"):
+    with pytest.raises(UsageError, match=r"PRICE=.*<arch or MACHINE label>:<dollars per hour>"):
         parse_price(raw)
 
 
@@ -163,3 +165,12 @@ def test_no_common_point_says_what_to_run(tmp_path: Path) -> None:
         path.unlink()
     lines = arches.summary_lines(load_records(tmp_path)[0])
     assert any(line.startswith("No point measured on both yet") for line in lines), lines
+
+
+def test_the_clock_is_recorded_where_the_kernel_says_it() -> None:
+    """metadata.cpu_mhz (format 11): this machine's clock as the kernel reports it, or None."""
+    from bench.host.metadata import cpu_mhz, host_metadata
+
+    mhz = cpu_mhz()
+    assert mhz is None or 100 <= mhz <= 10_000
+    assert host_metadata()["cpu_mhz"] == mhz
