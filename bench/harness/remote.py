@@ -57,7 +57,8 @@ def ship(host: str, run_dir: str, checkout: Path, local_tmp: Path, say: Say) -> 
             stdin=source,
             check=True,
         )
-    ssh.output(host, ["git", "clone", "-q", f"{run_dir}/checkout.bundle", f"{run_dir}/src"])
+    clone = ["git", "-c", "advice.detachedHead=false", "clone", "-q"]
+    ssh.output(host, [*clone, f"{run_dir}/checkout.bundle", f"{run_dir}/src"])
     return commit
 
 

@@ -48,7 +48,8 @@ LEGEND = (
     f"interval; `{SIGNIFICANT}` significant after Holm's correction over every point the two "
     f"have in common, `{NOT_SIGNIFICANT}` not, `{UNTESTABLE}` untestable (1 trial a side). "
     "p99 above 1.00× is slower. Per CPU divides by the CPUs the server could use; per $/h by "
-    "the price per hour given in PRICE=. Every common point: "
+    "the price per hour given in PRICE=. Each machine, and amd64 against arm64 point by "
+    "point: "
 )
 
 
