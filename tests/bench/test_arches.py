@@ -27,17 +27,17 @@ AA = FIXTURES / "aa"
 EMULATED = FIXTURES / "records" / "machine-a-emulated"
 
 
-def relabelled(source: Path, target: Path, **meta: object) -> None:
-    """Copy the records of `source` into `target/records`, relabelled as another machine:
+def relabelled(source: Path, results: Path, **meta: object) -> None:
+    """Copy the records of `source` into `results/records`, relabelled as another machine:
     arch and host arch from meta's `arch`, metadata keys from the rest. Figures untouched."""
-    (target / "records").mkdir(parents=True)
+    (results / "records").mkdir(parents=True, exist_ok=True)
     arch = meta.pop("arch", None)
     for path in sorted(source.glob("*.json")):
         data = json.loads(path.read_text())
         if arch:
             data["arch"] = data["host_arch"] = arch
         data["metadata"].update(meta)
-        (target / "records" / path.name).write_text(json.dumps(data))
+        (results / "records" / path.name).write_text(json.dumps(data))
 
 
 GRAVITON = dict(
@@ -49,9 +49,7 @@ GRAVITON = dict(
 def two_arches(tmp_path: Path) -> Path:
     """aa/base as measured (amd64, vm) and aa/head relabelled as an arm64 machine of 4 CPUs."""
     shutil.copytree(AA / "base", tmp_path / "records")
-    relabelled(AA / "head", tmp_path / "other", cpus_usable=4, cpu_count=4, **GRAVITON)
-    for path in (tmp_path / "other" / "records").iterdir():
-        path.rename(tmp_path / "records" / path.name)
+    relabelled(AA / "head", tmp_path, cpus_usable=4, cpu_count=4, **GRAVITON)
     return tmp_path
 
 
@@ -129,9 +127,7 @@ def test_price_spellings() -> None:
 def test_two_machines_of_one_arch(tmp_path: Path) -> None:
     """Two amd64 hosts are compared too (the comparison is between machines)."""
     shutil.copytree(AA / "base", tmp_path / "records")
-    relabelled(AA / "head", tmp_path / "b", hostname="vm2", machine_id="7a7a7a7a7a7a")
-    for path in (tmp_path / "b" / "records").iterdir():
-        path.rename(tmp_path / "records" / path.name)
+    relabelled(AA / "head", tmp_path, hostname="vm2", machine_id="7a7a7a7a7a7a")
     lines = arches.summary_lines(load_records(tmp_path)[0])
     assert lines[2].startswith("**amd64 (vm·a5ad [AMD EPYC]) vs amd64 (vm2·7a7a [AMD EPYC])**")
     # both sessions ran on one kernel and Python: nothing else differs that was recorded
@@ -145,9 +141,7 @@ def test_one_machine_and_emulated_runs_stay_out(tmp_path: Path) -> None:
     for path in EMULATED.glob("*.json"):
         shutil.copy(path, tmp_path / "records")
     assert arches.summary_lines(load_records(tmp_path)[0]) == []
-    relabelled(AA / "head", tmp_path / "b", **GRAVITON)
-    for path in (tmp_path / "b" / "records").iterdir():
-        path.rename(tmp_path / "records" / path.name)
+    relabelled(AA / "head", tmp_path, **GRAVITON)
     lines = arches.summary_lines(load_records(tmp_path)[0])
     assert lines[-2].startswith("Emulated runs (1 record(s), arm64 on amd64) are a functional")
     base, head = arches.sides(load_records(tmp_path)[0])
@@ -162,7 +156,7 @@ def test_no_common_point_says_what_to_run(tmp_path: Path) -> None:
         data = json.loads(path.read_text())
         data["concurrency"] = 7  # relabelled load: no point of base's
         (tmp_path / "records" / path.name).write_text(json.dumps(data))
-        path.unlink()
+        path.unlink()  # only the changed copy is read
     lines = arches.summary_lines(load_records(tmp_path)[0])
     assert any(line.startswith("No point measured on both yet") for line in lines), lines
 
