@@ -10,6 +10,8 @@ override PY := .bench/venv/bin/python
 export PYWEBBENCH_MACHINE = $(MACHINE)
 # REFERENCE=1: merge the shipped reference run (results/reference/) into your summary
 export PYWEBBENCH_REFERENCE = $(REFERENCE)
+# PRICE=amd64:0.0416,arm64:0.0336: req/s per dollar-hour where the summary compares machines
+export PYWEBBENCH_PRICE = $(PRICE)
 
 # No value ever reaches a shell as text: make exports the variables of its command line to the
 # environment of every recipe, and the harness reads them there (`python -m bench <command>
@@ -18,7 +20,7 @@ export PYWEBBENCH_REFERENCE = $(REFERENCE)
 override PYWEBBENCH_CMDLINE := $(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
 export PYWEBBENCH_CMDLINE
 
-.PHONY: precheck images help setup bench capacity serve overhead noise tune soak study report compare export test lint format lock compose-up compose-bench compose-down
+.PHONY: precheck images help setup bench remote capacity serve overhead noise tune soak study report compare export test lint format lock compose-up compose-bench compose-down
 
 help: precheck ## list targets, variables, scenarios, studies and servers
 	@echo "Targets:"
@@ -45,6 +47,7 @@ soak: override CHECK := soak
 report: override CHECK := report
 export: override CHECK := export
 images: override CHECK := images
+remote: override CHECK := remote
 
 precheck:
 	@bash bench/require-python.sh
@@ -62,6 +65,10 @@ images: setup ## build the base image (debootstrap) and one image per server (SE
 
 bench: setup ## start the stack, verify, measure, write records and summary.md
 	$(PY) -m bench run --from-env
+
+# HOST is probed by the pre-check (ssh without a prompt) before set-up installs anything here.
+remote: setup ## make bench on HOST=user@host over ssh (make bench's variables); its records come back into RESULTS
+	$(PY) -m bench remote --from-env
 
 capacity: export OHA := 1
 capacity: setup ## each server's highest rate with p99 <= SLO_P99_MS (open loop, oha)

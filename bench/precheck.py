@@ -24,6 +24,7 @@ from bench.core.app import AppError, parse_app
 from bench.core.registry import DeclarationError, load_all
 from bench.core.studyfile import StudyError, check_study, study_path
 from bench.core.validate import UsageError, validate_choices
+from bench.host import ssh
 from bench.report import inputs
 
 # The names given on make's command line (the Makefile sets it from $(origin)).
@@ -147,7 +148,18 @@ def check(command: str, env: Mapping[str, str], cmdline: list[str] | None = None
     check_studies(given, values)
     check_app(given)
     check_directories(command, given)
-    check_plan(command, given, values)
+    check_plan("run" if command == variables.REMOTE else command, given, values)
+    check_host(command, given)
+
+
+def check_host(command: str, given: Mapping[str, str]) -> None:
+    """make remote's HOST: ssh reaches it without a prompt, and it has what make bench
+    needs before its own set-up (bench.host.ssh.probe); said before anything starts."""
+    if command != variables.REMOTE:
+        return
+    problem = ssh.probe(given["HOST"].strip())
+    if problem is not None:
+        raise UsageError(f"HOST={given['HOST'].strip()}: {problem}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -272,6 +272,39 @@ def export_points(raw_format: str | None, raw_results: str) -> int:
     return 0
 
 
+def do_remote(args: argparse.Namespace) -> int:
+    """`make remote`: make bench on HOST over ssh, its records brought into RESULTS."""
+    from bench.cli.parser import given_options
+    from bench.core.registry import ROOT
+    from bench.core.variables import REMOTE_OWN
+    from bench.harness import remote
+    from bench.report import summary
+
+    results = validate_results(args.results)
+    # make bench's variables as the user gave them, for the other machine; RESULTS is here
+    given = {
+        name: value
+        for name, value in given_options(args).items()
+        if name not in (*REMOTE_OWN, "RESULTS")
+    }
+    if os.environ.get("PYWEBBENCH_MACHINE"):  # MACHINE=: the other machine's label
+        given["MACHINE"] = os.environ["PYWEBBENCH_MACHINE"]
+    try:
+        return remote.run(
+            args.host,
+            given,
+            results,
+            ROOT,
+            lambda path: summary.write_summary(path, _sections(path)),
+        )
+    except KeyboardInterrupt:
+        print(
+            "remote: interrupted; the run directory there and the temporary one here are removed",
+            file=sys.stderr,
+        )
+        return 130
+
+
 # subcommand -> handler; each returns the exit status or raises UsageError (exit 2).
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": do_run,
@@ -287,6 +320,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "overhead": lambda args: do_overhead(args),
     "noise": do_noise,
     "tune": do_tune,
+    "remote": do_remote,
 }
 
 

@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     for variable in for_command("tune"):
         tune.add_argument(variable.option, default=variable.unset)
     tune.set_defaults(**dests(command_defaults("tune")))
+    remote = sub.add_parser("remote", help="make bench on another machine over ssh (HOST)")
+    add_run_arguments(remote)
+    add_own_arguments(remote, "remote")
     for command, about in (
         ("report", "rebuild summary.md from the records"),
         ("compare", "two result sets side by side (BASE, HEAD)"),
@@ -118,17 +121,22 @@ def defaults_of(command: str) -> dict[str, object]:
     return vars(args)
 
 
-def declared_check(args: argparse.Namespace) -> dict[str, object]:
-    """The options the user gave (those that differ from the command's defaults), parsed and
-    held to the rules between them by their one declaration (bench/core/variables.py): the
-    rules the pre-check applied before set-up, again. make compose-bench's own
-    --runtime=compose is the command's, not a user's choice."""
+def given_options(args: argparse.Namespace) -> dict[str, str]:
+    """The options the user gave (those that differ from the command's defaults), by variable
+    name, as raw text. make compose-bench's own --runtime=compose is the command's, not a
+    user's choice."""
     defaults_ = defaults_of(args.command)
-    given = {
+    return {
         v.name: str(getattr(args, v.dest))
         for v in for_command(args.command)
         if getattr(args, v.dest, None) is not None
         and getattr(args, v.dest) != defaults_.get(v.dest)
         and not (v.name == "RUNTIME" and getattr(args, v.dest) == "compose")
     }
-    return variables.check(args.command, given)
+
+
+def declared_check(args: argparse.Namespace) -> dict[str, object]:
+    """The options the user gave, parsed and held to the rules between them by their one
+    declaration (bench/core/variables.py): the rules the pre-check applied before set-up,
+    again."""
+    return variables.check(args.command, given_options(args))

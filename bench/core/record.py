@@ -101,6 +101,9 @@ from pathlib import Path
 #    server was started with, null: the declared configuration (absent before 11: declared);
 #    metadata.tune {objective (rps or p99)}: the runs of make tune's search, each
 #    configuration's knobs in `knobs`.
+#    Also in 11 (issue 35): metadata.cpu_mhz: the CPU's clock in MHz as the kernel reports it
+#    (cpufreq's maximum, else /proc/cpuinfo's `cpu MHz`; null where neither says), one of
+#    what else differs when the summary compares two machines. Older records: not recorded.
 FORMAT_VERSION = 11
 KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
 STATUSES = ("ok", "failed", "unsupported")
@@ -291,7 +294,7 @@ def replace_text(path: Path, text: str) -> None:
         raise
 
 
-def _write_new(path: Path, data: bytes) -> None:
+def write_new(path: Path, data: bytes) -> None:
     """Write data to path through a temp file; never replace an existing file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
@@ -320,10 +323,10 @@ def write_record(results_dir: Path, rec: Record, raw: dict[str, str | bytes]) ->
         if not text:
             continue
         raw_path = results_dir / "raw" / f"{stem}.{suffix}"
-        _write_new(raw_path, text.encode() if isinstance(text, str) else text)
+        write_new(raw_path, text.encode() if isinstance(text, str) else text)
         raw_files.append(str(raw_path.relative_to(results_dir)))
     data = {**rec.to_dict(), "raw_files": raw_files}
-    _write_new(path, (json.dumps(data, sort_keys=True, indent=2) + "\n").encode())
+    write_new(path, (json.dumps(data, sort_keys=True, indent=2) + "\n").encode())
     return path
 
 

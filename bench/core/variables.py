@@ -50,7 +50,10 @@ KINDS = ("int", "switch")
 # Every command `python -m bench` runs for a make target, and the targets that run none (their
 # variables still checked: an unknown one or an injection is refused there too).
 COMMANDS = ("run", "capacity", "soak", "serve", "overhead", "study", "report", "compare")
-COMMANDS += ("export", "images", NOISE, TUNE)
+COMMANDS += ("export", "images", NOISE, TUNE, "remote")
+# make remote runs make bench on another machine: make bench's variables, checked here as
+# make bench's, and its own (HOST), which stay here.
+REMOTE = "remote"
 # Values a user may give that the harness takes from elsewhere: RUNTIME=compose is make
 # compose-bench's own (the servers in its containers), never a user's choice.
 USER_RUNTIMES = ("native", "docker")
@@ -238,6 +241,42 @@ def parse_machine(raw: str) -> str:
         raise UsageError(
             f"MACHINE={raw!r}: a label of 1-40 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit"
+        )
+    return raw.strip()
+
+
+def parse_price(raw: str) -> dict[str, float]:
+    """PRICE: `<arch or machine label>:<dollars per hour>`, comma-separated -> {name: price};
+    an arch's other spelling (x86_64, aarch64) is its name (amd64, arm64)."""
+    prices: dict[str, float] = {}
+    for item in raw.split(","):
+        name, _, value = item.strip().partition(":")
+        try:
+            price = float(value)
+        except ValueError:
+            price = -1.0
+        if not MACHINE_LABEL.fullmatch(name) or not 0 < price < 1e6 or name in prices:
+            raise UsageError(
+                f"PRICE={raw!r}: give <arch or MACHINE label>:<dollars per hour>, each once, "
+                f"comma-separated (e.g. PRICE=amd64:0.0416,arm64:0.0336); arches: "
+                f"{', '.join(sorted(set(ARCHES.values())))}"
+            )
+        prices[ARCHES.get(name.lower(), name)] = price
+    return prices
+
+
+# HOST=: ssh's destination, [user@]host; never an option (a leading '-') nor a command
+SSH_HOST = re.compile(
+    r"([a-z_][a-z0-9_.-]{0,31}@)?([A-Za-z0-9][A-Za-z0-9.-]{0,252}|\[[0-9A-Fa-f:.]+\])"
+)
+
+
+def parse_host(raw: str) -> str:
+    """HOST: [user@]host, a name or an address (IPv6 in brackets)."""
+    if not SSH_HOST.fullmatch(raw.strip()):
+        raise UsageError(
+            f"HOST={raw!r}: give the machine ssh reaches as [user@]host (e.g. HOST=admin@10.0.0.7, "
+            "HOST=graviton from ~/.ssh/config)"
         )
     return raw.strip()
 
@@ -675,6 +714,22 @@ VARIABLES: tuple[Variable, ...] = (
         parser=parse_one_of("REFERENCE", lambda: ("0", "1")),
     ),
     Variable(
+        "PRICE",
+        "dollars per hour per arch or MACHINE label (amd64:0.0416,arm64:0.0336): req/s per "
+        "dollar-hour in Machines compared",
+        "none",
+        (),
+        parser=parse_price,
+    ),
+    Variable(
+        "HOST",
+        "make remote: [user@]host ssh reaches without a prompt (BatchMode), where make bench runs",
+        "none",
+        ("remote",),
+        parser=parse_host,
+        required_by=("remote",),
+    ),
+    Variable(
         "MACHINE",
         "a label for this machine in records and summaries",
         "hostname + identity",
@@ -784,8 +839,11 @@ BY_NAME: dict[str, Variable] = {v.name: v for v in VARIABLES}
 
 
 def for_command(command: str) -> tuple[Variable, ...]:
-    """The variables `python -m bench <command>` takes, in declaration order."""
-    return tuple(v for v in VARIABLES if command in v.commands)
+    """The variables `python -m bench <command>` takes, in declaration order (make remote:
+    make bench's, for the other machine, and its own)."""
+    return tuple(
+        v for v in VARIABLES if command in v.commands or (command == REMOTE and "run" in v.commands)
+    )
 
 
 def help_lines(known: dict[str, str] | None = None) -> list[str]:
@@ -1166,11 +1224,16 @@ def _valid(variable: Variable) -> str:
     return f"give {variable.name}=<{variable.about.split(':')[-1].strip()}>"
 
 
+REMOTE_OWN = ("HOST",)  # make remote's own variables: never passed to the other machine
+
+
 def check(command: str, given: Mapping[str, str]) -> dict[str, object]:
     """Every variable `command` takes, parsed by its declaration, then the rules between them
     and the command's own: the parsed effective values, or UsageError on the first problem."""
-    taken = {v.name for v in for_command(command)} | {"MACHINE", "REFERENCE"}
+    taken = {v.name for v in for_command(command)} | {"MACHINE", "REFERENCE", "PRICE"}
     values: dict[str, object] = {}
+    if command == REMOTE:
+        values |= check("run", {k: v for k, v in given.items() if k not in REMOTE_OWN})
     eff = effective(command, given)
     for name, raw in eff.items():
         variable = BY_NAME.get(name)

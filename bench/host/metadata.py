@@ -36,6 +36,24 @@ def cpu_model() -> str:
     return platform.machine()
 
 
+def cpu_mhz() -> int | None:
+    """The CPU's clock in MHz as the kernel reports it: cpufreq's maximum where the kernel has
+    cpufreq, else /proc/cpuinfo's first `cpu MHz` (x86; most VMs report the nominal clock);
+    None where neither says (an arm64 VM without cpufreq)."""
+    try:
+        khz = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text()
+        return round(int(khz) / 1000)
+    except (OSError, ValueError):
+        pass
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("cpu mhz"):
+                return round(float(line.split(":", 1)[1]))
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def os_name() -> str:
     """PRETTY_NAME from /etc/os-release."""
     try:
@@ -137,6 +155,7 @@ def host_metadata() -> dict[str, object]:
         "machine_id": machine_id(),
         "machine_label": machine_label(),
         "cpu_model": cpu_model(),
+        "cpu_mhz": cpu_mhz(),
         "cpu_count": os.cpu_count(),
         "cpus_usable": len(os.sched_getaffinity(0)),
         "kernel": platform.release(),

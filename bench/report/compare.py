@@ -66,7 +66,7 @@ def _latest(group: list[Record]) -> str:
     return max(str(r.metadata.get("started_at", "")) for r in group)
 
 
-def _sessions(records: list[Record]) -> str:
+def sessions_text(records: list[Record]) -> str:
     """The sessions of a set, oldest first: `session 1a2b3c (from 2026-11-24T01:02:23Z)`."""
     first: dict[str, tuple[str, Record]] = {}
     for rec in records:
@@ -219,8 +219,8 @@ def render(base: list[Record], head: list[Record], base_dir: str, head_dir: str)
     return [
         f"# Compare: HEAD `{head_dir}` against BASE `{base_dir}`",
         "",
-        f"- BASE machines: {_machines(base_ok)}; sessions: {_sessions(base_ok)}",
-        f"- HEAD machines: {_machines(head_ok)}; sessions: {_sessions(head_ok)}",
+        f"- BASE machines: {_machines(base_ok)}; sessions: {sessions_text(base_ok)}",
+        f"- HEAD machines: {_machines(head_ok)}; sessions: {sessions_text(head_ok)}",
         "- A point a set measured in several sessions is compared on its latest session's "
         "trials (two sessions' trials are never pooled).",
         f"- {summary_counts(comparison)}.",

@@ -15,8 +15,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.core.record import Record, load_records, replace_text, session_of
+from bench.core.variables import parse_price
 from bench.load import is_default
-from bench.report import disturbed, precision, stability, standings, tuned, variance
+from bench.report import (
+    arches,
+    disturbed,
+    precision,
+    stability,
+    standings,
+    tuned,
+    variance,
+)
 from bench.report.cells import (
     app_label,
     figure,
@@ -621,10 +630,11 @@ def render_report(
     problems: list[str],
     plots: dict[str, str] | None = None,
     topics: dict[str, list[str]] | None = None,
+    prices: dict[str, float] | None = None,
 ) -> dict[str, str]:
     """summary.md and its detail files (path relative to RESULTS -> text). `topics`: more
     detail files by topic (capacity, studies, production); At a glance takes the studies'
-    verdicts from them."""
+    verdicts from them. `prices`: dollars per hour by arch or machine (PRICE=)."""
     topics = topics or {}
     details = _details(records, problems, plots or {}, topics)
     hosts = {host_of(r) for r in records}
@@ -636,6 +646,7 @@ def render_report(
         f"from the JSON records in this directory; how figures are computed: "
         f"[method]({DETAILS}/method.md).",
         "",
+        *arches.summary_lines(records, prices),
         *recommendations_section(records),
         *standings.summary_lines(records),
         *tuned.summary_lines(records),
@@ -721,6 +732,12 @@ def plot_series(records: list[Record]) -> dict[str, dict[str, list[tuple]]]:
     return {scenario: dict(lines) for scenario, lines in series.items()}
 
 
+def price_env() -> dict[str, float]:
+    """PRICE= as the Makefile exports it (PYWEBBENCH_PRICE), parsed by its declaration."""
+    raw = os.environ.get("PYWEBBENCH_PRICE", "").strip()
+    return parse_price(raw) if raw else {}
+
+
 def write_summary(
     results_dir: Path,
     sections: Callable[[list[Record]], list[str]] | None = None,
@@ -742,7 +759,7 @@ def write_summary(
         + soak_sections(records, results_dir),
         "noise": variance.detail_lines(records),
     }
-    texts = render_report(records, problems, plots, topics)
+    texts = render_report(records, problems, plots, topics, price_env())
     for name, text in texts.items():  # summary.md first: if it cannot be written, nothing is
         (results_dir / name).parent.mkdir(exist_ok=True)
         replace_text(results_dir / name, text)

@@ -29,6 +29,7 @@ UNKNOWN = [
     ("help", {"DURATON": "5"}, "did you mean DURATION?"),
     ("test", {"PYTEST_ARG": "-x"}, "did you mean PYTEST_ARGS?"),
     ("compare", {"BASES": "a"}, "did you mean BASE?"),
+    ("remote", {"HOSTS": "a@b"}, "did you mean HOST?"),
     ("lint", {"XYZZY": "1"}, "XYZZY is not a variable; valid: SERVER"),
 ]
 EMPTY = [
@@ -76,6 +77,13 @@ VALUES = [
     ("bench", {"CONFIRM": "yes"}, "CONFIRM='yes' is not a switch"),
     ("compose-up", {"NGINX_PORT": "0"}, "NGINX_PORT=0 is out of range 1..65535"),
     ("test", {"PYTEST_ARGS": "-x\n-k"}, "PYTEST_ARGS='-x\\n-k' holds a line break"),
+    ("report", {"PRICE": "amd64"}, "PRICE='amd64': give <arch or MACHINE label>:<dollars"),
+    ("bench", {"PRICE": "amd64:cheap"}, "PRICE='amd64:cheap': give <arch or MACHINE label>"),
+    ("report", {"PRICE": "amd64:1,amd64:2"}, "each once, comma-separated"),
+    ("remote", {"HOST": "-oProxyCommand=x"}, "HOST='-oProxyCommand=x': give the machine ssh"),
+    ("remote", {"HOST": "a@b", "SERVER": "nope"}, "unknown SERVER 'nope'; valid: flask-dev"),
+    ("remote", {"HOST": "a@b", "DURATION": "0"}, "DURATION=0 is out of range 1..86400"),
+    ("remote", {"HOST": "nobody@127.0.0.1"}, "ssh cannot reach nobody@127.0.0.1 without a prompt"),
 ]
 RULES = [
     ("bench", {"CPUS": "1"}, "CPUS needs RUNTIME=docker"),
@@ -132,6 +140,7 @@ REQUIRED = [
     ("export", {}, "FORMAT is required by make export; valid: csv, json"),
     ("compare", {}, "BASE is required by make compare"),
     ("compare", {"BASE": "results/reference"}, "HEAD is required by make compare"),
+    ("remote", {}, "HOST is required by make remote"),
 ]
 FILES = [
     ("report", {"RESULTS": "/nonexistent/deeper"}, "does not exist; nothing to report"),
@@ -184,6 +193,7 @@ TARGETS = [
     ("compose-down", "TRIALS"),
     ("noise", "ROUNDS"),
     ("tune", "KNOBS"),
+    ("remote", "HOST"),
 ]
 INJECTIONS = [
     (target, {name: PAYLOADS[i % len(PAYLOADS)]}, "") for i, (target, name) in enumerate(TARGETS)

@@ -1,0 +1,56 @@
+"""make remote's local parts (bench.harness.remote, bench.host.ssh): the ssh argv, the files
+brought back into RESULTS without overwriting any, the exit status. The whole path over a real
+ssh server is tests/integration/test_remote.py."""
+
+from pathlib import Path
+
+from bench.harness import remote
+from bench.host import ssh
+
+RECORD = next((Path(__file__).parent.parent / "fixtures" / "aa" / "base").glob("*.json"))
+
+
+def test_ssh_never_prompts(monkeypatch) -> None:
+    """BatchMode and a connect timeout always; the test's ssh_config through -F; a terminal
+    only where asked; the command quoted for the shell there."""
+    monkeypatch.setenv(ssh.CONFIG_ENV, "/tmp/cfg")
+    argv = ssh.ssh_argv("u@h", ["make", "bench", "SERVER=a b"], tty=True)
+    assert argv[1:3] == ["-F", "/tmp/cfg"] and "BatchMode=yes" in argv and "-tt" in argv
+    assert argv[-2:] == ["u@h", "make bench 'SERVER=a b'"]
+    monkeypatch.delenv(ssh.CONFIG_ENV)
+    assert "-T" in ssh.ssh_argv("h", ["true"]) and "-F" not in ssh.ssh_argv("h", ["true"])
+
+
+def _back(tmp_path: Path) -> Path:
+    back = tmp_path / "back"
+    (back / "records").mkdir(parents=True)
+    (back / "raw").mkdir()
+    (back / "records" / RECORD.name).write_bytes(RECORD.read_bytes())
+    (back / "raw" / "x.wrk.txt").write_text("raw output")
+    return back
+
+
+def test_files_come_back_once_and_never_over_another(tmp_path: Path) -> None:
+    """Each file lands under its name; the same bytes already there: left as they are; other
+    bytes there: kept, named as a problem; no temp file left in RESULTS."""
+    results = tmp_path / "results"
+    said: list[str] = []
+    assert remote.bring_back(_back(tmp_path), results, said.append) == (2, [])
+    assert (results / "records" / RECORD.name).read_bytes() == RECORD.read_bytes()
+    assert remote.bring_back(_back(tmp_path / "again"), results, said.append) == (0, [])
+    (results / "raw" / "x.wrk.txt").write_text("another run's")
+    brought, problems = remote.bring_back(_back(tmp_path / "third"), results, said.append)
+    assert brought == 0 and len(problems) == 1 and "kept, not replaced" in problems[0]
+    assert (results / "raw" / "x.wrk.txt").read_text() == "another run's"
+    assert sorted(p.name for p in results.rglob("*")) == sorted(
+        ["records", "raw", RECORD.name, "x.wrk.txt"]
+    )
+
+
+def test_exit_status() -> None:
+    """0 when make bench there succeeded and every file came back; 130 interrupted; 1 else."""
+    said: list[str] = []
+    assert remote._status(0, [], "h", said.append) == 0
+    assert remote._status(0, ["a file kept"], "h", said.append) == 1
+    assert remote._status(2, [], "h", said.append) == 1
+    assert remote._status(130, [], "h", said.append) == 130
