@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench.core import defaults, scenario, variables
 from bench.core.app import AppError, parse_app
-from bench.core.registry import DeclarationError, load_all
+from bench.core.registry import DeclarationError, load_all, protocol_refusal
 from bench.core.studyfile import StudyError, check_study, study_path
 from bench.core.validate import UsageError, validate_choices
 from bench.report import inputs
@@ -132,6 +132,16 @@ def check_plan(command: str, given: Mapping[str, str], values: Mapping[str, obje
         )
 
 
+def check_protocol(command: str, values: Mapping[str, object]) -> None:
+    """Every server of SERVER speaks PROTOCOL, as its server.toml declares ([protocols])."""
+    name = values.get("PROTOCOL")
+    if command not in ("run", "capacity", "soak", "serve") or not isinstance(name, str):
+        return
+    refusal = protocol_refusal(load_all(), values.get("SERVER") or (), name)  # type: ignore[arg-type]
+    if refusal is not None:
+        raise UsageError(refusal)
+
+
 def check(command: str, env: Mapping[str, str], cmdline: list[str] | None = None) -> None:
     """Everything about `command`'s variables that can be known before set-up; UsageError
     on the first problem."""
@@ -147,6 +157,7 @@ def check(command: str, env: Mapping[str, str], cmdline: list[str] | None = None
     check_app(given)
     check_directories(command, given)
     check_plan(command, given, values)
+    check_protocol(command, values)
 
 
 def main(argv: list[str] | None = None) -> int:

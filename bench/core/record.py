@@ -96,10 +96,15 @@ from pathlib import Path
 #    round, start, warmup, design {rounds, starts, runs}} (make noise runs only);
 #    metadata.trials_auto gained margin and max_looks (the race's equivalence margin and the
 #    rounds its error is spent over; null with one server).
-FORMAT_VERSION = 10
-KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+# 11: (2026-11, issue 34, helper "protocols") protocol (PROTOCOL=: http1, https1, h2c or h2),
+#    tls (true when TLS wrapped the connections, with a certificate the harness made for the
+#    run), streams (HTTP/2 requests in flight per connection: oha's -p; 1 otherwise);
+#    metadata.unsupported may be "protocol" (a server whose server.toml does not declare the
+#    protocol). Older records have none: read as http1 without TLS, one stream.
+FORMAT_VERSION = 11
+KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
 STATUSES = ("ok", "failed", "unsupported")
-UNSUPPORTED = ("scenario", "reload", "recycle", "emulation")
+UNSUPPORTED = ("scenario", "reload", "recycle", "emulation", "protocol")
 # Before format 6: the reason's opening words (bench/harness/run.py wrote them) -> the code.
 _UNSUPPORTED_BEFORE_6 = {
     "reload not supported by the server": "reload",
@@ -162,6 +167,9 @@ class Record:
     foreign_cpu_percent: float | None = None
     foreign_load: bool | None = None
     foreign_top: list | None = None
+    protocol: str | None = None  # PROTOCOL= (None: before format 11, http1)
+    tls: bool | None = None
+    streams: int | None = None
 
     def to_dict(self) -> dict:
         """The JSON-ready form."""
@@ -261,6 +269,8 @@ def record_name(rec: Record) -> str:
         rec.scenario,
         *([rec.proxy] if rec.proxy else []),
         *(["close"] if rec.keepalive and rec.keepalive.get("client") is False else []),
+        *([rec.protocol] if rec.protocol not in (None, "http1") else []),
+        *([f"p{rec.streams}"] if (rec.streams or 1) > 1 else []),
         *([f"q{rec.offered_rps:g}"] if rec.offered_rps is not None else []),
         f"c{rec.concurrency}",
         f"t{rec.trial}",
