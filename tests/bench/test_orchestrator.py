@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.core import plan
+from bench.core import plan, record
 from bench.harness.recorder import Recorder
 from bench.harness.run import Harness, execute
 from bench.host.placement import cpu_placement
@@ -289,7 +289,7 @@ def test_records_carry_session_start_and_boot_ids(tmp_path: Path) -> None:
     assert len(starts) == 6 and all(len(v) == 1 for v in starts.values())
     warm = [r for r in records if r["metadata"].get("warmup_start")]
     assert sorted((r["server"], r["trial"]) for r in warm) == [("granian", 0), ("gunicorn-sync", 0)]
-    assert all(r["format_version"] == 10 for r in records)
+    assert all(r["format_version"] == record.FORMAT_VERSION for r in records)
 
 
 def test_a_run_under_foreign_load_is_kept_marked_and_repeated_once(
