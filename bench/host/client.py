@@ -95,7 +95,7 @@ class Client:
                     f"answered over HTTP/{done.stdout.strip()}, not HTTP/{self.protocol.version}"
                 )
             status, headers = parse_head(head_path.read_text(errors="replace"))
-            return Response(status, headers, body_path.read_bytes(), elapsed)
+            return Response(status, headers, body_path.read_bytes(), elapsed, "2")
 
 
 def parse_head(text: str) -> tuple[int, dict[str, str]]:

@@ -49,7 +49,8 @@ def check_headers(resp: Response, content_type: str, path: str, result: Verifica
     if not got.lower().replace(" ", "").startswith(content_type.replace(" ", "")):
         problems.append(f"{path}: Content-Type {got!r}, expected {content_type!r}")
     length = resp.headers.get("content-length")
-    if length is None and resp.headers.get("transfer-encoding") != "chunked":
+    framed = resp.http_version == "2" or resp.headers.get("transfer-encoding") == "chunked"
+    if length is None and not framed:
         problems.append(f"{path}: neither Content-Length nor chunked encoding")
     elif length is not None and int(length) != len(resp.body):
         problems.append(f"{path}: Content-Length {length} but {len(resp.body)} bytes")
