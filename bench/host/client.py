@@ -68,7 +68,8 @@ class Client:
             body_path, head_path = Path(folder) / "body", Path(folder) / "head"
             argv = [
                 shutil.which("curl") or "/usr/bin/curl", "-sS", "--max-time", f"{timeout_s:g}",
-                "-X", method, "-o", str(body_path), "-D", str(head_path),
+                *(["--head"] if method == "HEAD" else ["-X", method]),
+                "-o", str(body_path), "-D", str(head_path),
                 "-w", "%{http_version}",
             ]  # fmt: skip
             if method not in ("GET", "HEAD", "DELETE"):
@@ -95,7 +96,9 @@ class Client:
                     f"answered over HTTP/{done.stdout.strip()}, not HTTP/{self.protocol.version}"
                 )
             status, headers = parse_head(head_path.read_text(errors="replace"))
-            return Response(status, headers, body_path.read_bytes(), elapsed, "2")
+            # curl makes no output file for an empty body
+            body = body_path.read_bytes() if body_path.exists() else b""
+            return Response(status, headers, body, elapsed, "2")
 
 
 def parse_head(text: str) -> tuple[int, dict[str, str]]:
