@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench.core import defaults, scenario, variables
 from bench.core.app import AppError, parse_app
-from bench.core.registry import DeclarationError, load_all
+from bench.core.registry import DeclarationError, load_all, protocol_refusal
 from bench.core.studyfile import StudyError, check_study, study_path
 from bench.core.validate import UsageError, validate_choices
 from bench.host import ssh
@@ -134,6 +134,16 @@ def check_plan(command: str, given: Mapping[str, str], values: Mapping[str, obje
         )
 
 
+def check_protocol(command: str, values: Mapping[str, object]) -> None:
+    """Every server of SERVER speaks PROTOCOL, as its server.toml declares ([protocols])."""
+    name = values.get("PROTOCOL")
+    if command not in ("run", "capacity", "soak", "serve") or not isinstance(name, str):
+        return
+    refusal = protocol_refusal(load_all(), values.get("SERVER") or (), name)  # type: ignore[arg-type]
+    if refusal is not None:
+        raise UsageError(refusal)
+
+
 def check(command: str, env: Mapping[str, str], cmdline: list[str] | None = None) -> None:
     """Everything about `command`'s variables that can be known before set-up; UsageError
     on the first problem."""
@@ -149,6 +159,7 @@ def check(command: str, env: Mapping[str, str], cmdline: list[str] | None = None
     check_app(given)
     check_directories(command, given)
     check_plan("run" if command == variables.REMOTE else command, given, values)
+    check_protocol("run" if command == variables.REMOTE else command, values)
     check_host(command, given)
 
 

@@ -31,6 +31,9 @@ declare -A need=(
   [psql]=postgresql-client
   [curl]=curl
   [ss]=iproute2
+  # PROTOCOL=https1/h2: the run's certificate is made with openssl (bench/host/tls.py); HTTP/2
+  # is verified with curl, which Debian builds with nghttp2.
+  [openssl]=openssl
 )
 missing=()
 for bin in "${!need[@]}"; do

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 from bench.cli.parser import build_parser, declared_check
 from bench.core import defaults, plan, variables
 from bench.core.app import AppError, AppSpec, parse_app
-from bench.core.registry import OVERRIDABLE, load_all, server_ids
+from bench.core.protocol import HTTP1, PROTOCOLS
+from bench.core.registry import OVERRIDABLE, load_all, protocol_refusal, server_ids
 from bench.core.validate import (
     UsageError,
     validate_choice,
@@ -232,6 +233,15 @@ def validate_lifecycle(raw: str | None, load: dict[str, object], target: str | N
     return validate_choice("lifecycle", raw, EVENTS)
 
 
+def validate_protocol(args: argparse.Namespace, servers: tuple[str, ...]) -> str:
+    """PROTOCOL: one of bench.core.protocol's, spoken by every server asked for."""
+    name = validate_choice("protocol", getattr(args, "protocol", None) or HTTP1, tuple(PROTOCOLS))
+    refusal = protocol_refusal(load_all(), servers, name)
+    if refusal is not None:
+        raise UsageError(refusal)
+    return name
+
+
 def simple_options(args: argparse.Namespace, target: str | None) -> dict[str, object]:
     """Options fields of the variables that need no rule of their own (a `field` and a `kind`
     in bench/core/variables.py): each validated by its kind; unset ones keep Options' default."""
@@ -311,6 +321,7 @@ def options_from(args: argparse.Namespace) -> plan.Options:
         lifecycle=validate_lifecycle(args.lifecycle, load, proxy["target"]),  # type: ignore[arg-type]
         margin=variables.parse_margin(getattr(args, "margin", None) or "5"),
         wait=validate_switch("wait", getattr(args, "wait", None) or "1"),
+        protocol=validate_protocol(args, servers),
         **simple_options(args, proxy["target"]),  # type: ignore[arg-type]
         **validate_precision(args),  # type: ignore[arg-type]
         **load,  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from bench.core import defaults, scenario
 from bench.core.app import AppSpec
+from bench.core.protocol import HTTP1
 
 # Scenarios are declared in bench.core.scenario; which load tool drives which, bench.load says.
 SCENARIOS = scenario.SCENARIOS
@@ -151,6 +152,10 @@ class Options:
     precision: Precision | None = None
     # MARGIN=: TRIALS=auto's equivalence margin, a fraction (0.05: req/s within 5 % are equal)
     margin: float = defaults.AUTO_MARGIN_PCT / 100
+    # PROTOCOL=: how the load talks to the server (bench.core.protocol); STREAMS=: HTTP/2
+    # requests in flight per connection
+    protocol: str = HTTP1
+    streams: int = 1
     # WAIT=: a second harness waits for the machine-wide lock (False: refuses at once)
     wait: bool = True
     # TUNED=1 (make bench): server -> (its answer file under RESULTS, the knobs make tune

@@ -104,10 +104,15 @@ from pathlib import Path
 #    Also in 11 (issue 35): metadata.cpu_mhz: the CPU's clock in MHz as the kernel reports it
 #    (cpufreq's maximum, else /proc/cpuinfo's `cpu MHz`; null where neither says), one of
 #    what else differs when the summary compares two machines. Older records: not recorded.
+#    Also in 11 (issue 34): protocol (PROTOCOL=: http1, https1, h2c or h2),
+#    tls (true when TLS wrapped the connections, with a certificate the harness made for the
+#    run), streams (HTTP/2 requests in flight per connection: oha's -p; 1 otherwise);
+#    metadata.unsupported may be "protocol" (a server whose server.toml does not declare the
+#    protocol). Older records have none: read as http1 without TLS, one stream.
 FORMAT_VERSION = 11
 KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
 STATUSES = ("ok", "failed", "unsupported")
-UNSUPPORTED = ("scenario", "reload", "recycle", "emulation")
+UNSUPPORTED = ("scenario", "reload", "recycle", "emulation", "protocol")
 # Before format 6: the reason's opening words (bench/harness/run.py wrote them) -> the code.
 _UNSUPPORTED_BEFORE_6 = {
     "reload not supported by the server": "reload",
@@ -170,6 +175,9 @@ class Record:
     foreign_cpu_percent: float | None = None
     foreign_load: bool | None = None
     foreign_top: list | None = None
+    protocol: str | None = None  # PROTOCOL= (None: before format 11, http1)
+    tls: bool | None = None
+    streams: int | None = None
 
     def to_dict(self) -> dict:
         """The JSON-ready form."""
@@ -269,6 +277,8 @@ def record_name(rec: Record) -> str:
         rec.scenario,
         *([rec.proxy] if rec.proxy else []),
         *(["close"] if rec.keepalive and rec.keepalive.get("client") is False else []),
+        *([rec.protocol] if rec.protocol not in (None, "http1") else []),
+        *([f"p{rec.streams}"] if (rec.streams or 1) > 1 else []),
         *([f"q{rec.offered_rps:g}"] if rec.offered_rps is not None else []),
         f"c{rec.concurrency}",
         f"t{rec.trial}",

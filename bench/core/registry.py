@@ -9,8 +9,10 @@ from __future__ import annotations
 import re
 import string
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from bench.core.protocol import HTTP1, PROTOCOLS
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS_DIR = ROOT / "servers"
@@ -38,6 +40,7 @@ TOP_TYPES: dict[str, type] = {
     "install_flags": list,
     "reload": dict,
     "recycle": dict,
+    "protocols": dict,
 }
 TOP_KEYS = set(TOP_TYPES)
 _TYPE_NAMES = {str: "a string", list: "a list", dict: "a table"}
@@ -92,6 +95,19 @@ class ServerSpec:
     # not supported by the server (recycle_why says why).
     recycle_argv: tuple[str, ...] | None = None
     recycle_why: str = "no [recycle] declared"
+    # [protocols.<name>]: the flags appended to argv to serve each protocol beyond http1
+    # (with {certfile} and {keyfile} under TLS); protocol_why: each declared one's why, or
+    # why the server cannot speak it.
+    protocols: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    protocol_why: dict[str, str] = field(default_factory=dict)
+
+    def speaks(self, name: str) -> bool:
+        """Whether the server serves PROTOCOL=name (http1: always, with its own argv)."""
+        return name == HTTP1 or name in self.protocols
+
+    def why_not(self, name: str) -> str:
+        """Why the server cannot serve PROTOCOL=name, from its declaration."""
+        return self.protocol_why.get(name, f"no [protocols.{name}] in its server.toml")
 
     @property
     def requirements(self) -> Path | None:
@@ -285,6 +301,46 @@ def validate_recycle(path: Path, raw: dict) -> tuple[tuple[str, ...] | None, str
     )
 
 
+PROTOCOL_PLACEHOLDERS = {"certfile", "keyfile"}
+
+
+def validate_protocols(
+    path: Path, raw: dict, knobs: set[str]
+) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
+    """[protocols.<name>]: argv = [flags appended to argv] with why = '<the server's docs say
+    ...>', or unsupported = '<why not>'; <name> one of PROTOCOLS but http1 (the argv itself)."""
+    spoken: dict[str, tuple[str, ...]] = {}
+    why: dict[str, str] = {}
+    allowed = PROTOCOL_PLACEHOLDERS | BUILTIN_PLACEHOLDERS | knobs
+    for name, table in raw.items():
+        if name not in PROTOCOLS or name == HTTP1:
+            valid = [p for p in PROTOCOLS if p != HTTP1]
+            raise DeclarationError(f"{path}: [protocols.{name}]: valid names are {valid}")
+        keys = set(table) if isinstance(table, dict) else set()
+        text = table.get("unsupported") if keys == {"unsupported"} else table.get("why")
+        argv = table.get("argv", []) if keys == {"argv", "why"} else None
+        ok_argv = isinstance(argv, list) and all(isinstance(a, str) for a in argv)
+        if not (isinstance(text, str) and text.strip()) or (argv is not None and not ok_argv):
+            raise DeclarationError(
+                f"{path}: [protocols.{name}] must be argv = [flags] with why = '...', or "
+                "unsupported = '<why>'"
+            )
+        if argv is not None:
+            used = set().union(set(), *(placeholders(a) for a in argv))
+            if used - allowed:
+                raise DeclarationError(
+                    f"{path}: [protocols.{name}] placeholders {sorted(used - allowed)} are unknown"
+                )
+            if PROTOCOLS[name].tls and not used >= PROTOCOL_PLACEHOLDERS:
+                raise DeclarationError(
+                    f"{path}: [protocols.{name}] is TLS: its argv must use {{certfile}} and "
+                    "{keyfile} (the certificate the harness makes per run)"
+                )
+            spoken[name] = tuple(argv)
+        why[name] = text.strip()
+    return spoken, why
+
+
 def validate_spec(path: Path, data: dict) -> ServerSpec:
     """Turn one parsed server.toml into a ServerSpec, or raise DeclarationError."""
     server_id = path.parent.name
@@ -308,6 +364,7 @@ def validate_spec(path: Path, data: dict) -> ServerSpec:
         if "recycle" in data
         else (None, "no [recycle] declared")
     )
+    protocols, protocol_why = validate_protocols(path, data.get("protocols", {}), set(knobs))
     return ServerSpec(
         id=server_id,
         description=str(data["description"]),
@@ -327,6 +384,8 @@ def validate_spec(path: Path, data: dict) -> ServerSpec:
         reload_why=reload_why,
         recycle_argv=recycle_argv,
         recycle_why=recycle_why,
+        protocols=protocols,
+        protocol_why=protocol_why,
     )
 
 
@@ -386,3 +445,19 @@ def render_config(template: str, fill: dict[str, object], pattern: str = r"\{(\w
 def render_env(spec: ServerSpec, fill: dict[str, object]) -> dict[str, str]:
     """The server's extra environment with every placeholder filled."""
     return {key: value.format(**fill) for key, value in spec.env.items()}
+
+
+def protocol_refusal(
+    specs: dict[str, ServerSpec], servers: tuple[str, ...] | list[str], name: str
+) -> str | None:
+    """The one-line refusal when a server of `servers` cannot serve PROTOCOL=name (its
+    server.toml says why), or None when every one can."""
+    unable = [s for s in servers if not specs[s].speaks(name)]
+    if not unable:
+        return None
+    able = [s for s, spec in specs.items() if spec.speaks(name)]
+    first = unable[0]
+    return (
+        f"SERVER={','.join(unable)} cannot serve PROTOCOL={name} ({first}: "
+        f"{specs[first].why_not(name)}); valid for {name}: SERVER={','.join(able) or 'none'}"
+    )

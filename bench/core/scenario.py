@@ -36,6 +36,8 @@ class Response:
     headers: dict[str, str]
     body: bytes
     elapsed_s: float
+    # The HTTP version it came in: HTTP/2 frames a body itself (no Content-Length needed)
+    http_version: str = "1.1"
 
     def json(self) -> object:
         """The body parsed as JSON."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.core import defaults, scenario, studyfile
+from bench.core.protocol import HTTP1, PROTOCOLS
 from bench.core.registry import CPUS_VALUE, ROOT, load_all, server_ids
 from bench.core.validate import (
     UsageError,
@@ -131,6 +132,11 @@ def load_names() -> list[str]:
 def default_load() -> str:
     """The tool LOAD= means when unset (the one that declares itself the default)."""
     return next(n for n, t in load_tools().items() if t.get("default"))
+
+
+def protocol_loads(name: str) -> tuple[str, ...]:
+    """The tools that speak protocol `name` (their `protocols` ClassVar; http1 when unsaid)."""
+    return tuple(n for n, t in load_tools().items() if name in t.get("protocols", (HTTP1,)))  # type: ignore[operator]
 
 
 def open_loop_loads() -> tuple[str, ...]:
@@ -594,6 +600,24 @@ VARIABLES: tuple[Variable, ...] = (
         parser=parse_one_of("LIFECYCLE", lambda: LIFECYCLES),
     ),
     Variable(
+        "PROTOCOL",
+        "how the load talks to the server: "
+        + "; ".join(f"{p.name} ({p.about})" for p in PROTOCOLS.values()),
+        HTTP1,
+        SERVE,
+        unset=HTTP1,
+        parser=parse_one_of("PROTOCOL", lambda: tuple(PROTOCOLS)),
+    ),
+    Variable(
+        "STREAMS",
+        "PROTOCOL=h2c or h2: requests in flight on each connection at once (HTTP/2 streams)",
+        "1",
+        RUN,
+        limits=(1, 1_000),
+        field="streams",
+        kind="int",
+    ),
+    Variable(
         "RECYCLE",
         "requests per worker before the server's own recycling replaces it",
         "none",
@@ -965,6 +989,9 @@ _DOCKER = "the limit is the server container's"
 _NOT_DOCKER = "RUNTIME=docker starts the server in its container here"
 _TARGET = "TARGET drives a server running elsewhere"
 _OPEN = "a fixed arrival rate is sent by an open-loop tool"
+_PROTOCOL = "the protocol is spoken between the load tool and a server"
+_BEYOND_HTTP1 = tuple(name for name in PROTOCOLS if name != HTTP1)
+_HTTP2 = tuple(name for name, p in PROTOCOLS.items() if p.http2)
 RULES: tuple[Rule, ...] = (
     Rule("CPUS", "RUNTIME", ("docker",), f"{_DOCKER} (a native server's is CPU_QUOTA=)"),
     Rule("MEMORY", "RUNTIME", ("docker",), _DOCKER),
@@ -1020,6 +1047,40 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "RUNTIME", "RECYCLE", (), "not supported in a container; valid: RUNTIME=native", ("docker",)
+    ),
+    *(
+        Rule(
+            "PROTOCOL",
+            "LOAD",
+            functools.partial(protocol_loads, name),
+            "only those tools speak it",
+            (name,),
+        )
+        for name in PROTOCOLS
+        if name != HTTP1
+    ),
+    Rule("PROTOCOL", "PROXY", (), _PROTOCOL + "; nginx would speak HTTP/1.1 to it", _BEYOND_HTTP1),
+    Rule(
+        "PROTOCOL",
+        "TARGET",
+        (),
+        _PROTOCOL + " started here, with flags and a certificate made here",
+        _BEYOND_HTTP1,
+    ),
+    Rule(
+        "PROTOCOL",
+        "RUNTIME",
+        (),
+        _PROTOCOL + " started natively here; valid: RUNTIME=native",
+        _BEYOND_HTTP1,
+    ),
+    Rule("STREAMS", "PROTOCOL", _HTTP2, "streams are HTTP/2's"),
+    Rule(
+        "KEEPALIVE",
+        "PROTOCOL",
+        tuple(name for name in PROTOCOLS if name not in _HTTP2),
+        "HTTP/2 has no request per connection (oha: --disable-keepalive is not for HTTP/2)",
+        ("off",),
     ),
     Rule("RUNTIME", "APP", (), "your app runs natively only; valid: RUNTIME=native", ("docker",)),
     Rule(

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.core import defaults, plan
+from bench.core.protocol import HTTP1
 from bench.harness.observers import Observers
 from bench.harness.served import Served
 from bench.host.metadata import now_iso
@@ -82,6 +83,8 @@ class Settings:
     load_cpus: frozenset[int] | None
     lifecycle: str | None = None  # LIFECYCLE=reload: the server's reload mid-window
     soak_interval_s: float | None = None  # make soak: RSS per process every this many s
+    protocol: str = HTTP1  # PROTOCOL=: how the load tool talks to the server
+    streams: int = 1  # STREAMS=: HTTP/2 requests in flight per connection
 
 
 def _db_delta(before: dict[str, int], after: dict[str, int], pools: dict[str, int]) -> DbStats:
@@ -115,6 +118,9 @@ def _requester(settings: Settings, served: Served, run: plan.RunSpec) -> Request
             cpus=settings.load_cpus,
             rate=run.rate,
             statuses=statuses,
+            protocol=settings.protocol,
+            streams=settings.streams,
+            cafile=served.server.client.cafile if served.server is not None else None,
         )
 
     return request

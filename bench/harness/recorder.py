@@ -16,6 +16,7 @@ from pathlib import Path
 
 from bench.core import plan, record
 from bench.core.progress import Progress
+from bench.core.protocol import PROTOCOLS
 from bench.core.registry import FRAMEWORKS
 from bench.harness.measure import Measurement
 from bench.host.arch import Emulator, host_arch
@@ -170,6 +171,7 @@ class Recorder:
             raw_files=[],
             proxy=opts.proxy,
             keepalive={"client": opts.keepalive, "upstream": opts.upstream_keepalive},
+            **_protocol(opts),  # type: ignore[arg-type]
             backlog=facts.backlog,
             target=opts.target,
             offered_rps=float(run.rate) if run.rate is not None else None,
@@ -274,3 +276,8 @@ def _with_asked(
         if "max_requests" in facts.knobs:
             rec = dataclasses.replace(rec, recycles={"max_requests": facts.knobs["max_requests"]})
     return rec
+
+
+def _protocol(opts: plan.Options) -> dict[str, object]:
+    """The record's protocol, tls and streams (format 11)."""
+    return {"protocol": opts.protocol, "tls": PROTOCOLS[opts.protocol].tls, "streams": opts.streams}

@@ -73,6 +73,10 @@ def block_facts(
         runs = tuple(r for r in runs if r not in skipped)
         if not runs:
             return facts, ()
+    if not spec.speaks(opts.protocol):
+        reason = f"{opts.protocol} not served by the server: {spec.why_not(opts.protocol)}"
+        h.recorder.unsupported(opts, runs, facts, reason, "protocol")
+        return facts, ()
     if opts.lifecycle == "reload" and spec.reload_signal is None:
         reason = f"reload not supported by the server: {spec.reload_why}"
         h.recorder.unsupported(opts, runs, facts, reason, "reload")

@@ -17,6 +17,7 @@ import time
 from typing import TextIO
 
 from bench.core import plan
+from bench.core.protocol import HTTP1
 from bench.core.registry import load_all
 from bench.core.runid import run_dir_name
 from bench.host.placement import cpu_placement
@@ -32,7 +33,10 @@ def urls(served: LocalServed) -> list[str]:
     """The lines a user's tools need: the server, nginx in front, pgbouncer's DSN."""
     app = f", APP {served.app_name}" if getattr(served, "app_name", None) else ""
     host = getattr(served, "host", "127.0.0.1")  # RUNTIME=docker NETWORK=bridge: its address
-    lines = [f"server http://{host}:{served.server.port} ({served.name}{app})"]
+    client = served.server.client  # PROTOCOL=: its scheme; under TLS the run's certificate
+    trust = f", certificate {client.cafile}" if client.cafile is not None else ""
+    over = f" over {client.protocol.name}" if client.protocol.name != HTTP1 else ""
+    lines = [f"server {client.url(host, served.server.port)} ({served.name}{app}{over}{trust})"]
     if served.proxy is not None:
         lines.append(f"nginx http://127.0.0.1:{served.proxy.port} (in front of {served.name})")
     lines.append(f"pgbouncer {served.db.app_url}")

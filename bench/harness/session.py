@@ -103,6 +103,8 @@ class Session:
             load_cpus=placement.load_cpus if placement.pinned else None,
             lifecycle=self.opts.lifecycle,
             soak_interval_s=self.opts.mode.soak_interval_s,
+            protocol=self.opts.protocol,
+            streams=self.opts.streams,
         )
 
     def measure(

@@ -7,11 +7,11 @@ at once if the component exited (exit codes are not trusted: pgbouncer can exit 
 
 from __future__ import annotations
 
-import http.client
 import socket
 import time
 from collections.abc import Callable
 
+from bench.host.client import PLAIN, Client
 from bench.host.procs import Proc, StartError
 
 
@@ -47,22 +47,26 @@ def wait_until(
         delay = min(delay * 1.5, 0.25)
 
 
-def http_status(host: str, port: int, path: str, timeout_s: float = 2.0) -> int:
-    """Status of one GET, on a fresh connection."""
-    conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
-    try:
-        conn.request("GET", path)
-        resp = conn.getresponse()
-        resp.read()
-        return resp.status
-    finally:
-        conn.close()
+def http_status(
+    host: str, port: int, path: str, timeout_s: float = 2.0, client: Client = PLAIN
+) -> int:
+    """Status of one GET, on a fresh connection, over the client's protocol."""
+    return client.get(host, port, path, timeout_s).status
 
 
 def wait_http(
-    proc: Proc, port: int, path: str, timeout_s: float = 30.0, host: str = "127.0.0.1"
+    proc: Proc,
+    port: int,
+    path: str,
+    timeout_s: float = 30.0,
+    host: str = "127.0.0.1",
+    client: Client = PLAIN,
 ) -> None:
-    """Wait until GET path answers 200 (any server process of the group may answer)."""
+    """Wait until GET path answers 200 over the client's protocol (any server process of the
+    group may answer)."""
     wait_until(
-        lambda: http_status(host, port, path) == 200, f"answering GET {path}", proc, timeout_s
+        lambda: http_status(host, port, path, client=client) == 200,
+        f"answering GET {path}" + (f" over {client.protocol.name}" if client != PLAIN else ""),
+        proc,
+        timeout_s,
     )

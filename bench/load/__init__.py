@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from bench.core import defaults, scenario
 from bench.core.parse import ParseError
+from bench.core.protocol import HTTP1
 
 if TYPE_CHECKING:
     from bench.host.procs import Proc, ProcessTable
@@ -159,6 +160,9 @@ class LoadRequest:
     # response, ~15 % of its CPU). Off: by_status may stay empty and the tool's window None;
     # non-2xx still count.
     statuses: bool = True
+    protocol: str = HTTP1  # PROTOCOL=: how it talks to the server (bench.core.protocol)
+    streams: int = 1  # PROTOCOL=h2c/h2: requests in flight per connection (STREAMS=)
+    cafile: Path | None = None  # under TLS: the certificate the server must present
 
     @property
     def url(self) -> str:
@@ -181,6 +185,7 @@ class Traits(Protocol):
     selectable: bool  # LOAD= may name it (False: a pattern only a study drives)
     default: bool  # what LOAD= is when unset (exactly one tool)
     variables: tuple[str, ...]  # the make variables of its own it reads (LOCUST_WORKERS, ...)
+    protocols: tuple[str, ...]  # the PROTOCOL= values it speaks (bench.core.protocol)
 
 
 class LoadTool(Traits, Protocol):

@@ -280,6 +280,7 @@ class Locust:
     selectable: ClassVar[bool] = True
     default: ClassVar[bool] = False
     variables: ClassVar[tuple[str, ...]] = ("LOCUST_WORKERS",)  # the make variables it reads
+    protocols: ClassVar[tuple[str, ...]] = ("http1",)  # PROTOCOL= values it speaks
     python: Path | None = None
     version: str | None = None  # read by prepare()
 

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from bench.core import scenario
 from bench.core.parse import ParseError
+from bench.core.protocol import protocol
 from bench.host.netns import Namespace
 from bench.host.procs import ProcessTable, StartError
 from bench.host.state import STATE
@@ -114,11 +115,18 @@ def oha_argv(
     timeout_s: float | None,
     keepalive: bool,
     out_db: str | Path | None,
+    *,
+    http2: bool = False,
+    streams: int = 1,
+    cafile: str | Path | None = None,
 ) -> list[str]:
     """The oha command line for one open-loop run: `rate` arrivals/s for `duration_s` seconds.
 
     JSON summary on stdout; each response's timings into the sqlite file `out_db` (which must not
     exist yet: oha appends to an existing table). `timeout_s` None: no per-request timeout.
+    http2: `--http2` (prior knowledge on an http:// URL, ALPN on https://) with `streams`
+    requests in flight per connection (`-p`: c × p in flight at most); cafile: the certificate
+    an https:// server must present (`--cacert`: verified, never `--insecure`).
     """
     if not rate > 0 or not math.isfinite(rate):
         # -q 0 means "no limit" to oha (lib.rs, work_mode): that would be a closed-loop run.
@@ -146,6 +154,12 @@ def oha_argv(
         argv += ["-t", _ms(timeout_s)]
     if not keepalive:
         argv.append("--disable-keepalive")
+    if http2:
+        argv += ["--http2", "-p", str(streams)]
+    elif streams != 1:
+        raise ValueError(f"streams are HTTP/2's: {streams} without http2")
+    if cafile is not None:
+        argv += ["--cacert", str(cafile)]
     if out_db is not None:
         argv += ["--db-url", str(out_db)]
     argv.append(url)
@@ -415,7 +429,9 @@ class Oha:
     per_request: ClassVar[str | None] = REQUESTS_NAME
     selectable: ClassVar[bool] = True
     default: ClassVar[bool] = False
-    variables: ClassVar[tuple[str, ...]] = ("RATE",)  # the make variables it reads
+    variables: ClassVar[tuple[str, ...]] = ("RATE", "STREAMS")  # the make variables it reads
+    # PROTOCOL= values it speaks: --http2 for h2c and h2 (STREAMS=: its -p)
+    protocols: ClassVar[tuple[str, ...]] = ("http1", "https1", "h2c", "h2")
     version: str | None = None  # read by prepare()
 
     @classmethod
@@ -461,6 +477,9 @@ class Oha:
             request.timeout_s,
             request.keepalive,
             db_path,
+            http2=protocol(request.protocol).http2,
+            streams=request.streams,
+            cafile=request.cafile,
         )
         log_path = request.out.with_name(request.out.name + ".oha.log")
         limit_s = request.duration_s + request.timeout_s + OVERSTAY_S

@@ -45,6 +45,7 @@ class Race:
     selectable: ClassVar[bool] = False  # the load-balancer study's own pattern
     default: ClassVar[bool] = False
     variables: ClassVar[tuple[str, ...]] = ()
+    protocols: ClassVar[tuple[str, ...]] = ("http1",)  # PROTOCOL= values it speaks
     raw_name: ClassVar[str] = "race.json"  # the whole RaceResult, beside the record
 
 

@@ -186,6 +186,7 @@ class Wrk:
     # One URL at a time with the lowest client overhead: what LOAD= is when unset.
     default: ClassVar[bool] = True
     variables: ClassVar[tuple[str, ...]] = ("LOAD_THREADS",)  # the make variables it reads
+    protocols: ClassVar[tuple[str, ...]] = ("http1", "https1")  # PROTOCOL= values it speaks
     version: str | None = None  # read by prepare()
 
     @classmethod

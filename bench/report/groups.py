@@ -66,6 +66,8 @@ def config_key(rec: Record) -> tuple:
         keepalive.get("upstream"),
         rec.load_tool,
         rec.load_workers,
+        rec.protocol or "http1",  # records before format 11: HTTP/1.1 in clear text
+        rec.streams or 1,
     )
 
 

@@ -72,6 +72,8 @@ def _point_key(rec: Record) -> tuple:
         keepalive.get("client", True),
         keepalive.get("upstream"),
         rec.load_tool,
+        rec.protocol or "http1",
+        rec.streams or 1,
         rec.concurrency,
         rec.offered_rps,
         rec.metadata.get("study"),
@@ -85,7 +87,8 @@ def _point_key(rec: Record) -> tuple:
 def _point_name(rec: Record) -> str:
     load = f"{rec.offered_rps:g} req/s" if rec.offered_rps is not None else f"c{rec.concurrency}"
     proxy = f" via {rec.proxy}" if rec.proxy else ""
-    return f"{rec.scenario} {load}{proxy}"
+    protocol = f" over {rec.protocol}" if rec.protocol not in (None, "http1") else ""
+    return f"{rec.scenario} {load}{proxy}{protocol}"
 
 
 def _figure(rec: Record) -> float | None:

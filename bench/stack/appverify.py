@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from bench.core.app import Route
 from bench.core.scenario import Response
+from bench.host.client import PLAIN, Client
 from bench.stack.components import Database
 from bench.stack.verify import VerifyError, fetch
 
@@ -17,10 +18,15 @@ TIMEOUT_S = 30.0
 
 
 def send(
-    port: int, route: Route, host: str = "127.0.0.1", timeout_s: float = TIMEOUT_S
+    port: int,
+    route: Route,
+    host: str = "127.0.0.1",
+    timeout_s: float = TIMEOUT_S,
+    client: Client = PLAIN,
 ) -> Response:
-    """One request of the route on a fresh connection (an empty body for POST and the like)."""
-    return fetch(port, route.path, host, timeout_s, route.method)
+    """One request of the route on a fresh connection over the client's protocol (an empty
+    body for POST and the like)."""
+    return fetch(port, route.path, host, timeout_s, route.method, client)
 
 
 def check_route(route: Route, resp: Response) -> list[str]:
@@ -32,7 +38,8 @@ def check_route(route: Route, resp: Response) -> list[str]:
     if route.body is not None and route.body.encode() not in resp.body:
         problems.append(f"{where}: body lacks {route.body!r}: {resp.body[:120]!r}")
     length = resp.headers.get("content-length")
-    chunked = "chunked" in resp.headers.get("transfer-encoding", "")
+    # HTTP/2 frames the body itself: neither header is needed there
+    chunked = "chunked" in resp.headers.get("transfer-encoding", "") or resp.http_version == "2"
     if route.method != "HEAD" and length is not None and int(length) != len(resp.body):
         problems.append(f"{where}: Content-Length {length} but {len(resp.body)} bytes")
     elif length is None and not chunked and resp.status not in (204, 304):
@@ -41,7 +48,11 @@ def check_route(route: Route, resp: Response) -> list[str]:
 
 
 def verify_routes(
-    port: int, routes: tuple[Route, ...], db: Database | None = None, host: str = "127.0.0.1"
+    port: int,
+    routes: tuple[Route, ...],
+    db: Database | None = None,
+    host: str = "127.0.0.1",
+    client: Client = PLAIN,
 ) -> dict[str, object]:
     """Every route once, in file order; VerifyError listing every failure."""
     checked: list[str] = []
@@ -49,7 +60,7 @@ def verify_routes(
     before = db.pgbouncer_stats() if db is not None else {}
     for route in routes:
         try:
-            resp = send(port, route, host)
+            resp = send(port, route, host, client=client)
         except OSError as exc:
             problems.append(f"route {route.name!r} ({route.method} {route.path}): {exc}")
             continue

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from bench.core import defaults, seed
 from bench.core.registry import APPS, ROOT, ServerSpec, render_argv, render_config, render_env
-from bench.host import ready
+from bench.host import ready, tls
+from bench.host.client import PLAIN, Client
 from bench.host.procs import Proc, ProcessTable, StartError, listeners, process_tree
 from bench.host.state import service_user, state_base
 from bench.observe import pools
@@ -149,6 +150,12 @@ class RunningServer:
     proc: Proc
     argv: list[str]
     knobs: dict[str, int]
+    client: Client = PLAIN  # how it is asked: PROTOCOL= and the run's certificate
+
+    @property
+    def base_url(self) -> str:
+        """scheme://127.0.0.1:port, in the protocol it serves."""
+        return self.client.url("127.0.0.1", self.port)
 
 
 @dataclass(frozen=True)
@@ -484,11 +491,13 @@ class Stack:
             "APP_UPSTREAM_URL": f"http://127.0.0.1:{self.upstream_port}",
         }
 
-    def _await_server(self, spec: ServerSpec, proc: Proc, port: int) -> None:
-        """Wait until the server answers on its port, from its own process tree; on
-        StartError the server is stopped."""
+    def _await_server(
+        self, spec: ServerSpec, proc: Proc, port: int, client: Client = PLAIN
+    ) -> None:
+        """Wait until the server answers on its port over the client's protocol, from its own
+        process tree; on StartError the server is stopped."""
         try:
-            ready.wait_http(proc, port, spec.ready_path, timeout_s=60)
+            ready.wait_http(proc, port, spec.ready_path, timeout_s=60, client=client)
             # Whoever answered must be ours: a port taken by someone else between picking it
             # and the server's bind() must not be benchmarked in our server's name.
             owners = listeners(port)
@@ -512,16 +521,22 @@ class Stack:
         extra_env: dict[str, str] | None = None,
         cgroup: Path | None = None,
         app: tuple[str, Path] | None = None,
+        client: Client = PLAIN,
     ) -> RunningServer:
-        """Start one server variant from its declaration and wait until it answers (in the
-        cgroup whose cgroup.procs file `cgroup` is, when given). app: the user's
-        (module:callable, its folder): importable from that folder, run from it."""
+        """Start one server variant from its declaration and wait until it answers over the
+        client's protocol (in the cgroup whose cgroup.procs file `cgroup` is, when given).
+        app: the user's (module:callable, its folder): importable from that folder, run from it."""
         port = ready.free_port()
         fill = self._server_fill(spec, knobs, python, port, app[0] if app else None)
         argv = render_argv(spec, fill)
         if "max_requests" in knobs and spec.recycle_argv is not None:
             # RECYCLE=: the server's own recycling flags ([recycle] in its server.toml).
             argv += [arg.format(**fill) for arg in spec.recycle_argv]
+        if client.protocol.name in spec.protocols:
+            # PROTOCOL=: the server's own flags for it ([protocols.<name>] in its server.toml).
+            cert = tls.paths(self.run_dir)
+            fill |= {"certfile": cert.cert, "keyfile": cert.key}
+            argv += [arg.format(**fill) for arg in spec.protocols[client.protocol.name]]
         env = {**self._server_env(python, db), **render_env(spec, fill), **(extra_env or {})}
         if app is not None:
             env["PYTHONPATH"] = f"{app[1]}:{ROOT}"
@@ -535,8 +550,8 @@ class Stack:
             cpus=cpus,
             cgroup=cgroup,
         )
-        self._await_server(spec, proc, port)
-        return RunningServer(spec, port, proc, argv, knobs)
+        self._await_server(spec, proc, port, client)
+        return RunningServer(spec, port, proc, argv, knobs, client)
 
     # -- the reverse proxy -------------------------------------------------------------------
     def start_proxy(

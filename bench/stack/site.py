@@ -26,10 +26,12 @@ import psutil
 from bench.core.app import AppSpec, app_env
 from bench.core.parse import parse_proxy_log
 from bench.core.plan import Options
+from bench.core.protocol import PROTOCOLS
 from bench.core.registry import ServerSpec, resolve_knobs
-from bench.host import ready
+from bench.host import ready, tls
 from bench.host.arch import Emulator, is_emulated
 from bench.host.cgroup import CgroupError, CpuCgroup, remove_cgroup, remove_leftovers
+from bench.host.client import PLAIN, Client
 from bench.host.placement import Placement
 from bench.host.prepare import Environment, Prepared, prepare_servers
 from bench.host.procs import ProcessTable, StartError, process_tree
@@ -70,11 +72,13 @@ def _first_line(exc: Exception) -> str:
     return str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
 
 
-def _verify(port: int, spec: ServerSpec, db: Database | None, host: str) -> dict:
+def _verify(
+    port: int, spec: ServerSpec, db: Database | None, host: str, client: Client = PLAIN
+) -> dict:
     if spec.app == "static":
-        verification: Verification = verify_static(port, host)
+        verification: Verification = verify_static(port, host, client)
     else:
-        verification = verify_server(port, db, host)
+        verification = verify_server(port, db, host, client)
     return {"checked": verification.checked, "warnings": verification.warnings}
 
 
@@ -97,8 +101,8 @@ class LocalServed:
 
     @property
     def base_url(self) -> str:
-        """The front: nginx when in front, else the server."""
-        return f"http://127.0.0.1:{self.proxy.port if self.proxy else self.server.port}"
+        """The front: nginx when in front, else the server (in the protocol it serves)."""
+        return f"http://127.0.0.1:{self.proxy.port}" if self.proxy else self.server.base_url
 
     @property
     def argv(self) -> list[str]:
@@ -150,7 +154,10 @@ class LocalServed:
             self.server.proc,
             timeout_s,
         )
-        ready.wait_http(self.server.proc, self.server.port, self.server.spec.ready_path, timeout_s)
+        server = self.server
+        ready.wait_http(
+            server.proc, server.port, server.spec.ready_path, timeout_s, client=server.client
+        )
         # The processes the watchdog follows: the tree as it is before the window.
         self._pids = process_tree(self.server.proc.pid)
 
@@ -280,6 +287,7 @@ class LocalSite:
     ) -> LocalServed:
         """Start, check, verify and (PROXY=nginx) front one server; ServeError if any fails."""
         assert self.db is not None
+        client = self._client(opts.protocol)
         quota = self._cgroup(opts.cpu_quota)
         app = opts.app
         entry = app.entry_for(spec.app) if app is not None else None
@@ -299,6 +307,7 @@ class LocalSite:
                 extra_env={**environment.env, **opts.study.app_env, **app_env_vars},
                 cgroup=quota.procs_file if quota else None,
                 app=(entry.target, entry.root) if entry is not None else None,
+                client=client,
             )
         except StartError as exc:
             if quota is not None:
@@ -324,6 +333,21 @@ class LocalSite:
             raise
         return served
 
+    def _client(self, name: str) -> Client:
+        """How the server is asked over PROTOCOL=name; under TLS the run's certificate is made
+        on first use (ServeError when it cannot be) and removed when the harness stops."""
+        protocol = PROTOCOLS[name]
+        if not protocol.tls:
+            return Client(protocol)
+        cert = tls.paths(self.run_dir)
+        if not cert.cert.is_file():
+            try:
+                cert = tls.make(self.run_dir)
+            except tls.TlsError as exc:
+                raise ServeError(str(exc), {}) from None
+            self.table.on_stop(lambda: tls.remove(self.run_dir))
+        return Client(protocol, cert.cert)
+
     def _server_cpus(self) -> frozenset[int] | None:
         """The CPUs the server may use under PIN=1; None: any."""
         return self.placement.server_cpus if self.placement.pinned else None
@@ -336,9 +360,13 @@ class LocalSite:
             raise ServeError("not running under qemu", {}, server.argv)
         try:
             if app is not None:
-                served.verification = verify_routes(server.port, app.routes, self.db)
+                served.verification = verify_routes(
+                    server.port, app.routes, self.db, client=server.client
+                )
             else:
-                served.verification = _verify(server.port, spec, self.db, "127.0.0.1")
+                served.verification = _verify(
+                    server.port, spec, self.db, "127.0.0.1", server.client
+                )
         except (VerifyError, OSError) as exc:
             logs = {"server.log": read_log(server.proc.log_path)}
             raise ServeError(f"verification failed: {exc}", logs, server.argv) from None

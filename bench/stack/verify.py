@@ -8,11 +8,10 @@ pgbouncer's counters must show that the app really queried.
 
 from __future__ import annotations
 
-import http.client
-import time
 from dataclasses import dataclass, field
 
 from bench.core.scenario import SCENARIOS, Facts, Response
+from bench.host.client import PLAIN, Client
 from bench.stack.components import Database
 
 
@@ -30,23 +29,17 @@ class Verification:
 
 
 def fetch(
-    port: int, path: str, host: str = "127.0.0.1", timeout_s: float = 10.0, method: str = "GET"
+    port: int,
+    path: str,
+    host: str = "127.0.0.1",
+    timeout_s: float = 10.0,
+    method: str = "GET",
+    client: Client = PLAIN,
 ) -> Response:
-    """`method` (GET by default) of path on a fresh connection; an empty body for methods that
+    """`method` (GET by default) of path on a fresh connection, over the client's protocol
+    (OSError when it answers over another HTTP version); an empty body for methods that
     carry one (POST and the like)."""
-    conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
-    start = time.monotonic()
-    try:
-        body = b"" if method not in ("GET", "HEAD", "DELETE") else None
-        conn.request(method, path, body=body)
-        resp = conn.getresponse()
-        body = resp.read()
-        headers: dict[str, str] = {}
-        for key, value in resp.getheaders():
-            headers.setdefault(key.lower(), value)
-        return Response(resp.status, headers, body, time.monotonic() - start)
-    finally:
-        conn.close()
+    return client.get(host, port, path, timeout_s, method)
 
 
 def check_headers(resp: Response, content_type: str, path: str, result: Verification) -> list[str]:
@@ -56,7 +49,8 @@ def check_headers(resp: Response, content_type: str, path: str, result: Verifica
     if not got.lower().replace(" ", "").startswith(content_type.replace(" ", "")):
         problems.append(f"{path}: Content-Type {got!r}, expected {content_type!r}")
     length = resp.headers.get("content-length")
-    if length is None and resp.headers.get("transfer-encoding") != "chunked":
+    framed = resp.http_version == "2" or resp.headers.get("transfer-encoding") == "chunked"
+    if length is None and not framed:
         problems.append(f"{path}: neither Content-Length nor chunked encoding")
     elif length is not None and int(length) != len(resp.body):
         problems.append(f"{path}: Content-Length {length} but {len(resp.body)} bytes")
@@ -68,10 +62,10 @@ def check_headers(resp: Response, content_type: str, path: str, result: Verifica
     return problems
 
 
-def verify_static(port: int, host: str = "127.0.0.1") -> Verification:
+def verify_static(port: int, host: str = "127.0.0.1", client: Client = PLAIN) -> Verification:
     """A server that is not the app (nginx-static) only has to get /plaintext right."""
     result = Verification()
-    resp = fetch(port, "/plaintext", host)
+    resp = fetch(port, "/plaintext", host, client=client)
     problems = check_headers(resp, "text/plain", "/plaintext", result)
     if resp.status != 200 or resp.body != b"Hello, World!":
         problems.append(f"/plaintext: status {resp.status}, body {resp.body[:80]!r}")
@@ -81,8 +75,11 @@ def verify_static(port: int, host: str = "127.0.0.1") -> Verification:
     return result
 
 
-def verify_server(port: int, db: Database | None, host: str = "127.0.0.1") -> Verification:
-    """Check every scenario's routes on host:port; raise VerifyError listing all failures.
+def verify_server(
+    port: int, db: Database | None, host: str = "127.0.0.1", client: Client = PLAIN
+) -> Verification:
+    """Check every scenario's routes on host:port over the client's protocol; raise
+    VerifyError listing all failures.
 
     Without a Database (TARGET=: the server and its database run elsewhere) rows are
     checked for shape and range only, and that is said in the warnings."""
@@ -99,7 +96,7 @@ def verify_server(port: int, db: Database | None, host: str = "127.0.0.1") -> Ve
     for check in (c for scenario in SCENARIOS.values() for c in scenario.checks):
         expected_selects += check.selects
         try:
-            resp = fetch(port, check.path, host)
+            resp = fetch(port, check.path, host, client=client)
         except OSError as exc:
             problems.append(f"{check.path}: request failed: {exc}")
             continue
@@ -113,7 +110,7 @@ def verify_server(port: int, db: Database | None, host: str = "127.0.0.1") -> Ve
         result.checked.append(check.path)
 
     try:
-        missing = fetch(port, "/no-such-route", host)
+        missing = fetch(port, "/no-such-route", host, client=client)
         if missing.status != 404:
             problems.append(f"/no-such-route: status {missing.status}, expected 404")
     except OSError as exc:

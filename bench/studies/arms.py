@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.core import defaults, plan, validate
+from bench.core.protocol import HTTP1
 from bench.core.record import Record
 from bench.core.runid import study_run_id
 from bench.host.arch import host_arch
@@ -78,6 +79,8 @@ def _reach(study: Study, arm: Arm) -> dict[str, object]:
         "keepalive": keepalive,
         "upstream_keepalive": None if proxy == "none" else bool(upstream),
         "proxy_timeout_s": int(settings.get("proxy_timeout", defaults.PROXY_TIMEOUT_S)),  # type: ignore[call-overload]
+        "protocol": str(settings.get("protocol", HTTP1)),
+        "streams": int(settings.get("streams", 1)),  # type: ignore[call-overload]
     }
 
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.core import defaults, plan, studyfile, validate
-from bench.core.registry import load_all, server_ids
+from bench.core.protocol import HTTP1, PROTOCOLS
+from bench.core.registry import load_all, protocol_refusal, server_ids
 from bench.core.studyfile import (  # noqa: F401  (re-exported: the schema's vocabulary)
     ARM_SETTINGS,
     OPEN_LOOP_KEYS,
@@ -270,6 +271,7 @@ def _check_arm_run(path: Path, run: dict, arm: Arm) -> None:
     settings = merged_settings(run, arm)
     _check_namespace(f"{path}: arm {arm.id}", arm, settings)
     check_runtime(f"{path}: arm {arm.id}", settings)
+    check_protocol(f"{path}: arm {arm.id}", arm, settings)
     if "duration" not in settings and arm.load != RACE_LOAD:
         raise StudyError(f"{path}: arm {arm.id} has no duration (in [run] or the arm)")
     # A scenario of the harness, or a name the study gives a path (paths = { sleep = ... }).
@@ -318,6 +320,28 @@ def _check_namespace(where: str, arm: Arm, settings: dict[str, object]) -> None:
     sysctls = settings.get("sysctls", {})
     if not all(str(k).startswith("net.") for k in sysctls):  # type: ignore[union-attr]
         raise StudyError(f"{where}: sysctls may set net.* names only (the namespace's own)")
+
+
+def check_protocol(where: str, arm: Arm, settings: dict[str, object]) -> None:
+    """protocol and streams of an arm: a known protocol its server declares and its load tool
+    speaks; streams only over HTTP/2; not in a namespace, a container or behind a proxy."""
+    name = str(settings.get("protocol", HTTP1))
+    if name not in PROTOCOLS:
+        raise StudyError(f"{where}: protocol = {name!r} is unknown; valid: {', '.join(PROTOCOLS)}")
+    if int(settings.get("streams", 1)) != 1 and not PROTOCOLS[name].http2:  # type: ignore[call-overload]
+        raise StudyError(f"{where}: streams are HTTP/2's: protocol = 'h2c' or 'h2'")
+    if name == HTTP1:
+        return
+    refusal = protocol_refusal(load_all(), [arm.server], name)
+    load = arm.load or default_name()
+    if refusal is None and name not in kinds()[load].protocols:
+        refusal = f"load {load!r} does not speak {name}"
+    if refusal is None and (in_namespace(settings) or settings.get("proxy", "none") != "none"):
+        refusal = "it is spoken between the load tool and a server started here, directly"
+    if refusal is None and settings.get("runtime", defaults.RUNTIME) != "native":
+        refusal = "it is declared for a server started natively"
+    if refusal is not None:
+        raise StudyError(f"{where}: protocol = {name!r}: {refusal}")
 
 
 def check_runtime(where: str, settings: dict[str, object]) -> None:

@@ -33,7 +33,7 @@ UNKNOWN = [
     ("lint", {"XYZZY": "1"}, "XYZZY is not a variable; valid: SERVER"),
 ]
 EMPTY = [
-    ("bench", {"SERVER": ""}, "unknown SERVER ''; valid: flask-dev"),
+    ("bench", {"SERVER": ""}, "unknown SERVER ''; valid: daphne, flask-dev"),
     ("bench", {"DURATION": ""}, "DURATION='' is not a whole number (1..86400)"),
     ("study", {"NAME": ""}, "unknown NAME ''; valid: accept-queue"),
     ("bench", {"RESULTS": ""}, "RESULTS= is set but empty"),
@@ -69,7 +69,7 @@ VALUES = [
     ("overhead", {"LEGACY": "maybe"}, "LEGACY='maybe' is not a switch"),
     ("noise", {"STARTS": "0"}, "STARTS=0 is out of range 1..20"),
     ("noise", {"RUNS": "many"}, "RUNS='many' is not a whole number"),
-    ("images", {"SERVER": "nope"}, "unknown SERVER 'nope'; valid: flask-dev"),
+    ("images", {"SERVER": "nope"}, "unknown SERVER 'nope'; valid: daphne, flask-dev"),
     ("study", {"NAME": "nope"}, "unknown NAME 'nope'; valid: accept-queue"),
     ("study", {"NAME": "lb-keepalive-race", "ARMS": "nope"}, "unknown ARMS 'nope'; valid:"),
     ("bench", {"TRIALS": "auto", "MARGIN": "60"}, "MARGIN=60 is out of range 1..50"),
@@ -84,6 +84,8 @@ VALUES = [
     ("remote", {"HOST": "a@b", "SERVER": "nope"}, "unknown SERVER 'nope'; valid: flask-dev"),
     ("remote", {"HOST": "a@b", "DURATION": "0"}, "DURATION=0 is out of range 1..86400"),
     ("remote", {"HOST": "nobody@127.0.0.1"}, "ssh cannot reach nobody@127.0.0.1 without a prompt"),
+    ("bench", {"PROTOCOL": "http2"}, "unknown PROTOCOL 'http2'; valid: http1, https1, h2c, h2"),
+    ("bench", {"PROTOCOL": "h2c", "LOAD": "oha", "RATE": "9", "STREAMS": "0"}, "STREAMS=0"),
 ]
 RULES = [
     ("bench", {"CPUS": "1"}, "CPUS needs RUNTIME=docker"),
@@ -134,6 +136,16 @@ RULES = [
     ("tune", {"MARGIN": "60"}, "MARGIN=60 is out of range 1..50"),
     ("tune", {"MEMORY": "512m"}, "MEMORY needs RUNTIME=docker"),
     ("bench", {"TUNED": "maybe"}, "TUNED='maybe' is not a switch"),
+    ("bench", {"PROTOCOL": "h2c"}, "PROTOCOL=h2c needs LOAD=oha"),
+    ("bench", {"PROTOCOL": "https1", "PROXY": "nginx"}, "PROTOCOL=https1 and PROXY="),
+    ("bench", {"PROTOCOL": "h2", "TARGET": "http://127.0.0.1:9"}, "PROTOCOL=h2 and TARGET="),
+    ("bench", {"PROTOCOL": "https1", "RUNTIME": "docker"}, "PROTOCOL=https1 and RUNTIME="),
+    ("bench", {"STREAMS": "4"}, "STREAMS needs PROTOCOL=h2c or h2"),
+    (
+        "bench",
+        {"PROTOCOL": "h2", "LOAD": "oha", "RATE": "9", "KEEPALIVE": "off"},
+        "KEEPALIVE=off needs PROTOCOL=http1 or https1",
+    ),
 ]
 REQUIRED = [
     ("study", {}, "NAME is required by make study; valid: accept-queue"),
@@ -160,6 +172,16 @@ PLANS = [
     ("bench", {"TRIALS": "100", "DURATION": "3600"}, "add CONFIRM=1"),
     ("bench", {"SCENARIO": "saas"}, "SCENARIO=saas cannot run with LOAD=wrk"),
     ("bench", {"LOAD": "locust", "SCENARIO": "db"}, "SCENARIO=db cannot run with LOAD=locust"),
+    (
+        "bench",
+        {"SERVER": "uvicorn", "PROTOCOL": "h2c", "LOAD": "oha", "RATE": "9"},
+        "SERVER=uvicorn cannot serve PROTOCOL=h2c (uvicorn: uvicorn's --http2 requires",
+    ),
+    (
+        "bench",
+        {"SERVER": "granian,waitress", "PROTOCOL": "https1"},
+        "SERVER=waitress cannot serve PROTOCOL=https1 (waitress: no [protocols.https1]",
+    ),
 ]
 # Values a shell would run, through every target: each refused (its variable names a choice,
 # a number or a label), and the sentinel never appears.

@@ -99,7 +99,7 @@ def test_bad_input_is_refused_in_one_line(argv: list[str], says: str, capsys) ->
         ({"RECYCLE": "100"}, "RECYCLE: not with make noise"),
         ({"TRIALS": "auto"}, "TRIALS: not with make noise: its runs are ROUNDS x STARTS x RUNS"),
         ({"APP": "app_common/wsgi.py:app"}, "APP: not with make noise"),
-        ({"SERVER": "all"}, "make noise measures one SERVER; valid: one of flask-dev"),
+        ({"SERVER": "all"}, "make noise measures one SERVER; valid: one of daphne, flask-dev"),
         ({"SERVER": "nginx-static"}, "nothing would run"),
     ],
 )

@@ -27,7 +27,7 @@ def _precheck(command: str, **variables: str) -> subprocess.CompletedProcess[str
     [
         ("capacity", {"SLO_P99_MS": "abc"}, "SLO_P99_MS='abc' is not a whole number"),
         ("run", {"SCENARIO": "nosuch", "ARCH": "arm64"}, "valid: plaintext"),
-        ("run", {"SERVER": "granian,nope"}, "valid: flask-dev"),
+        ("run", {"SERVER": "granian,nope"}, "valid: daphne, flask-dev"),
         ("run", {"CONCURRENCY": "10,0"}, "CONCURRENCY=0 is out of range"),
         ("run", {"ARCH": "sparc"}, "unknown ARCH"),
         ("run", {"KEEPALIVE": "maybe"}, "valid: on, off"),
@@ -44,7 +44,7 @@ def _precheck(command: str, **variables: str) -> subprocess.CompletedProcess[str
             "unknown NETWORK 'nat'; valid: host, bridge",
         ),
         ("serve", {"NETWORK": "BOGUS"}, "valid: host, bridge"),
-        ("images", {"SERVER": "nope"}, "valid: flask-dev"),
+        ("images", {"SERVER": "nope"}, "valid: daphne, flask-dev"),
         ("study", {"NAME": "nope"}, "valid: accept-queue"),
         (
             "study",
