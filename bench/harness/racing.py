@@ -119,7 +119,7 @@ def race(
         done += 1
         found = judge(records(), looks)
     undecided = sorted(still_racing(found)) if why != "decided" else []
-    lines = [r.line() for r in found]
+    lines = [text for r in found for text in (r.line(), *(f"  {n}" for n in r.notes()))]
     if undecided:
         lines.append(
             f"undecided after {done} round(s) ({why}): {', '.join(undecided)}; more rounds "

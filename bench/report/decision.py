@@ -327,6 +327,39 @@ def rounds_to_decide(
     return int(n[enough[0]]) if enough.size else None
 
 
+def margin_deciding(
+    pair: Pair, rounds: int, alpha: float = ALPHA, most: float = 0.25
+) -> float | None:
+    """The smallest whole-percent margin at which a new race of `rounds` paired rounds would
+    decide this pair (separated, or equivalent within it) if its ratio and noise stay as
+    observed: None when no margin up to `most` would, or the noise is unknown."""
+    if rounds < max(MIN_ROUNDS, pair.rounds):
+        return None
+    for pct in range(1, round(most * 100) + 1):
+        if rounds_to_decide(pair, pct / 100, alpha, most=rounds) is not None:
+            return pct / 100
+    return None
+
+
+def undecided_note(pair: Pair, margin: float = MARGIN, alpha: float = ALPHA) -> str | None:
+    """What an undecided pair stands at and what would decide it: "uwsgi/granian 1.02×
+    [0.97–1.08], ln ratios varying by 0.10: about 160 paired rounds would decide it at ±5 %;
+    MARGIN=8 would within the 38 run" (None: decided, or not testable yet)."""
+    if pair.state != "undecided" or pair.sd is None or pair.low is None or pair.high is None:
+        return None
+    needed = rounds_to_decide(pair, margin, alpha)
+    more = f"about {needed}" if needed is not None else "more than 500"
+    text = (
+        f"{pair.better}/{pair.worse} {pair.ratio:.2f}× [{pair.low:.2f}–{pair.high:.2f}], ln "
+        f"ratios varying by {pair.sd:.2f}: {more} paired rounds would decide it at "
+        f"±{margin * 100:.0f} %"
+    )
+    wider = margin_deciding(pair, pair.rounds, alpha)
+    if wider is not None and wider > margin:
+        text += f"; MARGIN={wider * 100:.0f} would within the {pair.rounds} run"
+    return text
+
+
 def stop_command(
     standing: Standing,
     command: str,

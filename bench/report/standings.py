@@ -46,6 +46,11 @@ class PointRace:
         unit = "p99, lower is better; " if self.lower_is_better else ""
         return f"{self.point}: {how} in {self.rounds} round(s){took}: {unit}{self.standing.line()}"
 
+    def notes(self) -> list[str]:
+        """Each undecided pair's interval and what would decide it (bench.report.decision)."""
+        found = (decision.undecided_note(p, self.margin) for p in self.standing.pairs)
+        return [note for note in found if note]
+
 
 def session_of(rec: Record) -> str:
     """The harness invocation a record comes from (its seed for records older than session
@@ -176,5 +181,6 @@ def summary_lines(records: list[Record]) -> list[str]:
     ]
     for race in found:
         lines.append(f"- {race.line()}")
+        lines.extend(f"  - {note}" for note in race.notes())
     lines.append("")
     return lines

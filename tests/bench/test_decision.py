@@ -20,9 +20,11 @@ from bench.report.decision import (
     Standing,
     judge,
     look_points,
+    margin_deciding,
     rounds_to_decide,
     spent,
     stop_command,
+    undecided_note,
 )
 
 ROUND_SD = 0.05  # a shared per-round effect (the machine's drift between rounds)
@@ -329,3 +331,23 @@ def test_stop_command_names_what_is_left_and_its_budget() -> None:
     )
     done = judge({"a": figures["granian"], "b": figures["uvicorn"]}, look=20, max_looks=20)
     assert done.done and stop_command(done, "make bench", 0.5) is None
+
+
+def test_an_undecided_pair_says_what_would_decide_it() -> None:
+    """A near tie (1.02×, ln ratios varying by 0.10, 38 paired rounds) is not decided at ±5 %:
+    the note gives its interval, the rounds ±5 % would need (rounds_to_decide) and the
+    smallest whole-percent MARGIN that would decide it within the rounds run (one percent
+    less would not); a decided pair has no note."""
+    pair = Pair("uwsgi", "granian", 1.02, 0.97, 1.08, "undecided", 38, 0.3, sd=0.10)
+    note = undecided_note(pair)
+    assert note is not None
+    assert note.startswith("uwsgi/granian 1.02× [0.97–1.08], ln ratios varying by 0.10: ")
+    needed = rounds_to_decide(pair)
+    assert needed is not None and needed > 38 and f"about {needed} paired rounds" in note
+    wider = margin_deciding(pair, 38)
+    assert wider is not None and wider > 0.05
+    assert rounds_to_decide(pair, wider, most=38) is not None
+    assert rounds_to_decide(pair, wider - 0.01, most=38) is None
+    assert note.endswith(f"MARGIN={wider * 100:.0f} would within the 38 run")
+    decided = Pair("a", "b", 1.3, 1.2, 1.4, "separated", 5, 0.001, sd=0.05)
+    assert undecided_note(decided) is None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,8 @@ def test_clear_differences_are_decided_and_ranked(
     assert auto["margin"] == 0.05 and auto["max_looks"] >= 1
     summary = (tmp_path / "results" / "summary.md").read_text()
     assert "granian > uvicorn > gunicorn-sync" in summary and "decided in" in summary
+    # a race stops on its comparisons: no line of each point's own precision target
+    assert "reached the target" not in summary
     assert "TRIALS=auto round 3: db c50:" in err  # the standings after each round
 
 
@@ -123,6 +126,10 @@ def test_an_undecidable_pair_stops_at_the_budget_with_the_command(
     assert "undecided after" in err and "make bench SERVER=" in err and "TRIALS=auto" in err
     summary = (tmp_path / "results" / "summary.md").read_text()
     assert "undecided in" in summary and "?" in summary
+    # the pair's interval and what would decide it, in the output and the summary alike
+    note = re.search(r"^  (granian/uwsgi|uwsgi/granian) \S+× \[.*at ±5 %.*$", err, re.M)
+    assert note is not None, err[-1500:]
+    assert f"  - {note.group(0).strip()}" in summary
 
 
 def test_one_server_keeps_the_precision_rule(
