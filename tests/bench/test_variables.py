@@ -21,6 +21,7 @@ TARGETS = {
     "compare": "compare",
     "overhead": "overhead",
     "noise": "noise",
+    "tune": "tune",
 }
 
 
