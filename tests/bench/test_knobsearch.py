@@ -22,7 +22,7 @@ class Machine:
 
     def __init__(self, truth, rss=None, fails=None, sd=0.02, seed=1):
         self.truth = truth
-        self.rss = rss or (lambda c: 50.0 * dict(c)["workers"])
+        self.rss = rss or (lambda c: 50.0 * dict(c).get("workers", 1))
         self.fails = fails or {}
         self.sd = sd
         self.rng = random.Random(seed)

@@ -22,6 +22,7 @@ TARGETS = {
     "compare": "compare",
     "overhead": "overhead",
     "noise": "noise",
+    "tune": "tune",
 }
 
 
