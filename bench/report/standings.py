@@ -119,7 +119,9 @@ def races(records: Iterable[Record], max_looks: int | None = None) -> list[Point
         rec
         for group in groups(records).values()
         for rec in group
-        if rec.metadata.get("trials_auto") and not is_experiment(rec)
+        if rec.metadata.get("trials_auto")
+        and not is_experiment(rec)
+        and "tune" not in rec.metadata  # make tune's climbs pair other rounds: its answer file
     ]
     by_point: dict[tuple, list[Record]] = defaultdict(list)
     for rec in auto:

@@ -81,7 +81,11 @@ VALUES = [
     ("bench", {"PRICE": "amd64:cheap"}, "PRICE='amd64:cheap': give <arch or MACHINE label>"),
     ("report", {"PRICE": "amd64:1,amd64:2"}, "each once, comma-separated"),
     ("remote", {"HOST": "-oProxyCommand=x"}, "HOST='-oProxyCommand=x': give the machine ssh"),
-    ("remote", {"HOST": "a@b", "SERVER": "nope"}, "unknown SERVER 'nope'; valid: flask-dev"),
+    (
+        "remote",
+        {"HOST": "a@b", "SERVER": "nope"},
+        "unknown SERVER 'nope'; valid: daphne, flask-dev",
+    ),
     ("remote", {"HOST": "a@b", "DURATION": "0"}, "DURATION=0 is out of range 1..86400"),
     ("remote", {"HOST": "nobody@127.0.0.1"}, "ssh cannot reach nobody@127.0.0.1 without a prompt"),
     ("bench", {"PROTOCOL": "http2"}, "unknown PROTOCOL 'http2'; valid: http1, https1, h2c, h2"),

@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 
 from bench.core import plan
+from bench.core.record import Record
 from bench.harness.recorder import Recorder
 from bench.harness.run import execute
 from bench.harness.session import Harness
 from bench.host.placement import cpu_placement
+from bench.report import standings
 from tests.fakes import FakeSite, FakeTool, result
 
 SERVERS = ("granian", "gunicorn-sync", "uvicorn", "uwsgi")
@@ -140,3 +142,19 @@ def test_one_server_keeps_the_precision_rule(
     assert "TRIALS=auto: stopped on precision" in err, err[-1500:]
     assert "race stopped" not in err
     assert len(records) >= 3
+
+
+def test_make_tunes_runs_are_not_a_race_of_the_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same records marked as make tune's search (metadata.tune): its climbs pair other
+    rounds than a race's, and its answer is make tune's own; standings judge none of them."""
+    rps = {"granian": 1000.0, "uvicorn": 700.0}
+    records, _ = _race(tmp_path, monkeypatch, capsys, rps, 0.02)
+    raced = [Record.from_dict(r) for r in records]
+    assert standings.races(raced)
+    searched = [
+        Record.from_dict({**r, "metadata": {**r["metadata"], "tune": {"objective": "rps"}}})
+        for r in records
+    ]
+    assert standings.races(searched) == []
