@@ -317,10 +317,16 @@ def validate_protocols(
             valid = [p for p in PROTOCOLS if p != HTTP1]
             raise DeclarationError(f"{path}: [protocols.{name}]: valid names are {valid}")
         keys = set(table) if isinstance(table, dict) else set()
-        text = table.get("unsupported") if keys == {"unsupported"} else table.get("why")
-        argv = table.get("argv", []) if keys == {"argv", "why"} else None
+        spoken_form = keys == {"argv", "why"}
+        text = table.get("why" if spoken_form else "unsupported") if keys else None
+        argv = table["argv"] if spoken_form else None
         ok_argv = isinstance(argv, list) and all(isinstance(a, str) for a in argv)
-        if not (isinstance(text, str) and text.strip()) or (argv is not None and not ok_argv):
+        well_formed = spoken_form or keys == {"unsupported"}
+        if (
+            not well_formed
+            or not (isinstance(text, str) and text.strip())
+            or (spoken_form and not ok_argv)
+        ):
             raise DeclarationError(
                 f"{path}: [protocols.{name}] must be argv = [flags] with why = '...', or "
                 "unsupported = '<why>'"

@@ -346,7 +346,7 @@ class LocalSite:
             except tls.TlsError as exc:
                 raise ServeError(str(exc), {}) from None
             self.table.on_stop(lambda: tls.remove(self.run_dir))
-        return Client(protocol, cert.cert)
+        return Client(protocol, cert.ca)
 
     def _server_cpus(self) -> frozenset[int] | None:
         """The CPUs the server may use under PIN=1; None: any."""

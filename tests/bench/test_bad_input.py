@@ -142,7 +142,11 @@ RULES = [
     ("bench", {"TUNED": "maybe"}, "TUNED='maybe' is not a switch"),
     ("bench", {"PROTOCOL": "h2c"}, "PROTOCOL=h2c needs LOAD=oha"),
     ("bench", {"PROTOCOL": "https1", "PROXY": "nginx"}, "PROTOCOL=https1 and PROXY="),
-    ("bench", {"PROTOCOL": "h2", "TARGET": "http://127.0.0.1:9"}, "PROTOCOL=h2 and TARGET="),
+    (
+        "bench",
+        {"PROTOCOL": "https1", "TARGET": "http://127.0.0.1:9"},
+        "PROTOCOL=https1 and TARGET=",
+    ),
     ("bench", {"PROTOCOL": "https1", "RUNTIME": "docker"}, "PROTOCOL=https1 and RUNTIME="),
     ("bench", {"STREAMS": "4"}, "STREAMS needs PROTOCOL=h2c or h2"),
     (

@@ -175,11 +175,11 @@ def test_the_run_certificate_verifies_the_server_and_is_removed(
     another certificate is refused; the key is the owner's only; remove() leaves nothing."""
     port, cert = tls_server
     assert cert.key.stat().st_mode & 0o077 == 0
-    resp = Client(protocol("https1"), cert.cert).get("127.0.0.1", port, "/plaintext")
+    resp = Client(protocol("https1"), cert.ca).get("127.0.0.1", port, "/plaintext")
     assert (resp.status, resp.body) == (200, b"Hello, World!")
     other = tls.make(tmp_path / "other")
     with pytest.raises(OSError):  # ssl.SSLCertVerificationError is an OSError
-        Client(protocol("https1"), other.cert).get("127.0.0.1", port, "/plaintext")
+        Client(protocol("https1"), other.ca).get("127.0.0.1", port, "/plaintext")
     with pytest.raises(OSError):  # clear text to a TLS port: no answer
         Client().get("127.0.0.1", port, "/plaintext", timeout_s=2)
     tls.remove(tmp_path)

@@ -18,6 +18,7 @@ CASES = [
     ("hypercorn", "h2c", "oha", 4),
     ("granian", "h2", "oha", 1),
     ("hypercorn", "h2", "oha", 1),
+    ("gunicorn-gthread", "h2c", "oha", 1),
 ]
 
 
