@@ -413,7 +413,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "DURATION",
         "seconds per measured run",
-        f"{defaults.DURATION_S} ({defaults.RACE_DURATION_S} with TRIALS=auto)",
+        f"{defaults.DURATION_S} ({defaults.RACE_DURATION_S} with TRIALS=auto and make tune)",
         (*RUN, "study", "overhead", NOISE, TUNE),
         limits=(1, 86_400),  # make soak runs for hours
         field="duration_s",

@@ -111,7 +111,8 @@ def knobs_label(knobs: dict) -> str:
 
 
 def via_label(rec: Record) -> str:
-    """How the load reached the server: direct or through nginx, and keep-alive when off."""
+    """How the load reached the server: direct or through nginx, keep-alive when off, and the
+    protocol when it is not HTTP/1.1 in clear text (with HTTP/2's streams per connection)."""
     keepalive = rec.keepalive or {}
     via = rec.proxy or "direct"
     box = rec.container
@@ -126,4 +127,7 @@ def via_label(rec: Record) -> str:
         via += ", keepalive off"
     elif keepalive.get("upstream") is False:
         via += ", upstream keepalive off"
+    if rec.protocol not in (None, "http1"):  # PROTOCOL=: two protocols are two rows
+        streams = rec.streams or 1
+        via += f", {rec.protocol}" + (f" ×{streams} streams" if streams > 1 else "")
     return via

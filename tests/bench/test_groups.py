@@ -5,7 +5,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from bench.core.record import Record
-from bench.report.cells import cpu_tag, host_of, scope_label
+from bench.report.cells import cpu_tag, host_of, scope_label, via_label
 from bench.report.groups import arena_key, groups
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "records"
@@ -54,3 +54,16 @@ def test_warmup_and_foreign_runs_are_left_out_of_points() -> None:
     trials[1] = replace(trials[1], foreign_load=True)
     [group] = groups(trials).values()
     assert group == [trials[2]]
+
+
+def test_a_protocol_other_than_http1_is_named_in_the_rows_via() -> None:
+    """Two protocols of one configuration are two points and two rows: the row's "via" names
+    the protocol (and HTTP/2's streams per connection); HTTP/1.1 in clear text, and records
+    from before format 11, say nothing."""
+    rec = _record()
+    h2c = replace(rec, protocol="h2c", streams=1)
+    multiplexed = replace(rec, protocol="h2", tls=True, streams=4)
+    assert via_label(rec) == via_label(replace(rec, protocol="http1")) == "direct"
+    assert via_label(h2c) == "direct, h2c"
+    assert via_label(multiplexed) == "direct, h2 ×4 streams"
+    assert len(groups([rec, h2c, multiplexed])) == 3
