@@ -631,10 +631,12 @@ def render_report(
     plots: dict[str, str] | None = None,
     topics: dict[str, list[str]] | None = None,
     prices: dict[str, float] | None = None,
+    answers: list[str] | None = None,
 ) -> dict[str, str]:
     """summary.md and its detail files (path relative to RESULTS -> text). `topics`: more
     detail files by topic (capacity, studies, production); At a glance takes the studies'
-    verdicts from them. `prices`: dollars per hour by arch or machine (PRICE=)."""
+    verdicts from them. `prices`: dollars per hour by arch or machine (PRICE=). `answers`:
+    make tune's answers (bench.report.tuned.answers_summary)."""
     topics = topics or {}
     details = _details(records, problems, plots or {}, topics)
     hosts = {host_of(r) for r in records}
@@ -650,6 +652,7 @@ def render_report(
         *recommendations_section(records),
         *standings.summary_lines(records),
         *tuned.summary_lines(records),
+        *(answers or []),
         *glance_section(records, [line for part in topics.values() for line in part]),
         *stability.summary_lines(stability.unstable_points(records), f"{DETAILS}/stability.md"),
         *disturbed.summary_lines(records),
@@ -759,7 +762,9 @@ def write_summary(
         + soak_sections(records, results_dir),
         "noise": variance.detail_lines(records),
     }
-    texts = render_report(records, problems, plots, topics, price_env())
+    texts = render_report(
+        records, problems, plots, topics, price_env(), tuned.answers_summary(results_dir)
+    )
     for name, text in texts.items():  # summary.md first: if it cannot be written, nothing is
         (results_dir / name).parent.mkdir(exist_ok=True)
         replace_text(results_dir / name, text)

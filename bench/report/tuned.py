@@ -166,3 +166,32 @@ def summary_lines(records: list[Record]) -> list[str]:
         "`TUNED=0` or nothing tuned): " + "; ".join(items),
         "",
     ]
+
+
+def answers_summary(results: Path) -> list[str]:
+    """The summary's lines on make tune's answers under RESULTS/tuned/: each search's standing
+    and the configuration it recommends, with the make line to paste (empty without any; an
+    unreadable file is named, never fatal)."""
+    found = []
+    for path in sorted((results / DIR).glob("*/*.json")):
+        try:
+            data = json.loads(path.read_text())
+            rec = data["recommended"]
+            found.append(
+                f"- {data['server']} {data['scenario']} c{data['concurrency']} on "
+                f"{path.parent.name}: {data['line']} ({data['why']} after {data['rounds']} "
+                f"round(s), {data['minutes']:.1f} min); recommended {rec['label']}: "
+                f"`{rec['paste']['make']}`"
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            found.append(f"- {path.relative_to(results)}: unreadable, left out")
+    if not found:
+        return []
+    return [
+        "**Tuned by `make tune`** (RESULTS/tuned/: each search's standing and the "
+        "configuration it recommends, the least memory among the best and those within "
+        "±MARGIN of it; `make bench` measures it on that machine and point unless `TUNED=0`):",
+        "",
+        *found,
+        "",
+    ]

@@ -111,4 +111,11 @@ def test_tune_then_bench_measures_the_tuned_configuration(tmp_path: Path, capsys
     new = [json.loads(p.read_text()) for p in set((results / "records").glob("*.json")) - before]
     assert new and all(r["metadata"]["tuned"] == source for r in new)
     assert all(r["knobs"]["workers"] == 1 for r in new)
-    assert f"tuned ({source})" in (results / "summary.md").read_text()
+    summary = (results / "summary.md").read_text()
+    assert f"tuned ({source})" in summary
+    # the search's answer itself, with the line to paste, on the summary's first screen
+    answer_line = next(
+        x for x in summary.splitlines() if x.startswith("- gunicorn-gthread db c50 on ")
+    )
+    assert answer["line"] in answer_line and answer["recommended"]["paste"]["make"] in answer_line
+    assert summary.index("**Tuned by `make tune`**") < summary.index("## Details")
