@@ -344,7 +344,7 @@ def margin_deciding(
 def undecided_note(pair: Pair, margin: float = MARGIN, alpha: float = ALPHA) -> str | None:
     """What an undecided pair stands at and what would decide it: "uwsgi/granian 1.02×
     [0.97–1.08], ln ratios varying by 0.10: about 160 paired rounds would decide it at ±5 %;
-    MARGIN=8 would within the 38 run" (None: decided, or not testable yet)."""
+    MARGIN=8 would decide it within the 38 rounds run" (None: decided, or not testable yet)."""
     if pair.state != "undecided" or pair.sd is None or pair.low is None or pair.high is None:
         return None
     needed = rounds_to_decide(pair, margin, alpha)
@@ -356,7 +356,7 @@ def undecided_note(pair: Pair, margin: float = MARGIN, alpha: float = ALPHA) -> 
     )
     wider = margin_deciding(pair, pair.rounds, alpha)
     if wider is not None and wider > margin:
-        text += f"; MARGIN={wider * 100:.0f} would within the {pair.rounds} run"
+        text += f"; MARGIN={wider * 100:.0f} would decide it within the {pair.rounds} rounds run"
     return text
 
 

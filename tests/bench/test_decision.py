@@ -348,6 +348,6 @@ def test_an_undecided_pair_says_what_would_decide_it() -> None:
     assert wider is not None and wider > 0.05
     assert rounds_to_decide(pair, wider, most=38) is not None
     assert rounds_to_decide(pair, wider - 0.01, most=38) is None
-    assert note.endswith(f"MARGIN={wider * 100:.0f} would within the 38 run")
+    assert note.endswith(f"MARGIN={wider * 100:.0f} would decide it within the 38 rounds run")
     decided = Pair("a", "b", 1.3, 1.2, 1.4, "separated", 5, 0.001, sd=0.05)
     assert undecided_note(decided) is None
