@@ -15,14 +15,13 @@ from bench.load import uses_threads
 from bench.report.cells import figure, host_of, knobs_label, num, session_label, via_label
 from bench.report.groups import (
     BASELINES,
-    SERVED_MIN,
     arena_key,
     groups,
     is_experiment,
     latency_values,
     ranks,
     rps_values,
-    served_share,
+    starved,
 )
 from bench.report.openloop import capacity_cell, capacity_estimate, searches
 from bench.report.stats import Ranked, capacity_ratio, estimate, pairwise
@@ -104,12 +103,9 @@ def _caveats(group_list: list[list[Record]]) -> str:
     records = [r for g in group_list for r in g]
     if min(len(g) for g in group_list) < FEW_TRIALS:
         notes.append(f"{min(len(g) for g in group_list)} trial(s): ties cannot be told apart")
-    if any(
-        (s := served_share(r)) is not None and s < SERVED_MIN
-        for r in records
-        if r.offered_rps is None
-    ):
-        notes.append("† unserved connections: p99 optimistic")
+    apart = [_label(g[0]) for g in group_list if starved(g)]
+    if apart:  # ranked by req/s only: their p99 times only the connections they served
+        notes.append(f"† unserved connections: {', '.join(apart)} not ranked by p99")
     threads = [
         (r.resources or {}).get("load_cpu_pct", 0) / (100 * (r.load_threads or 1))
         for r in records
@@ -161,7 +157,10 @@ def _arena_rows(records: list[Record]) -> list[tuple]:
         and r.server not in BASELINES
     ]
     all_groups = groups(candidates)
-    by_rps, by_p99 = ranks(all_groups)
+    by_rps, _ = ranks(all_groups)
+    # p99 among the configurations that served their connections (a starved one's p99
+    # times only the requests it accepted: never "best by p99")
+    _, by_p99 = ranks({k: g for k, g in all_groups.items() if not starved(g)})
     arenas: dict[tuple, dict[tuple, list[Record]]] = defaultdict(dict)
     for key, group in all_groups.items():
         arenas[arena_key(group[0])][key] = group

@@ -7,6 +7,7 @@ configuration, load and machine), their per-trial figures, and rankings with tie
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -120,6 +121,14 @@ def served_share(rec: Record) -> float | None:
     if mean is None or not rec.rps or not rec.concurrency:
         return None
     return min(1.0, mean / 1000 * rec.rps / rec.concurrency)
+
+
+def starved(group: list[Record]) -> bool:
+    """A closed-loop configuration that left connections unserved: the median served share
+    of its trials below SERVED_MIN. Its p99 times only the requests it accepted, so it is
+    not comparable with the p99 of a server that served every connection."""
+    shares = [s for r in group if r.offered_rps is None and (s := served_share(r)) is not None]
+    return bool(shares) and statistics.median(shares) < SERVED_MIN
 
 
 def rps_values(group: list[Record]) -> list[float]:

@@ -74,3 +74,42 @@ def test_identical_trials_are_untestable_not_significant() -> None:
     assert rows, glance_section(point)
     (margin,) = [cell for cell in rows[0].split(" | ") if cell.startswith("1.10× vs uwsgi")]
     assert margin.endswith(", untestable (identical trials, no spread)")
+
+
+def test_a_server_that_left_connections_unserved_is_never_best_by_p99() -> None:
+    """Two configurations at c50, 3 trials each: uwsgi serves 16 % of its connections (by
+    Little's law: mean 0.4 ms × 19,354 req/s / 50), so its p99 of about 1.7 ms times only the
+    requests it accepted; granian serves every connection with a p99 near 40 ms. uwsgi may
+    lead by req/s, never by p99: granian is best by p99, and the caveat names uwsgi as not
+    ranked by p99. With uwsgi serving its connections too, it is best by p99 again."""
+    records, _ = load_records(FIXTURES)
+    base = next(
+        r for r in records if r.server == "granian" and r.scenario == "plaintext"
+        and r.arch == "amd64" and r.status == "ok"
+    )  # fmt: skip
+
+    def point(uwsgi_mean: float) -> list[Record]:
+        out = []
+        for trial in range(1, 4):
+            jitter = 1 + trial / 100
+            for server, rps, mean, p99 in (
+                ("uwsgi", 19_354.0 * jitter, uwsgi_mean, 1.7 * jitter),
+                ("granian", 1_200.0 * jitter, 40.0, 41.0 * jitter),
+            ):
+                latency = {**base.latency_ms, "mean": mean, "p99": p99}
+                out.append(
+                    dataclasses.replace(
+                        base, server=server, rps=rps, concurrency=50, latency_ms=latency,
+                        trial=trial, run_id=f"{server}-{trial}",
+                    )
+                )  # fmt: skip
+        return out
+
+    (row,) = [x for x in glance_section(point(0.41)) if x.startswith("| plaintext")]
+    cells = row.split(" | ")
+    assert cells[2].startswith("uwsgi")  # best by req/s
+    assert cells[5].startswith("granian") and not cells[5].startswith("granian = uwsgi")
+    assert "† unserved connections: uwsgi" in cells[-1] and "not ranked by p99" in cells[-1]
+    (served,) = [x for x in glance_section(point(2.6)) if x.startswith("| plaintext")]
+    assert served.split(" | ")[5].startswith("uwsgi")
+    assert "unserved" not in served
