@@ -430,3 +430,22 @@ def test_main_execs_the_server_with_its_env(monkeypatch: pytest.MonkeyPatch) -> 
     assert seen["file"] == sys.executable and "gunicorn" in seen["argv"]
     assert "0.0.0.0:8000" in seen["argv"]
     assert seen["env"]["APP_POOL_SIZE"] == "6" and seen["env"]["SERVER"] == "gunicorn-gthread"
+
+
+def test_the_app_container_holds_every_harness_module_the_registry_imports() -> None:
+    """compose.yaml mounts bench/core/registry.py into the app container (the entrypoint
+    renders argv with it); each bench module it imports must be mounted beside it, or the
+    container cannot start (PROTOCOL='s bench/core/protocol.py was not, and compose up found
+    the app unhealthy)."""
+    import ast
+
+    source = (registry.ROOT / "bench/core/registry.py").read_text()
+    imported = {
+        node.module
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("bench")
+    }
+    mounted = (registry.ROOT / "compose/compose.yaml").read_text()
+    for module in imported:
+        path = module.replace(".", "/") + ".py"
+        assert f"../{path}:/app/{path}:ro" in mounted, module
