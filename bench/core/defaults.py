@@ -39,6 +39,10 @@ RACE_MARGIN = AUTO_MARGIN_PCT / 100
 # rounds), so half the length buys about half again as many rounds (a trial is start-up,
 # WARMUP and DURATION) and rounds are what decide a race.
 RACE_DURATION_S = 5
+# A race round's passes over its servers, started together (bench.harness.slices): 2 is
+# A B … B A, pairs one slice apart with a linear drift over the round cancelled; each slice
+# costs WARMUP + DURATION, so a round of k servers loads 2k slices instead of k trials.
+RACE_SLICES = 2
 RESULTS = "results"  # relative to where make runs: the checkout
 PROXY = "none"  # the server alone; nginx in front is a choice (PROXY=nginx)
 KEEPALIVE = True  # what wrk, browsers and HTTP/1.1 clients do unless told otherwise

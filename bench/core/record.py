@@ -109,8 +109,12 @@ from pathlib import Path
 #    run), streams (HTTP/2 requests in flight per connection: oha's -p; 1 otherwise);
 #    metadata.unsupported may be "protocol" (a server whose server.toml does not declare the
 #    protocol). Older records have none: read as http1 without TLS, one stream.
-FORMAT_VERSION = 11
-KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
+# 12: (2026-11, issue 30) metadata.slice: a race round's pass over its servers (1: in the
+#    round's order, 2: back) when the configurations still racing were started together and
+#    loaded in slices (bench/harness/slices.py); a round's figure is its slices' geometric
+#    mean. Absent: the run had its server start to itself (every record before 12).
+FORMAT_VERSION = 12
+KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
 STATUSES = ("ok", "failed", "unsupported")
 UNSUPPORTED = ("scenario", "reload", "recycle", "emulation", "protocol")
 # Before format 6: the reason's opening words (bench/harness/run.py wrote them) -> the code.

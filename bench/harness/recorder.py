@@ -167,7 +167,7 @@ class Recorder:
             load_workers=settings["load_workers"],
             knobs=facts.knobs,
             verify=facts.verification,
-            metadata=self._metadata(opts, facts, measured, meta),
+            metadata=self._metadata(opts, facts, measured, _sliced(meta, run)),
             raw_files=[],
             proxy=opts.proxy,
             keepalive={"client": opts.keepalive, "upstream": opts.upstream_keepalive},
@@ -256,6 +256,11 @@ class Recorder:
         for run in runs:
             meta = {"unsupported": code}
             self._write(opts, run, facts, "unsupported", reason, {}, meta=meta)
+
+
+def _sliced(meta: dict | None, run: plan.RunSpec) -> dict | None:
+    """A race slice's record names its pass (metadata.slice, bench.harness.slices)."""
+    return {**(meta or {}), "slice": run.slice} if run.slice else meta
 
 
 def _with_asked(

@@ -22,7 +22,7 @@ from bench.core import plan, record
 from bench.core.progress import Progress
 from bench.core.registry import ServerSpec, load_all
 from bench.core.runid import run_dir_name
-from bench.harness import racing
+from bench.harness import racing, slices
 from bench.harness.capacity import search_capacity
 from bench.harness.preflight import AppRejected, preflight_app
 from bench.harness.recorder import Recorder, ServerFacts
@@ -94,9 +94,30 @@ def measure_block(
     h: Harness, opts: plan.Options, block: plan.Block, spec: ServerSpec, env: Environment
 ) -> None:
     """Start one server, verify it, measure every run of the block against it, stop it."""
+    started = start_session(h, opts, block, spec, env)
+    if started is None:
+        return
+    session, runs = started
+    try:
+        if opts.mode.objective is not None:
+            search_capacity(session, runs, block.trial, h.knees)
+        else:
+            session.measure_all(runs)
+    except BlockVoid as exc:
+        if h.site.problem():
+            raise StackDied(str(exc)) from None
+    finally:
+        h.site.stop(session.served)
+
+
+def start_session(
+    h: Harness, opts: plan.Options, block: plan.Block, spec: ServerSpec, env: Environment
+) -> tuple[Session, tuple[plan.RunSpec, ...]] | None:
+    """Start the block's server and verify it: its Session and the runs it can serve; None
+    when it serves none of them or did not start (recorded unsupported or failed)."""
     facts, runs = block_facts(h, opts, block, spec, env)
     if not runs:
-        return
+        return None
     start = "warm-up start" if block.warmup else f"trial {block.trial}"
     h.progress.say(f"{block.server} {start}: starting {facts.knobs}")
     try:
@@ -113,24 +134,14 @@ def measure_block(
         if facts.container is not None and exc.container:
             facts.container |= exc.container
         h.recorder.failed(opts, runs, facts, str(exc), exc.logs)
-        return
+        return None
     if served.argv is not None:
         facts.meta["argv"] = served.argv
     facts.verification = served.verification
     facts.backlog = served.backlog
     if facts.container is not None and hasattr(served, "facts"):
         facts.container |= served.facts()
-    session = Session(h, opts, facts, served)
-    try:
-        if opts.mode.objective is not None:
-            search_capacity(session, runs, block.trial, h.knees)
-        else:
-            session.measure_all(runs)
-    except BlockVoid as exc:
-        if h.site.problem():
-            raise StackDied(str(exc)) from None
-    finally:
-        h.site.stop(served)
+    return Session(h, opts, facts, served), runs
 
 
 def open_arms(
@@ -169,17 +180,25 @@ def run_blocks(
 ) -> str | None:
     """Every block in order; returns why the stack died (None: it lived)."""
     stack_reason: str | None = None
+    done: set[int] = set()  # blocks run as part of a sliced round
     for number, (opts, block) in enumerate(arm_blocks):
         spec = specs[block.server]
         env = prepared[block.server]
+        if number in done:
+            continue
         if stack_reason is not None:
             # The stack died earlier: every remaining run is recorded, none measured.
             h.recorder.failed(opts, block.runs, ServerFacts(spec.app), stack_reason, {})
-        elif isinstance(env, Unavailable) and env.status == "unsupported":
-            h.recorder.unsupported(opts, block.runs, ServerFacts(spec.app), env.reason, "emulation")
+        elif plan.sliced(opts) and not block.warmup:
+            # a race round: its servers started together and loaded in slices
+            together = [
+                i for i, (o, b) in enumerate(arm_blocks) if o is opts and b.trial == block.trial
+            ]
+            done.update(together)
+            blocks = [arm_blocks[i][1] for i in together]
+            stack_reason = run_sliced(h, opts, blocks, specs, prepared)
         elif isinstance(env, Unavailable):
-            logs = {n: read_log(h.run_dir / n) for n in env.logs if (h.run_dir / n).exists()}
-            h.recorder.failed(opts, block.runs, ServerFacts(spec.app), env.reason, logs)
+            unavailable(h, opts, block, spec, env)
         else:
             try:
                 measure_block(h, opts, block, spec, env)
@@ -191,6 +210,43 @@ def run_blocks(
                     file=sys.stderr,
                 )
     return stack_reason
+
+
+def unavailable(
+    h: Harness, opts: plan.Options, block: plan.Block, spec: ServerSpec, env: Unavailable
+) -> None:
+    """A block whose server could not be prepared: its runs recorded unsupported (emulation)
+    or failed with the preparation's logs."""
+    if env.status == "unsupported":
+        h.recorder.unsupported(opts, block.runs, ServerFacts(spec.app), env.reason, "emulation")
+        return
+    logs = {n: read_log(h.run_dir / n) for n in env.logs if (h.run_dir / n).exists()}
+    h.recorder.failed(opts, block.runs, ServerFacts(spec.app), env.reason, logs)
+
+
+def run_sliced(
+    h: Harness,
+    opts: plan.Options,
+    blocks: list[plan.Block],
+    specs: dict[str, ServerSpec],
+    prepared: dict[str, Environment | Unavailable],
+) -> str | None:
+    """One race round (bench.harness.slices): the servers that could be prepared started
+    together and loaded in slices; returns why the stack died (None: it lived)."""
+    ready = []
+    for block in blocks:
+        env = prepared[block.server]
+        if isinstance(env, Unavailable):
+            unavailable(h, opts, block, specs[block.server], env)
+        else:
+            ready.append(block)
+
+    def start(block: plan.Block) -> slices.Started | None:
+        env = prepared[block.server]
+        assert not isinstance(env, Unavailable)
+        return start_session(h, opts, block, specs[block.server], env)
+
+    return slices.measure_round(ready, start, lambda s: h.site.stop(s.served), h.site.problem)
 
 
 def more_rounds(
@@ -257,6 +313,8 @@ def race_rounds(
     kept for the end of the output."""
 
     def run_round(blocks: list[plan.Block]) -> bool:
+        if plan.sliced(opts):
+            return run_sliced(h, opts, blocks, specs, prepared) is None
         return run_blocks(h, [(opts, b) for b in blocks], specs, prepared) is None
 
     outcome = racing.race(
