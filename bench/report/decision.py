@@ -65,6 +65,7 @@ from scipy import stats
 State = Literal["separated", "equivalent", "undecided"]
 
 MIN_ROUNDS = 3  # paired rounds before any decision (df = 2)
+NO_SPREAD = 1e-9  # ln ratios varying less than this did not vary (float rounding)
 ALPHA = 0.05
 MARGIN = 0.05
 
@@ -195,9 +196,11 @@ def _test(diffs: np.ndarray, margin: float, no_figure: bool) -> _Test:
     if n < MIN_ROUNDS:
         return _Test(diffs, None, None, None, f"{n} paired round(s), {MIN_ROUNDS} needed")
     sd = float(np.std(diffs, ddof=1))
-    if sd == 0.0:
+    if sd < NO_SPREAD:
         # identical ratios every round: quantised figures, not proof (zero spread is no
-        # evidence of zero noise); the pair stays undecided rather than "p = 0"
+        # evidence of zero noise); the pair stays undecided rather than "p = 0". Not `== 0`:
+        # identical ratios of quantised rates (capacity crossings on one ladder: 2 × 94.87 /
+        # 94.87 and 2 × 84.85 / 84.85) differ in ln by float rounding, ~1e-16
         return _Test(diffs, None, None, None, "the same ratio every round: no spread to test")
     se = sd / math.sqrt(n)
     mean = float(diffs.mean())
