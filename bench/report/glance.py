@@ -1,6 +1,7 @@
 """The summary's first section, "At a glance": per scenario and load, the best
-configuration(s), the margin to the next with its significance, and the caveats; per capacity
-objective the best capacity; one line per study verdict.
+configuration(s), the margin to the next with its significance, and the caveats; per machine,
+session, objective and scenario the capacities' race (bench.report.capacities: each round's
+capacity paired by round, judged by bench.report.decision); one line per study verdict.
 
 Input: records (and the rendered study sections, for their verdict lines). Output: markdown
 lines. Everything comes from the records: nothing here is typed in.
@@ -12,6 +13,7 @@ from collections import Counter, defaultdict
 
 from bench.core.record import Record
 from bench.load import uses_threads
+from bench.report.capacities import CapacityRace, races
 from bench.report.cells import figure, host_of, knobs_label, num, session_label, via_label
 from bench.report.groups import (
     BASELINES,
@@ -23,8 +25,8 @@ from bench.report.groups import (
     rps_values,
     starved,
 )
-from bench.report.openloop import capacity_cell, capacity_estimate, searches
-from bench.report.stats import Ranked, capacity_ratio, estimate, pairwise
+from bench.report.openloop import capacity_cell
+from bench.report.stats import Ranked, estimate, pairwise
 from bench.report.table import markdown_table
 
 LOAD_SATURATED = 0.9  # the load tool used over 90 % of its threads' CPU
@@ -182,37 +184,49 @@ def _arena_rows(records: list[Record]) -> list[tuple]:
     return [(key, machine, row) for key, machine, row, _ in rows]
 
 
-def _capacity_lines(records: list[Record]) -> list[str]:
-    """Per objective and scenario: the highest capacity with its interval, and its ratio to
-    the next with an interval from both capacities' 97.5 % intervals (jointly ≥ 95 %)."""
-    lines = []
-    for (p99_ms, scenario), by_search in sorted(searches(records).items()):
-        found = [
-            (capacity_estimate(steps), capacity_estimate(steps, 0.975), steps[0])
-            for steps in by_search.values()
-            if steps[0].server not in BASELINES
-        ]
-        found = [f for f in found if f[0].center is not None]
-        if not found:
-            continue
-        found.sort(key=lambda f: f[0].center, reverse=True)
-        best = found[0]
-        text = (
-            f"- Capacity at p99 ≤ {p99_ms:g} ms, {scenario}: **{_label(best[2])}** "
-            f"{capacity_cell(best[0])} req/s"
-        )
-        if len(found) > 1:
-            nxt = found[1]
-            ratio = capacity_ratio(best[1], nxt[1])
-            interval = f" [{ratio[1]:.2f}–{ratio[2]:.2f}]" if ratio else ""
-            text += (
-                f", {best[0].center / nxt[0].center:.2f}×{interval} "  # type: ignore[operator]
-                f"{_label(nxt[2])} ({capacity_cell(nxt[0])} req/s)"
-            )
-            if ratio and ratio[1] <= 1.0:
-                text += ": not separated (the ratio's interval holds 1.00×)"
-        lines.append(text + ".")
-    return lines
+def _capacity_line(race: CapacityRace, sessions: bool) -> list[str]:
+    """One arena's capacity line: the race's first configuration with its capacity, the
+    paired ratio to the next with the race's verdict, the whole ranking, and what would
+    decide an undecided pair."""
+    ranking = race.ranking()
+    best = ranking[0].record
+    where = f" ({via_label(best)})" if via_label(best) != "direct" else ""
+    quota = (best.cgroup or {}).get("cpu_quota")
+    where += f" (CPU quota {quota:g})" if quota is not None else ""
+    where += f" · {session_label(best)}" if sessions else ""
+    text = (
+        f"- Capacity at p99 ≤ {race.objective_ms:g} ms, {race.scenario}{where}: "
+        f"**{_label(best)}** {capacity_cell(ranking[0].capacity)} req/s"
+    )
+    if race.race is None:
+        return [text + " (the only configuration searched here: nothing to compare)."]
+    pair, nxt = race.pairs()[0], ranking[1]
+    interval = f" [{pair.low:.2f}–{pair.high:.2f}]" if pair.low is not None else ""
+    state = {
+        "separated": "separated",
+        "equivalent": f"equivalent within ±{race.race.margin * 100:g} %",
+        "undecided": f"undecided ({pair.reason})",
+    }[pair.state]
+    how = "decided" if race.race.standing.done else "undecided"
+    text += (
+        f", {pair.ratio:.2f}×{interval} {_label(nxt.record)} "
+        f"({capacity_cell(nxt.capacity)} req/s): {state}; paired by round, {how} in "
+        f"{race.race.rounds} round(s): {race.race.standing.line()}."
+    )
+    return [text, *(f"  - {note}" for note in race.race.notes())]
+
+
+def _capacity_lines(records: list[Record]) -> dict[str, list[str]]:
+    """Per machine, per arena (one session, runtime, objective and scenario:
+    bench.report.capacities), the capacity line; the arena's session is named where one
+    machine searched that objective and scenario in several sessions."""
+    found = races(records)
+    seen = Counter((r.machine, r.objective_ms, r.scenario) for r in found)
+    lines: dict[str, list[str]] = defaultdict(list)
+    for race in found:
+        several = seen[(race.machine, race.objective_ms, race.scenario)] > 1
+        lines[race.machine] += _capacity_line(race, several)
+    return dict(lines)
 
 
 def _verdicts(extra: list[str]) -> list[str]:
@@ -253,18 +267,24 @@ def glance_section(records: list[Record], extra: list[str] | None = None) -> lis
         "achieved req/s is the load tool's pacing, so only p99 is ranked. The margin is the "
         "leader against the runner-up, both by point estimate: the ratio of req/s (or p99) "
         "with its interval and significance, Holm-corrected over every pair at that load. "
-        "Capacities: `X [lo–hi]`, the 95 % interval. Detailed tables: the files under Details.",
+        "Capacities: `X [lo–hi]`, the 95 % interval over every step; configurations compared "
+        "only within one machine, session and runtime, on each round's own capacity paired by "
+        "round (the race's verdict: separated, equivalent within ±MARGIN, or undecided). "
+        "Detailed tables: the files under Details.",
         "",
     ]
     by_machine: dict[str, list[list[str]]] = defaultdict(list)
     for _, machine, row in rows:
         by_machine[machine].append(row)
-    for machine, machine_rows in by_machine.items():
-        if len(by_machine) > 1:
+    # each machine's capacities under its own heading, never under another machine's
+    machines = list(dict.fromkeys([*by_machine, *sorted(capacity)]))
+    for machine in machines:
+        if len(machines) > 1:
             lines += [f"**{machine}**", ""]
-        lines += [*markdown_table(HEADER, machine_rows, "llllrllll"), ""]
-    if capacity:
-        lines += [*capacity, ""]
+        if by_machine.get(machine):
+            lines += [*markdown_table(HEADER, by_machine[machine], "llllrllll"), ""]
+        if capacity.get(machine):
+            lines += [*capacity[machine], ""]
     if verdicts:
         lines += [*verdicts, ""]
     return lines

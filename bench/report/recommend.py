@@ -7,10 +7,11 @@ records, command lines from servers/<id>/server.toml rendered with the knobs the
 used, the balancer's idle timeout from proxy/alb.conf.template.
 
 The rules (the confidence rules of bench.report.stats):
-- A configuration is recommended only where the data decide: its capacity interval lies
-  wholly above every other's (make capacity), or its rank interval by req/s is exactly 1
-  (significantly ahead of every other after Holm's correction) at some load and holds 1 at
-  every other load of the workload. Two configurations that each lead somewhere, or a
+- A configuration is recommended only where the data decide: it won the capacity race of its
+  machine and session (make capacity: each round's capacity paired by round, separated from
+  the next by bench.report.decision; bench.report.capacities), or its rank interval by req/s
+  is exactly 1 (significantly ahead of every other after Holm's correction) at some load and
+  holds 1 at every other load of the workload. Two configurations that each lead somewhere, or a
   leader whose interval overlaps another's: "not enough evidence — run: <command>".
 - Baselines (nginx-static, flask-dev) are never recommended nor offered as an alternative.
 - Machines apart: one recommendation per machine; emulated runs are a functional check only.
@@ -33,6 +34,8 @@ from scipy import stats
 
 from bench.core.record import Record, analysed
 from bench.core.registry import APPS, ROOT, load_all
+from bench.report.capacities import CapacityRace
+from bench.report.capacities import races as capacity_races
 from bench.report.cells import host_of, knobs_label, num
 from bench.report.groups import (
     BASELINES,
@@ -46,7 +49,6 @@ from bench.report.groups import (
 )
 from bench.report.limits import RUN as LIMITS_RUN
 from bench.report.limits import advice
-from bench.report.openloop import capacity_estimate, searches
 from bench.report.production import recycle_cell, reload_cell
 from bench.report.stats import ALPHA, Capacity, pairwise
 from bench.report.table import markdown_table
@@ -195,24 +197,11 @@ def arenas(runs: list[Record]) -> list[Arena]:
     return sorted(out, key=lambda a: (a.first.scenario, a.first.concurrency))
 
 
-def _capacities(runs: list[Record]) -> list[tuple[Capacity, Record]]:
-    """Each capacity search's estimate (non-baseline), highest first."""
-    found = []
-    for by_search in searches(runs).values():
-        for steps in by_search.values():
-            cap = capacity_estimate(steps)
-            if steps[0].server not in BASELINES and cap.center is not None:
-                found.append((cap, steps[0]))
-    return sorted(found, key=lambda f: -(f[0].center or 0.0))
-
-
-def _capacity_leader(caps: list[tuple[Capacity, Record]]) -> Record | None:
-    """The search whose capacity interval lies wholly above every other's."""
-    if len(caps) < 2 or caps[0][0].low is None:
-        return None
-    best = caps[0][0]
-    above = all(c.high is not None and best.low > c.high for c, _ in caps[1:])  # type: ignore[operator]
-    return caps[0][1] if above else None
+def _capacity_leader(caps: list[CapacityRace]) -> Record | None:
+    """The configuration that won every capacity race of these runs it took part in (the
+    race separated it from the next: bench.report.capacities), and no other won one."""
+    leaders = {_identity(e.record): e.record for race in caps if (e := race.leader())}
+    return next(iter(leaders.values())) if len(leaders) == 1 else None
 
 
 @dataclass
@@ -222,29 +211,29 @@ class Decision:
 
     leader: Record | None
     arenas: list[Arena]
-    capacities: list[tuple[Capacity, Record]]
+    capacities: list[CapacityRace]  # one per machine, session, objective and scenario
     candidates: list[Record]
 
 
-def _beaten(ident: tuple, arenas_: list[Arena], caps: list[tuple[Capacity, Record]]) -> bool:
-    """Whether some other configuration is significantly ahead of `ident` anywhere."""
+def _beaten(ident: tuple, arenas_: list[Arena], caps: list[CapacityRace]) -> bool:
+    """Whether some other configuration is significantly ahead of `ident` anywhere: by req/s
+    at a load, or in a capacity race (ranked below a separated pair)."""
     for arena in arenas_:
         for key, group in arena.members.items():
             if _identity(group[0]) == ident and arena.by_rps[key].low > 1:
                 return True
-    mine = [c for c, r in caps if _identity(r) == ident]
     return any(
-        c.low is not None and m.high is not None and c.low > m.high
-        for m in mine
-        for c, r in caps
-        if _identity(r) != ident
+        race.beaten(e.label)
+        for race in caps
+        for e in race.ranking()
+        if _identity(e.record) == ident
     )
 
 
 def decide(runs: list[Record]) -> Decision:
     """The configuration the data single out, or the candidates still tied."""
     arenas_ = arenas(runs)
-    caps = _capacities(runs)
+    caps = capacity_races(runs)
     winners: dict[tuple, Record] = {}
     for arena in arenas_:
         if (key := arena.sole_leader()) is not None:
@@ -259,8 +248,9 @@ def decide(runs: list[Record]) -> Decision:
     for arena in sorted(arenas_, key=lambda a: -a.first.concurrency)[:1]:
         for key in arena.tied_leaders():
             candidates.setdefault(_identity(arena.members[key][0]), arena.members[key][0])
-    for _, rec in caps[:2]:
-        candidates.setdefault(_identity(rec), rec)
+    for race in caps:
+        for entrant in race.ranking()[:2]:
+            candidates.setdefault(_identity(entrant.record), entrant.record)
     return Decision(None, arenas_, caps, list(candidates.values()))
 
 
@@ -277,13 +267,20 @@ def _arena_evidence(arena: Arena, key: tuple) -> str:
     )
 
 
-def _capacity_evidence(caps: list[tuple[Capacity, Record]], ident: tuple) -> str:
-    for cap, rec in caps:
-        if _identity(rec) == ident:
-            objective = rec.metadata["capacity"]["objective"]["p99_ms"]
-            others = [f"{_label(r)} {_cap_text(c)}" for c, r in caps if _identity(r) != ident]
-            text = f"capacity at p99 ≤ {objective:g} ms: {_cap_text(cap)} req/s"
-            return text + (f" (next: {others[0]} req/s)" if others else "")
+def _capacity_evidence(caps: list[CapacityRace], ident: tuple) -> str:
+    """The configuration's capacity in the race it won, the next one's, and how the race
+    decided (bench.report.capacities)."""
+    for race in caps:
+        ranking = race.ranking()
+        if race.leader() is None or _identity(ranking[0].record) != ident:
+            continue
+        pair, nxt = race.pairs()[0], ranking[1]
+        interval = f" [{pair.low:.2f}–{pair.high:.2f}]" if pair.low is not None else ""
+        return (
+            f"capacity at p99 ≤ {race.objective_ms:g} ms: {_cap_text(ranking[0].capacity)} "
+            f"req/s, {pair.ratio:.2f}×{interval} the next (paired by round, {pair.rounds} "
+            f"rounds: separated): {_label(nxt.record)} {_cap_text(nxt.capacity)} req/s"
+        )
     return ""
 
 
@@ -557,8 +554,9 @@ LEGEND = (
     "[95 % confidence interval]; `c50 (wrk)`: 50 connections; rank by req/s among the "
     "configurations at that load, `1` = significantly ahead of every other (Welch's t-test, "
     "Holm-corrected), `1–3` = undecided. A configuration is recommended only where its rank "
-    "is `1` (and holds 1 at every other load) or its capacity interval lies above every "
-    "other's; baselines (nginx-static, flask-dev) never."
+    "is `1` (and holds 1 at every other load) or it won the capacity race of its machine and "
+    "session (each round's capacity paired by round, separated from the next); baselines "
+    "(nginx-static, flask-dev) never."
 )
 
 

@@ -366,6 +366,21 @@ def capacity(
     )
 
 
+def crossing(outcomes: Mapping[float, Sequence[bool]]) -> float | None:
+    """capacity()'s centre alone (no interval: one race round's figure): the crossing of 1/2,
+    or None where capacity() has none (nothing failed, or the lowest rate failed most)."""
+    rates = np.array(sorted(r for r in outcomes if outcomes[r]), dtype=float)
+    if rates.size == 0:
+        return None
+    counts = np.array([len(outcomes[r]) for r in rates], dtype=float)
+    passed = np.array([sum(bool(v) for v in outcomes[r]) for r in rates], dtype=float)
+    if passed.sum() == counts.sum() or (
+        passed[0] == 0 and _pooled(passed / counts, counts)[0] < 0.5
+    ):
+        return None
+    return _crossing(rates, passed, counts)
+
+
 def capacity_ratio(a: Capacity, b: Capacity) -> tuple[float, float, float] | None:
     """A/B and an interval holding with ≥ 95 % when both capacities' intervals are at 97.5 %
     (the caller passes those): [low_A / high_B, high_A / low_B]."""

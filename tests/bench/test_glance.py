@@ -36,20 +36,35 @@ def _search(steps: list[Record], server: str, scale: float) -> list[Record]:
     return out
 
 
+def _rounds(steps: list[Record], jitter: tuple[float, float, float]) -> list[Record]:
+    """One search's steps as 3 rounds (trials), round t's rates × jitter[t - 1]."""
+    return [
+        dataclasses.replace(s, trial=t, offered_rps=s.offered_rps * jitter[t - 1])  # type: ignore[operator]
+        for t in (1, 2, 3)
+        for s in steps
+    ]
+
+
 def test_the_capacity_line_compares_the_best_with_the_next_not_the_last() -> None:
-    """Three capacity searches, one the fixture's (gunicorn-sync) and two at 1.5× and 2×
-    its rates: the line names the best (2×) and its ratio to the next (1.5×): 1.33×, not
-    2.00× to the last."""
+    """Three capacity searches of 3 rounds each, the fixture's (gunicorn-sync) and two at
+    1.5× and 2× its rates, each round's rates moved a little: the line names the best (2×)
+    and its paired ratio to the next (1.5×): 1.34× (the geometric mean of 2/1.5 × 1, 1.02 /
+    0.98, 0.99 / 1.01), not about 2× to the last."""
     records, _ = load_records(OPENLOOP)
     steps = [r for r in records if r.metadata.get("capacity")]
     assert {r.server for r in steps} == {"gunicorn-sync"}
-    three = steps + _search(steps, "uwsgi", 1.5) + _search(steps, "granian", 2.0)
+    three = (
+        _rounds(steps, (1.0, 1.0, 1.0))
+        + _rounds(_search(steps, "uwsgi", 1.5), (1.0, 0.98, 1.01))
+        + _rounds(_search(steps, "granian", 2.0), (1.0, 1.02, 0.99))
+    )
     (line,) = [line for line in glance_section(three) if line.startswith("- Capacity")]
     assert "**granian" in line
     match = re.search(r", ([0-9.]+)× \[[0-9.]+–[0-9.]+\] (\S+)", line)
     assert match, line
     assert match.group(2) == "uwsgi"
-    assert float(match.group(1)) == 1.33
+    assert float(match.group(1)) == 1.34
+    assert line.endswith("decided in 3 round(s): granian > uwsgi > gunicorn-sync."), line
 
 
 def test_identical_trials_are_untestable_not_significant() -> None:

@@ -270,7 +270,12 @@ MUTANTS += (
     Mutant(
         "capacity-line-next-is-the-last",
         (("test_the_capacity_line_compares_the_best_with_the_next_not_the_last", {}),),
-        replace=(("            nxt = found[1]\n", "            nxt = found[-1]\n"),),
+        replace=(
+            (
+                "    pair, nxt = race.pairs()[0], ranking[1]\n",
+                "    pair, nxt = race.pairs()[0], ranking[-1]\n",
+            ),
+        ),
         target="glance",
     ),
     Mutant(

@@ -186,31 +186,30 @@ def test_a_leader_at_one_load_must_hold_rank_1_at_every_other_load() -> None:
     assert _direct(third).server is None
 
 
-def test_the_capacity_route_recommends_an_interval_wholly_above_the_others() -> None:
-    """tests/fixtures/capacity-pair: granian's capacity [160–200] req/s lies wholly above
-    gunicorn-sync's [80–100] (the brackets of rates that always passed and always failed):
-    granian is recommended for the slow upstream workload (/sleep) with its capacity as
-    evidence; two searches of one configuration decide nothing and the command is make
-    capacity."""
+def test_the_capacity_route_recommends_the_winner_of_the_capacity_race() -> None:
+    """tests/fixtures/capacity-pair with granian's ladder moved per round (×1, ×1.1, ×0.95):
+    the capacity race (each round's crossing, paired by round) separates granian from
+    gunicorn-sync, so granian is recommended for the slow upstream workload (/sleep) with
+    its capacity and the paired ratio as evidence; as recorded, the ratio is 2.00 in every
+    round (no spread: undecided) and the command is make capacity for both; two searches of
+    one configuration are one configuration: nothing to compare."""
     records, _ = load_records(FIXTURES / "capacity-pair")
-    both = _direct(
-        [r for r in records if r.metadata["capacity"]["search"][0] in "ab"], "slow upstream"
-    )
+    pair = [r for r in records if r.metadata["capacity"]["search"][0] in "ab"]
+    shift = {1: 1.0, 2: 1.1, 3: 0.95}
+    moved = [
+        replace(r, offered_rps=r.offered_rps * shift[r.trial]) if r.server == "granian" else r
+        for r in pair
+    ]
+    both = _direct(moved, "slow upstream")
     assert both.server == "granian"
-    assert "185 [160–200]" in both.evidence
+    assert "capacity at p99 ≤ 100 ms: " in both.evidence
+    assert "the next (paired by round, 3 rounds: separated): gunicorn-sync" in both.evidence
     same = _direct([r for r in records if r.server == "gunicorn-sync"], "slow upstream")
     assert same.server is None
     assert same.command == "make capacity SERVER=gunicorn-sync SCENARIO=sleep"
-    # granian's ladder moved to 88/99/110: [88–110] overlaps [80–100] though its capacity
-    # (101.6) is the higher: not decided
-    near = [
-        replace(r, offered_rps=r.offered_rps * 0.55) if r.server == "granian" else r
-        for r in records
-        if r.metadata["capacity"]["search"][0] in "ab"
-    ]
-    overlap = _direct(near, "slow upstream")
-    assert overlap.server is None
-    assert overlap.command == "make capacity SERVER=granian,gunicorn-sync SCENARIO=sleep"
+    tied = _direct(pair, "slow upstream")
+    assert tied.server is None
+    assert tied.command == "make capacity SERVER=granian,gunicorn-sync SCENARIO=sleep"
 
 
 def _race(base: Record, keepalive: int, lost: int, sent: int) -> Record:

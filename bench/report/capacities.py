@@ -1,0 +1,181 @@
+"""Capacity comparisons: which configurations carry more within a latency objective, decided
+by the race engine (bench.report.decision) on each round's own capacity.
+
+Input: capacity steps (make capacity's records, bench.harness.capacity; the harness's own
+records during a race). Output: one `CapacityRace` per arena: one machine, one session, one
+runtime (native, or a container under its CPU and memory limits, or a CPU quota), one
+objective, scenario, proxy, keep-alive, protocol and load tool. It holds each
+configuration's capacity over all its rounds (bench.report.stats.capacity, 95 %) and, where
+two or more configurations were searched, the race (a bench.report.standings.PointRace):
+each round's capacity of each configuration (a round is a trial, a fresh start of every
+server in a shuffled order: the crossing of that trial's steps alone,
+bench.report.stats.crossing), paired by round, ranked and judged by
+bench.report.decision.judge (adjacent pairs separated, equivalent within ±MARGIN, or
+undecided; Holm over the pairs; alpha spent over the looks of TRIALS=auto's race, or one
+look at the rounds run for a fixed TRIALS).
+
+This is the one comparison of capacities: the summary's capacity line (bench.report.glance),
+the recommendations (bench.report.recommend) and make capacity TRIALS=auto's rounds
+(bench.harness.racing) all read it. Never compared: a configuration with itself (several
+searches of one configuration in one arena are its rounds, pooled), capacities of two
+machines or two sessions, a container's or a quota's capacity with a native one (issue 32
+item 9). A round whose steps all passed, or whose lowest rate failed, has no crossing: it
+gives that configuration no figure, and its pairs are judged on the rounds both have one.
+Baselines (nginx-static, flask-dev) are left out of the summary's comparisons; the harness
+races every server it was asked to (`baselines=True`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from bench.core import defaults
+from bench.core.record import Record, session_of
+from bench.report import decision
+from bench.report.cells import host_of
+from bench.report.groups import BASELINES, runtime_key
+from bench.report.openloop import capacity_estimate, capacity_outcomes, searches
+from bench.report.standings import PointRace, config_label
+from bench.report.stats import Capacity, crossing
+
+
+@dataclass(frozen=True)
+class Entrant:
+    """One configuration's capacity in one arena, over every step of every round."""
+
+    label: str  # its name in the race (bench.report.standings.config_label)
+    record: Record  # its first step: server, knobs, machine, session
+    capacity: Capacity  # 95 % interval
+    rounds: dict[int, float | None]  # trial -> that round's crossing (None: none)
+
+
+@dataclass(frozen=True)
+class CapacityRace:
+    """One arena's capacities and, with two or more configurations, their race."""
+
+    objective_ms: float
+    scenario: str
+    machine: str
+    entrants: dict[str, Entrant]  # by label
+    race: PointRace | None  # None: one configuration, nothing to compare
+
+    def ranking(self) -> list[Entrant]:
+        """Best first: the race's ranking (paired two-way fit), or the capacity alone."""
+        if self.race is None:
+            return sorted(self.entrants.values(), key=lambda e: -(e.capacity.center or 0.0))
+        return [self.entrants[label] for label in self.race.standing.ranking]
+
+    def pairs(self) -> tuple[decision.Pair, ...]:
+        """The ranking's adjacent pairs as the race judged them (none without a race)."""
+        return self.race.standing.pairs if self.race is not None else ()
+
+    def leader(self) -> Entrant | None:
+        """The configuration separated from the next one and first: the race's winner."""
+        pairs = self.pairs()
+        return self.ranking()[0] if pairs and pairs[0].state == "separated" else None
+
+    def beaten(self, label: str) -> bool:
+        """Whether a configuration ranks below a separated pair (something carries more)."""
+        order = [e.label for e in self.ranking()]
+        if label not in order:
+            return False
+        return any(p.state == "separated" for p in self.pairs()[: order.index(label)])
+
+
+def arena_key(rec: Record) -> tuple:
+    """What two capacity searches must share to be compared: machine, session, runtime and
+    limits (container CPUs and memory, CPU quota), objective, scenario and how the load came."""
+    objective = rec.metadata["capacity"]["objective"]
+    keepalive = rec.keepalive or {}
+    return (
+        host_of(rec),
+        session_of(rec),
+        runtime_key(rec),
+        (rec.cgroup or {}).get("cpu_quota"),
+        objective.get("p99_ms"),
+        objective.get("p999_ms"),
+        rec.scenario,
+        rec.proxy,
+        keepalive.get("client", True),
+        keepalive.get("upstream"),
+        rec.load_tool,
+        rec.protocol or "http1",
+        rec.streams or 1,
+        rec.arch,
+    )
+
+
+def round_capacities(steps: list[Record]) -> dict[int, float | None]:
+    """Each trial's crossing over its own steps (bench.report.stats.crossing)."""
+    by_trial: dict[int, list[Record]] = defaultdict(list)
+    for step in steps:
+        by_trial[step.trial].append(step)
+    return {t: crossing(capacity_outcomes(s)) for t, s in sorted(by_trial.items())}
+
+
+def _minutes(records: list[Record]) -> float | None:
+    try:
+        starts = [datetime.fromisoformat(str(r.metadata["started_at"])) for r in records]
+        ends = [datetime.fromisoformat(str(r.metadata["ended_at"])) for r in records]
+    except (KeyError, ValueError):
+        return None
+    return (max(ends) - min(starts)).total_seconds() / 60
+
+
+def _race(point: str, entrants: dict[str, Entrant], steps: list[Record], looks: int | None):
+    """The arena's race: each configuration's rounds, judged at the race's last look."""
+    figures = {
+        label: {t: v for t, v in e.rounds.items() if v is not None} for label, e in entrants.items()
+    }
+    rounds = max(len(e.rounds) for e in entrants.values())
+    settings = steps[0].metadata.get("trials_auto") or {}
+    margin = float(settings.get("margin") or defaults.RACE_MARGIN)
+    # TRIALS=auto: the looks the race spent its error over; a fixed TRIALS: one look, at the
+    # rounds run (decision.spent(n, n), as bench.report.decision.rounds_to_decide counts)
+    cap = looks or int(settings.get("max_looks") or 0) or rounds
+    standing = decision.judge(
+        figures, margin=margin, look=max(1, min(rounds, cap)), max_looks=max(1, cap)
+    )
+    return PointRace(point, figures, standing, rounds, _minutes(steps), margin, False)
+
+
+def races(
+    records: Iterable[Record], max_looks: int | None = None, baselines: bool = False
+) -> list[CapacityRace]:
+    """Every arena's capacities and race, by machine, objective and scenario (`max_looks`:
+    the running race's; None: from the records' trials_auto, or the rounds run)."""
+    arenas: dict[tuple, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
+    for by_search in searches(list(records)).values():
+        for steps in by_search.values():
+            for step in steps:
+                if baselines or step.server not in BASELINES:
+                    arenas[arena_key(step)][step.metadata["capacity"]["search"]].append(step)
+    out = []
+    for key, by_search in arenas.items():
+        knobs: dict[str, set] = defaultdict(set)
+        for steps in by_search.values():
+            knobs[steps[0].server].add(tuple(sorted((steps[0].knobs or {}).items())))
+        several = {server for server, sets in knobs.items() if len(sets) > 1}
+        by_config: dict[str, list[Record]] = defaultdict(list)
+        for steps in by_search.values():  # one configuration's searches: its rounds, pooled
+            by_config[config_label(steps[0], several)].extend(steps)
+        entrants = {
+            label: Entrant(label, steps[0], capacity_estimate(steps), round_capacities(steps))
+            for label, steps in by_config.items()
+        }
+        first = next(iter(by_config.values()))[0]
+        p99_ms, scenario = float(key[4]), str(key[6])
+        point = f"capacity at p99 ≤ {p99_ms:g} ms, {scenario}"
+        every = [s for steps in by_config.values() for s in steps]
+        race = _race(point, entrants, every, max_looks) if len(entrants) > 1 else None
+        out.append(CapacityRace(p99_ms, scenario, host_of(first), entrants, race))
+    return sorted(out, key=lambda r: (r.machine, r.objective_ms, r.scenario))
+
+
+def point_races(records: Iterable[Record], max_looks: int) -> list[PointRace]:
+    """make capacity TRIALS=auto's standings after a round (bench.harness.racing): every
+    arena with two or more configurations, baselines included."""
+    return [r.race for r in races(records, max_looks, baselines=True) if r.race is not None]
