@@ -260,11 +260,11 @@ def simple_options(args: argparse.Namespace, target: str | None) -> dict[str, ob
 
 def validate_precision(args: argparse.Namespace) -> dict[str, object]:
     """TRIALS and BUDGET: the fixed trial count, or TRIALS=auto's first rounds and its
-    Precision (make bench only: a capacity search and a soak have rounds of their own)."""
+    Precision (make bench, tune and capacity: a soak has rounds of its own)."""
     trials, minutes = validate_trials(args.trials, getattr(args, "trials_budget", None))
     if trials is not None:
         return {"trials": trials}
-    if getattr(args, "command", "run") not in ("run", "tune"):
+    if getattr(args, "command", "run") not in ("run", "tune", "capacity"):
         raise UsageError(
             f"TRIALS=auto applies to make bench; valid here: TRIALS=<1..{defaults.AUTO_MAX_TRIALS}>"
         )
@@ -279,8 +279,12 @@ def race_duration(args: argparse.Namespace, options: plan.Options) -> plan.Optio
     given = getattr(args, "given_names", None)
     if given is None:  # argv, not make: set means different from the default
         given = {"DURATION"} if str(args.duration) != str(defaults.DURATION_S) else set()
-    if options.precision is None or "DURATION" in given:
-        return options
+    if (
+        options.precision is None
+        or "DURATION" in given
+        or getattr(args, "command", "run") == "capacity"
+    ):
+        return options  # make capacity: its steps' own DURATION (defaults.CAPACITY_DURATION_S)
     return dataclasses.replace(options, duration_s=defaults.RACE_DURATION_S)
 
 

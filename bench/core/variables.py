@@ -437,7 +437,8 @@ VARIABLES: tuple[Variable, ...] = (
         "equivalent within ±MARGIN), one server runs rounds until its 95 % interval of req/s "
         f"is within ±{defaults.AUTO_TARGET:.0%} (both within BUDGET); "
         f"make capacity: rounds of steps around the knee, each on a fresh server start "
-        f"(default {defaults.CAPACITY_KNEE_TRIALS})",
+        f"(default {defaults.CAPACITY_KNEE_TRIALS}; auto: two or more servers race their "
+        "capacities, paired by round)",
         str(defaults.TRIALS),
         limits=(1, defaults.AUTO_MAX_TRIALS),
         unset=str(defaults.TRIALS),
@@ -446,9 +447,10 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "BUDGET",
         f"TRIALS=auto: minutes of rounds at most (at least {defaults.AUTO_MIN_TRIALS} trials "
-        "run whatever it says); make tune: minutes per server's search",
+        "run whatever it says; make capacity: rounds of the servers' knee steps); make tune: "
+        "minutes per server's search",
         str(defaults.AUTO_BUDGET_MIN),
-        ("run", TUNE),
+        ("run", "capacity", TUNE),
         flag="trials-budget",
         limits=(1, 1_440),
     ),
@@ -793,10 +795,10 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable(
         "MARGIN",
-        "TRIALS=auto and make tune: the equivalence margin in percent: two points closer than "
-        "it are the same",
+        "TRIALS=auto and make tune: the equivalence margin in percent: two points (or two "
+        "capacities) closer than it are the same",
         str(defaults.AUTO_MARGIN_PCT),
-        ("run", TUNE),
+        ("run", "capacity", TUNE),
         limits=MARGIN_RANGE,
         unset=str(defaults.AUTO_MARGIN_PCT),
         parser=parse_margin,
@@ -1165,9 +1167,18 @@ def command_rules(command: str, given: Mapping[str, str], values: Mapping[str, o
                     f"{name}: make capacity searches a steady server's rate; LIFECYCLE and "
                     "RECYCLE apply to make bench, make soak and studies"
                 )
-    if command in ("capacity", "soak", "serve") and values.get("TRIALS", 1) is None:
+    if command in ("soak", "serve") and values.get("TRIALS", 1) is None:
         raise UsageError(
             f"TRIALS=auto applies to make bench; valid here: TRIALS=<1..{defaults.AUTO_MAX_TRIALS}>"
+        )
+    if (
+        command == "capacity"
+        and values.get("TRIALS", 1) is None
+        and _count(values["SERVER"], 1) < 2
+    ):
+        raise UsageError(
+            "make capacity TRIALS=auto races two or more servers' capacities; valid: "
+            f"SERVER=<a,b,...> or all, or TRIALS=<1..{defaults.AUTO_MAX_TRIALS}>"
         )
     if command == "serve":
         if len(values["SERVER"]) != 1:  # type: ignore[arg-type]

@@ -147,6 +147,14 @@ class Knee:
     number: int  # the last step's number: later steps go on counting
 
 
+def knee_round(knee: Knee, trial: int) -> list[int]:
+    """Trial `trial`'s round of steps around the result: the ladder's row for the planned
+    trials; past them (TRIALS=auto's race rounds) a row shuffled afresh for that trial."""
+    if trial <= len(knee.ladder):
+        return knee.ladder[trial - 1]
+    return knee_ladder(knee.found, int(knee.search_id, 16) + trial, 1)[0]
+
+
 def _search(session: Session, template: plan.RunSpec, deadline: float) -> Knee | None:
     """Step up, bisect, confirm: the search's result with its id, or None (not found)."""
     objective = session.opts.mode.objective
@@ -176,8 +184,10 @@ def _steps(session: Session, template: plan.RunSpec, knee: Knee, extra, deadline
 
 def search_one(session: Session, template: plan.RunSpec, trial: int, knees: dict) -> int | None:
     """Trial 1 searches the capacity; every trial (each a fresh start of the server) then runs
-    its round of steps around the result, and the last one the steps below and past it. The
-    report's capacity is the crossing over every step of the search, across trials."""
+    its round of steps around the result, and the last planned one (TRIALS, or TRIALS=auto's
+    first rounds) the steps below and past it. The report's capacity is the crossing over
+    every step of the search, across trials; a race compares each trial's own crossing
+    (bench.report.capacities)."""
     objective = session.opts.mode.objective
     assert objective is not None
     deadline = time.monotonic() + objective.budget_s
@@ -187,8 +197,8 @@ def search_one(session: Session, template: plan.RunSpec, trial: int, knees: dict
         if trial > 1 or (knee := _search(session, template, deadline)) is None:
             return None  # no search result (trial 1 found none): nothing to repeat
         knees[key] = knee
-    extra = [("knee", r) for r in knee.ladder[min(trial, len(knee.ladder)) - 1]]
-    if trial >= len(knee.ladder):
+    extra = [("knee", r) for r in knee_round(knee, trial)]
+    if trial == len(knee.ladder):
         extra += [("profile", max(1, round(knee.found * f))) for f in defaults.CAPACITY_PROFILE]
         extra += [("past", max(1, round(knee.found * f))) for f in defaults.CAPACITY_PAST]
     _steps(session, template, knee, extra, deadline)

@@ -11,7 +11,9 @@ point it is measured on (bench.report.standings judges each point with
 bench.report.decision); the race stops when every pair is decided ("decided"), when another
 round would end past BUDGET ("budget"), or at the looks the error was spent over ("limit").
 With a single configuration there is nothing to race: bench.report.precision's rule (every
-point's interval within ±5 %) applies instead.
+point's interval within ±5 %) applies instead. make capacity TRIALS=auto races the servers'
+capacities the same way: a round is a trial (each search's steps around its knee on a fresh
+start), each round's capacity of each server paired by round (bench.report.capacities).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass, replace
 
 from bench.core import defaults, plan
 from bench.core.record import Record
-from bench.report import standings
+from bench.report import capacities, standings
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,9 @@ def max_looks(opts: plan.Options) -> int:
     assert opts.precision is not None
     two = plan.make_plan(replace(opts, servers=opts.servers[:2], trials=1), warm=())
     round_s = max(1, plan.estimate_seconds(opts, two))
+    if opts.mode.objective is not None:  # make capacity: a round is each search's knee steps
+        steps = len(defaults.CAPACITY_KNEE) * len(opts.scenarios) * 2
+        round_s = max(1, steps * (opts.warmup_s + opts.duration_s))
     rounds = min(opts.precision.max_trials, math.floor(opts.precision.budget_s / round_s))
     return max(rounds, defaults.AUTO_MIN_TRIALS)
 
@@ -61,6 +66,12 @@ def with_looks(opts: plan.Options) -> plan.Options:
 def judge(records: list[Record], looks: int) -> list[standings.PointRace]:
     """Each point's race over this invocation's records."""
     return standings.races(records, looks)
+
+
+def judge_capacity(records: list[Record], looks: int) -> list[standings.PointRace]:
+    """make capacity TRIALS=auto: each objective and scenario's race of the servers'
+    capacities, one per round (bench.report.capacities)."""
+    return capacities.point_races(records, looks)
 
 
 def still_racing(found: list[standings.PointRace]) -> set[str]:
@@ -93,7 +104,8 @@ def race(
     done = opts.trials
     # What the next round costs: the last round's time (configurations leave, rounds shrink).
     round_s = elapsed() / max(1, done)
-    found = judge(records(), looks)
+    judged = judge_capacity if opts.mode.objective is not None else judge
+    found = judged(records(), looks)
     why = None
     while True:
         standing_text = "; ".join(f"{r.point}: {r.standing.line()}" for r in found)
@@ -117,7 +129,7 @@ def race(
             break
         round_s = elapsed() - before
         done += 1
-        found = judge(records(), looks)
+        found = judged(records(), looks)
     undecided = sorted(still_racing(found)) if why != "decided" else []
     lines = [text for r in found for text in (r.line(), *(f"  {n}" for n in r.notes()))]
     if undecided:
@@ -133,12 +145,15 @@ def rerun_command(opts: plan.Options, undecided: list[str], spent_s: float, done
     assert opts.precision is not None
     per_round = spent_s / max(1, done)
     minutes = max(1, math.ceil(2 * max(spent_s, per_round * done) / 60))
+    objective = opts.mode.objective
     parts = [
-        "make bench",
+        "make capacity" if objective is not None else "make bench",
         f"SERVER={','.join(undecided)}",
         f"SCENARIO={','.join(opts.scenarios)}",
     ]
-    if opts.rates:
+    if objective is not None:  # the search's objective and start; its steps' own lengths
+        parts += [f"SLO_P99_MS={objective.p99_ms:g}", f"RATE={objective.start_rps}"]
+    elif opts.rates:
         parts += ["LOAD=oha", f"RATE={','.join(map(str, opts.rates))}"]
     if opts.concurrency:
         parts.append(f"CONCURRENCY={','.join(map(str, opts.concurrency))}")
