@@ -453,8 +453,8 @@ EXPORT, TEST_EXPORT = "bench.report.export", "tests.bench.test_export"
 EXPORT_KILLERS = (("test_the_estimates_and_failures_match_an_independent_computation", {}),)
 TEST_GLANCE = "tests.bench.test_glance_capacity"
 GLANCE_KILLERS = (
-    ("test_two_servers_capacities_compare_as_a_ratio_with_its_interval", {}),
-    ("test_a_configuration_against_its_own_second_search_is_not_separated", {}),
+    ("test_two_servers_capacities_compare_by_the_race_on_paired_rounds", {}),
+    ("test_a_configuration_is_not_compared_with_its_own_second_search", {}),
 )
 RECOMMEND, TEST_RECOMMEND = "bench.report.recommend", "tests.bench.test_recommend"
 DOCS = "tests.docs.test_docs"
@@ -626,14 +626,19 @@ ELSEWHERE = (
         "bench.report.glance",
         TEST_GLANCE,
         GLANCE_KILLERS,
-        replace=(("            nxt = found[1]\n", "            nxt = found[0]\n"),),
+        replace=(
+            (
+                "    pair, nxt = race.pairs()[0], ranking[1]\n",
+                "    pair, nxt = race.pairs()[0], ranking[0]\n",
+            ),
+        ),
     ),
     Elsewhere(
         "glance-capacity-tie-unsaid",
         "bench.report.glance",
         TEST_GLANCE,
         GLANCE_KILLERS,
-        replace=(("if ratio and ratio[1] <= 1.0:", "if ratio and ratio[1] < 0.5:"),),
+        replace=(('"undecided": f"undecided ({pair.reason})",', '"undecided": "separated",'),),
     ),
     Elsewhere(
         "recommend-a-leader-at-one-load-only",
@@ -651,13 +656,8 @@ ELSEWHERE = (
         "recommend-capacity-overlap-allowed",
         RECOMMEND,
         TEST_RECOMMEND,
-        (("test_the_capacity_route_recommends_an_interval_wholly_above_the_others", {}),),
-        replace=(
-            (
-                "best.low > c.high for c, _ in caps[1:]",
-                "best.center > c.center for c, _ in caps[1:]",
-            ),
-        ),
+        (("test_the_capacity_route_recommends_the_winner_of_the_capacity_race", {}),),
+        replace=(("if (e := race.leader())}", "if (e := race.ranking()[0])}"),),
     ),
     Elsewhere(
         "recommend-keepalive-first-brace",
