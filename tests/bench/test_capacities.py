@@ -269,3 +269,29 @@ def test_the_knee_round_past_the_planned_trials_is_shuffled_afresh() -> None:
     rates = sorted({round(1000 * f) for f in defaults.CAPACITY_KNEE})
     assert all(sorted(row) == rates for row in later)
     assert len({tuple(row) for row in later}) > 1
+
+
+@pytest.mark.parametrize(("truth", "reached"), [(1500, [1562]), (700, [640]), (1000, [])])
+def test_a_round_that_all_passed_steps_on_until_one_fails(monkeypatch, truth, reached) -> None:
+    """Trial 2 around a search result of 1,000 req/s on a server whose capacity is now
+    `truth`: every ladder step passing (1,500) steps on at ×1.25 of 1,250 until one fails
+    (1,562); every one failing (700) steps down at ×0.8 of 800 until one passes (640); a
+    round with both verdicts (1,000) has its crossing and takes no extra step."""
+    from types import SimpleNamespace
+
+    from bench.harness import capacity as cap
+    from tests.bench.test_capacity import _capacity_session
+
+    steps: list[tuple[int, str]] = []
+
+    def fake_step(session, template, rate, phase, number, search_id):
+        steps.append((rate, phase))
+        return rate <= truth
+
+    monkeypatch.setattr(cap, "_step", fake_step)
+    template = SimpleNamespace(server="s", scenario="db")
+    ladder = cap.knee_ladder(1000, seed=1, rounds=3)
+    knees = {("s", (("workers", 2),), "db"): cap.Knee("ab" * 6, 1000, ladder, 20)}
+    assert cap.search_one(_capacity_session(3, 1000), template, 2, knees) == 1000
+    assert steps[: len(ladder[1])] == [(r, "knee") for r in ladder[1]]
+    assert steps[len(ladder[1]) :] == [(r, "knee") for r in reached]
