@@ -371,6 +371,13 @@ def races(records: list[Record], machine: str) -> dict[str, Race]:
     return out
 
 
+def _clears_balancer(race: Race) -> bool:
+    """Whether the longer keep-alive is known to outlast the balancer's idle timeout (read
+    from its template: unknown, no keep-alive line is pasted)."""
+    idle = balancer_idle_s()
+    return idle is not None and isinstance(race.keepalive_s, int) and race.keepalive_s > idle
+
+
 def race_text(race: Race | None, server: str) -> str:
     """The race's counts in words, and whether they decide the keep-alive."""
     if race is None:
@@ -468,7 +475,7 @@ def _recommend(
         )
     knobs = dict(leader.knobs or {})
     race = races_.get(leader.server)
-    if deployment == ALB and race is not None and race.decided:
+    if deployment == ALB and race is not None and race.decided and _clears_balancer(race):
         knobs["keepalive"] = race.keepalive_s
     return Recommendation(
         machine,

@@ -668,8 +668,8 @@ ELSEWHERE = (
         (("test_the_keepalive_above_the_balancer_comes_from_the_race_study", {}),),
         replace=(
             (
-                "if deployment == ALB and race is not None and race.decided:",
-                "if deployment == ALB and race is not None and race.longer is not None:",
+                "race is not None and race.decided and _clears_balancer(race):",
+                "race is not None and race.longer is not None and _clears_balancer(race):",
             ),
         ),
     ),
