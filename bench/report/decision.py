@@ -370,6 +370,7 @@ class Question:
     margin: float = MARGIN  # equivalent within ±margin of the offset (a ratio's band − 1)
     band: bool = False  # separated means outside ±margin of the offset, not ≠ offset
     binomial: bool = True
+    looks: int | None = None  # the race's max_looks for this question (None: the family's)
 
 
 def count_p(
@@ -454,7 +455,7 @@ def judge_family(
     looks when the rounds were raced (`max_looks`: the race's; None: one look). The pairs in
     the questions' order, `better` = a and `worse` = b whatever their order; a log pair's
     ratio and interval are a/b (the offset put back)."""
-    judged = [_question_test(q, max_looks) for q in questions]
+    judged = [_question_test(q, q.looks or max_looks) for q in questions]
     tests = [t for t, _ in judged]
     levels = [lvl * alpha / ALPHA for _, lvl in judged]
     pairs = _holm([(q.a, q.b) for q in questions], tests, levels, alpha, family)

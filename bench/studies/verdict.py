@@ -24,7 +24,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bench.core import defaults
 from bench.core.record import Record
@@ -129,6 +129,17 @@ def settings_of(records: list[Record]) -> tuple[float, int | None]:
 
 
 def question(check: dict, records: list[Record], margin: float) -> decision.Question | str:
+    """A check as the engine's Question (with the looks its arms were raced over), or why it
+    cannot be one."""
+    found = _question(check, records, margin)
+    if isinstance(found, str):
+        return found
+    rates = fraction_rates(records)
+    mine = side_records(records, check["a"], rates, check["metric"]) or []
+    return replace(found, looks=settings_of(mine)[1])
+
+
+def _question(check: dict, records: list[Record], margin: float) -> decision.Question | str:
     """A check as the engine's Question, or why it cannot be one (the reason it is
     inconclusive: not measured, several cells, a quota that never bound, one trial)."""
     rates = fraction_rates(records)
