@@ -92,13 +92,16 @@ def _run_line(verdict: str, records: list[Record], family: int) -> str:
         if looks
         else "a fixed number of rounds"
     )
+    rounds = f"{'up to ' if looks else ''}{trials} round{'s' if trials != 1 else ''}"
+    rule = (
+        "each check decided on its two arms' within-round ratios (paired), separated or "
+        f"equivalent within ±{margin * 100:.0f} % (a ratio: within or outside its band), "
+        f"counts by an exact test, Holm over the study's {family} checks; otherwise "
+        "inconclusive with the reason; one trial decides nothing"
+    )
     return (
-        f"**Verdict: {verdict}** ({runs_text(records)} on {host}, "
-        f"{len(records)} runs from {started}, {trials} round{'s' if trials != 1 else ''} "
-        f"(trials) per arm, {raced}; rule: each check decided on its two arms' within-round "
-        f"ratios (paired), separated or equivalent within ±{margin * 100:.0f} % (a ratio: "
-        "within or outside its band), counts by an exact test, Holm over the study's "
-        f"{family} checks; otherwise inconclusive with the reason; one trial decides nothing)."
+        f"**Verdict: {verdict}** ({runs_text(records)} on {host}, {len(records)} runs from "
+        f"{started}, {rounds} (trials) per arm, {raced}; rule: {rule})."
     )
 
 

@@ -223,7 +223,8 @@ def reason_text(check: dict, q: decision.Question, pair: decision.Pair, family: 
             f"paired, {holm}"
         )
     elif pair.low is not None:
-        text = f"a/b {pair.ratio:.2f}× [{pair.low:.2f}–{pair.high:.2f}], {rounds} paired, {holm}"
+        ratio = f"{_x(pair.ratio)}× [{_x(pair.low)}–{_x(pair.high)}]"
+        text = f"a/b {ratio}, {rounds} paired, {holm}"
     else:
         text = f"{rounds} paired, {holm}"
     if pair.state == "equivalent" and check["kind"] != "ratio":
