@@ -438,8 +438,10 @@ VARIABLES: tuple[Variable, ...] = (
         f"is within ±{defaults.AUTO_TARGET:.0%} (both within BUDGET); "
         f"make capacity: rounds of steps around the knee, each on a fresh server start "
         f"(default {defaults.CAPACITY_KNEE_TRIALS}; auto: two or more servers race their "
-        "capacities, paired by round)",
+        "capacities, paired by round); make study: rounds of its arms (default: the study "
+        "file's), auto: rounds until every check is decided (within BUDGET)",
         str(defaults.TRIALS),
+        (*RUN, "study"),
         limits=(1, defaults.AUTO_MAX_TRIALS),
         unset=str(defaults.TRIALS),
         parser=parse_trials,
@@ -450,7 +452,7 @@ VARIABLES: tuple[Variable, ...] = (
         "run whatever it says; make capacity: rounds of the servers' knee steps); make tune: "
         "minutes per server's search",
         str(defaults.AUTO_BUDGET_MIN),
-        ("run", "capacity", TUNE),
+        ("run", "capacity", TUNE, "study"),
         flag="trials-budget",
         limits=(1, 1_440),
     ),
@@ -798,7 +800,7 @@ VARIABLES: tuple[Variable, ...] = (
         "TRIALS=auto and make tune: the equivalence margin in percent: two points (or two "
         "capacities) closer than it are the same",
         str(defaults.AUTO_MARGIN_PCT),
-        ("run", "capacity", TUNE),
+        ("run", "capacity", TUNE, "study"),
         limits=MARGIN_RANGE,
         unset=str(defaults.AUTO_MARGIN_PCT),
         parser=parse_margin,

@@ -281,10 +281,14 @@ def more_rounds(
 
 
 def run_arms(
-    h: Harness, plans: list[tuple[plan.Options, list[plan.Block]]], specs: dict[str, ServerSpec]
+    h: Harness,
+    plans: list[tuple[plan.Options, list[plan.Block]]],
+    specs: dict[str, ServerSpec],
+    race: racing.StudyJudge | None = None,
 ) -> int:
     """Prepare, start the shared stack, then every block of every arm in order (TRIALS=auto:
-    then more rounds until precise or out of budget)."""
+    then more rounds until precise or out of budget; a study's arms with `race`: rounds until
+    its checks are decided)."""
     prepared = open_arms(h, plans, specs)
     if prepared is None:
         return 1
@@ -294,7 +298,9 @@ def run_arms(
     stack_reason = run_blocks(h, arm_blocks, specs, prepared)
     first = plans[0][0]
     if first.precision is not None and stack_reason is None:
-        if len(first.servers) > 1:
+        if race is not None:
+            study_rounds(h, [o for o, _ in plans], specs, prepared, (started, race))
+        elif len(first.servers) > 1:
             race_rounds(h, first, specs, prepared, started)
         else:
             more_rounds(h, first, specs, prepared, started)
@@ -322,6 +328,37 @@ def race_rounds(
     )
     h.progress.say(
         f"TRIALS=auto: race stopped ({outcome.why}) after {outcome.rounds} round(s), "
+        f"{(clock() - started) / 60:.1f} min"
+    )
+    h.closing.extend(outcome.lines)
+    return outcome
+
+
+def study_rounds(
+    h: Harness,
+    arms: list[plan.Options],
+    specs: dict[str, ServerSpec],
+    prepared: dict[str, Environment | Unavailable],
+    race: tuple[float, racing.StudyJudge],
+) -> racing.Outcome:
+    """make study TRIALS=auto: rounds of the arms its undecided checks compare, until every
+    check is decided or the budget ends (bench.harness.racing.race_arms); the closing line
+    per check is said and kept for the end of the output."""
+    started, judge = race
+
+    def run_round(blocks: list[tuple[plan.Options, plan.Block]]) -> bool:
+        return run_blocks(h, blocks, specs, prepared) is None
+
+    outcome = racing.race_arms(
+        arms,
+        judge,
+        lambda: h.recorder.records,
+        run_round,
+        h.progress.say,
+        lambda: clock() - started,
+    )
+    h.progress.say(
+        f"TRIALS=auto: study race stopped ({outcome.why}) after {outcome.rounds} round(s), "
         f"{(clock() - started) / 60:.1f} min"
     )
     h.closing.extend(outcome.lines)
@@ -380,12 +417,14 @@ def execute(
     options: plan.Options | Sequence[plan.Options],
     sections: Callable[[list[record.Record]], list[str]] | None = None,
     harness: HarnessFactory = make_harness,
+    race: racing.StudyJudge | None = None,
 ) -> int:
     """Run the whole plan; write records and summary.md; return the exit status.
 
     Several Options (a study's arms) share one stack and one run directory; `sections` adds
     sections to the summary (the studies'); `harness` builds the site and load tool (the
-    tests pass fakes)."""
+    tests pass fakes); `race`: a study's judge, its arms raced after their first rounds
+    (make study TRIALS=auto)."""
     arms = [options] if isinstance(options, plan.Options) else list(options)
     arms = [racing.with_looks(opts) for opts in arms]
     plans = plan.arm_plans(arms)
@@ -410,7 +449,7 @@ def execute(
         h = harness(first, arms, table, run_dir, progress)
         h.closing = closing
         try:
-            return run_arms(h, plans, load_all())
+            return run_arms(h, plans, load_all(), race)
         except (KeyboardInterrupt, Interrupted) as exc:
             if not getattr(exc, "__notes__", None):  # not inside a run: the stage it was in
                 exc.add_note(progress.last or "preparing the servers")

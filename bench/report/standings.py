@@ -124,6 +124,7 @@ def races(records: Iterable[Record], max_looks: int | None = None) -> list[Point
         if rec.metadata.get("trials_auto")
         and not is_experiment(rec)
         and "tune" not in rec.metadata  # make tune's climbs pair other rounds: its answer file
+        and "study" not in rec.metadata  # a study's race is judged by its checks (studies)
         and "capacity" not in rec.metadata  # a search's steps: bench.report.capacities races
     ]
     by_point: dict[tuple, list[Record]] = defaultdict(list)
