@@ -627,6 +627,25 @@ VARIABLES: tuple[Variable, ...] = (
         kind="int",
     ),
     Variable(
+        "MESSAGE_BYTES",
+        "SCENARIO=websocket and websocket-push: bytes per message (16 and more: a number and "
+        "a send time lead each)",
+        str(scenario.WS_BYTES),
+        ("run",),
+        limits=(16, 1_000_000),
+        field="message_bytes",
+        kind="int",
+    ),
+    Variable(
+        "MESSAGE_RATE",
+        "SCENARIO=websocket and websocket-push: messages per second on each connection",
+        str(scenario.WS_RATE),
+        ("run",),
+        limits=(1, 100_000),
+        field="message_rate",
+        kind="int",
+    ),
+    Variable(
         "RECYCLE",
         "requests per worker before the server's own recycling replaces it",
         "none",

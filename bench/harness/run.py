@@ -102,8 +102,9 @@ def carried_runs(
     spec: ServerSpec,
     facts: ServerFacts,
 ) -> tuple[plan.RunSpec, ...]:
-    """The runs whose scenario's own protocol (websocket) the server carries, over HTTP/1.1
-    in clear text; the others recorded unsupported with the server.toml's reason."""
+    """The runs whose scenario's own protocol (websocket) the server carries, directly over
+    HTTP/1.1 in clear text; the others recorded unsupported with the server.toml's reason (or
+    the PROTOCOL= or PROXY= it cannot be measured with)."""
     kept = []
     for run in runs:
         carried = SCENARIOS[run.scenario].protocol if run.scenario in SCENARIOS else None
@@ -112,10 +113,10 @@ def carried_runs(
         elif not spec.speaks(carried):
             reason = f"{carried} not served by the server: {spec.why_not(carried)}"
             h.recorder.unsupported(opts, (run,), facts, reason, "protocol")
-        elif opts.protocol != HTTP1:
-            reason = (
-                f"{carried} is measured over an HTTP/1.1 upgrade in clear text, not {opts.protocol}"
-            )
+        elif opts.protocol != HTTP1 or opts.proxy is not None:
+            # proxy/'s nginx templates pass no Upgrade header: the upgrade would never arrive.
+            how = f"PROXY={opts.proxy}" if opts.proxy else f"PROTOCOL={opts.protocol}"
+            reason = f"{carried} is measured directly over an HTTP/1.1 upgrade, not with {how}"
             h.recorder.unsupported(opts, (run,), facts, reason, "protocol")
         else:
             kept.append(run)

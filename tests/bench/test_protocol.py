@@ -67,7 +67,7 @@ def test_every_tls_declaration_uses_the_run_certificate() -> None:
     """The catalog: a TLS protocol a server speaks names {certfile} and {keyfile}."""
     for spec in registry.load_all().values():
         for name, argv in spec.protocols.items():
-            if PROTOCOLS[name].tls:
+            if protocol(name).tls:
                 assert any("{certfile}" in a for a in argv), spec.id
                 assert any("{keyfile}" in a for a in argv), spec.id
 

@@ -332,3 +332,43 @@ def test_a_wsgi_server_is_recorded_unsupported_and_never_started(
     assert {(r["status"], r["protocol"], r["tls"]) for r in measured} == {
         ("ok", "websocket", False)
     }
+
+
+def test_through_a_proxy_or_over_http2_a_websocket_run_is_unsupported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PROXY=nginx (its templates pass no Upgrade header) or PROTOCOL=h2c: recorded
+    unsupported saying which, the server never started for them."""
+    from bench.core import plan
+    from bench.harness.recorder import Recorder
+    from bench.harness.run import Harness, execute
+    from bench.host.placement import cpu_placement
+    from tests.fakes import FakeSite, FakeTool
+
+    monkeypatch.setattr("bench.harness.run.state_base", lambda: tmp_path)
+    for extra, says in (({"proxy": "nginx"}, "PROXY=nginx"), ({"protocol": "h2c"}, "PROTOCOL=h2c")):
+        site, tool = FakeSite(), FakeTool()
+
+        def harness(first, arms, table, run_dir, progress, tool=tool, site=site) -> Harness:
+            recorder = Recorder({"hostname": "test"}, cpu_placement(False), tool, progress)
+            return Harness(site, tool, recorder, table, run_dir, progress)
+
+        results = tmp_path / says
+        opts = plan.Options(
+            servers=("hypercorn",),
+            scenarios=("websocket",),
+            concurrency=(10,),
+            duration_s=2,
+            warmup_s=1,
+            trials=1,
+            arch="amd64",
+            results=results,
+            overrides={},
+            load_threads=1,
+            seed=3,
+            **extra,  # type: ignore[arg-type]
+        )
+        assert execute(opts, harness=harness) == 0
+        records = [json.loads(p.read_text()) for p in (results / "records").glob("*.json")]
+        assert records and {r["status"] for r in records} == {"unsupported"}
+        assert all(says in r["reason"] for r in records) and site.stopped == []
