@@ -30,7 +30,9 @@ import uvloop
 from picows import WSListener, WSMsgType, WSTransport, ws_connect, ws_create_server
 
 HEADER = struct.Struct("!Qd")  # sequence number, intended send time (s); then padding
-GRACE_S = 1.0  # after the window: how long an echo still in flight may take to come back
+# After the window: how long a message due in it may still take to arrive (an echo in
+# flight, a push the server sends late); counted with its latency, else lost.
+GRACE_S = 1.0
 CONNECT_AT_ONCE = 64  # handshakes in flight at once
 
 
@@ -151,12 +153,14 @@ async def run(args: argparse.Namespace) -> dict:
     wall_start = time.time() + 0.05
     lags: list[float] = []
     if push:
+        # Each connection's pushes due in the window: at least floor(rate x duration).
         await asyncio.sleep(args.duration + 0.05)
-    elif pairs:
-        lags = await send_schedule(pairs, rate, stats, padding)
-    sent = len(lags)
+        due = int(rate * args.duration) * len(pairs)
+    else:
+        lags = await send_schedule(pairs, rate, stats, padding) if pairs else []
+        due = len(lags)
     wait_until = time.monotonic() + GRACE_S
-    while not push and stats.counted < sent and time.monotonic() < wait_until:
+    while stats.counted < due and time.monotonic() < wait_until:
         await asyncio.sleep(0.01)
     held = sum(1 for _, side in pairs if side.open)
     stats.closing = True
@@ -174,11 +178,13 @@ async def run(args: argparse.Namespace) -> dict:
         "rate_per_connection": rate,
         "duration_s": args.duration,
         "window": [wall_start, wall_start + args.duration],
-        "sent": sent,
+        "sent": len(lags),
+        "due": due,
         "received": stats.received,
         "counted": stats.counted,
         "mismatched": stats.mismatched,
-        "lost": max(0, sent - stats.counted) if not push else 0,
+        # echo: sent and never back; push: due in the window (at least) and never arrived
+        "lost": max(0, due - stats.counted),
         "errors": dict(stats.errors),
         "send_lag_ms": {
             "p50": lags[len(lags) // 2] if lags else None,

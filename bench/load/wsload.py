@@ -54,7 +54,6 @@ MESSAGES_NAME = "wsload.messages.csv.gz"
 LOAD_BOUND_SHARE = 0.8  # messages/s at this share of the generator's ceiling: load-bound
 # The ceiling's measurement: connections, messages in flight on each, seconds.
 CEILING_CONNECTIONS, CEILING_WINDOW, CEILING_S = 50, 16, 3.0
-GRACE_S = 2  # wsload's own wait for the last echoes, and its connection set-up
 
 
 def parse_wsload(json_text: str, csv_text: str | None) -> LoadResult:
@@ -63,8 +62,10 @@ def parse_wsload(json_text: str, csv_text: str | None) -> LoadResult:
     Mapping: requests = messages received in the window and verified (their latency is in
     the per-message file); rps = those per second; errors.connect = connections that failed
     to open; errors.read = connections the server closed during the run; errors.timeout =
-    echoes sent that never came back (lost); errors.non_2xx = messages received that were
-    not what was sent (wrong bytes, out of order); by_status {101: connections held}."""
+    lost messages (echoes sent that never came back, or pushes due in the window, at least
+    floor(rate x duration) per connection, that never arrived, both within a second after
+    it); errors.non_2xx = messages received that were not what was sent (wrong bytes, out of
+    order); by_status {101: connections held}."""
     try:
         data = json.loads(json_text)
         duration = float(data["duration_s"])

@@ -372,3 +372,23 @@ def test_through_a_proxy_or_over_http2_a_websocket_run_is_unsupported(
         records = [json.loads(p.read_text()) for p in (results / "records").glob("*.json")]
         assert records and {r["status"] for r in records} == {"unsupported"}
         assert all(says in r["reason"] for r in records) and site.stopped == []
+
+
+def test_message_size_and_rate_reach_the_runs_path() -> None:
+    """MESSAGE_BYTES= and MESSAGE_RATE=: the WebSocket runs' path carries them (the route and
+    wsload read it); LOAD unset is wsload; unset, the scenario's declared path."""
+    from bench import cli
+    from bench.core import plan
+
+    parse = cli.build_parser().parse_args
+    opts = cli.options_from(
+        parse(["run", "--scenario=websocket-push", "--message-bytes=256", "--message-rate=20"])
+    )
+    assert opts.load_tool == "wsload"
+    paths = {r.path for block in plan.make_plan(opts) for r in block.runs}
+    assert paths == {"/ws/push?bytes=256&rate=20"}
+    plain = cli.options_from(parse(["run", "--scenario=websocket"]))
+    paths = {r.path for block in plan.make_plan(plain) for r in block.runs}
+    assert paths == {SCENARIOS["websocket"].path}
+    with pytest.raises(Exception, match="MESSAGE_BYTES"):
+        variables.check("run", {"SCENARIO": "websocket", "MESSAGE_BYTES": "8"})
