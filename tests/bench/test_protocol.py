@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.core import registry, variables
-from bench.core.protocol import PROTOCOLS, protocol
+from bench.core.protocol import protocol
 from bench.core.record import Record
 from bench.core.validate import UsageError
 from bench.host import tls
