@@ -88,7 +88,7 @@ tune: setup ## race each server's knobs at one point (SERVER SCENARIO CONCURRENC
 
 # Open-loop study arms and the load-balancer studies (namespace = true in studies/) drive oha.
 study: export OHA := 1
-study: setup ## re-run a source document's experiment (NAME=<study>|all; DURATION, RESULTS apply)
+study: setup ## re-run a source document's experiment (NAME=<study>|all; DURATION, RESULTS, TRIALS=auto BUDGET MARGIN apply)
 	$(PY) -m bench study --from-env
 
 compare: setup ## two result sets side by side: BASE=<dir> HEAD=<dir>, ratios with 95 % intervals

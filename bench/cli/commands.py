@@ -23,6 +23,7 @@ from bench.cli.options import (
     study_arms_from,
     study_names,
     study_names_from,
+    study_rounds,
     tune_options,
     with_app,
     with_objective,
@@ -172,6 +173,7 @@ def do_study(args: argparse.Namespace) -> int:
         validate_int("seed", args.seed) if args.seed else random.randrange(2**31),
         skip_unrunnable=args.name.strip() == "all",
         arms=study_arms_from(args.arms, names),
+        rounds=study_rounds(args),
     )
 
 

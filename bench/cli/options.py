@@ -274,6 +274,25 @@ def validate_precision(args: argparse.Namespace) -> dict[str, object]:
     return {"trials": auto.min_trials, "precision": auto}
 
 
+def study_rounds(args: argparse.Namespace) -> int | plan.Precision | None:
+    """make study's TRIALS: None (the study file's trials), a fixed number of rounds, or
+    TRIALS=auto's Precision (BUDGET minutes, MARGIN): rounds until every check is decided."""
+    raw = getattr(args, "trials", None)
+    budget = getattr(args, "trials_budget", None)
+    if raw is None or not str(raw).strip():
+        if budget:
+            validate_trials("1", budget)  # BUDGET without TRIALS=auto: refused as make bench's
+        return None
+    trials, minutes = validate_trials(str(raw), budget)
+    if trials is not None:
+        return trials
+    margin = variables.parse_margin(getattr(args, "margin", None) or str(defaults.AUTO_MARGIN_PCT))
+    return plan.Precision(
+        budget_s=(minutes or defaults.AUTO_BUDGET_MIN) * 60,
+        margin=margin,  # type: ignore[arg-type]
+    )
+
+
 def race_duration(args: argparse.Namespace, options: plan.Options) -> plan.Options:
     """TRIALS=auto without DURATION: trials of defaults.RACE_DURATION_S (rounds decide a race,
     not the length of a trial). A DURATION the user set, even to the default, is kept."""

@@ -29,8 +29,10 @@ AUTO_BUDGET_MIN = 15
 AUTO_MAX_TRIALS = 100  # TRIALS' own upper bound: a quiet machine stops long before
 # MARGIN=: TRIALS=auto's equivalence margin: two configurations whose req/s differ by less
 # than 5 % are called equivalent when a race (bench.harness.racing) decides them. 5 %: the
-# run-to-run noise of one trial on the project's 2-CPU machine is 2-3 % (ln sd 0.025), so a
-# smaller margin takes more rounds than a user's budget holds, a larger one calls 1.08x equal.
+# run-to-run noise of one trial on the project's 2-CPU machines is 2.5-6.5 % (ln sd 0.025 in
+# the reference sessions; 0.064 by `make noise` on vm·a5ad, 2026-11-25), so a smaller margin
+# takes more rounds than a user's budget holds, a larger one calls 1.08x equal; a race that
+# stays undecided names the MARGIN that would decide it within its rounds.
 AUTO_MARGIN_PCT = 5
 RACE_MARGIN = AUTO_MARGIN_PCT / 100
 # TRIALS=auto's trial length when DURATION is not given: a race's noise is between server
@@ -39,6 +41,10 @@ RACE_MARGIN = AUTO_MARGIN_PCT / 100
 # rounds), so half the length buys about half again as many rounds (a trial is start-up,
 # WARMUP and DURATION) and rounds are what decide a race.
 RACE_DURATION_S = 5
+# A race round's passes over its servers, started together (bench.harness.slices): 2 is
+# A B … B A, pairs one slice apart with a linear drift over the round cancelled; each slice
+# costs WARMUP + DURATION, so a round of k servers loads 2k slices instead of k trials.
+RACE_SLICES = 2
 RESULTS = "results"  # relative to where make runs: the checkout
 PROXY = "none"  # the server alone; nginx in front is a choice (PROXY=nginx)
 KEEPALIVE = True  # what wrk, browsers and HTTP/1.1 clients do unless told otherwise

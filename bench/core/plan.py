@@ -181,6 +181,9 @@ class RunSpec:
     trial: int
     path_override: str | None = None
     rate: int | None = None  # offered requests/s (open-loop); None: closed-loop
+    # a race round's pass over its servers (1: in the round's order, 2: back, …) when they
+    # were started together and loaded in slices (bench.harness.slices); 0: its own start
+    slice: int = 0
 
     @property
     def path(self) -> str:
@@ -301,10 +304,27 @@ def run_seconds(options: Options, scenario_primed: bool) -> int:
     return (0 if scenario_primed else defaults.PRIMER_S) + options.warmup_s + options.duration_s
 
 
+def sliced(options: Options) -> bool:
+    """Whether this arm's rounds are a race's (TRIALS=auto, two or more servers, started here
+    natively, no capacity search, not a study arm): its servers started together each round
+    and loaded in defaults.RACE_SLICES slices per point (bench.harness.slices)."""
+    return (
+        options.precision is not None
+        and len(options.servers) > 1
+        and options.target is None
+        and options.mode.objective is None
+        and options.mode.runtime == "native"
+        and not options.study.meta
+    )
+
+
 def estimate_seconds(options: Options, blocks: list[Block]) -> int:
-    """Load time of the whole plan, for the progress line (start-up and verify not counted)."""
+    """Load time of the whole plan, for the progress line (start-up and verify not counted);
+    a race's rounds load each point once per slice."""
+    slices = defaults.RACE_SLICES if sliced(options) else 1
+    run_s = options.warmup_s + options.duration_s
     return sum(
         len({run.scenario for run in block.runs}) * defaults.PRIMER_S
-        + len(block.runs) * (options.warmup_s + options.duration_s)
+        + len(block.runs) * run_s * (1 if block.warmup else slices)
         for block in blocks
     )

@@ -445,8 +445,10 @@ VARIABLES: tuple[Variable, ...] = (
         "equivalent within ±MARGIN), one server runs rounds until its 95 % interval of req/s "
         f"is within ±{defaults.AUTO_TARGET:.0%} (both within BUDGET); "
         f"make capacity: rounds of steps around the knee, each on a fresh server start "
-        f"(default {defaults.CAPACITY_KNEE_TRIALS})",
+        f"(default {defaults.CAPACITY_KNEE_TRIALS}); make study: rounds of its arms (default: "
+        "the study file's), auto: rounds until every check is decided (within BUDGET)",
         str(defaults.TRIALS),
+        (*RUN, "study"),
         limits=(1, defaults.AUTO_MAX_TRIALS),
         unset=str(defaults.TRIALS),
         parser=parse_trials,
@@ -456,7 +458,7 @@ VARIABLES: tuple[Variable, ...] = (
         f"TRIALS=auto: minutes of rounds at most (at least {defaults.AUTO_MIN_TRIALS} trials "
         "run whatever it says); make tune: minutes per server's search",
         str(defaults.AUTO_BUDGET_MIN),
-        ("run", TUNE),
+        ("run", TUNE, "study"),
         flag="trials-budget",
         limits=(1, 1_440),
     ),
@@ -824,7 +826,7 @@ VARIABLES: tuple[Variable, ...] = (
         "TRIALS=auto and make tune: the equivalence margin in percent: two points closer than "
         "it are the same",
         str(defaults.AUTO_MARGIN_PCT),
-        ("run", TUNE),
+        ("run", TUNE, "study"),
         limits=MARGIN_RANGE,
         unset=str(defaults.AUTO_MARGIN_PCT),
         parser=parse_margin,

@@ -103,7 +103,10 @@ Requester = Callable[..., LoadRequest]
 def _requester(settings: Settings, served: Served, run: plan.RunSpec) -> Requester:
     """The LoadRequest of each phase of this point (primer, warmup, measure): raw files
     named after the server, scenario, concurrency and trial."""
-    stem = settings.run_dir / f"{served.name}-{run.scenario}-c{run.concurrency}-t{run.trial}"
+    sliced = f"-s{run.slice}" if run.slice else ""
+    stem = (
+        settings.run_dir / f"{served.name}-{run.scenario}-c{run.concurrency}-t{run.trial}{sliced}"
+    )
 
     def request(concurrency: int, seconds: float, phase: str, statuses: bool = True) -> LoadRequest:
         return LoadRequest(

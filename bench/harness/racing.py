@@ -17,6 +17,7 @@ point's interval within ±5 %) applies instead.
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 
@@ -150,3 +151,68 @@ def rerun_command(opts: plan.Options, undecided: list[str], spent_s: float, done
     if opts.precision.margin != defaults.RACE_MARGIN:
         parts.append(f"MARGIN={opts.precision.margin * 100:g}")
     return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class ArmsStanding:
+    """A study's race after a round, as its judge (bench.studies) says: whether every check
+    it races is decided, the arms still needed, the progress text and the closing lines."""
+
+    done: bool
+    racing: frozenset[str]  # arm ids (metadata.study_arm) of the undecided checks
+    line: str
+    closing: tuple[str, ...]
+
+
+StudyJudge = Callable[[list[Record]], ArmsStanding]
+
+
+def race_arms(
+    arms: list[plan.Options],
+    judge: Callable[[list[Record]], ArmsStanding],
+    records: Callable[[], list[Record]],
+    run_round: Callable[[list[tuple[plan.Options, plan.Block]]], bool],
+    say: Callable[[str], None],
+    elapsed: Callable[[], float],
+) -> Outcome:
+    """A study's arms (one Options each, one server each) raced: after their first
+    `trials` rounds, rounds of the arms still needed, in a seeded random order, until the
+    judge says every check is decided, another round would end past BUDGET, or at the looks
+    the error was spent over. The same stop rules as `race`."""
+    settings = arms[0].precision
+    assert settings is not None and settings.max_looks is not None
+    schedules = [(opts, plan.rounds(opts)) for opts in arms]
+    done = arms[0].trials
+    for _, schedule in schedules:
+        for _ in range(done):
+            next(schedule)  # the first rounds, already run
+    order = random.Random(f"study race {arms[0].seed}")
+    round_s = elapsed() / max(1, done)
+    standing = judge(records())
+    why = None
+    while True:
+        say(f"TRIALS=auto round {done}: {standing.line}")
+        if standing.done:
+            why = "decided"
+        elif done >= settings.max_looks:
+            why = "limit"
+        elif elapsed() + round_s > settings.budget_s:
+            why = "budget"
+        if why is not None:
+            break
+        blocks = [
+            (opts, block)
+            for opts, schedule in schedules
+            for block in next(schedule)
+            if str(opts.study.meta.get("study_arm")) in standing.racing
+        ]
+        order.shuffle(blocks)
+        before = elapsed()
+        if not run_round(blocks):
+            why = "stack"
+            break
+        round_s = elapsed() - before
+        done += 1
+        standing = judge(records())
+    undecided = tuple(sorted(standing.racing)) if not standing.done else ()
+    return Outcome(why, done, standing.closing, undecided)

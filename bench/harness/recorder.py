@@ -168,7 +168,7 @@ class Recorder:
             load_workers=settings["load_workers"],
             knobs=facts.knobs,
             verify=facts.verification,
-            metadata=self._metadata(opts, facts, measured, meta),
+            metadata=self._metadata(opts, facts, measured, _sliced(meta, run)),
             raw_files=[],
             proxy=opts.proxy,
             keepalive={"client": opts.keepalive, "upstream": opts.upstream_keepalive},
@@ -259,6 +259,11 @@ class Recorder:
             self._write(opts, run, facts, "unsupported", reason, {}, meta=meta)
 
 
+def _sliced(meta: dict | None, run: plan.RunSpec) -> dict | None:
+    """A race slice's record names its pass (metadata.slice, bench.harness.slices)."""
+    return {**(meta or {}), "slice": run.slice} if run.slice else meta
+
+
 def _with_asked(
     rec: record.Record,
     opts: plan.Options,
@@ -281,7 +286,7 @@ def _with_asked(
 
 def _protocol(opts: plan.Options, run: plan.RunSpec) -> dict[str, object]:
     """The record's protocol, tls and streams (format 11): the scenario's own protocol when it
-    carries one (websocket, format 12), else PROTOCOL=."""
+    carries one (websocket, format 13), else PROTOCOL=."""
     carried = SCENARIOS[run.scenario].protocol if run.scenario in SCENARIOS else None
     if carried is not None:
         return {"protocol": carried, "tls": False, "streams": 1}
@@ -296,7 +301,7 @@ def _offered(measured: Measurement | None) -> float | None:
 
 
 def websocket_figures(result: LoadResult) -> dict | None:
-    """The record's `websocket` (format 12): the load tool's WebSocket figures (the server's
+    """The record's `websocket` (format 13): the load tool's WebSocket figures (the server's
     memory per 1,000 connections is the report's: its RSS against connections held over the
     concurrencies, bench.report.websocket)."""
     if result.websocket is None:

@@ -24,7 +24,7 @@ from bench.core.protocol import HTTP1
 from bench.core.registry import ServerSpec, load_all
 from bench.core.runid import run_dir_name
 from bench.core.scenario import SCENARIOS
-from bench.harness import racing
+from bench.harness import racing, slices
 from bench.harness.capacity import search_capacity
 from bench.harness.preflight import AppRejected, preflight_app
 from bench.harness.recorder import Recorder, ServerFacts
@@ -127,9 +127,30 @@ def measure_block(
     h: Harness, opts: plan.Options, block: plan.Block, spec: ServerSpec, env: Environment
 ) -> None:
     """Start one server, verify it, measure every run of the block against it, stop it."""
+    started = start_session(h, opts, block, spec, env)
+    if started is None:
+        return
+    session, runs = started
+    try:
+        if opts.mode.objective is not None:
+            search_capacity(session, runs, block.trial, h.knees)
+        else:
+            session.measure_all(runs)
+    except BlockVoid as exc:
+        if h.site.problem():
+            raise StackDied(str(exc)) from None
+    finally:
+        h.site.stop(session.served)
+
+
+def start_session(
+    h: Harness, opts: plan.Options, block: plan.Block, spec: ServerSpec, env: Environment
+) -> tuple[Session, tuple[plan.RunSpec, ...]] | None:
+    """Start the block's server and verify it: its Session and the runs it can serve; None
+    when it serves none of them or did not start (recorded unsupported or failed)."""
     facts, runs = block_facts(h, opts, block, spec, env)
     if not runs:
-        return
+        return None
     start = "warm-up start" if block.warmup else f"trial {block.trial}"
     h.progress.say(f"{block.server} {start}: starting {facts.knobs}")
     try:
@@ -146,24 +167,14 @@ def measure_block(
         if facts.container is not None and exc.container:
             facts.container |= exc.container
         h.recorder.failed(opts, runs, facts, str(exc), exc.logs)
-        return
+        return None
     if served.argv is not None:
         facts.meta["argv"] = served.argv
     facts.verification = served.verification
     facts.backlog = served.backlog
     if facts.container is not None and hasattr(served, "facts"):
         facts.container |= served.facts()
-    session = Session(h, opts, facts, served)
-    try:
-        if opts.mode.objective is not None:
-            search_capacity(session, runs, block.trial, h.knees)
-        else:
-            session.measure_all(runs)
-    except BlockVoid as exc:
-        if h.site.problem():
-            raise StackDied(str(exc)) from None
-    finally:
-        h.site.stop(served)
+    return Session(h, opts, facts, served), runs
 
 
 def open_arms(
@@ -202,17 +213,25 @@ def run_blocks(
 ) -> str | None:
     """Every block in order; returns why the stack died (None: it lived)."""
     stack_reason: str | None = None
+    done: set[int] = set()  # blocks run as part of a sliced round
     for number, (opts, block) in enumerate(arm_blocks):
         spec = specs[block.server]
         env = prepared[block.server]
+        if number in done:
+            continue
         if stack_reason is not None:
             # The stack died earlier: every remaining run is recorded, none measured.
             h.recorder.failed(opts, block.runs, ServerFacts(spec.app), stack_reason, {})
-        elif isinstance(env, Unavailable) and env.status == "unsupported":
-            h.recorder.unsupported(opts, block.runs, ServerFacts(spec.app), env.reason, "emulation")
+        elif plan.sliced(opts) and not block.warmup:
+            # a race round: its servers started together and loaded in slices
+            together = [
+                i for i, (o, b) in enumerate(arm_blocks) if o is opts and b.trial == block.trial
+            ]
+            done.update(together)
+            blocks = [arm_blocks[i][1] for i in together]
+            stack_reason = run_sliced(h, opts, blocks, specs, prepared)
         elif isinstance(env, Unavailable):
-            logs = {n: read_log(h.run_dir / n) for n in env.logs if (h.run_dir / n).exists()}
-            h.recorder.failed(opts, block.runs, ServerFacts(spec.app), env.reason, logs)
+            unavailable(h, opts, block, spec, env)
         else:
             try:
                 measure_block(h, opts, block, spec, env)
@@ -224,6 +243,43 @@ def run_blocks(
                     file=sys.stderr,
                 )
     return stack_reason
+
+
+def unavailable(
+    h: Harness, opts: plan.Options, block: plan.Block, spec: ServerSpec, env: Unavailable
+) -> None:
+    """A block whose server could not be prepared: its runs recorded unsupported (emulation)
+    or failed with the preparation's logs."""
+    if env.status == "unsupported":
+        h.recorder.unsupported(opts, block.runs, ServerFacts(spec.app), env.reason, "emulation")
+        return
+    logs = {n: read_log(h.run_dir / n) for n in env.logs if (h.run_dir / n).exists()}
+    h.recorder.failed(opts, block.runs, ServerFacts(spec.app), env.reason, logs)
+
+
+def run_sliced(
+    h: Harness,
+    opts: plan.Options,
+    blocks: list[plan.Block],
+    specs: dict[str, ServerSpec],
+    prepared: dict[str, Environment | Unavailable],
+) -> str | None:
+    """One race round (bench.harness.slices): the servers that could be prepared started
+    together and loaded in slices; returns why the stack died (None: it lived)."""
+    ready = []
+    for block in blocks:
+        env = prepared[block.server]
+        if isinstance(env, Unavailable):
+            unavailable(h, opts, block, specs[block.server], env)
+        else:
+            ready.append(block)
+
+    def start(block: plan.Block) -> slices.Started | None:
+        env = prepared[block.server]
+        assert not isinstance(env, Unavailable)
+        return start_session(h, opts, block, specs[block.server], env)
+
+    return slices.measure_round(ready, start, lambda s: h.site.stop(s.served), h.site.problem)
 
 
 def more_rounds(
@@ -258,10 +314,14 @@ def more_rounds(
 
 
 def run_arms(
-    h: Harness, plans: list[tuple[plan.Options, list[plan.Block]]], specs: dict[str, ServerSpec]
+    h: Harness,
+    plans: list[tuple[plan.Options, list[plan.Block]]],
+    specs: dict[str, ServerSpec],
+    race: racing.StudyJudge | None = None,
 ) -> int:
     """Prepare, start the shared stack, then every block of every arm in order (TRIALS=auto:
-    then more rounds until precise or out of budget)."""
+    then more rounds until precise or out of budget; a study's arms with `race`: rounds until
+    its checks are decided)."""
     prepared = open_arms(h, plans, specs)
     if prepared is None:
         return 1
@@ -271,7 +331,9 @@ def run_arms(
     stack_reason = run_blocks(h, arm_blocks, specs, prepared)
     first = plans[0][0]
     if first.precision is not None and stack_reason is None:
-        if len(first.servers) > 1:
+        if race is not None:
+            study_rounds(h, [o for o, _ in plans], specs, prepared, (started, race))
+        elif len(first.servers) > 1:
             race_rounds(h, first, specs, prepared, started)
         else:
             more_rounds(h, first, specs, prepared, started)
@@ -290,6 +352,8 @@ def race_rounds(
     kept for the end of the output."""
 
     def run_round(blocks: list[plan.Block]) -> bool:
+        if plan.sliced(opts):
+            return run_sliced(h, opts, blocks, specs, prepared) is None
         return run_blocks(h, [(opts, b) for b in blocks], specs, prepared) is None
 
     outcome = racing.race(
@@ -297,6 +361,37 @@ def race_rounds(
     )
     h.progress.say(
         f"TRIALS=auto: race stopped ({outcome.why}) after {outcome.rounds} round(s), "
+        f"{(clock() - started) / 60:.1f} min"
+    )
+    h.closing.extend(outcome.lines)
+    return outcome
+
+
+def study_rounds(
+    h: Harness,
+    arms: list[plan.Options],
+    specs: dict[str, ServerSpec],
+    prepared: dict[str, Environment | Unavailable],
+    race: tuple[float, racing.StudyJudge],
+) -> racing.Outcome:
+    """make study TRIALS=auto: rounds of the arms its undecided checks compare, until every
+    check is decided or the budget ends (bench.harness.racing.race_arms); the closing line
+    per check is said and kept for the end of the output."""
+    started, judge = race
+
+    def run_round(blocks: list[tuple[plan.Options, plan.Block]]) -> bool:
+        return run_blocks(h, blocks, specs, prepared) is None
+
+    outcome = racing.race_arms(
+        arms,
+        judge,
+        lambda: h.recorder.records,
+        run_round,
+        h.progress.say,
+        lambda: clock() - started,
+    )
+    h.progress.say(
+        f"TRIALS=auto: study race stopped ({outcome.why}) after {outcome.rounds} round(s), "
         f"{(clock() - started) / 60:.1f} min"
     )
     h.closing.extend(outcome.lines)
@@ -355,12 +450,14 @@ def execute(
     options: plan.Options | Sequence[plan.Options],
     sections: Callable[[list[record.Record]], list[str]] | None = None,
     harness: HarnessFactory = make_harness,
+    race: racing.StudyJudge | None = None,
 ) -> int:
     """Run the whole plan; write records and summary.md; return the exit status.
 
     Several Options (a study's arms) share one stack and one run directory; `sections` adds
     sections to the summary (the studies'); `harness` builds the site and load tool (the
-    tests pass fakes)."""
+    tests pass fakes); `race`: a study's judge, its arms raced after their first rounds
+    (make study TRIALS=auto)."""
     arms = [options] if isinstance(options, plan.Options) else list(options)
     arms = [racing.with_looks(opts) for opts in arms]
     plans = plan.arm_plans(arms)
@@ -385,7 +482,7 @@ def execute(
         h = harness(first, arms, table, run_dir, progress)
         h.closing = closing
         try:
-            return run_arms(h, plans, load_all())
+            return run_arms(h, plans, load_all(), race)
         except (KeyboardInterrupt, Interrupted) as exc:
             if not getattr(exc, "__notes__", None):  # not inside a run: the stage it was in
                 exc.add_note(progress.last or "preparing the servers")

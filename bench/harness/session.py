@@ -119,6 +119,8 @@ class Session:
         rate = f" at {run.rate} req/s" if run.rate is not None else ""
         of = "auto" if self.opts.precision is not None else self.opts.trials
         trial = "warm-up start" if run.trial == 0 else f"trial {run.trial}/{of}"
+        if run.slice:
+            trial += f" slice {run.slice}"
         self.h.progress.say(
             f"{run.server} {run.scenario}{rate} c={run.concurrency} {trial}: {step} s"
         )

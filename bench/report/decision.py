@@ -85,6 +85,14 @@ class Pair:
     level: float | None = None  # the two-sided level spent on this pair at this look
     reason: str = ""  # why an undecided pair is undecided ("" when decided)
     sd: float | None = None  # the sd of the paired ln ratios (None: fewer than 2 rounds)
+    # judge_family's questions: the ratio a/b is compared with `offset` (a published ratio, a
+    # factor); `band`: "separated" means outside ±margin of it (not ≠ offset); scale "log"
+    # (ratio and interval a/b), "linear" (zeros: a − b × offset and its interval on the
+    # figures' own scale) or "count" (ratio of two rates, an exact test, no interval)
+    offset: float = 1.0
+    band: bool = False
+    scale: str = "log"
+    margin: float = MARGIN
 
 
 @dataclass(frozen=True)
@@ -186,19 +194,28 @@ class _Test:
     p_eq: float | None
     se: float | None
     reason: str
+    margin: float = MARGIN
+    band: bool = False  # separated: outside ±margin, not ≠ 0
+    scale: str = "log"  # log, linear (no equivalence: no margin on the figures' own scale), count
+    ratio: float | None = None  # count: the ratio of the two rates
 
 
-def _test(diffs: np.ndarray, margin: float, no_figure: bool) -> _Test:
+def _test(
+    diffs: np.ndarray, margin: float, no_figure: bool, band: bool = False, scale: str = "log"
+) -> _Test:
     n = diffs.size
+    kind = {"margin": margin, "band": band, "scale": scale}
     if no_figure:
-        return _Test(diffs, None, None, None, "no figure (every run failed)")
+        return _Test(diffs, None, None, None, "no figure (every run failed)", **kind)  # type: ignore[arg-type]
     if n < MIN_ROUNDS:
-        return _Test(diffs, None, None, None, f"{n} paired round(s), {MIN_ROUNDS} needed")
+        why = f"{n} paired round(s), {MIN_ROUNDS} needed"
+        return _Test(diffs, None, None, None, why, **kind)  # type: ignore[arg-type]
     sd = float(np.std(diffs, ddof=1))
     if sd == 0.0:
         # identical ratios every round: quantised figures, not proof (zero spread is no
         # evidence of zero noise); the pair stays undecided rather than "p = 0"
-        return _Test(diffs, None, None, None, "the same ratio every round: no spread to test")
+        why = "the same ratio every round: no spread to test"
+        return _Test(diffs, None, None, None, why, **kind)  # type: ignore[arg-type]
     se = sd / math.sqrt(n)
     mean = float(diffs.mean())
     df = n - 1
@@ -208,7 +225,14 @@ def _test(diffs: np.ndarray, margin: float, no_figure: bool) -> _Test:
     tails = stats.t.sf(np.array([abs(mean), mean + bound, bound - mean]) / se, df)
     p_sep = float(2 * tails[0])
     p_eq = float(max(tails[1], tails[2]))
-    return _Test(diffs, p_sep, p_eq, se, "")
+    if band:
+        # outside the band: |mean| > bound, two-sided (the interval wholly past one edge); its
+        # null (inside) and TOST's (outside) cannot both be false: one error budget again
+        outside = stats.t.sf(np.array([mean - bound, -mean - bound]) / se, df)
+        p_sep = float(min(1.0, 2 * outside.min()))
+    if scale == "linear":
+        p_eq = 1.0  # no margin on a count's own scale: separated or undecided
+    return _Test(diffs, p_sep, p_eq, se, "", **kind)  # type: ignore[arg-type]
 
 
 def judge(
@@ -241,7 +265,7 @@ def judge(
         diffs = np.array([logs[better][r] - logs[worse][r] for r in used], dtype=float)
         tests.append(_test(diffs, margin, not logs[better] or not logs[worse]))
         levels.append(spent(diffs.size, max_looks, alpha))
-    pairs = _holm(ranking, tests, levels, alpha)
+    pairs = _holm(list(itertools.pairwise(ranking)), tests, levels, alpha)
     undecided = [p for p in pairs if p.state == "undecided"]
     racing: set[str] = set()
     for pair in undecided:
@@ -254,8 +278,15 @@ def judge(
     return Standing(tuple(ranking), tuple(pairs), frozenset(racing), not racing, margin)
 
 
-def _holm(ranking: list[str], tests: list[_Test], levels: list[float], alpha: float) -> list[Pair]:
-    """The pairs with Holm's step-down over the testable pairs' spending-scaled p-values."""
+def _holm(
+    names: list[tuple[str, str]],
+    tests: list[_Test],
+    levels: list[float],
+    alpha: float,
+    family: int = 0,
+) -> list[Pair]:
+    """The pairs with Holm's step-down over the testable pairs' spending-scaled p-values
+    (`family`: at least this many hypotheses, those not testable yet counted as p = 1)."""
     scaled_sep: dict[int, float] = {}
     scaled_eq: dict[int, float] = {}
     for i, (test, level) in enumerate(zip(tests, levels, strict=True)):
@@ -264,7 +295,7 @@ def _holm(ranking: list[str], tests: list[_Test], levels: list[float], alpha: fl
         scaled_sep[i] = min(1.0, test.p_sep * alpha / level)
         scaled_eq[i] = min(1.0, test.p_eq * alpha / level)
     order = sorted(scaled_sep, key=lambda i: min(scaled_sep[i], scaled_eq[i]))
-    m = len(order)
+    m = max(len(order), family)
     running = 0.0
     step: dict[int, int] = {}
     adjusted: dict[int, tuple[float, float]] = {}
@@ -275,35 +306,168 @@ def _holm(ranking: list[str], tests: list[_Test], levels: list[float], alpha: fl
         running = max(running, min(p_sep_adj, p_eq_adj))
         step[i] = factor
         adjusted[i] = (p_sep_adj, p_eq_adj)
-    pairs = []
-    for i, test in enumerate(tests):
-        better, worse = ranking[i], ranking[i + 1]
-        ratio = math.exp(float(test.diffs.mean())) if test.diffs.size else math.nan
-        sd = float(np.std(test.diffs, ddof=1)) if test.diffs.size >= 2 else None
-        if i not in adjusted:
-            reason = test.reason or "more paired rounds than the budget's looks"
-            pairs.append(Pair(better, worse, ratio, None, None, "undecided", test.diffs.size, None))
-            pairs[-1] = replace(pairs[-1], reason=reason, sd=sd)
-            continue
-        p_sep, p_eq = adjusted[i]
-        state: State = "undecided"
-        if p_sep < alpha:  # a difference within the margin is still a difference
-            state = "separated"
-        elif p_eq < alpha:
-            state = "equivalent"
-        level = levels[i] / step[i]
-        half = float(stats.t.ppf(1 - level / 2, test.diffs.size - 1)) * test.se  # type: ignore[operator]
-        center = float(test.diffs.mean())
-        low, high = math.exp(center - half), math.exp(center + half)
+    return [
+        _pair((better, worse), test, adjusted.get(i), levels[i] / step.get(i, 1), alpha)
+        for i, ((better, worse), test) in enumerate(zip(names, tests, strict=True))
+    ]
+
+
+def _pair(
+    names: tuple[str, str],
+    test: _Test,
+    adjusted: tuple[float, float] | None,
+    level: float,
+    alpha: float,
+) -> Pair:
+    """One pair's state, ratio and interval at its Holm-adjusted p-values (None: untested)."""
+    kind = {"band": test.band, "scale": test.scale, "margin": test.margin}
+    n = test.diffs.size
+    mean = float(test.diffs.mean()) if n else math.nan
+    if test.scale == "count":
+        ratio = test.ratio if test.ratio is not None else math.nan
+    else:
+        ratio = mean if test.scale == "linear" or not n else math.exp(mean)
+    sd = float(np.std(test.diffs, ddof=1)) if n >= 2 else None
+    if adjusted is None:
+        reason = test.reason or "more paired rounds than the budget's looks"
+        return Pair(*names, ratio, None, None, "undecided", n, None, reason=reason, sd=sd, **kind)  # type: ignore[arg-type]
+    p_sep, p_eq = adjusted
+    state: State = "undecided"
+    if p_sep < alpha:  # a difference within the margin is still a difference
+        state = "separated"
+    elif p_eq < alpha:
+        state = "equivalent"
+    low = high = None
+    if test.se is not None:
+        half = float(stats.t.ppf(1 - level / 2, n - 1)) * test.se
+        low, high = mean - half, mean + half
         if state != "separated":
-            # the step-down stopped before this pair: its interval must not exclude 1.00×
-            low, high = min(low, 1.0), max(high, 1.0)
-        reason = "" if state != "undecided" else "neither separated nor within the margin yet"
-        pairs.append(
-            Pair(better, worse, ratio, low, high, state, test.diffs.size, p_sep, p_eq, level)
-        )
-        pairs[-1] = replace(pairs[-1], reason=reason, sd=sd)
-    return pairs
+            # the step-down stopped before this pair: its interval must not lie wholly past
+            # the line it was not shown to cross (1.00×, or the band around the offset)
+            edge = math.log(1 + test.margin) if test.band else 0.0
+            low, high = min(low, edge), max(high, -edge)
+        if test.scale == "log":
+            low, high = math.exp(low), math.exp(high)
+    reason = "" if state != "undecided" else "neither separated nor within the margin yet"
+    if state == "undecided" and test.scale != "log":
+        reason = "not separated yet"  # no margin on a count's or a difference's own scale
+    return Pair(*names, ratio, low, high, state, n, p_sep, p_eq, level, reason, sd, **kind)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Question:
+    """One comparison of a family (a study's checks, a fix against a default): a against b,
+    round by round. `pairs`: round -> (a's figure, b's figure), compared as a/b against
+    `offset`; or `counts`: round -> (a's events, a's exposure, b's events, b's exposure),
+    compared by an exact test (`binomial`: events out of exposure tries, Fisher's; otherwise
+    events over exposure time, the conditional binomial test of two Poisson rates)."""
+
+    a: str
+    b: str
+    pairs: Mapping[int, tuple[float, float]] | None = None
+    counts: Mapping[int, tuple[int, float, int, float]] | None = None
+    offset: float = 1.0  # the published ratio, or the factor a is held to
+    margin: float = MARGIN  # equivalent within ±margin of the offset (a ratio's band − 1)
+    band: bool = False  # separated means outside ±margin of the offset, not ≠ offset
+    binomial: bool = True
+    looks: int | None = None  # the race's max_looks for this question (None: the family's)
+
+
+def count_p(
+    a: tuple[int, float], b: tuple[int, float], binomial: bool = True, factor: float = 1.0
+) -> tuple[float, float]:
+    """The exact one-sided p-values that a's rate is above and below b's × factor: Fisher's
+    test for events out of tries (binomial, factor 1), else the binomial test of a's share of
+    the events given their total (two Poisson rates over exposures; factor scales b's)."""
+    (events_a, n_a), (events_b, n_b) = a, b
+    if binomial and factor == 1.0:
+        table = [[events_a, n_a - events_a], [events_b, n_b - events_b]]
+        above = float(stats.fisher_exact(table, alternative="greater").pvalue)
+        below = float(stats.fisher_exact(table, alternative="less").pvalue)
+        return above, below
+    total = events_a + events_b
+    if total == 0:
+        return 1.0, 1.0
+    share = n_a / (n_a + n_b * factor)
+    above = float(stats.binomtest(events_a, total, share, alternative="greater").pvalue)
+    below = float(stats.binomtest(events_a, total, share, alternative="less").pvalue)
+    return above, below
+
+
+def _count_test(q: Question, used: list[int]) -> _Test:
+    """A count question on its first `used` rounds: two-sided exact p (twice the smaller
+    one-sided), no equivalence (a count's margin is not defined), no interval."""
+    assert q.counts is not None
+    sums = np.array([q.counts[r] for r in used], dtype=float).sum(axis=0) if used else None
+    diffs = np.zeros(len(used))
+    kind = {"margin": q.margin, "scale": "count"}
+    if sums is None:
+        return _Test(diffs, None, None, None, "not measured", **kind)  # type: ignore[arg-type]
+    events_a, n_a, events_b, n_b = sums
+    rate_a, rate_b = events_a / n_a if n_a else math.nan, events_b / n_b if n_b else math.nan
+    ratio = rate_a / (rate_b * q.offset) if rate_b else (math.inf if rate_a else math.nan)
+    if not n_a or not n_b:
+        return _Test(diffs, None, None, None, "nothing sent on a side", **kind, ratio=ratio)  # type: ignore[arg-type]
+    if events_a + events_b == 0:
+        why = "no event on either side: nothing to compare"
+        return _Test(diffs, None, None, None, why, **kind, ratio=ratio)  # type: ignore[arg-type]
+    pair = (int(events_a), n_a), (int(events_b), n_b)
+    above, below = count_p(*pair, binomial=q.binomial, factor=q.offset)
+    p_two = min(1.0, 2 * min(above, below))
+    return _Test(diffs, p_two, 1.0, None, "", **kind, ratio=ratio)  # type: ignore[arg-type]
+
+
+def _question_test(q: Question, max_looks: int | None) -> tuple[_Test, float]:
+    """A question's test on the rounds up to its last look, and the level it spends there
+    (max_looks None: one look, at the whole alpha)."""
+    series = q.counts if q.counts is not None else q.pairs or {}
+    rounds = sorted(series)
+    if max_looks is not None and len(rounds) >= MIN_ROUNDS:
+        rounds = rounds[: tested_at(len(rounds), max_looks)]
+    if q.counts is not None:
+        test = _count_test(q, rounds)
+    else:
+        pairs = [q.pairs[r] for r in rounds]  # type: ignore[index]
+        logged = all(x > 0 and y > 0 for x, y in pairs)
+        if logged:
+            values = [math.log(x) - math.log(y) - math.log(q.offset) for x, y in pairs]
+        else:  # a zero figure has no log: differences on the figures' own scale
+            values = [x - y * q.offset for x, y in pairs]
+        if not logged and q.band:
+            test = _Test(np.array(values), None, None, None, "a zero figure has no ratio")
+        else:
+            scale = "log" if logged else "linear"
+            test = _test(np.array(values, dtype=float), q.margin, False, q.band, scale)
+    if max_looks is None:
+        return test, ALPHA if test.p_sep is not None else 0.0
+    return test, spent(len(rounds), max_looks)
+
+
+def judge_family(
+    questions: list[Question],
+    *,
+    alpha: float = ALPHA,
+    max_looks: int | None = None,
+    family: int = 0,
+) -> list[Pair]:
+    """Each question decided, the error controlled over them by Holm's step-down (over at
+    least `family` hypotheses: a study's checks not testable count as p = 1), and over the
+    looks when the rounds were raced (`max_looks`: the race's; None: one look). The pairs in
+    the questions' order, `better` = a and `worse` = b whatever their order; a log pair's
+    ratio and interval are a/b (the offset put back)."""
+    judged = [_question_test(q, q.looks or max_looks) for q in questions]
+    tests = [t for t, _ in judged]
+    levels = [lvl * alpha / ALPHA for _, lvl in judged]
+    pairs = _holm([(q.a, q.b) for q in questions], tests, levels, alpha, family)
+    out = []
+    for q, pair in zip(questions, pairs, strict=True):
+        if pair.scale == "log":
+            scale = q.offset
+            low = pair.low * scale if pair.low is not None else None
+            high = pair.high * scale if pair.high is not None else None
+            pair = replace(pair, ratio=pair.ratio * scale, low=low, high=high)
+        out.append(replace(pair, offset=q.offset))
+    return out
 
 
 def rounds_to_decide(
@@ -314,14 +478,18 @@ def rounds_to_decide(
     look at that budget's level, `spent(n, n)`, alone in its family): None when decided,
     when the noise is unknown, or past `most` (a ratio right at the margin's edge is never
     decided)."""
-    if pair.state != "undecided" or not pair.sd or not math.isfinite(pair.ratio):
+    if pair.state != "undecided" or not pair.sd or pair.scale != "log":
         return None
-    distance = abs(math.log(pair.ratio))
+    if not math.isfinite(pair.ratio) or pair.ratio <= 0:
+        return None
+    distance = abs(math.log(pair.ratio / pair.offset))
     inside = math.log(1 + margin) - distance  # room left inside the margin, if any
+    # a band's "separated" is outside it: the distance past its edge
+    past = distance - math.log(1 + margin) if pair.band else distance
     n = np.arange(max(MIN_ROUNDS, pair.rounds), most + 1)
     se = pair.sd / np.sqrt(n)
     level = np.array([spent(k, k, alpha) for k in n])  # a budget of n rounds: its last look
-    separates = distance > stats.t.ppf(1 - level / 2, n - 1) * se
+    separates = past > stats.t.ppf(1 - level / 2, n - 1) * se
     equivalent = inside > stats.t.ppf(1 - level, n - 1) * se
     enough = np.flatnonzero(separates | equivalent)
     return int(n[enough[0]]) if enough.size else None

@@ -157,10 +157,9 @@ def _arena_rows(records: list[Record]) -> list[tuple]:
         and r.server not in BASELINES
     ]
     all_groups = groups(candidates)
-    by_rps, _ = ranks(all_groups)
     # p99 among the configurations that served their connections (a starved one's p99
     # times only the requests it accepted: never "best by p99")
-    _, by_p99 = ranks({k: g for k, g in all_groups.items() if not starved(g)})
+    by_rps, by_p99 = ranks(all_groups, p99_of=lambda group: not starved(group))
     arenas: dict[tuple, dict[tuple, list[Record]]] = defaultdict(dict)
     for key, group in all_groups.items():
         arenas[arena_key(group[0])][key] = group

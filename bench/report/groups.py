@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from bench.core.outcome import Outcome
 from bench.core.record import Record, analysed, session_of
@@ -151,16 +151,17 @@ def latency_estimate(group: list[Record], key: str = "p99") -> Estimate | None:
 
 def rank_groups(
     members: dict[tuple, list[Record]],
+    p99_of: Callable[[list[Record]], bool] = lambda group: True,
 ) -> tuple[dict[tuple, Ranked], dict[tuple, Ranked]]:
     """Rank intervals among groups measured side by side (one machine, one load), each
     metric one Holm-corrected family: by requests/s (higher first; never at a fixed offered
-    rate, where achieved req/s measures the load tool's pacing) and by p99 (lower first).
-    Baselines are left out."""
+    rate, where achieved req/s measures the load tool's pacing) and by p99 (lower first,
+    among the groups `p99_of` admits). Baselines are left out."""
     ranked = {k: g for k, g in members.items() if g[0].server not in BASELINES}
     fixed_rate = any(g[0].offered_rps is not None for g in ranked.values())
     by_rps = [] if fixed_rate else rank_intervals({k: rps_values(g) for k, g in ranked.items()})
     by_p99 = rank_intervals(
-        {k: latency_values(g) for k, g in ranked.items() if latency_values(g)},
+        {k: latency_values(g) for k, g in ranked.items() if latency_values(g) and p99_of(g)},
         higher_is_better=False,
     )
     return {r.key: r for r in by_rps}, {r.key: r for r in by_p99}  # type: ignore[misc]
@@ -185,15 +186,17 @@ def arena_key(rec: Record) -> tuple:
 
 def ranks(
     all_groups: dict[tuple, list[Record]],
+    p99_of: Callable[[list[Record]], bool] = lambda group: True,
 ) -> tuple[dict[tuple, Ranked], dict[tuple, Ranked]]:
-    """Every group's rank among those of its arena, by requests/s and by p99."""
+    """Every group's rank among those of its arena, by requests/s and (among the groups
+    `p99_of` admits) by p99."""
     arenas: dict[tuple, dict[tuple, list[Record]]] = defaultdict(dict)
     for key, group in all_groups.items():
         arenas[arena_key(group[0])][key] = group
     by_rps: dict[tuple, Ranked] = {}
     by_p99: dict[tuple, Ranked] = {}
     for members in arenas.values():
-        rps, p99 = rank_groups(members)
+        rps, p99 = rank_groups(members, p99_of)
         by_rps.update(rps)
         by_p99.update(p99)
     return by_rps, by_p99

@@ -17,9 +17,9 @@ The rules (the confidence rules of bench.report.stats):
 - Workers under a container's limits (bench.report.limits, the container-limits study): per
   server the rule the study's intervals favour at every limit where they decide, with that
   evidence; "not enough evidence — run: make study NAME=container-limits" otherwise.
-- Keep-alive above the balancer's idle timeout only where the race study decides it: the
-  server's default keep-alive lost requests (502) and the longer one did not, Fisher's exact
-  test (one-sided) p < 0.05.
+- Keep-alive above the balancer's idle timeout only where the race study decides it
+  (bench.report.keepalive, the decision the study's section shows): the default keep-alive
+  lost more requests (502) than the longer one, by an exact test, Holm over the servers.
 """
 
 from __future__ import annotations
@@ -29,10 +29,9 @@ import shlex
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from scipy import stats
-
 from bench.core.record import Record, analysed
 from bench.core.registry import APPS, ROOT, load_all
+from bench.report import keepalive
 from bench.report.cells import host_of, knobs_label, num
 from bench.report.groups import (
     BASELINES,
@@ -48,7 +47,7 @@ from bench.report.limits import RUN as LIMITS_RUN
 from bench.report.limits import advice
 from bench.report.openloop import capacity_estimate, searches
 from bench.report.production import recycle_cell, reload_cell
-from bench.report.stats import ALPHA, Capacity, pairwise
+from bench.report.stats import Capacity, pairwise
 from bench.report.table import markdown_table
 
 # workload -> the scenarios that measure it (SCENARIO= names)
@@ -339,50 +338,44 @@ def avoid(decision: Decision) -> str:
 
 @dataclass(frozen=True)
 class Race:
-    """One server's keep-alive race behind the ALB-like front: 502s in requests sent with
-    its default keep-alive and with one above the balancer's idle timeout."""
+    """One server's keep-alive race behind the ALB-like front on one machine: 502s in
+    requests sent with its default keep-alive and with one above the balancer's idle timeout,
+    as bench.report.keepalive decided it (the study's section says the same)."""
 
     server: str
     default: tuple[int, int]  # (502s, sent)
     longer: tuple[int, int] | None
     keepalive_s: object  # the longer keep-alive's knob value
-    p: float | None  # Fisher's exact test, one-sided: the default loses more
+    p: float | None  # the exact test's p, Holm-adjusted over the servers with both arms
+    result: str = "inconclusive"  # reproduced: the longer keep-alive lowered the 502 rate
+    why: str = ""  # why it is undecided
 
     @property
     def decided(self) -> bool:
-        return self.p is not None and self.p < ALPHA
-
-
-def _race_counts(recs: list[Record]) -> tuple[int, int]:
-    lost = sum(int(((r.errors or {}).get("proxy_by_status") or {}).get("502", 0)) for r in recs)
-    return lost, sum(int(((r.network or {}).get("race") or {}).get("sent", 0)) for r in recs)
+        return self.result == "reproduced"
 
 
 def races(records: list[Record], machine: str) -> dict[str, Race]:
-    """Per server, its race arms on the machine (records carrying network.race)."""
-    idle = balancer_idle_s() or 0
-    specs = load_all()
-    arms: dict[str, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
-    for rec in records:
-        if rec.status != "ok" or host_of(rec) != machine or not (rec.network or {}).get("race"):
-            continue
-        knob = specs[rec.server].knobs.get("keepalive") if rec.server in specs else None
-        value = (rec.knobs or {}).get("keepalive")
-        longer = knob is not None and isinstance(value, int) and value > idle
-        arms[rec.server]["longer" if longer else "default"].append(rec)
+    """Per server, its race on the machine (bench.report.keepalive.fixes: each arm's latest
+    run, default and fix arms of this machine only)."""
     out = {}
-    for server, by_arm in arms.items():
-        if not by_arm["default"]:
+    for (where, server), fix in keepalive.fixes(records).items():
+        if where != machine:
             continue
-        default = _race_counts(by_arm["default"])
-        longer = _race_counts(by_arm["longer"]) if by_arm["longer"] else None
-        p = None
-        if longer is not None and longer[1] and default[1]:
-            table = [[default[0], default[1] - default[0]], [longer[0], longer[1] - longer[0]]]
-            p = float(stats.fisher_exact(table, alternative="greater").pvalue)
-        value = by_arm["longer"][0].knobs.get("keepalive") if by_arm["longer"] else None
-        out[server] = Race(server, default, longer, value, p)
+        longer = keepalive.counts(fix.fixed) if fix.fixed is not None else None
+        value = (fix.fixed.knobs or {}).get("keepalive") if fix.fixed is not None else None
+        p = fix.pair.p if fix.pair is not None else None
+        asked = fix.fixed is not None or fix.fix_elsewhere  # a fix arm ran somewhere
+        why = keepalive.why_undecided(fix) if fix.result == "inconclusive" and asked else ""
+        out[server] = Race(server, keepalive.counts(fix.default), longer, value, p, fix.result, why)
     return out
+
+
+def _clears_balancer(race: Race) -> bool:
+    """Whether the longer keep-alive is known to outlast the balancer's idle timeout (read
+    from its template: unknown, no keep-alive line is pasted)."""
+    idle = balancer_idle_s()
+    return idle is not None and isinstance(race.keepalive_s, int) and race.keepalive_s > idle
 
 
 def race_text(race: Race | None, server: str) -> str:
@@ -393,7 +386,10 @@ def race_text(race: Race | None, server: str) -> str:
     text = f"race: {num(lost)} 502s in {num(sent)} requests at its default keep-alive"
     if race.longer is not None:
         text += f", {num(race.longer[0])} in {num(race.longer[1])} at {race.keepalive_s} s"
-        text += f" (Fisher p = {race.p:.3f}{'' if race.decided else ', not decided'})"
+        p = f"exact test, adjusted p = {race.p:.3f}" if race.p is not None else "exact test"
+        text += f" ({p}{'' if race.decided else ', not decided'})"
+    elif race.why:
+        text += f" ({race.why})"
     return text
 
 
@@ -479,7 +475,7 @@ def _recommend(
         )
     knobs = dict(leader.knobs or {})
     race = races_.get(leader.server)
-    if deployment == ALB and race is not None and race.decided:
+    if deployment == ALB and race is not None and race.decided and _clears_balancer(race):
         knobs["keepalive"] = race.keepalive_s
     return Recommendation(
         machine,

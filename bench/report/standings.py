@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from scipy.stats import gmean
+
 from bench.core import defaults
 from bench.core.record import Record
 from bench.report import decision
@@ -122,6 +124,7 @@ def races(records: Iterable[Record], max_looks: int | None = None) -> list[Point
         if rec.metadata.get("trials_auto")
         and not is_experiment(rec)
         and "tune" not in rec.metadata  # make tune's climbs pair other rounds: its answer file
+        and "study" not in rec.metadata  # a study's race is judged by its checks (studies)
     ]
     by_point: dict[tuple, list[Record]] = defaultdict(list)
     for rec in auto:
@@ -140,11 +143,17 @@ def judge_point(point_records: list[Record], max_looks: int | None = None) -> Po
     for rec in point_records:
         knobs_by_server[rec.server].add(tuple(sorted((rec.knobs or {}).items())))
     several = {s for s, k in knobs_by_server.items() if len(k) > 1}
-    figures: dict[str, dict[int, float]] = defaultdict(dict)
+    slices: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for rec in point_records:
         value = _figure(rec)
         if value is not None:
-            figures[config_label(rec, several)][rec.trial] = float(value)
+            slices[config_label(rec, several)][rec.trial].append(float(value))
+    # a round's figure: its slices' geometric mean (bench.harness.slices; one run: itself;
+    # a slice without requests leaves the round without a figure)
+    figures = {
+        config: {t: float(gmean(v)) if min(v) > 0 else 0.0 for t, v in by_trial.items()}
+        for config, by_trial in slices.items()
+    }
     if len(figures) < 2:
         return None
     settings = point_records[0].metadata.get("trials_auto") or {}

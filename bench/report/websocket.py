@@ -1,6 +1,6 @@
 """The WebSocket section: SCENARIO=websocket (echo) and websocket-push, per server.
 
-Input: records (those with a `websocket` figure set, format 12, and the unsupported ones of a
+Input: records (those with a `websocket` figure set, format 13, and the unsupported ones of a
 WebSocket scenario). Output: markdown lines: per scenario and configuration, at each
 connection count, the connections held, messages/s offered and achieved, p99 from the
 intended send time, lost or wrong messages, the generator's share of its own ceiling; the

@@ -120,6 +120,38 @@ def metric_value(rec: Record, metric: str) -> float | None:
     raise KeyError(metric)
 
 
+# Metrics that count events (a zero is common and has no log): judged by an exact test on
+# the events and what they are out of (bench.report.decision.count_p) instead of ratios.
+# Binomial: events out of the arrivals; Poisson (oom_kills): events per trial.
+COUNT_METRICS = ("errors_pct", "failed_pct", "gateway_errors_pct", "s502", "s504")
+COUNT_METRICS += ("reload_failed", "oom_kills")
+
+
+def count_of(rec: Record, metric: str) -> tuple[int, float] | None:
+    """A count metric's (events, exposure) in one record: failed, unserved, 502+504, 502 or
+    504 out of the arrivals; requests failed around a reload out of the arrivals; OOM kills
+    in one trial. None: not measured (or nothing arrived)."""
+    outcome = Outcome.of_record(rec)
+    if metric == "oom_kills":
+        value = metric_value(rec, metric)
+        return None if value is None else (int(value), 1.0)
+    arrivals = outcome.arrivals
+    if not arrivals:
+        return None
+    proxy = (rec.errors or {}).get("proxy_by_status") or {}
+    events = {
+        "errors_pct": outcome.failed,
+        "failed_pct": outcome.unserved,
+        "gateway_errors_pct": int(proxy.get("502", 0)) + int(proxy.get("504", 0)),
+        "s502": int(proxy.get("502", 0)),
+        "s504": int(proxy.get("504", 0)),
+    }
+    if metric == "reload_failed":
+        value = metric_value(rec, metric)
+        return None if value is None else (int(value), float(arrivals))
+    return events[metric], float(arrivals)
+
+
 def _throttled(rec: Record, metric: str) -> float | None:
     """Time throttled, or the share of periods throttled, of a record under a CPU quota (a
     native cgroup's, or a container's CPU limit)."""

@@ -5,7 +5,7 @@ Input: a study described by `expect` (bench.studies.schema) and its latest run's
 (each with `network`: the namespace's sysctls, kernel counter deltas, TIME_WAIT and
 accept-queue peaks, nginx's error-log reasons). Output: markdown lines: the claim, what was
 expected, for the race a verdict on the documented fix (per server with a default and a fix
-arm: decided only where the two rates' exact intervals do not overlap), a table per arm
+arm: bench.report.keepalive's exact test, the decision the recommendations use), a table per arm
 (errors with nginx's reasons, kernel counters, TIME_WAIT; for the race the 502s per 10,000
 requests with the count and an exact binomial 95 % interval), what the arms showed; then per
 server its defaults (keep-alive timeout, backlog) beside what the race measured.
@@ -13,7 +13,6 @@ server its defaults (keep-alive timeout, backlog) beside what the race measured.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 from scipy import stats
@@ -21,7 +20,8 @@ from scipy import stats
 from bench.core.outcome import Outcome
 from bench.core.record import Record
 from bench.core.registry import load_all
-from bench.report.cells import figure
+from bench.report import keepalive
+from bench.report.cells import figure, host_of
 from bench.report.table import markdown_table
 from bench.studies.metrics import latest_run, runs_text
 from bench.studies.schema import RACE_LOAD, Study, StudyError, load_study
@@ -283,74 +283,39 @@ def measured_lines(study: Study, records: list[Record]) -> list[str]:
     ]
 
 
-def _race_counts(rec: Record) -> tuple[int, int]:
-    return _status_count(rec, 502), _sent(rec)
-
-
-def zero_needed(low_per_10k: float) -> int | None:
-    """How many requests a fix arm with no 502 must send for its exact 95 % upper bound to
-    fall below `low_per_10k` (the default's lower bound); None when that bound is 0."""
-    low = low_per_10k / 10_000
-    if low <= 0:
-        return None
-    # 0 in n: the upper bound is 1 - 0.025^(1/n) (Clopper-Pearson), below `low` past this n.
-    return math.floor(math.log(0.025) / math.log1p(-low)) + 1
-
-
-def _undecided(default: Record, fixed: Record, low_d: float) -> str:
-    """Why the two rates do not decide: the default raced too rarely for any fix arm of this
-    size to fall below its interval, or the fix arm had 502s too."""
-    bad_d, sent_d = _race_counts(default)
-    bad_f, sent_f = _race_counts(fixed)
-    if bad_d == 0:
-        return f"the default showed no 502 ({bad_d} in {sent_d:,}): no race to fix"
-    needed = zero_needed(low_d)
-    if bad_f == 0 and needed is not None and needed > sent_f:
-        return (
-            f"too few race events to decide: the default's {bad_d} in {sent_d:,} put its "
-            f"rate's lower bound at {low_d:.1f} per 10,000, and a fix arm without a 502 would "
-            f"need {needed:,} requests sent to fall below it (this one sent {sent_f:,})"
-        )
-    return "the intervals overlap (too few events to tell)"
-
-
-def fix_outcome(server: str, default: Record, fixed: Record) -> Judged:
+def fix_outcome(fix: keepalive.Fix) -> Judged:
     """Whether the documented fix (keep-alive above the balancer's) lowered a server's 502
-    rate: decided only when the two exact 95 % intervals do not overlap; otherwise why not."""
-    (bad_d, sent_d), (bad_f, sent_f) = _race_counts(default), _race_counts(fixed)
-    both = rate_per_10k(bad_d, sent_d), rate_per_10k(bad_f, sent_f)
-    if both[0] is None or both[1] is None:
-        line = f"- {server}: not measured (no request sent in an arm) — inconclusive"
-        return Judged({}, "inconclusive", line, "not measured")
-    (_, low_d, high_d), (_, low_f, high_f) = both
-    if high_f < low_d:
-        result, why = "reproduced", "the fix's interval lies wholly below the default's"
-    elif low_f > high_d:
-        result, why = "not reproduced", "the fix's interval lies wholly above the default's"
+    rate: bench.report.keepalive's decision (the recommendations read the same), in words."""
+    assert fix.fixed is not None
+    result = fix.result
+    if result == "reproduced":
+        why = f"the fix's rate is lower ({keepalive.p_text(fix)})"
+    elif result == "not reproduced":
+        why = f"the fix's rate is higher ({keepalive.p_text(fix)})"
     else:
-        result, why = "inconclusive", _undecided(default, fixed, low_d)
+        why = f"{keepalive.why_undecided(fix)} ({keepalive.p_text(fix)})"
     line = (
-        f"- {server}, 502 per 10,000: default keep-alive {per_10k(default)}, keep-alive above "
-        f"{BALANCER_IDLE_S} s {per_10k(fixed)} — {result}: {why}"
+        f"- {fix.server}, 502 per 10,000: default keep-alive {per_10k(fix.default)}, keep-alive "
+        f"above {BALANCER_IDLE_S} s {per_10k(fix.fixed)} — {result}: {why}"
     )
     return Judged({}, result, line, result)
 
 
-def fix_pairs(records: list[Record]) -> dict[str, tuple[Record, Record]]:
-    """Per server, its ok `<what>-default` and `<what>-fix` arms (the race study's names)."""
-    arms: dict[str, dict[str, Record]] = {}
-    for rec in records:
-        arm = str(rec.metadata.get("study_arm"))
-        for end in ("-default", "-fix"):
-            if rec.status == "ok" and arm.endswith(end):
-                arms.setdefault(rec.server, {})[end] = rec
-    return {s: (a["-default"], a["-fix"]) for s, a in arms.items() if len(a) == 2}
+def fix_pairs(records: list[Record]) -> dict[str, keepalive.Fix]:
+    """Per server (and machine, where several), its default arm with a fix arm of the same
+    machine, judged in one family (bench.report.keepalive)."""
+    found = [f for f in keepalive.fixes(records).values() if f.fixed is not None]
+    machines = {f.machine for f in found}
+    return {(f.server if len(machines) == 1 else f"{f.server} on {f.machine}"): f for f in found}
 
 
 def unfixed_lines(study: Study, records: list[Record], paired: set[str]) -> list[str]:
     """A line per server whose default raced (502s) without a fix arm: why (the study's
     `no_fix`: no setting above the balancer's), or that no fix arm ran."""
     lines = []
+    elsewhere = {
+        f.server: f.fix_elsewhere for f in keepalive.fixes(records).values() if f.fix_elsewhere
+    }
     for rec in sorted(records, key=lambda r: r.server):
         arm = str(rec.metadata.get("study_arm"))
         if rec.status != "ok" or not arm.endswith("-default") or rec.server in paired:
@@ -358,6 +323,12 @@ def unfixed_lines(study: Study, records: list[Record], paired: set[str]) -> list
         if rec.server in study.no_fix:
             why = study.no_fix[rec.server]
             lines.append(f"- {rec.server}, 502 per 10,000: default {per_10k(rec)} — no fix: {why}")
+        elif rec.server in elsewhere:
+            lines.append(
+                f"- {rec.server}, 502 per 10,000: default {per_10k(rec)} — inconclusive: its fix "
+                f"arm ran on {elsewhere[rec.server]}, the default on {host_of(rec)}: not one "
+                "comparison"
+            )
         elif _status_count(rec, 502):
             lines.append(f"- {rec.server}, 502 per 10,000: default {per_10k(rec)} — no fix arm ran")
     return lines
@@ -365,20 +336,21 @@ def unfixed_lines(study: Study, records: list[Record], paired: set[str]) -> list
 
 def fix_verdict_lines(study: Study, records: list[Record]) -> list[str]:
     """The race's verdict: per server with both arms, whether the fix lowered the 502 rate
-    beyond the overlap of the two exact intervals; then the servers that raced without a fix
-    arm, and why (none without a fix arm at all)."""
+    (bench.report.keepalive's exact test, Holm over the servers); then the servers that
+    raced without a fix arm, and why (none without a fix arm at all)."""
     pairs = fix_pairs(records) if _raced(study) else {}
     if not pairs:
         return []
-    outcomes = [fix_outcome(server, *pair) for server, pair in sorted(pairs.items())]
+    outcomes = [fix_outcome(fix) for _, fix in sorted(pairs.items())]
     return [
         f"**Verdict: {verdict_of(outcomes)}** ({tally(outcomes)}: the documented fix, "
         f"keep-alive above the balancer's {BALANCER_IDLE_S} s, against each server's default, "
         f"for the {len(pairs)} server{'s' if len(pairs) != 1 else ''} with both arms; rule: "
-        "decided only where the exact 95 % intervals of the two 502 rates do not overlap).",
+        "the two 502 counts compared by an exact test, Fisher's, Holm over these servers; the "
+        "recommendations read the same decision).",
         "",
         *(o.line for o in outcomes),
-        *unfixed_lines(study, records, set(pairs)),
+        *unfixed_lines(study, records, {f.server for f in pairs.values()}),
         "",
     ]
 

@@ -30,6 +30,7 @@ from bench.host.placement import cpu_placement
 from bench.host.procs import Interrupted, ProcessTable, StartError
 from bench.host.venv import tool_version
 from bench.load import LoadError, open_loop_name, tools
+from bench.studies import rounds as studyrounds
 from bench.studies.arms import arm_options, base_options, derived_options, new_run_id
 from bench.studies.namespace import facts_of, measure_arm, record_arm, run_spec
 from bench.studies.schema import Arm, Study, StudyError, in_namespace, load_runnable
@@ -47,10 +48,12 @@ def run(
     seed: int,
     skip_unrunnable: bool = False,
     arms: Sequence[str] | None = None,
+    rounds: studyrounds.Rounds = None,
 ) -> int:
     """make study NAME=... [ARMS=...]: the exit status. A study this machine cannot run
     (namespaces without root) is refused (StudyError), or with `skip_unrunnable` (NAME=all)
-    left out with one line saying why. `arms`: only these arm ids run (None: all)."""
+    left out with one line saying why. `arms`: only these arm ids run (None: all); `rounds`:
+    make study's TRIALS (a number, TRIALS=auto's Precision, or None: the study file's)."""
     studies = [only_arms(s, arms) for s in load_runnable(names)]  # checked before any runs
     studies = [s for s in studies if s.arms]
     names = [n for n in names if n in {s.name for s in studies}]
@@ -76,7 +79,7 @@ def run(
     base = base_options(results, seed)
     execute = harness_run.execute
     return harness_run.interruptible(
-        lambda: execute_studies(names, base, duration, execute, sections_for(results), arms)
+        lambda: execute_studies(names, base, duration, execute, sections_for(results), arms, rounds)
     )
 
 
@@ -161,9 +164,11 @@ def execute_studies(
     execute: Execute,
     sections: Sections,
     arms: Sequence[str] | None = None,
+    rounds: studyrounds.Rounds = None,
 ) -> int:
     """Per study, the first phase, then the arms derived from its records; the worst exit
-    status (130: interrupted, nothing more is run). `arms`: only these (ARMS=)."""
+    status (130: interrupted, nothing more is run). `arms`: only these (ARMS=); `rounds`:
+    make study's TRIALS (None: each study file's)."""
     studies = [s for s in (only_arms(s, arms) for s in load_runnable(names)) if s.arms]
     for study in studies:
         quotas = [a.id for a in study.arms if "cpu_quota" in study.settings(a)]
@@ -183,13 +188,25 @@ def execute_studies(
                 options, skipped = _second_phase(study, base, run_id, duration)
                 status = max(status, skipped)
             for batch in _batches(study, options):
-                if in_namespace(study.settings(batch[0][0])):
-                    status = max(status, execute_in_namespaces(study, batch, sections))
-                else:
-                    status = max(status, execute([o for _, o in batch], sections))
+                status = max(status, _run_batch(study, batch, (execute, sections), rounds))
                 if status == 130:
                     return status
     return status
+
+
+def _run_batch(
+    study: Study, batch: Batch, how: tuple[Execute, Sections], rounds: studyrounds.Rounds
+) -> int:
+    """One batch: in namespaces (one run each), or through the stack with make study's
+    TRIALS (TRIALS=auto: raced until the checks it measures are decided)."""
+    execute, sections = how
+    if in_namespace(study.settings(batch[0][0])):
+        return execute_in_namespaces(study, batch, sections)
+    arms = [studyrounds.with_rounds(o, rounds) for _, o in batch]
+    if not isinstance(rounds, plan.Precision):
+        return execute(arms, sections)
+    judge = studyrounds.judge_for(study, {a.id for a, _ in batch})
+    return execute(studyrounds.with_looks(arms), sections, race=judge)  # type: ignore[call-arg]
 
 
 def execute_in_namespaces(study: Study, batch: Batch, sections: Sections) -> int:

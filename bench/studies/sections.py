@@ -31,8 +31,7 @@ from bench.studies.metrics import (
     runs_text,
 )
 from bench.studies.schema import NOT_RUN_KEYS, Study, StudyError, load_study, study_names
-from bench.studies.verdict import Outcome, judge
-from bench.studies.verdict import outcome as judge_check
+from bench.studies.verdict import Outcome, outcomes, settings_of
 from bench.studies.verdict import verdict as verdict_of
 
 
@@ -86,12 +85,23 @@ def _run_line(verdict: str, records: list[Record], family: int) -> str:
     host = ", ".join(sorted({host_of(r) for r in records}))
     started = min(str(r.metadata.get("started_at", "")) for r in records)
     trials = len({r.trial for r in records if r.trial > 0})  # trial 0: the warm-up start
+    margin, looks = settings_of(records)
+    raced = (
+        f"raced (TRIALS=auto: rounds until every check was decided or the budget ended, the "
+        f"error spent over up to {looks} looks)"
+        if looks
+        else "a fixed number of rounds"
+    )
+    rounds = f"{'up to ' if looks else ''}{trials} round{'s' if trials != 1 else ''}"
+    rule = (
+        "each check decided on its two arms' within-round ratios (paired), separated or "
+        f"equivalent within ±{margin * 100:.0f} % (a ratio: within or outside its band), "
+        f"counts by an exact test, Holm over the study's {family} checks; otherwise "
+        "inconclusive with the reason; one trial decides nothing"
+    )
     return (
-        f"**Verdict: {verdict}** ({runs_text(records)} on {host}, "
-        f"{len(records)} runs from {started}, {trials} trial{'s' if trials != 1 else ''} per "
-        "arm; rule: a check is decided only where the 95 % interval of its ratio over the "
-        f"trials, Bonferroni-corrected over the study's {family} checks, lies wholly on one "
-        "side, otherwise it is inconclusive)."
+        f"**Verdict: {verdict}** ({runs_text(records)} on {host}, {len(records)} runs from "
+        f"{started}, {rounds} (trials) per arm, {raced}; rule: {rule})."
     )
 
 
@@ -175,15 +185,14 @@ def _two_model_lines(study: Study, records: list[Record]) -> tuple[list[str], li
     """Verdict per load model, the checks of each, and which verdict changed and why; and
     the verdicts."""
     family = len(study.checks)
-    closed_checks = [c for c in study.checks if not study.check_is_open(c)]
-    open_checks = [c for c in study.checks if study.check_is_open(c)]
-    if not closed_checks:
+    found = outcomes(study, records)  # one family: every check of the study
+    closed = [o for o in found if not study.check_is_open(o.check)]
+    opened = [o for o in found if study.check_is_open(o.check)]
+    if not closed:
         # Every arm is open loop (the production studies): one load model, one verdict.
-        opened = [judge_check(c, records, family) for c in open_checks]
         word = verdict_of(opened)
         label = f"{_open_label(records)}: {word}"
         return [_run_line(label, records, family), "", *(o.line for o in opened), ""], [word]
-    closed = [judge_check(c, records, family) for c in closed_checks]
     if not any(r.offered_rps is not None for r in records):
         # Records from before the study had open-loop arms: the closed-loop verdict alone.
         return [
@@ -194,7 +203,6 @@ def _two_model_lines(study: Study, records: list[Record]) -> tuple[list[str], li
             f"Open loop: not in this run (`make study NAME={study.name}` runs it).",
             "",
         ], [verdict_of(closed)]
-    opened = [judge_check(c, records, family) for c in open_checks]
     closed_verdict, open_verdict = verdict_of(closed), verdict_of(opened)
     closed_label, open_label = _closed_label(records), _open_label(records)
     both = f"{closed_label}: {closed_verdict}; {open_label}: {open_verdict}"
@@ -224,9 +232,10 @@ def _verdict_lines(study: Study, records: list[Record]) -> list[str]:
     if any(a.open_loop for a in study.arms):
         lines, verdicts = _two_model_lines(study, records)
     else:
-        verdict, check_lines = judge(study, records)
+        found = outcomes(study, records)
+        verdict = verdict_of(found)
         run_line = _run_line(verdict, records, len(study.checks))
-        lines, verdicts = [run_line, "", *check_lines, ""], [verdict]
+        lines, verdicts = [run_line, "", *(o.line for o in found), ""], [verdict]
     if any(v != "reproduced" for v in verdicts):
         lines += [f"Why it may differ: {study.differs}", ""]
     return lines

@@ -1,30 +1,40 @@
-"""A study's verdict: each [[check]] decided by the interval over its two arms' trials.
+"""A study's verdict: each [[check]] decided by the race engine on its two arms' rounds.
 
-Input: a study's checks and its records of one run (a record is a trial: one value per record
-for each side of a check). Output: per check an Outcome (`reproduced`, `not reproduced` or
-`inconclusive` with the reason, how it held, the line the section shows) and the verdict over
-them: `reproduced`, `partly reproduced`, `not reproduced` or `inconclusive`.
+Input: a study's checks and its records of one run (a record is a trial; a trial number is a
+round: the arms ran interleaved, round by round). Output: per check an Outcome
+(`reproduced`, `not reproduced` or `inconclusive` with the reason, how it held, the line the
+section shows) and the verdict over them: `reproduced`, `partly reproduced`, `not
+reproduced`, `inconclusive`, or `one trial: cannot decide`.
 
-Each check calls bench.report.stats.decide() on the two arms' per-trial values, its interval
-Bonferroni-corrected over the study's checks (`family`): the check is decided only when the
-interval lies wholly on one side; otherwise, with one trial, a zero figure in a ratio, or a
-CPU quota that never throttled either arm, it is inconclusive and says why.
+Every check of a study is one Question of bench.report.decision.judge_family, the engine
+TRIALS=auto races on: the within-round ln ratios a/b of its two arms (paired by round),
+"separated" (two-sided t) or "equivalent within ±MARGIN" (TOST), a ratio check within its
+band (TOST on ln(a/b / published) within ±ln(band)) or outside it; Holm's step-down over the
+study's checks (those not testable count in the family); the error spent over the looks when
+the study was raced (TRIALS=auto: metadata.trials_auto). A figure that can be 0 has no log:
+counts (502s, failed requests, OOM kills: bench.studies.metrics.COUNT_METRICS) are decided by
+an exact test on the events and what they are out of (decision.count_p, the function the
+recommendations use for the keep-alive race), other zero figures on the paired differences
+on their own scale. One trial decides nothing; nor a comparison under a CPU quota that
+throttled neither arm.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from bench.core import defaults
 from bench.core.record import Record
+from bench.report import decision
 from bench.report.cells import figure
 from bench.report.production import quota_bound
-from bench.report.stats import Difference, decide, shift
-from bench.studies.metrics import counted, fraction_rates, metric_value
+from bench.studies.metrics import COUNT_METRICS, count_of, counted, fraction_rates, metric_value
 from bench.studies.schema import Study
 
-ONE_TRIAL = "one trial"
+ONE_TRIAL = "one trial: cannot decide"
 
 
 @dataclass(frozen=True)
@@ -35,6 +45,7 @@ class Outcome:
     result: str  # reproduced, not reproduced, inconclusive
     line: str
     held: str  # "holds", "does not hold", "within", "outside", "inconclusive", "not measured"
+    pair: decision.Pair | None = None  # the engine's judgement (None: not testable)
 
 
 def side_records(
@@ -65,6 +76,31 @@ def trial_values(recs: list[Record], metric: str) -> list[float]:
     return [float(v) for v in values if v is not None]
 
 
+def by_round(recs: list[Record], metric: str) -> dict[int, float]:
+    """Round (trial number) -> the side's figure in it: the geometric mean of its records
+    there (several only where a run was split or repeated), the mean where one is 0."""
+    values: dict[int, list[float]] = defaultdict(list)
+    for rec in recs:
+        value = metric_value(rec, metric)
+        if value is not None and rec.trial > 0:
+            values[rec.trial].append(float(value))
+    return {
+        r: statistics.geometric_mean(v) if min(v) > 0 else statistics.fmean(v)
+        for r, v in values.items()
+    }
+
+
+def counts_by_round(recs: list[Record], metric: str) -> dict[int, tuple[int, float]]:
+    """Round -> (events, exposure) of a count metric, summed over its records there."""
+    sums: dict[int, list[float]] = defaultdict(lambda: [0, 0.0])
+    for rec in recs:
+        found = count_of(rec, metric)
+        if found is not None and rec.trial > 0:
+            sums[rec.trial][0] += found[0]
+            sums[rec.trial][1] += found[1]
+    return {r: (int(e), float(n)) for r, (e, n) in sums.items()}
+
+
 def _cells(recs: list[Record]) -> int:
     return len({(r.scenario, r.concurrency, r.offered_rps) for r in recs})
 
@@ -81,64 +117,132 @@ def quota_unbound(recs: list[Record]) -> str | None:
     return "the CPU quota did not bind (0 ms throttled in every trial of both arms)"
 
 
-def _scaled(check: dict) -> tuple[str, float, float]:
-    """The check as decide() asks it of B = a × scale against A = b: the claim, the scale,
-    the margin. less: a/b below 1; at_most: a/(b × factor) below 1; ratio: a/b within a
-    factor `band` of the published ratio, i.e. a/(b × published) within ±(band − 1)."""
-    if check["kind"] == "less":
-        return "lower", 1.0, 0.05
-    if check["kind"] == "at_most":
-        return "lower", 1 / float(check.get("factor", 1)), 0.05
-    return "equal", 1 / float(check["published"]), float(check.get("band", 2.0)) - 1
+def settings_of(records: list[Record]) -> tuple[float, int | None]:
+    """The margin and the looks a study's run was raced with (TRIALS=auto's, in its records'
+    metadata.trials_auto); a fixed-trial run: the default margin and one look (None)."""
+    raced = [r.metadata["trials_auto"] for r in records if r.metadata.get("trials_auto")]
+    if not raced:
+        return defaults.RACE_MARGIN, None
+    margin = float(raced[0].get("margin") or defaults.RACE_MARGIN)
+    looks = raced[0].get("max_looks")
+    return margin, int(looks) if looks else None
 
 
-def _interval_text(diff: Difference, scale: float, n: int, family: int) -> str:
-    low, high = (diff.low or 0.0) / scale, (diff.high or 0.0) / scale
-    return (
-        f"a/b {(diff.ratio or 0.0) / scale:.2f}× [{low:.2f}–{high:.2f}], {n} trials a side, "
-        f"95 % over {family} check{'s' if family != 1 else ''}"
-    )
+def question(check: dict, records: list[Record], margin: float) -> decision.Question | str:
+    """A check as the engine's Question (with the looks its arms were raced over), or why it
+    cannot be one."""
+    found = _question(check, records, margin)
+    if isinstance(found, str):
+        return found
+    rates = fraction_rates(records)
+    mine = side_records(records, check["a"], rates, check["metric"]) or []
+    return replace(found, looks=settings_of(mine)[1])
 
 
-def _shift_outcome(check: dict, a: list[float], b: list[float], family: int) -> tuple[str, str]:
-    """less / at_most where a figure is zero (a count, a share): a − b × factor on the
-    figures' own scale."""
+def _question(check: dict, records: list[Record], margin: float) -> decision.Question | str:
+    """A check as the engine's Question, or why it cannot be one (the reason it is
+    inconclusive: not measured, several cells, a quota that never bound, one trial)."""
+    rates = fraction_rates(records)
+    metric = check["metric"]
+    sides = [side_records(records, check[s], rates, metric) or [] for s in ("a", "b")]
+    if not all(trial_values(s, metric) for s in sides):
+        return "not measured"
+    if max(_cells(s) for s in sides) > 1:
+        return "a side names several cells: give its concurrency"
+    unbound = quota_unbound([*sides[0], *sides[1]])
+    if unbound:
+        return unbound
     factor = float(check.get("factor", 1)) if check["kind"] == "at_most" else 1.0
-    moved = shift([x * factor for x in b], a, family)
-    if moved is None:
-        return "inconclusive", ONE_TRIAL
-    text = (
-        f"a − b{f' × {factor:g}' if factor != 1 else ''} {moved.diff:+.3g} "
-        f"[{moved.low:+.3g}, {moved.high:+.3g}], {moved.n} trials a side, 95 % over {family} "
-        f"check{'s' if family != 1 else ''}"
-    )
-    strict = check["kind"] == "less"  # less: a < b; at_most: a <= b × factor
-    if moved.high < 0 or (not strict and moved.high <= 0):
-        return "reproduced", text
-    if moved.low > 0 or (strict and moved.low >= 0):
-        return "not reproduced", text
-    return "inconclusive", text + ": the interval contains 0"
+    if metric in COUNT_METRICS and check["kind"] != "ratio":
+        a, b = (counts_by_round(s, metric) for s in sides)
+        common = sorted(set(a) & set(b))
+        if len(common) < 2:
+            return ONE_TRIAL
+        counts = {r: (*a[r], *b[r]) for r in common}
+        return decision.Question(
+            "a", "b", counts=counts, offset=factor, binomial=metric != "oom_kills"
+        )
+    a, b = (by_round(s, metric) for s in sides)
+    common = sorted(set(a) & set(b))
+    if len(common) < 2:
+        return ONE_TRIAL
+    pairs = {r: (a[r], b[r]) for r in common}
+    if check["kind"] == "ratio":
+        band = float(check.get("band", 2.0)) - 1
+        return decision.Question(
+            "a", "b", pairs, offset=float(check["published"]), margin=band, band=True
+        )
+    return decision.Question("a", "b", pairs, offset=factor, margin=margin)
 
 
-def _decided(check: dict, a: list[float], b: list[float], family: int) -> tuple[str, str]:
-    """The result word and its reason for one check's per-trial values."""
-    claim, scale, margin = _scaled(check)
-    judged = decide(b, [x * scale for x in a], claim, margin=margin, family=family)
-    if min(len(a), len(b)) < 2:
-        return "inconclusive", ONE_TRIAL if min(len(a), len(b)) == 1 else judged.reason
-    if judged.difference.log_se is None:  # a zero figure: no log, no ratio
-        if check["kind"] == "ratio":
-            return "inconclusive", "a zero figure has no ratio"
-        return _shift_outcome(check, a, b, family)
-    text = _interval_text(judged.difference, scale, min(len(a), len(b)), family)
-    result = judged.outcome
-    low, high = judged.difference.low, judged.difference.high
-    if check["kind"] == "at_most" and result == "not reproduced" and low == high == 1.0:
-        result = "reproduced"  # identical trials: a = b × factor is "at most"
-    if result == "inconclusive":
-        edge = "the band's edge" if claim == "equal" else "1.00×"
-        text += f": the interval crosses {edge}"
-    return result, text
+def _below(pair: decision.Pair) -> bool:
+    """Whether a lies below b (× its factor) on the pair's scale."""
+    if pair.scale == "linear":
+        return pair.ratio < 0
+    if pair.scale == "count":
+        return pair.ratio < 1
+    return pair.ratio < pair.offset
+
+
+def result_of(check: dict, pair: decision.Pair) -> str:
+    """The check's result word from the engine's state: less holds where a is separated
+    below b (equivalent within the margin: not less); at_most where a is below or
+    equivalent; a ratio where it is equivalent to the published one within the band."""
+    if pair.state == "undecided":
+        return "inconclusive"
+    if check["kind"] == "ratio":
+        return "reproduced" if pair.state == "equivalent" else "not reproduced"
+    if pair.state == "equivalent":
+        return "reproduced" if check["kind"] == "at_most" else "not reproduced"
+    return "reproduced" if _below(pair) else "not reproduced"
+
+
+def _count_text(q: decision.Question) -> str:
+    assert q.counts is not None
+    ea = sum(c[0] for c in q.counts.values())
+    na = sum(c[1] for c in q.counts.values())
+    eb = sum(c[2] for c in q.counts.values())
+    nb = sum(c[3] for c in q.counts.values())
+    if not q.binomial:
+        return f"{ea:,} vs {eb:,} over {len(q.counts)} rounds"
+    return f"{ea:,} in {na:,.0f} vs {eb:,} in {nb:,.0f}"
+
+
+def reason_text(check: dict, q: decision.Question, pair: decision.Pair, family: int) -> str:
+    """What the check rests on: the ratio (or difference, or counts) with its interval, the
+    rounds, the family; and for an undecided one why, and what would decide it."""
+    rounds = f"{pair.rounds} round{'s' if pair.rounds != 1 else ''}"
+    holm = f"Holm over {family} check{'s' if family != 1 else ''}"
+    factor = f" × {pair.offset:g}" if pair.offset != 1 and check["kind"] != "ratio" else ""
+    if pair.scale == "count":
+        p = f", adjusted p = {pair.p:.3f}" if pair.p is not None else ""
+        text = f"{_count_text(q)}, exact test{p}, {holm}"
+    elif pair.scale == "linear" and pair.low is not None:
+        text = (
+            f"a − b{factor} {pair.ratio:+.3g} [{pair.low:+.3g}, {pair.high:+.3g}], {rounds} "
+            f"paired, {holm}"
+        )
+    elif pair.low is not None:
+        ratio = f"{_x(pair.ratio)}× [{_x(pair.low)}–{_x(pair.high)}]"
+        text = f"a/b {ratio}, {rounds} paired, {holm}"
+    else:
+        text = f"{rounds} paired, {holm}"
+    if pair.state == "equivalent" and check["kind"] != "ratio":
+        text += f": a = b{factor} within ±{pair.margin * 100:.0f} %"
+    if pair.state != "undecided":
+        return text
+    text += f": {pair.reason}"
+    needed = decision.rounds_to_decide(pair, pair.margin)
+    if needed is not None and needed > pair.rounds:
+        text += f"; about {needed} rounds would decide it"
+    return text
+
+
+def _x(ratio: float | None) -> str:
+    """A ratio with two decimals, or two significant digits below 0.1 (0.0004×, not 0.00×)."""
+    if ratio is None:
+        return "–"
+    return f"{ratio:.2f}" if ratio >= 0.1 else f"{ratio:.2g}"
 
 
 HELD = {
@@ -148,43 +252,72 @@ HELD = {
 }
 
 
-def outcome(check: dict, records: list[Record], family: int = 1) -> Outcome:
-    """One check judged on a run's records (trials), its interval corrected over `family`
-    checks."""
+def _head(check: dict, records: list[Record]) -> str:
+    """Published vs ours (a ratio check), or the two sides' medians."""
     rates = fraction_rates(records)
-    what = check.get("describe", f"{check['metric']} {check['a']} vs {check['b']}")
-    recs_a, recs_b = (
-        side_records(records, check["a"], rates, check["metric"]),
-        side_records(records, check["b"], rates, check["metric"]),
+    metric = check["metric"]
+    a, b = (
+        trial_values(side_records(records, check[s], rates, metric) or [], metric) for s in "ab"
     )
-    a = trial_values(recs_a or [], check["metric"])
-    b = trial_values(recs_b or [], check["metric"])
-    if not a or not b:
-        line = f"- {what}: not measured (a run failed or had no samples) — inconclusive"
-        return Outcome(check, "inconclusive", line, "not measured")
-    if max(_cells(recs_a or []), _cells(recs_b or [])) > 1:
-        result, reason = "inconclusive", "a side names several cells: give its concurrency"
-    else:
-        reason = quota_unbound([*(recs_a or []), *(recs_b or [])])
-        result, reason = ("inconclusive", reason) if reason else _decided(check, a, b, family)
-    held = HELD[check["kind"]].get(result, "inconclusive")
     med_a, med_b = statistics.median(a), statistics.median(b)
     if check["kind"] == "ratio":
         published, band = float(check["published"]), float(check.get("band", 2.0))
         ours = f"ours {med_a / med_b:.2f}×" if med_b else "ours –"
-        head = f"published {published:.2f}×, {ours} (a factor {band:g} allowed)"
-    else:
-        head = f"{figure(med_a)} vs {figure(med_b)}"
-    line = f"- {what}: {head} — {held}" + (
-        f": {reason}" if held == "inconclusive" else f" ({reason})"
+        return f"published {published:.2f}×, {ours} (a factor {band:g} allowed)"
+    return f"{figure(med_a)} vs {figure(med_b)}"
+
+
+def outcomes(
+    study: Study, records: list[Record], checks: Sequence[dict] | None = None
+) -> list[Outcome]:
+    """Every check of `checks` (default: the study's) judged in one family: the study's
+    checks (bench.report.decision.judge_family), in the order given."""
+    return judge_checks(
+        list(study.checks if checks is None else checks), records, len(study.checks)
     )
-    return Outcome(check, result, line, held)
 
 
-def verdict(outcomes: Sequence[Outcome]) -> str:
+def judge_checks(checks: list[dict], records: list[Record], family: int) -> list[Outcome]:
+    """The checks judged together, Holm over `family` (at least len(checks))."""
+    margin, looks = settings_of(records)
+    asked = [question(c, records, margin) for c in checks]
+    questions = [q for q in asked if isinstance(q, decision.Question)]
+    pairs = iter(decision.judge_family(questions, max_looks=looks, family=max(family, len(checks))))
+    out = []
+    for check, q in zip(checks, asked, strict=True):
+        what = check.get("describe", f"{check['metric']} {check['a']} vs {check['b']}")
+        if q == "not measured":
+            line = f"- {what}: not measured (a run failed or had no samples) — inconclusive"
+            out.append(Outcome(check, "inconclusive", line, "not measured"))
+            continue
+        head = _head(check, records)
+        if isinstance(q, str):
+            held = "one trial" if q == ONE_TRIAL else "inconclusive"
+            out.append(
+                Outcome(check, "inconclusive", f"- {what}: {head} — inconclusive: {q}", held)
+            )
+            continue
+        pair = next(pairs)
+        result = result_of(check, pair)
+        held = HELD[check["kind"]].get(result, "inconclusive")
+        reason = reason_text(check, q, pair, max(family, len(checks)))
+        tail = f": {reason}" if held == "inconclusive" else f" ({reason})"
+        out.append(Outcome(check, result, f"- {what}: {head} — {held}{tail}", held, pair))
+    return out
+
+
+def outcome(check: dict, records: list[Record], family: int = 1) -> Outcome:
+    """One check judged on a run's records, in a family of `family` checks."""
+    return judge_checks([check], records, family)[0]
+
+
+def verdict(found: Sequence[Outcome]) -> str:
     """The verdict over checks: reproduced / not reproduced when every check is; partly
-    reproduced when checks were decided both ways; otherwise inconclusive."""
-    results = {o.result for o in outcomes}
+    reproduced when checks were decided both ways; "one trial: cannot decide" when every
+    check had one trial; otherwise inconclusive."""
+    results = {o.result for o in found}
+    if found and all(o.held == "one trial" for o in found):
+        return ONE_TRIAL
     if results == {"reproduced"}:
         return "reproduced"
     if results == {"not reproduced"}:
@@ -194,10 +327,10 @@ def verdict(outcomes: Sequence[Outcome]) -> str:
     return "inconclusive"
 
 
-def tally(outcomes: Sequence[Outcome]) -> str:
+def tally(found: Sequence[Outcome]) -> str:
     """How the checks came out: `2 reproduced, 1 inconclusive`."""
     words = ("reproduced", "not reproduced", "inconclusive")
-    counts = [(sum(o.result == w for o in outcomes), w) for w in words]
+    counts = [(sum(o.result == w for o in found), w) for w in words]
     return ", ".join(f"{n} {w}" for n, w in counts if n)
 
 
@@ -207,6 +340,27 @@ def judge(
     """The verdict word and a line per check (what was compared, published vs ours, the
     interval or why there is none), over `checks` (default: every check of the study); the
     family is always the study's checks."""
-    family = len(study.checks)
-    outcomes = [outcome(c, records, family) for c in (study.checks if checks is None else checks)]
-    return verdict(outcomes), [o.line for o in outcomes]
+    found = outcomes(study, records, checks)
+    return verdict(found), [o.line for o in found]
+
+
+def closing_line(o: Outcome) -> str:
+    """A raced check's closing line: "decided in 6 rounds: <check> holds (…)" or
+    "undecided: <check> … about 40 rounds would decide it"."""
+    what = o.check.get("describe", o.check["metric"])
+    text = o.line.removeprefix(f"- {what}: ")
+    if o.pair is not None and o.pair.state != "undecided":
+        return f"decided in {o.pair.rounds} rounds: {what}: {text}"
+    return f"undecided: {what}: {text}"
+
+
+def more_rounds_help(o: Outcome) -> bool:
+    """Whether more rounds could decide a check: one trial so far, too few paired rounds, or
+    tested and still neither separated nor equivalent (not: an arm not measured, a quota that
+    never bound, a zero with no ratio, figures alike every round, no event on either side)."""
+    if o.held == "one trial":
+        return True
+    pair = o.pair
+    if pair is None or pair.state != "undecided":
+        return False
+    return pair.p is not None or "paired round(s)" in pair.reason

@@ -17,8 +17,10 @@ from scipy.stats import ttest_1samp
 
 from bench.report.decision import (
     Pair,
+    Question,
     Standing,
     judge,
+    judge_family,
     look_points,
     margin_deciding,
     rounds_to_decide,
@@ -351,3 +353,36 @@ def test_an_undecided_pair_says_what_would_decide_it() -> None:
     assert note.endswith(f"MARGIN={wider * 100:.0f} would decide it within the 38 rounds run")
     decided = Pair("a", "b", 1.3, 1.2, 1.4, "separated", 5, 0.001, sd=0.05)
     assert undecided_note(decided) is None
+
+
+def test_a_family_question_is_paired_by_round() -> None:
+    """A study check's question: a 3 % below b under a ±20 % round effect that moves both
+    alike, 0.5 % noise: separated on the within-round ratios; each a paired against another
+    round's b, the round effect is noise and nothing is decided."""
+    effect = [1.0, 1.25, 0.8, 1.15, 0.85, 1.2]
+    noise = [0.004, -0.003, 0.005, -0.004, 0.002, -0.005]
+    a = [970 * e * math.exp(n) for e, n in zip(effect, noise, strict=True)]
+    b = [1000 * e * math.exp(-n) for e, n in zip(effect, noise, strict=True)]
+    (pair,) = judge_family([Question("a", "b", dict(enumerate(zip(a, b, strict=True))))])
+    assert pair.state == "separated" and pair.high is not None and pair.high < 1
+    shifted = dict(enumerate(zip(a, b[1:] + b[:1], strict=True)))
+    (unpaired,) = judge_family([Question("a", "b", shifted)])
+    assert unpaired.state == "undecided"
+
+
+def test_a_ratio_check_is_equivalent_within_its_band_or_outside_it() -> None:
+    """A ratio check against a published 4.56× within a factor 2: 5.0× is within, and so is
+    2.5× (well away from 4.56×, but inside the band: "outside" is past the band's edge, not
+    merely different), 1.5× is outside (its interval wholly below 4.56 / 2), and a wide
+    spread is neither."""
+
+    def ratio(values: list[float]) -> Pair:
+        pairs = {r: (v, 1.0) for r, v in enumerate(values)}
+        (pair,) = judge_family([Question("a", "b", pairs, offset=4.56, margin=1.0, band=True)])
+        return pair
+
+    assert ratio([5.0, 4.9, 5.1, 5.05]).state == "equivalent"
+    assert ratio([2.5, 2.6, 2.4, 2.5]).state == "equivalent"
+    outside = ratio([1.5, 1.45, 1.55, 1.5])
+    assert outside.state == "separated" and outside.high is not None and outside.high < 2.28
+    assert ratio([1.2, 4.0, 2.0, 3.0]).state == "undecided"

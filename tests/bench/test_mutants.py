@@ -296,6 +296,24 @@ MUTANTS += (
         target="decision",
     ),
     Mutant(
+        "family-pairing-removed",  # a study check's a against another round's b
+        (("test_a_family_question_is_paired_by_round", {}),),
+        replace=(
+            (
+                "values = [math.log(x) - math.log(y) - math.log(q.offset) for x, y in pairs]",
+                "values = [math.log(x) - math.log(y) - math.log(q.offset) "
+                "for (x, _), (_, y) in zip(pairs, pairs[1:] + pairs[:1])]",
+            ),
+        ),
+        target="decision",
+    ),
+    Mutant(
+        "family-band-as-a-difference",  # a ratio check's "outside" read as "not the published"
+        (("test_a_ratio_check_is_equivalent_within_its_band_or_outside_it", {}),),
+        replace=(("    if band:\n", "    if False:\n"),),
+        target="decision",
+    ),
+    Mutant(
         "race-holm-removed",  # every pair at its own level, no family correction
         (("test_holm_over_the_pairs_of_a_race", {}),),
         replace=(("        factor = m - rank\n", "        factor = 1\n"),),
@@ -668,8 +686,8 @@ ELSEWHERE = (
         (("test_the_keepalive_above_the_balancer_comes_from_the_race_study", {}),),
         replace=(
             (
-                "if deployment == ALB and race is not None and race.decided:",
-                "if deployment == ALB and race is not None and race.longer is not None:",
+                "race is not None and race.decided and _clears_balancer(race):",
+                "race is not None and race.longer is not None and _clears_balancer(race):",
             ),
         ),
     ),

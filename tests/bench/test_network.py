@@ -70,25 +70,35 @@ def _race_arm(rec, arm: str, bad: int, sent: int):
 @pytest.mark.parametrize(
     ("default", "fixed", "result"),
     [
-        ((9, 880), (0, 880), "reproduced"),  # [47–193] against [0–42]: apart
-        ((3, 660), (0, 660), "inconclusive"),  # [9–132] against [0–56]: they overlap
-        ((0, 880), (9, 880), "not reproduced"),  # the fix raced more, beyond the overlap
+        ((9, 880), (0, 880), "reproduced"),  # exact p (two-sided) 0.004
+        ((3, 660), (0, 660), "inconclusive"),  # 0.25
+        # the issue's 5 in 1,000 against 0 in 1,000: a one-sided Fisher p of 0.031 once
+        # changed the pasted line while the section said inconclusive; two-sided 0.062 here,
+        # for both
+        ((5, 1000), (0, 1000), "inconclusive"),
+        ((0, 880), (9, 880), "not reproduced"),  # the fix raced more
     ],
 )
-def test_the_fix_is_judged_only_where_the_intervals_part(
+def test_the_fix_is_judged_by_one_exact_test_for_section_and_recommendations(
     default: tuple, fixed: tuple, result: str
 ) -> None:
-    """The race's verdict per server: the fix arm's 502 rate against the default arm's,
-    decided only where their exact intervals do not overlap; the section says it first."""
+    """The race's verdict per server: the fix arm's 502 count against the default arm's by
+    bench.report.keepalive (Fisher's exact test, two-sided); the section says it first and
+    the recommendations' race reads the same decision."""
     from bench.core.record import load_records
-    from bench.studies.network import fix_outcome, study_section
+    from bench.report import keepalive
+    from bench.report.recommend import races
+    from bench.studies.network import study_section
 
     records, _ = load_records(FIXTURES.parent / "lb-race")
     rec = next(r for r in records if r.server == "gunicorn-gevent")
     arms = [_race_arm(rec, "gevent-default", *default), _race_arm(rec, "gevent-fix", *fixed)]
-    assert fix_outcome("gunicorn-gevent", *arms).result == result
+    (fix,) = keepalive.fixes(arms).values()
+    assert fix.result == result
     lines = study_section(load_study("lb-keepalive-race"), arms)
     assert f"**Verdict: {result}** (1 {result}: the documented fix" in "\n".join(lines)
+    race = races(arms, fix.machine)["gunicorn-gevent"]
+    assert race.result == result and race.decided is (result == "reproduced")
 
 
 def test_section_from_a_real_port_exhaustion_record() -> None:
@@ -135,16 +145,22 @@ def test_race_rows_and_defaults_from_real_records() -> None:
     assert untried.count("not measured") == 4
 
 
-def test_zero_needed_is_where_no_502_falls_below_the_default() -> None:
-    """The requests a fix arm without a 502 must send for its exact upper bound to fall below
-    the default's lower bound: one fewer does not."""
-    from bench.studies.network import zero_needed
+def test_zero_needed_is_where_the_exact_test_first_decides() -> None:
+    """The requests a fix arm without a 502 must send for the exact test to separate it from
+    the default's count (alone, and first of a family of 3 under Holm): one fewer does not."""
+    from scipy.stats import fisher_exact
+
+    from bench.report.keepalive import zero_needed
+
+    def p(bad: int, sent: int, n: int) -> float:
+        return 2 * fisher_exact([[bad, sent - bad], [0, n]], alternative="greater").pvalue
 
     for bad, sent in ((3, 660), (5, 880), (9, 880)):
-        low = rate_per_10k(bad, sent)[1]
-        needed = zero_needed(low)
-        assert rate_per_10k(0, needed)[2] < low <= rate_per_10k(0, needed - 1)[2]
-    assert zero_needed(0.0) is None
+        for family in (1, 3):
+            needed = zero_needed((bad, sent), family)
+            assert needed is not None
+            assert p(bad, sent, needed) * family < 0.05 <= p(bad, sent, needed - 1) * family
+    assert zero_needed((0, 880), 1) is None
 
 
 def _race_pair(default: tuple, fixed: tuple, server: str = "gunicorn-gevent") -> list:
@@ -162,19 +178,24 @@ def _race_pair(default: tuple, fixed: tuple, server: str = "gunicorn-gevent") ->
 
 def test_too_few_default_events_are_said_with_the_size_that_would_decide() -> None:
     """3 502s in 660 against 0 in 660: inconclusive, and the row says the default's events
-    are too few (0 in 3,930 would be needed); a fix arm with 502s of its own only overlaps."""
+    are too few for a fix arm of this size; a fix arm with 502s of its own does not part;
+    no 502 at the default is no race to fix; 0 in 4,000 decides."""
+    from bench.report import keepalive
     from bench.studies.network import fix_outcome
 
-    few = fix_outcome("gunicorn-gevent", *_race_pair((3, 660), (0, 660)))
+    def judged(default: tuple, fixed: tuple):
+        (fix,) = keepalive.fixes(_race_pair(default, fixed)).values()
+        return fix_outcome(fix)
+
+    few = judged((3, 660), (0, 660))
     assert few.result == "inconclusive"
-    assert "too few race events to decide: the default's 3 in 660" in few.line
-    assert "need 3,930 requests sent to fall below it (this one sent 660)" in few.line
-    raced = fix_outcome("gunicorn-gevent", *_race_pair((3, 660), (2, 660)))
-    assert raced.line.endswith("the intervals overlap (too few events to tell)")
-    none = fix_outcome("gunicorn-gevent", *_race_pair((0, 660), (0, 660)))
+    assert "too few race events to decide: against the default's 3 in 660" in few.line
+    needed = keepalive.zero_needed((3, 660), 1)
+    assert f"would need {needed:,} requests sent (this one sent 660" in few.line
+    assert "the counts do not part" in judged((3, 660), (2, 660)).line
+    none = judged((0, 660), (0, 660))
     assert "the default showed no 502 (0 in 660): no race to fix" in none.line
-    decided = fix_outcome("gunicorn-gevent", *_race_pair((3, 660), (0, 4_000)))
-    assert decided.result == "reproduced"
+    assert judged((3, 660), (0, 4_000)).result == "reproduced"
 
 
 def test_a_server_without_a_setting_is_shown_as_such() -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from bench.core import plan
 from bench.core.record import Record
+from bench.harness import slices
 from bench.harness.recorder import Recorder
 from bench.harness.run import execute
 from bench.harness.session import Harness
@@ -33,6 +34,7 @@ def _race(
     sd: float,
     budget_s: int = 3_600,
     seed: int = 7,
+    seen: dict | None = None,
 ) -> tuple[list[dict], str]:
     """Race `rps`'s servers (each trial: its rate × lognormal noise of `sd`); the records and
     stderr."""
@@ -44,8 +46,10 @@ def _race(
     tool = FakeTool()
 
     def step():
-        server = site.started[-1]
-        if tool.measured[-1].out.name.endswith("-t0.measure"):
+        # the server loaded: the raw file's stem names it (a race round starts them all)
+        name = tool.measured[-1].out.name
+        server = name[: name.index("-db-c")]
+        if name.endswith("-t0.measure"):
             # a warm-up start's run (never analysed): no draw, the trials' noise stays seeded
             return result(requests=round(rps[server]))
         return result(requests=max(1, round(rps[server] * rng.lognormvariate(0, sd))))
@@ -72,6 +76,8 @@ def _race(
         precision=plan.Precision(budget_s=budget_s),
     )
     assert execute(options, harness=harness) == 0
+    if seen is not None:
+        seen.update(site=site, tool=tool)
     paths = sorted((tmp_path / "results" / "records").glob("*.json"))
     return [json.loads(p.read_text()) for p in paths], capsys.readouterr().err
 
@@ -158,3 +164,64 @@ def test_make_tunes_runs_are_not_a_race_of_the_summary(
         for r in records
     ]
     assert standings.races(searched) == []
+
+
+def test_slice_order_goes_there_and_back() -> None:
+    """Pass 1 in the round's order, pass 2 back: every pair of neighbours one slice apart."""
+    assert slices.order(3) == [(0, 1), (1, 1), (2, 1), (2, 2), (1, 2), (0, 2)]
+    assert slices.order(2, passes=3) == [(0, 1), (1, 1), (1, 2), (0, 2), (0, 3), (1, 3)]
+
+
+def test_a_race_round_starts_its_servers_together_and_loads_them_in_slices(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After the warm-up starts (one each, alone), each round starts every racing server,
+    loads them A B B A (records carry metadata.slice), and stops them all before the next."""
+    seen: dict = {}
+    rps = {"granian": 1000.0, "uvicorn": 500.0}
+    records, _ = _race(tmp_path, monkeypatch, capsys, rps, 0.02, seen=seen)
+    loaded = [m.out.name.removesuffix(".measure") for m in seen["tool"].measured]
+    loaded = [n for n in loaded if not n.endswith("-t0")]  # the warm-up starts
+    first = loaded[:4]
+    a, b = first[0].split("-db-")[0], first[1].split("-db-")[0]
+    assert {a, b} == set(rps) and first == [
+        f"{a}-db-c50-t1-s1",
+        f"{b}-db-c50-t1-s1",
+        f"{b}-db-c50-t1-s2",
+        f"{a}-db-c50-t1-s2",
+    ]
+    # two starts per round after the two warm-up starts, each stopped
+    site = seen["site"]
+    rounds = max(_rounds(records).values())
+    assert len(site.started) == len(site.stopped) == 2 + 2 * rounds
+    for rec in records:
+        assert (rec["trial"] == 0) == ("slice" not in rec["metadata"])
+    trials = [r for r in records if r["trial"] > 0]
+    assert sorted({r["metadata"]["slice"] for r in trials}) == [1, 2]
+    assert len(trials) == 2 * 2 * rounds
+
+
+def test_a_rounds_figure_is_its_slices_geometric_mean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two slices of 400 and 900 req/s make a round of 600 (not 650): the race pairs rounds."""
+    made, _ = _race(tmp_path, monkeypatch, capsys, {"granian": 900.0, "uvicorn": 300.0}, 0.01)
+    base = next(r for r in made if r["trial"] == 1)
+
+    def rec(server: str, trial: int, rps: float, slice_no: int) -> Record:
+        data = json.loads(json.dumps(base))
+        data.update(server=server, trial=trial, rps=rps, achieved_rps=None, status="ok")
+        data["metadata"].update(slice=slice_no, warmup_start=False, trials_auto={"margin": 0.05})
+        data["foreign_load"] = False
+        return Record.from_dict(data)
+
+    records = [
+        rec(server, trial, rps * (1 + 0.01 * trial), k)
+        for trial in range(1, 4)
+        for server, pair in (("granian", (400.0, 900.0)), ("uvicorn", (300.0, 300.0)))
+        for k, rps in enumerate(pair, 1)
+    ]
+    race = standings.judge_point(records, max_looks=10)
+    assert race is not None
+    assert race.figures["granian"][1] == pytest.approx(600.0 * 1.01)
+    assert race.figures["uvicorn"][2] == pytest.approx(300.0 * 1.02)

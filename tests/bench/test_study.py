@@ -134,8 +134,8 @@ def test_verdict_follows_the_ratio_rule_where_the_interval_decides() -> None:
     assert verdict.judge(spec, split)[0] == "partly reproduced"
     section = "\n".join(sections.study_section(spec, tight, None))
     assert "**Verdict: reproduced**" in section and "| 28.3 | 15 |" in section
-    assert "3 trials per arm" in section
-    assert "— within (a/b 5.00× [" in section and "3 trials a side, 95 % over 2 checks)" in section
+    assert "3 rounds (trials) per arm" in section
+    assert "— within (a/b 5.00× [" in section and "3 rounds paired, Holm over 2 checks)" in section
 
 
 def test_a_verdict_the_interval_does_not_decide_is_inconclusive() -> None:
@@ -153,12 +153,13 @@ def test_a_verdict_the_interval_does_not_decide_is_inconclusive() -> None:
     word, lines = verdict.judge(spec, records)
     assert word == "inconclusive"
     assert all("— inconclusive: a/b " in line for line in lines)
-    assert all("the interval crosses the band's edge" in line for line in lines)
+    assert all("neither separated nor within the margin yet" in line for line in lines)
 
 
 def test_one_trial_is_inconclusive() -> None:
     """Records of one trial (every study run before STUDY_TRIALS = 3): no interval, so each
-    check reads "inconclusive: one trial" whatever its point estimate."""
+    check reads "inconclusive: one trial: cannot decide" whatever its point estimate (a
+    tenfold one included), and so does the verdict instead of a word."""
     rec = next(r for r in load_records(FIXTURES / "records")[0] if r.status == "ok")
     spec = schema.load_study("sync-vs-gevent")
     records = [
@@ -168,8 +169,8 @@ def test_one_trial_is_inconclusive() -> None:
         *_trials(rec, "gevent", 50, [3.0]),
     ]
     word, lines = verdict.judge(spec, records)
-    assert word == "inconclusive"
-    assert all(line.endswith("— inconclusive: one trial") for line in lines)
+    assert word == "one trial: cannot decide"
+    assert all(line.endswith("— inconclusive: one trial: cannot decide") for line in lines)
 
 
 def _check(kind: str, **more) -> dict:
@@ -185,18 +186,23 @@ def _check(kind: str, **more) -> dict:
         ("less", [4.0, 4.1, 3.9], [3.0, 3.1, 2.9], "not reproduced"),
         # 0.97× on average but the trials overlap: the interval holds 1
         ("less", [2.5, 3.4, 2.9], [3.0, 3.1, 2.9], "inconclusive"),
-        # zeros (a count, a share): decided on the figures' own scale
+        # a figure that is 0 (no log): the paired differences on the figures' own scale
         ("less", [0.0, 0.0, 0.0], [24.0, 25.0, 23.0], "reproduced"),
-        ("less", [0.0, 0.0, 0.0], [0.0, 0.0, 0.0], "not reproduced"),  # equal is not less
-        ("at_most", [0.0, 0.0, 0.0], [0.0, 0.0, 0.0], "reproduced"),  # equal is at most
+        # the same figures every round: no spread to test, never proof either way
+        ("less", [0.0, 0.0, 0.0], [0.0, 0.0, 0.0], "inconclusive"),
+        ("at_most", [0.0, 0.0, 0.0], [0.0, 0.0, 0.0], "inconclusive"),
         ("less", [0.0, 5.0, 40.0], [24.0, 25.0, 23.0], "inconclusive"),
+        # within ±5 % of b, decided: not less, but at most
+        ("less", [3.0, 3.1, 2.9], [3.01, 3.11, 2.9], "not reproduced"),
+        ("at_most", [3.0, 3.1, 2.9], [3.01, 3.11, 2.9], "reproduced"),
     ],
 )
 def test_less_and_at_most_checks_on_synthetic_trials(
     kind: str, sync: list, gevent: list, result: str
 ) -> None:
-    """Each order check decided only where the interval over the trials lies wholly on one
-    side; zero figures (no log) use the difference of means instead of the ratio."""
+    """Each order check decided by the race engine on the rounds' paired ratios: separated
+    (below or above), equivalent within ±5 % (not less; at most), or undecided; zero figures
+    (no log) on the paired differences."""
     rec = next(r for r in load_records(FIXTURES / "records")[0] if r.status == "ok")
     records = [*_trials(rec, "sync", 30, sync), *_trials(rec, "gevent", 30, gevent)]
     judged = verdict.outcome(_check(kind), records, family=1)
@@ -204,12 +210,12 @@ def test_less_and_at_most_checks_on_synthetic_trials(
 
 
 def test_the_family_widens_the_interval() -> None:
-    """The same trials decided alone but not among 20 checks: the interval is
-    Bonferroni-corrected over the study's checks."""
+    """The same trials decided alone but not among 20 checks: Holm over the study's checks
+    (a check alone in a family of 20 is held to alpha / 20)."""
     rec = next(r for r in load_records(FIXTURES / "records")[0] if r.status == "ok")
     records = [
         *_trials(rec, "sync", 30, [2.75, 2.8, 2.85]),
-        *_trials(rec, "gevent", 30, [3.0, 3.05, 2.95]),
+        *_trials(rec, "gevent", 30, [3.0, 3.1, 3.05]),
     ]
     assert verdict.outcome(_check("less"), records, family=1).result == "reproduced"
     assert verdict.outcome(_check("less"), records, family=20).result == "inconclusive"
@@ -438,11 +444,14 @@ P99_RECORDS = FIXTURES / "studies" / "sync-vs-async-p99"  # a real run (DURATION
 
 
 def _three_trials(records: list) -> list:
-    """Each record as three trials 1 % apart (latencies and req/s): the same run with an
-    interval."""
+    """Each record as three trials 1 % apart (latencies and req/s), the order of the three
+    factors turned by one per record: the same run with an interval (the same factor for
+    every arm in a round would give every check the same ratio each round: no spread)."""
     out = []
-    for rec in records:
-        for trial, factor in ((1, 0.99), (2, 1.0), (3, 1.01)):
+    factors = (0.99, 1.0, 1.01)
+    for k, rec in enumerate(records):
+        for trial in (1, 2, 3):
+            factor = factors[(trial + k) % 3]
             latency = {k: v * factor for k, v in (rec.latency_ms or {}).items()}
             rps = rec.rps * factor if rec.rps else rec.rps
             run_id = f"{rec.run_id}-t{trial}"
@@ -460,15 +469,17 @@ def test_the_section_shows_both_load_models_and_what_changed() -> None:
     spec = schema.load_study("sync-vs-async-p99")
     section = "\n".join(sections.study_section(spec, records, None))
     assert (
-        "**Verdict: closed loop (wrk, 50 connections): inconclusive; open loop (oha) at "
-        "equal offered rates: inconclusive** (run 20261123T131128Z on vm, 12 runs from "
-        "2026-11-23T13:11:52Z, 1 trial per arm;"
+        "**Verdict: closed loop (wrk, 50 connections): one trial: cannot decide; open loop "
+        "(oha) at equal offered rates: one trial: cannot decide** (run 20261123T131128Z on vm, 12 "
+        "runs from 2026-11-23T13:11:52Z, 1 round (trials) per arm, a fixed number of rounds;"
     ) in section
     assert (
         "- p99, best uWSGI below best Uvicorn (paper: 33 < 75 ms): 12.3 vs 65.9 — "
-        "inconclusive: one trial"
+        "inconclusive: one trial: cannot decide"
     ) in section
-    assert "The load model does not change the verdict: inconclusive under both." in section
+    assert (
+        "The load model does not change the verdict: one trial: cannot decide under both."
+    ) in section
     assert "Closed loop (wrk, 50 connections):\n\n| arm | route | conc." in section
     assert "| offered req/s | achieved req/s (ours) |" in section
     assert (
@@ -480,22 +491,23 @@ def test_the_section_shows_both_load_models_and_what_changed() -> None:
 def test_three_trials_decide_and_show_what_the_load_model_changed() -> None:
     """The same run as three trials 1 % apart: checks whose arms differ by far more than the
     spread are decided (uWSGI's p99 below Uvicorn's, both models), the closed-loop sync vs
-    gevent p99s (72.95 vs 72.57 ms) stay inconclusive, and the open-loop checks that decide
-    it are named as changed."""
+    gevent p99s (72.95 vs 72.57 ms) are equivalent within ±5 % (so sync is not below), and
+    the open-loop check that says otherwise is named as changed."""
     records = _three_trials(load_records(P99_RECORDS)[0])
     spec = schema.load_study("sync-vs-async-p99")
     section = "\n".join(sections.study_section(spec, records, None))
-    assert "3 trials per arm" in section
+    assert "3 rounds (trials) per arm" in section
     assert "- p99, best uWSGI below best Uvicorn (paper: 33 < 75 ms): 12.3 vs 65.9 — holds (" in (
         section
     )
     assert (
         "- p99, best Gunicorn sync below best Gunicorn gevent (paper: 42 < 136 ms): 73 vs "
-        "72.6 — inconclusive: a/b 1.01× ["
+        "72.6 — does not hold (a/b 1.01× [0.96–1.05], 3 rounds paired, Holm over 7 checks: "
+        "a = b within ±5 %)"
     ) in section
     assert (
         "- p99, best Gunicorn sync below best Gunicorn gevent (paper: 42 < 136 ms): "
-        "inconclusive closed loop, holds open loop"
+        "does not hold closed loop, holds open loop"
     ) in section
     assert "every arm was offered the same 625 (50 %), 1,000 (80 %) req/s" in section
     assert "of gunicorn-sync's best 1,249 req/s" in section
@@ -507,7 +519,7 @@ def test_records_from_before_the_open_loop_arms_still_render() -> None:
     records = [r for r in load_records(P99_RECORDS)[0] if r.offered_rps is None]
     spec = schema.load_study("sync-vs-async-p99")
     section = "\n".join(sections.study_section(spec, records, None))
-    assert "**Verdict: inconclusive** (run 20261123T131128Z on vm, 4 runs" in section
+    assert "**Verdict: one trial: cannot decide** (run 20261123T131128Z on vm, 4 runs" in section
     assert "Open loop: not in this run (`make study NAME=sync-vs-async-p99` runs it)." in section
     assert "offered req/s" not in section and "| uwsgi | `/db` | 50 | 22 | 1.67 |" in section
 
