@@ -119,8 +119,8 @@ format: setup ## apply ruff format and safe fixes
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
 
-lock: setup ## re-pin every requirements.txt (bench/, locust/, servers/*/) from its .in
-	@for dir in bench/ locust/ servers/*/; do \
+lock: setup ## re-pin every requirements.txt (bench/, locust/, wsload/, servers/*/) from its .in
+	@for dir in bench/ locust/ wsload/ servers/*/; do \
 	  [ -f "$$dir/requirements.in" ] || continue; \
 	  echo "pinning $$dir"; \
 	  (cd "$$dir" && $$(cat $(CURDIR)/.bench/uv-path) pip compile -q --universal --python-version 3.11 \

@@ -8,13 +8,16 @@ serves, so they are created lazily inside it, once per process.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import random
+import struct
+import time
 
 import httpx
 from psycopg_pool import AsyncConnectionPool
-from quart import Quart, Response, request
+from quart import Quart, Response, request, websocket
 
 from app_common import common
 
@@ -153,6 +156,42 @@ async def compute() -> Response:
     """CPU-bound pure Python, inline: it blocks the event loop, which is the point."""
     n = common.clamp_compute(request.args.get("n"))
     return _json({"n": n, "result": common.compute(n)})
+
+
+@app.websocket("/ws/echo")
+async def ws_echo() -> None:
+    """Every message back as it came (text as text, bytes as bytes), until the client closes."""
+    while True:
+        await websocket.send(await websocket.receive())
+
+
+# A pushed message: its number and the intended send time (Unix s), then padding to `bytes`.
+PUSH_HEADER = "!Qd"
+
+
+def _arg(name: str, low: int, high: int, default: int) -> int:
+    try:
+        return min(high, max(low, int(websocket.args.get(name, default))))
+    except ValueError:
+        return default
+
+
+@app.websocket("/ws/push")
+async def ws_push() -> None:
+    """`bytes`-byte messages at `rate` per second on a fixed schedule (a late one is sent at
+    once, its intended time kept in it); after `count` messages (0: none) the route closes."""
+    size = _arg("bytes", struct.calcsize(PUSH_HEADER), 1_000_000, 64)
+    rate = _arg("rate", 1, 100_000, 100)
+    count = _arg("count", 0, 1_000_000_000, 0)
+    padding = b"x" * (size - struct.calcsize(PUSH_HEADER))
+    await websocket.accept()
+    start = time.time()
+    for number in itertools.count() if count == 0 else range(count):
+        intended = start + number / rate
+        delay = intended - time.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        await websocket.send(struct.pack(PUSH_HEADER, number, intended) + padding)
 
 
 @app.get("/health")

@@ -106,7 +106,7 @@ def check_plan(command: str, given: Mapping[str, str], values: Mapping[str, obje
     if command not in planned or given.get("APP"):
         return
     scenarios = values.get("SCENARIO")
-    load = str(values.get("LOAD") or variables.default_load())
+    load = str(values.get("LOAD") or variables.default_load(values.get("SCENARIO") or ()))  # type: ignore[arg-type]
     drives = variables.load_tools()[load].get("drives")
     drivable = scenario.needing(str(drives)) if drives else tuple(scenario.SCENARIOS)
     if scenarios is None:

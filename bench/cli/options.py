@@ -37,8 +37,8 @@ from bench.core.validate import (
 from bench.core.variables import VARIABLES
 from bench.host.arch import ArchError, check_emulation_supported, host_arch, normalize_arch
 from bench.load import (
+    default_for,
     default_load_threads,
-    default_name,
     scenarios_for,
     tools,
 )
@@ -102,7 +102,8 @@ def validate_app(args: argparse.Namespace) -> AppSpec | None:
 
 def validate_load(args: argparse.Namespace, app: AppSpec | None = None) -> dict[str, object]:
     """LOAD, SCENARIO and the load tool's own variables, checked against what the tool takes."""
-    load_tool = validate_choice("load", args.load or default_name(), load_names())
+    named = [s.strip() for s in (args.scenario or "").split(",") if s.strip()]
+    load_tool = validate_choice("load", args.load or default_for(named), load_names())
     app_scenario = args.scenario
     if app is not None:  # (APP with a tool that plays a mix: refused by APP's declared rule)
         # The user's routes, not app_common's scenarios (checked below).

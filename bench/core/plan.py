@@ -15,6 +15,7 @@ import random
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from bench.core import defaults, scenario
 from bench.core.app import AppSpec
@@ -22,6 +23,7 @@ from bench.core.protocol import HTTP1
 
 # Scenarios are declared in bench.core.scenario; which load tool drives which, bench.load says.
 SCENARIOS = scenario.SCENARIOS
+_WS, _WS_BYTES, _WS_RATE = scenario.WS, scenario.WS_BYTES, scenario.WS_RATE
 # alb: nginx configured as a cloud load balancer (proxy/alb.conf.template, issue 15)
 PROXIES = ("none", "nginx", "alb")
 # Mode.runtime: native, the harness started the server here; compose, in containers (make
@@ -156,6 +158,10 @@ class Options:
     # requests in flight per connection
     protocol: str = HTTP1
     streams: int = 1
+    # MESSAGE_BYTES= and MESSAGE_RATE=: the WebSocket scenarios' message size and rate per
+    # connection; None: the scenario's declared ones (bench.core.scenario)
+    message_bytes: int | None = None
+    message_rate: int | None = None
     # WAIT=: a second harness waits for the machine-wide lock (False: refuses at once)
     wait: bool = True
     # TUNED=1 (make bench): server -> (its answer file under RESULTS, the knobs make tune
@@ -202,6 +208,12 @@ def path_of(options: Options, scenario: str) -> str | None:
     study's own path; None: the scenario's declared path."""
     if options.app is not None:
         return {options.app.scenario(r): r.path for r in options.app.loaded_routes}.get(scenario)
+    declared = SCENARIOS.get(scenario)
+    wants = options.message_bytes is not None or options.message_rate is not None
+    if declared is not None and declared.needs == _WS and wants:
+        size = options.message_bytes or _WS_BYTES
+        rate = options.message_rate or _WS_RATE
+        return f"{urlsplit(declared.path).path}?bytes={size}&rate={rate}"
     return options.study.paths.get(scenario)
 
 

@@ -4,6 +4,10 @@ Input: nothing (declarations). Output: Protocol records: whether TLS wraps the c
 whether it is HTTP/2, and the URL scheme. A server declares which of them it speaks in its
 server.toml ([protocols.<name>], bench/core/registry.py); a load tool in its `protocols`
 ClassVar (bench/load). http1 is what every server speaks with its own argv.
+
+WebSocket is no PROTOCOL= value: a scenario carries it (SCENARIO=websocket, the Scenario's
+`protocol`), over an HTTP/1.1 upgrade in clear text. A server declares it like the others
+([protocols.websocket]: argv = [] with why, or unsupported = why not: a WSGI server).
 """
 
 from __future__ import annotations
@@ -43,6 +47,13 @@ PROTOCOLS: dict[str, Protocol] = {
 }
 
 
+WEBSOCKET = "websocket"
+# Protocols a scenario carries (not PROTOCOL= values): a server.toml declares them too.
+SCENARIO_PROTOCOLS: dict[str, Protocol] = {
+    WEBSOCKET: Protocol(WEBSOCKET, False, False, "WebSocket (RFC 6455) upgraded from HTTP/1.1"),
+}
+
+
 def protocol(name: str | None) -> Protocol:
     """The Protocol of a name (None, as in records before format 11: http1)."""
-    return PROTOCOLS[name or HTTP1]
+    return SCENARIO_PROTOCOLS.get(name or HTTP1) or PROTOCOLS[name or HTTP1]

@@ -113,8 +113,20 @@ from pathlib import Path
 #    round's order, 2: back) when the configurations still racing were started together and
 #    loaded in slices (bench/harness/slices.py); a round's figure is its slices' geometric
 #    mean. Absent: the run had its server start to itself (every record before 12).
-FORMAT_VERSION = 12
-KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
+# 13: (2026-11, issue 34 item 2) websocket {mode (echo or push), message_bytes,
+#    rate_per_connection (messages/s each connection sends, or is sent), connections_opened,
+#    connections_held (open at the window's end), messages_sent, messages_received,
+#    messages_per_s (verified messages in the window per second; also `rps` and
+#    `achieved_rps`), offered_messages_per_s (connections x rate: also `offered_rps`, the
+#    schedule paces it like an open-loop tool's arrivals), send_lag_ms {p50, p99, max} (how
+#    late the generator sent against its schedule), load_ceiling_messages_per_s (the
+#    generator's own ceiling on this machine), load_bound (messages_per_s >= 80 % of it)}:
+#    SCENARIO=websocket and websocket-push runs only (null otherwise); their protocol is
+#    "websocket" (tls false, streams 1), requests are messages, errors.by_status {"101":
+#    connections held}, latency_ms runs from each message's intended send time;
+#    metadata.unsupported "protocol" also for a server without [protocols.websocket].
+FORMAT_VERSION = 13
+KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13)
 STATUSES = ("ok", "failed", "unsupported")
 UNSUPPORTED = ("scenario", "reload", "recycle", "emulation", "protocol")
 # Before format 6: the reason's opening words (bench/harness/run.py wrote them) -> the code.
@@ -182,6 +194,7 @@ class Record:
     protocol: str | None = None  # PROTOCOL= (None: before format 11, http1)
     tls: bool | None = None
     streams: int | None = None
+    websocket: dict | None = None  # SCENARIO=websocket's figures (format 13)
 
     def to_dict(self) -> dict:
         """The JSON-ready form."""

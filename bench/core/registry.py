@@ -12,7 +12,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.core.protocol import HTTP1, PROTOCOLS
+from bench.core.protocol import HTTP1, PROTOCOLS, SCENARIO_PROTOCOLS
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS_DIR = ROOT / "servers"
@@ -308,14 +308,21 @@ def validate_protocols(
     path: Path, raw: dict, knobs: set[str]
 ) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
     """[protocols.<name>]: argv = [flags appended to argv] with why = '<the server's docs say
-    ...>', or unsupported = '<why not>'; <name> one of PROTOCOLS but http1 (the argv itself)."""
+    ...>', or unsupported = '<why not>'; <name> one of PROTOCOLS but http1 (the argv itself),
+    or a protocol a scenario carries (websocket: argv = [], the server's own argv serves it,
+    since it is started once for every scenario of its block)."""
     spoken: dict[str, tuple[str, ...]] = {}
     why: dict[str, str] = {}
     allowed = PROTOCOL_PLACEHOLDERS | BUILTIN_PLACEHOLDERS | knobs
     for name, table in raw.items():
-        if name not in PROTOCOLS or name == HTTP1:
-            valid = [p for p in PROTOCOLS if p != HTTP1]
+        if (name not in PROTOCOLS and name not in SCENARIO_PROTOCOLS) or name == HTTP1:
+            valid = [p for p in [*PROTOCOLS, *SCENARIO_PROTOCOLS] if p != HTTP1]
             raise DeclarationError(f"{path}: [protocols.{name}]: valid names are {valid}")
+        if name in SCENARIO_PROTOCOLS and isinstance(table, dict) and table.get("argv"):
+            raise DeclarationError(
+                f"{path}: [protocols.{name}] is carried by a scenario: argv = [] (the server's "
+                "own argv must serve it beside every other scenario)"
+            )
         keys = set(table) if isinstance(table, dict) else set()
         spoken_form = keys == {"argv", "why"}
         text = table.get("why" if spoken_form else "unsupported") if keys else None
@@ -337,7 +344,7 @@ def validate_protocols(
                 raise DeclarationError(
                     f"{path}: [protocols.{name}] placeholders {sorted(used - allowed)} are unknown"
                 )
-            if PROTOCOLS[name].tls and not used >= PROTOCOL_PLACEHOLDERS:
+            if name in PROTOCOLS and PROTOCOLS[name].tls and not used >= PROTOCOL_PLACEHOLDERS:
                 raise DeclarationError(
                     f"{path}: [protocols.{name}] is TLS: its argv must use {{certfile}} and "
                     "{keyfile} (the certificate the harness makes per run)"

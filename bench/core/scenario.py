@@ -11,10 +11,12 @@ this file only. Expected answers come from the database and db/ (never from the 
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from bench.core import seed
+from bench.core.protocol import WEBSOCKET
 
 FORTUNE_EXTRA = (0, "Additional fortune added at request time.")
 # TechEmpower's query-count cases: (raw n, expected row count).
@@ -26,6 +28,19 @@ COMPUTE_N = 1000
 # scenario's `path` is then the mix's name). A load tool declares which one it drives.
 URL = "url"
 MIX = "mix"
+# WebSocket connections held open, messages exchanged on them (SCENARIO=websocket): a URL
+# path whose query says the message size and each connection's message rate.
+WS = "websocket"
+# The WebSocket scenarios' messages: WS_BYTES bytes each, WS_RATE per connection per second
+# (about 10,000 messages/s at 100 connections: near what one Python process echoes here).
+WS_BYTES = 64
+WS_RATE = 100
+# A pushed message: its sequence number (from 0) and the server's intended send time (Unix s,
+# float), big-endian, then padding to the declared size (app_common/asgi.py writes it).
+WS_PUSH_HEADER = "!Qd"
+WS_PUSH_COUNT = 3  # messages the verification asks of the push route before it closes
+# What the verification sends to the echo route: each must come back unchanged, in order.
+WS_ECHO_MESSAGES = (b"Hello, World!", bytes(range(256)) * 4, b"\x00")
 
 
 @dataclass
@@ -38,6 +53,8 @@ class Response:
     elapsed_s: float
     # The HTTP version it came in: HTTP/2 frames a body itself (no Content-Length needed)
     http_version: str = "1.1"
+    # A WebSocket check: the messages received after the upgrade (status 101), in order
+    messages: tuple[bytes, ...] = ()
 
     def json(self) -> object:
         """The body parsed as JSON."""
@@ -61,6 +78,10 @@ class Check:
     content_type: str
     body: Callable[[Response, Facts], list[str]]
     selects: int = 0
+    # A WebSocket check: the messages sent after the upgrade, and how many to read back (the
+    # route may close first: fewer is a failure the body check names). None: an HTTP GET.
+    send: tuple[bytes, ...] | None = None
+    receive: int = 0
 
 
 @dataclass(frozen=True)
@@ -71,7 +92,10 @@ class Scenario:
     path: str  # what the load tool requests (a mix's name for a MIX scenario)
     about: str
     checks: tuple[Check, ...]
-    needs: str = URL  # URL or MIX
+    needs: str = URL  # URL, MIX or WS
+    # The protocol the scenario itself carries (bench.core.protocol.SCENARIO_PROTOCOLS: a
+    # server declares whether it speaks it); None: the run's PROTOCOL=.
+    protocol: str | None = None
 
 
 def escape_html(text: str) -> str:
@@ -188,6 +212,29 @@ def _compute(r: Response, facts: Facts) -> list[str]:
     return [] if ok and isinstance(data.get("result"), int) else [f"/compute: {data!r}"]
 
 
+def _ws_echo(r: Response, facts: Facts) -> list[str]:
+    if r.messages == WS_ECHO_MESSAGES:
+        return []
+    got = [len(m) for m in r.messages]
+    want = [len(m) for m in WS_ECHO_MESSAGES]
+    return [f"/ws/echo: sent messages of {want} bytes, got back {got} bytes (or other bytes)"]
+
+
+def _ws_push(r: Response, facts: Facts) -> list[str]:
+    size = struct.calcsize(WS_PUSH_HEADER)
+    if len(r.messages) != WS_PUSH_COUNT:
+        return [f"/ws/push: {len(r.messages)} message(s), expected {WS_PUSH_COUNT}"]
+    problems = []
+    for number, message in enumerate(r.messages):
+        if len(message) != WS_BYTES:
+            problems.append(f"/ws/push: message {number} is {len(message)} bytes, not {WS_BYTES}")
+            continue
+        seq, _ = struct.unpack(WS_PUSH_HEADER, message[:size])
+        if seq != number or message[size:] != b"x" * (WS_BYTES - size):
+            problems.append(f"/ws/push: message {number} is {message[:24]!r}...")
+    return problems
+
+
 def _queries_check(raw: str, count: int) -> Check:
     where = f"/queries?n={raw}"
     return Check(
@@ -242,6 +289,31 @@ _ALL = (
         f"/sleep?ms={SLEEP_MS}",
         f"a {SLEEP_MS} ms wait in the worker: capacity known by construction (workers / wait)",
         (Check(f"/sleep?ms={SLEEP_MS}", JSON, _sleep),),
+    ),
+    Scenario(
+        "websocket",
+        f"/ws/echo?bytes={WS_BYTES}&rate={WS_RATE}",
+        f"WebSocket echo: {WS_BYTES}-byte messages at {WS_RATE}/s on each connection",
+        (
+            Check("/ws/echo", "", _ws_echo, send=WS_ECHO_MESSAGES, receive=len(WS_ECHO_MESSAGES)),
+            Check(
+                f"/ws/push?bytes={WS_BYTES}&rate={WS_RATE}&count={WS_PUSH_COUNT}",
+                "",
+                _ws_push,
+                send=(),
+                receive=WS_PUSH_COUNT,
+            ),
+        ),
+        WS,
+        WEBSOCKET,
+    ),
+    Scenario(
+        "websocket-push",
+        f"/ws/push?bytes={WS_BYTES}&rate={WS_RATE}",
+        f"WebSocket server push: {WS_BYTES}-byte messages at {WS_RATE}/s to each connection",
+        (),  # its route is verified with the websocket scenario's
+        WS,
+        WEBSOCKET,
     ),
     # The mix's routes are the ones above: nothing more to verify.
     Scenario(

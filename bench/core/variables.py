@@ -20,7 +20,7 @@ import difflib
 import functools
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,9 +129,17 @@ def load_names() -> list[str]:
     return list(load_tools())
 
 
-def default_load() -> str:
-    """The tool LOAD= means when unset (the one that declares itself the default)."""
-    return next(n for n, t in load_tools().items() if t.get("default"))
+def default_load(scenarios: Iterable[str] = ()) -> str:
+    """The tool LOAD= means when unset (the one that declares itself the default); for
+    scenarios it cannot drive, the one tool that drives them all (SCENARIO=websocket:
+    the WebSocket generator), as bench.load.default_for."""
+    tools = load_tools()
+    default = next(n for n, t in tools.items() if t.get("default"))
+    kinds = {scenario.SCENARIOS[s].needs for s in scenarios if s in scenario.SCENARIOS}
+    if not kinds or kinds == {tools[default].get("drives")}:
+        return default
+    able = [n for n, t in tools.items() if {t.get("drives")} == kinds]
+    return able[0] if len(able) == 1 and scenario.WS in kinds else default
 
 
 def protocol_loads(name: str) -> tuple[str, ...]:
@@ -537,7 +545,8 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable(
         "LOAD",
-        "wrk, locust (runs SCENARIO=saas) or oha (open loop: RATE=)",
+        "wrk, locust (runs SCENARIO=saas), oha (open loop: RATE=) or wsload (SCENARIO="
+        "websocket and websocket-push: the one chosen for them when LOAD is unset)",
         "the load package's default tool (bench/load)",
         parser=parse_one_of("LOAD", load_names),
     ),
@@ -619,6 +628,25 @@ VARIABLES: tuple[Variable, ...] = (
         RUN,
         limits=(1, 1_000),
         field="streams",
+        kind="int",
+    ),
+    Variable(
+        "MESSAGE_BYTES",
+        "SCENARIO=websocket and websocket-push: bytes per message (16 and more: a number and "
+        "a send time lead each)",
+        str(scenario.WS_BYTES),
+        ("run",),
+        limits=(16, 1_000_000),
+        field="message_bytes",
+        kind="int",
+    ),
+    Variable(
+        "MESSAGE_RATE",
+        "SCENARIO=websocket and websocket-push: messages per second on each connection",
+        str(scenario.WS_RATE),
+        ("run",),
+        limits=(1, 100_000),
+        field="message_rate",
         kind="int",
     ),
     Variable(
@@ -1097,10 +1125,13 @@ def effective(command: str, given: Mapping[str, str]) -> dict[str, str]:
     """What each variable of `command` is: the user's value, else the command's default, else
     the declared one (as the harness will take it)."""
     values = {v.name: v.unset for v in for_command(command) if v.unset is not None}
-    if "LOAD" in values or any(v.name == "LOAD" for v in for_command(command)):
-        values["LOAD"] = default_load()  # declared by the tool itself (bench/load)
+    takes_load = "LOAD" in values or any(v.name == "LOAD" for v in for_command(command))
     values |= command_defaults(command)
     values |= {k: v for k, v in given.items() if v.strip()}
+    if takes_load and not given.get("LOAD", "").strip():
+        # declared by the tools themselves (bench/load): the one that drives the scenarios
+        named = [s.strip() for s in str(values.get("SCENARIO", "")).split(",")]
+        values["LOAD"] = values.get("LOAD") or default_load(named)
     return values  # type: ignore[return-value]
 
 

@@ -18,11 +18,12 @@ from bench.core import plan, record
 from bench.core.progress import Progress
 from bench.core.protocol import PROTOCOLS
 from bench.core.registry import FRAMEWORKS
+from bench.core.scenario import SCENARIOS
 from bench.harness.measure import Measurement
 from bench.host.arch import Emulator, host_arch
 from bench.host.metadata import new_start_id, now_iso
 from bench.host.placement import Placement
-from bench.load import LoadTool
+from bench.load import LoadResult, LoadTool
 
 
 @dataclass
@@ -80,9 +81,8 @@ class Recorder:
     def _measured_fields(self, measured: Measurement | None) -> dict[str, object]:
         """The record's keys that come from the measurement (all None without one)."""
         if measured is None:
-            return dict.fromkeys(
-                ("requests", "rps", "latency_ms", "errors", "db", "tasks", "achieved_rps")
-            )
+            keys = ("requests", "rps", "latency_ms", "errors", "db", "tasks", "achieved_rps")
+            return dict.fromkeys((*keys, "websocket"))
         result = measured.result
         resources = measured.resources.to_dict() if measured.resources else None
         if resources and self.emulator is not None:
@@ -103,6 +103,7 @@ class Recorder:
             "sockets": measured.sockets.to_dict() if measured.sockets else None,
             "tasks": result.tasks,
             "achieved_rps": result.achieved_rps,
+            "websocket": websocket_figures(result),
             "lifecycle": measured.lifecycle,
             "series": measured.series,
             "recycles": measured.recycles,
@@ -171,10 +172,10 @@ class Recorder:
             raw_files=[],
             proxy=opts.proxy,
             keepalive={"client": opts.keepalive, "upstream": opts.upstream_keepalive},
-            **_protocol(opts),  # type: ignore[arg-type]
+            **_protocol(opts, run),  # type: ignore[arg-type]
             backlog=facts.backlog,
             target=opts.target,
-            offered_rps=float(run.rate) if run.rate is not None else None,
+            offered_rps=float(run.rate) if run.rate is not None else _offered(measured),
             user_app=opts.app.identity(facts.app) if opts.app is not None else None,
             **self._measured_fields(measured),  # type: ignore[arg-type]
         )
@@ -283,6 +284,26 @@ def _with_asked(
     return rec
 
 
-def _protocol(opts: plan.Options) -> dict[str, object]:
-    """The record's protocol, tls and streams (format 11)."""
+def _protocol(opts: plan.Options, run: plan.RunSpec) -> dict[str, object]:
+    """The record's protocol, tls and streams (format 11): the scenario's own protocol when it
+    carries one (websocket, format 13), else PROTOCOL=."""
+    carried = SCENARIOS[run.scenario].protocol if run.scenario in SCENARIOS else None
+    if carried is not None:
+        return {"protocol": carried, "tls": False, "streams": 1}
     return {"protocol": opts.protocol, "tls": PROTOCOLS[opts.protocol].tls, "streams": opts.streams}
+
+
+def _offered(measured: Measurement | None) -> float | None:
+    """A WebSocket run's messages/s offered on its fixed schedule (connections x each one's
+    rate): paced like an open-loop tool's arrivals; None for every other closed-loop run."""
+    figures = measured.result.websocket if measured is not None else None
+    return float(figures["offered_messages_per_s"]) if figures else None
+
+
+def websocket_figures(result: LoadResult) -> dict | None:
+    """The record's `websocket` (format 13): the load tool's WebSocket figures (the server's
+    memory per 1,000 connections is the report's: its RSS against connections held over the
+    concurrencies, bench.report.websocket)."""
+    if result.websocket is None:
+        return None
+    return dict(result.websocket)

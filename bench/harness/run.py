@@ -20,8 +20,10 @@ from pathlib import Path
 
 from bench.core import plan, record
 from bench.core.progress import Progress
+from bench.core.protocol import HTTP1
 from bench.core.registry import ServerSpec, load_all
 from bench.core.runid import run_dir_name
+from bench.core.scenario import SCENARIOS
 from bench.harness import racing, slices
 from bench.harness.capacity import search_capacity
 from bench.harness.preflight import AppRejected, preflight_app
@@ -73,6 +75,9 @@ def block_facts(
         runs = tuple(r for r in runs if r not in skipped)
         if not runs:
             return facts, ()
+    runs = carried_runs(h, opts, runs, spec, facts)
+    if not runs:
+        return facts, ()
     if not spec.speaks(opts.protocol):
         reason = f"{opts.protocol} not served by the server: {spec.why_not(opts.protocol)}"
         h.recorder.unsupported(opts, runs, facts, reason, "protocol")
@@ -88,6 +93,34 @@ def block_facts(
             return facts, ()
         facts.knobs |= {"max_requests": opts.recycle, "max_requests_jitter": jitter(opts.recycle)}
     return facts, runs
+
+
+def carried_runs(
+    h: Harness,
+    opts: plan.Options,
+    runs: tuple[plan.RunSpec, ...],
+    spec: ServerSpec,
+    facts: ServerFacts,
+) -> tuple[plan.RunSpec, ...]:
+    """The runs whose scenario's own protocol (websocket) the server carries, directly over
+    HTTP/1.1 in clear text; the others recorded unsupported with the server.toml's reason (or
+    the PROTOCOL= or PROXY= it cannot be measured with)."""
+    kept = []
+    for run in runs:
+        carried = SCENARIOS[run.scenario].protocol if run.scenario in SCENARIOS else None
+        if carried is None:
+            kept.append(run)
+        elif not spec.speaks(carried):
+            reason = f"{carried} not served by the server: {spec.why_not(carried)}"
+            h.recorder.unsupported(opts, (run,), facts, reason, "protocol")
+        elif opts.protocol != HTTP1 or opts.proxy is not None:
+            # proxy/'s nginx templates pass no Upgrade header: the upgrade would never arrive.
+            how = f"PROXY={opts.proxy}" if opts.proxy else f"PROTOCOL={opts.protocol}"
+            reason = f"{carried} is measured directly over an HTTP/1.1 upgrade, not with {how}"
+            h.recorder.unsupported(opts, (run,), facts, reason, "protocol")
+        else:
+            kept.append(run)
+    return tuple(kept)
 
 
 def measure_block(

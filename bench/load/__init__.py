@@ -135,6 +135,9 @@ class LoadResult:
     # The key of `raw` holding each response's intended send time, latency and status (a
     # gzip CSV, PER_REQUEST_HEADER); None when the tool kept none.
     per_request_name: str | None = None
+    # A WebSocket run's own figures (connections opened and held, messages, the generator's
+    # send lag and ceiling): the record's `websocket`; None for HTTP tools.
+    websocket: dict | None = None
 
     @property
     def per_request(self) -> str | bytes | None:
@@ -293,6 +296,18 @@ def names() -> tuple[str, ...]:
 def default_name() -> str:
     """The tool LOAD= means when unset."""
     return next(name for name, kind in kinds().items() if kind.default)
+
+
+def default_for(scenarios: Iterable[str]) -> str:
+    """The tool LOAD= means when unset for these scenarios: the default, or for WebSocket
+    scenarios (which no HTTP tool drives) the one tool that drives them all. The pre-check's
+    twin is bench.core.variables.default_load."""
+    found = kinds()
+    wanted = {scenario.SCENARIOS[s].needs for s in scenarios if s in scenario.SCENARIOS}
+    if not wanted or wanted == {found[default_name()].drives}:
+        return default_name()
+    able = [n for n in names() if {found[n].drives} == wanted]
+    return able[0] if len(able) == 1 and scenario.WS in wanted else default_name()
 
 
 def open_loop_name() -> str:

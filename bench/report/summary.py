@@ -25,6 +25,7 @@ from bench.report import (
     standings,
     tuned,
     variance,
+    websocket,
 )
 from bench.report.cells import (
     app_label,
@@ -540,6 +541,11 @@ TOPICS = {
         "This machine's noise",
         "make noise: variance components of req/s per run, start and round, the A/A race",
     ),
+    "websocket": (
+        "WebSocket",
+        "SCENARIO=websocket: messages/s, p99 from the intended send time, connections held, "
+        "memory per 1,000 connections, the servers that do not carry WebSockets",
+    ),
     "production": (
         "Production behaviours",
         "reload, recycling, CPU quota, memory over a soak, defaults behind a load balancer",
@@ -654,6 +660,7 @@ def render_report(
         *tuned.summary_lines(records),
         *(answers or []),
         *glance_section(records, [line for part in topics.values() for line in part]),
+        *websocket.summary_lines(records, f"{DETAILS}/websocket.md"),
         *stability.summary_lines(stability.unstable_points(records), f"{DETAILS}/stability.md"),
         *disturbed.summary_lines(records),
         *precision.summary_lines(records),
@@ -761,6 +768,7 @@ def write_summary(
         + figure_sections(records, results_dir)
         + soak_sections(records, results_dir),
         "noise": variance.detail_lines(records),
+        "websocket": websocket.websocket_sections(records),
     }
     texts = render_report(
         records, problems, plots, topics, price_env(), tuned.answers_summary(results_dir)

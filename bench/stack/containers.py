@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.core.plan import Options
+from bench.core.protocol import WEBSOCKET
 from bench.core.registry import APPS, ServerSpec, render_argv, render_env
 from bench.host import docker, netns, ready
 from bench.host.container_cgroup import ContainerCgroup, ContainerCgroupError
@@ -428,7 +429,8 @@ class ContainerSite(LocalSite):
         served._pids = served._container_pids()
         try:
             # Every route, as for a native server (a container holds a Python server only).
-            checked = verify_server(port, self.db, host)
+            websocket = server.spec.speaks(WEBSOCKET)
+            checked = verify_server(port, self.db, host, websocket=websocket)
             served.verification = {"checked": checked.checked, "warnings": checked.warnings}
         except (VerifyError, OSError) as exc:
             logs = {"server.log": read_log(log_path)}

@@ -26,7 +26,7 @@ import psutil
 from bench.core.app import AppSpec, app_env
 from bench.core.parse import parse_proxy_log
 from bench.core.plan import Options
-from bench.core.protocol import PROTOCOLS
+from bench.core.protocol import PROTOCOLS, WEBSOCKET
 from bench.core.registry import ServerSpec, resolve_knobs
 from bench.host import ready, tls
 from bench.host.arch import Emulator, is_emulated
@@ -78,7 +78,7 @@ def _verify(
     if spec.app == "static":
         verification: Verification = verify_static(port, host, client)
     else:
-        verification = verify_server(port, db, host, client)
+        verification = verify_server(port, db, host, client, spec.speaks(WEBSOCKET))
     return {"checked": verification.checked, "warnings": verification.warnings}
 
 

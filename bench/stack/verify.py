@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bench.core.scenario import SCENARIOS, Facts, Response
+from bench.core.scenario import SCENARIOS, Check, Facts, Response
+from bench.host import wsclient
 from bench.host.client import PLAIN, Client
 from bench.stack.components import Database
 
@@ -75,11 +76,30 @@ def verify_static(port: int, host: str = "127.0.0.1", client: Client = PLAIN) ->
     return result
 
 
+def _ask(port: int, check: Check, host: str, client: Client) -> Response:
+    """The check's request: an HTTP GET, or a WebSocket exchange (its `send`)."""
+    if check.send is None:
+        return fetch(port, check.path, host, client=client)
+    return wsclient.exchange(host, port, check.path, check.send, check.receive)
+
+
+def _checks(websocket: bool, client: Client) -> list[Check]:
+    """Every scenario's checks; a WebSocket one only for a server that carries WebSockets
+    (its server.toml: [protocols.websocket]), asked over HTTP/1.1 in clear text."""
+    ws_ok = websocket and not client.protocol.tls and not client.protocol.http2
+    return [c for s in SCENARIOS.values() for c in s.checks if c.send is None or ws_ok]
+
+
 def verify_server(
-    port: int, db: Database | None, host: str = "127.0.0.1", client: Client = PLAIN
+    port: int,
+    db: Database | None,
+    host: str = "127.0.0.1",
+    client: Client = PLAIN,
+    websocket: bool = False,
 ) -> Verification:
-    """Check every scenario's routes on host:port over the client's protocol; raise
-    VerifyError listing all failures.
+    """Check every scenario's routes on host:port over the client's protocol (with
+    `websocket`, the WebSocket routes too: an echo returns what was sent, a push the declared
+    bytes); raise VerifyError listing all failures.
 
     Without a Database (TARGET=: the server and its database run elsewhere) rows are
     checked for shape and range only, and that is said in the warnings."""
@@ -93,19 +113,21 @@ def verify_server(
             "the rows, and pgbouncer's query count not checked"
         )
     expected_selects = 0
-    for check in (c for scenario in SCENARIOS.values() for c in scenario.checks):
+    for check in _checks(websocket, client):
         expected_selects += check.selects
         try:
-            resp = fetch(port, check.path, host, client=client)
+            resp = _ask(port, check, host, client)
         except OSError as exc:
             problems.append(f"{check.path}: request failed: {exc}")
             continue
-        if resp.status != 200:
+        want = 200 if check.send is None else 101
+        if resp.status != want:
             problems.append(
-                f"{check.path}: status {resp.status}, expected 200: {resp.body[:120]!r}"
+                f"{check.path}: status {resp.status}, expected {want}: {resp.body[:120]!r}"
             )
             continue
-        problems.extend(check_headers(resp, check.content_type, check.path, result))
+        if check.send is None:
+            problems.extend(check_headers(resp, check.content_type, check.path, result))
         problems.extend(check.body(resp, facts))
         result.checked.append(check.path)
 

@@ -28,7 +28,7 @@ def routes_of(module: Path) -> set[str]:
                 if (
                     isinstance(deco, ast.Call)
                     and isinstance(deco.func, ast.Attribute)
-                    and deco.func.attr in ("get", "route", "post")
+                    and deco.func.attr in ("get", "route", "post", "websocket")
                     and deco.args
                     and isinstance(deco.args[0], ast.Constant)
                 ):
@@ -36,28 +36,42 @@ def routes_of(module: Path) -> set[str]:
     return found
 
 
-def declared_paths() -> set[str]:
-    """Every URL path a scenario's load tool requests or its checks verify."""
+def declared_paths(websocket: bool = False) -> set[str]:
+    """Every URL path a scenario's load tool requests or its checks verify: the HTTP ones,
+    or (websocket) those of the scenarios that carry WebSockets."""
     paths = set()
     for item in scenario.SCENARIOS.values():
-        if item.needs == scenario.URL:
+        if (item.needs == scenario.WS) != websocket:
+            continue
+        if item.needs in (scenario.URL, scenario.WS):
             paths.add(urllib.parse.urlsplit(item.path).path)
         paths |= {urllib.parse.urlsplit(check.path).path for check in item.checks}
     return paths
 
 
+# WSGI has no WebSocket interface: the WebSocket scenarios' routes are the async twin's only.
+SERVES_WEBSOCKETS = {"wsgi.py": False, "asgi.py": True}
+
+
 @pytest.mark.parametrize("module", ["wsgi.py", "asgi.py"])
 def test_every_declared_scenario_path_is_served(module: str) -> None:
-    """Both apps serve each path the scenarios request."""
-    missing = declared_paths() - routes_of(APP / module)
+    """Both apps serve each HTTP path the scenarios request; the ASGI app the WebSocket ones."""
+    wanted = declared_paths() | (declared_paths(True) if SERVES_WEBSOCKETS[module] else set())
+    missing = wanted - routes_of(APP / module)
     assert not missing, f"{module} lacks {sorted(missing)}"
 
 
 @pytest.mark.parametrize("module", ["wsgi.py", "asgi.py"])
 def test_every_route_is_declared_or_exempt(module: str) -> None:
     """No route outside the declaration, unless exempt with a reason."""
-    extra = routes_of(APP / module) - declared_paths() - set(EXEMPT)
+    declared = declared_paths() | declared_paths(True)
+    extra = routes_of(APP / module) - declared - set(EXEMPT)
     assert not extra, f"{module} serves {sorted(extra)}: declare a scenario or exempt it"
+
+
+def test_websocket_routes_are_found() -> None:
+    """The reader finds the async twin's WebSocket routes, and the scenarios declare them."""
+    assert {"/ws/echo", "/ws/push"} <= routes_of(APP / "asgi.py") & declared_paths(True)
 
 
 def test_the_reader_finds_routes() -> None:

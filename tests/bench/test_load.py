@@ -27,9 +27,9 @@ def test_every_module_of_the_package_is_a_discovered_tool() -> None:
 
 
 def test_names_default_first_then_by_name() -> None:
-    """LOAD= takes the selectable tools, the default first: wrk, then locust, oha; the race
-    pattern is a study's own and LOAD= cannot name it."""
-    assert load.names() == ("wrk", "locust", "oha")
+    """LOAD= takes the selectable tools, the default first: wrk, then locust, oha, wsload; the
+    race pattern is a study's own and LOAD= cannot name it."""
+    assert load.names() == ("wrk", "locust", "oha", "wsload")
     assert load.default_name() == "wrk"
     assert load.open_loop_name() == "oha"
     assert "race" in load.kinds() and "race" not in load.names()
@@ -148,7 +148,7 @@ def test_a_new_tool_is_one_new_module(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setattr(load, "__path__", [*load.__path__, str(tmp_path)])
     load.kinds.cache_clear()
     try:
-        assert load.names() == ("wrk", "locust", "oha", "siege")
+        assert load.names() == ("wrk", "locust", "oha", "siege", "wsload")
         assert load.tool("siege").name == "siege"
         assert load.scenarios_for("siege") == load.scenarios_for("wrk")
     finally:

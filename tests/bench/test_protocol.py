@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.core import registry, variables
-from bench.core.protocol import PROTOCOLS, protocol
+from bench.core.protocol import protocol
 from bench.core.record import Record
 from bench.core.validate import UsageError
 from bench.host import tls
@@ -67,7 +67,7 @@ def test_every_tls_declaration_uses_the_run_certificate() -> None:
     """The catalog: a TLS protocol a server speaks names {certfile} and {keyfile}."""
     for spec in registry.load_all().values():
         for name, argv in spec.protocols.items():
-            if PROTOCOLS[name].tls:
+            if protocol(name).tls:
                 assert any("{certfile}" in a for a in argv), spec.id
                 assert any("{keyfile}" in a for a in argv), spec.id
 
