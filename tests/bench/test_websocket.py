@@ -5,6 +5,7 @@ the scenario, the refusal recorded by the harness, and the report section."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import socket
@@ -153,13 +154,18 @@ def _echo_server(listener: socket.socket, push: bool) -> None:
                 message = struct.pack(WS_PUSH_HEADER, n, 1.0) + pad
                 conn.sendall(struct.pack("!BB", 0x82, len(message)) + message)
             conn.sendall(b"\x88\x02\x03\xe8")
-            return
-        conn.sendall(b"\x89\x00")  # a ping first: the client answers it and reads on
-        for _ in WS_ECHO_MESSAGES:
-            opcode, _, payload = wsclient.read_frame(conn)
-            if opcode == wsclient.OP_PONG:
+        else:
+            conn.sendall(b"\x89\x00")  # a ping first: the client answers it and reads on
+            for _ in WS_ECHO_MESSAGES:
                 opcode, _, payload = wsclient.read_frame(conn)
-            conn.sendall(bytes([0x80 | opcode]) + _unmasked(payload))
+                if opcode == wsclient.OP_PONG:
+                    opcode, _, payload = wsclient.read_frame(conn)
+                conn.sendall(bytes([0x80 | opcode]) + _unmasked(payload))
+        # Read on to the client's close: closing with its pong or close frame unread would
+        # send a reset that can destroy the last echo before the client reads it.
+        with contextlib.suppress(OSError):
+            while wsclient.read_frame(conn)[0] != wsclient.OP_CLOSE:
+                pass
 
 
 def _unmasked(payload: bytes) -> bytes:
