@@ -1169,6 +1169,35 @@ def duration_text(seconds: float) -> str:
     return f"{seconds / 86_400:,.1f} days"
 
 
+def _soak_rules(given: Mapping[str, str], values: Mapping[str, object]) -> None:
+    """make soak: one rate, here (not TARGET=), DURATION long enough for a memory slope."""
+    if len(values["RATE"]) != 1:  # type: ignore[arg-type]
+        raise UsageError("make soak runs at one fixed rate: RATE=<req/s> (one number)")
+    if given.get("TARGET"):
+        raise UsageError("make soak samples the server's memory here: not with TARGET=")
+    interval = int(values.get("SOAK_INTERVAL", defaults.SOAK_INTERVAL_S))  # type: ignore[call-overload]
+    if int(values["DURATION"]) < 3 * interval:  # type: ignore[call-overload]
+        raise UsageError(
+            f"DURATION={values['DURATION']} holds fewer than 3 samples of SOAK_INTERVAL="
+            f"{interval}: a memory slope needs 3; raise DURATION or lower SOAK_INTERVAL"
+        )
+
+
+def _capacity_rules(given: Mapping[str, str], values: Mapping[str, object]) -> None:
+    """make capacity: an open-loop tool, a steady server (no LIFECYCLE or RECYCLE)."""
+    if values["LOAD"] not in open_loop_loads():
+        raise UsageError(
+            f"make capacity needs a fixed arrival rate; LOAD={values['LOAD']} is "
+            f"closed-loop; valid: LOAD={' or '.join(open_loop_loads())}"
+        )
+    for name in ("LIFECYCLE", "RECYCLE"):
+        if given.get(name):
+            raise UsageError(
+                f"{name}: make capacity searches a steady server's rate; LIFECYCLE and "
+                "RECYCLE apply to make bench, make soak and studies"
+            )
+
+
 def command_rules(command: str, given: Mapping[str, str], values: Mapping[str, object]) -> None:
     """What `command` asks of its variables together (`values`: parsed effective values);
     UsageError on the first it does not get."""
@@ -1177,29 +1206,10 @@ def command_rules(command: str, given: Mapping[str, str], values: Mapping[str, o
             raise UsageError(
                 f"{variable.name} is required by make {_target(command)}; {_valid(variable)}"
             )
-    if command == "soak" and len(values["RATE"]) != 1:  # type: ignore[arg-type]
-        raise UsageError("make soak runs at one fixed rate: RATE=<req/s> (one number)")
-    if command == "soak" and given.get("TARGET"):
-        raise UsageError("make soak samples the server's memory here: not with TARGET=")
     if command == "soak":
-        interval = int(values.get("SOAK_INTERVAL", defaults.SOAK_INTERVAL_S))  # type: ignore[call-overload]
-        if int(values["DURATION"]) < 3 * interval:  # type: ignore[call-overload]
-            raise UsageError(
-                f"DURATION={values['DURATION']} holds fewer than 3 samples of SOAK_INTERVAL="
-                f"{interval}: a memory slope needs 3; raise DURATION or lower SOAK_INTERVAL"
-            )
+        _soak_rules(given, values)
     if command == "capacity":
-        if values["LOAD"] not in open_loop_loads():
-            raise UsageError(
-                f"make capacity needs a fixed arrival rate; LOAD={values['LOAD']} is "
-                f"closed-loop; valid: LOAD={' or '.join(open_loop_loads())}"
-            )
-        for name in ("LIFECYCLE", "RECYCLE"):
-            if given.get(name):
-                raise UsageError(
-                    f"{name}: make capacity searches a steady server's rate; LIFECYCLE and "
-                    "RECYCLE apply to make bench, make soak and studies"
-                )
+        _capacity_rules(given, values)
     if command in ("soak", "serve") and values.get("TRIALS", 1) is None:
         raise UsageError(
             f"TRIALS=auto applies to make bench; valid here: TRIALS=<1..{defaults.AUTO_MAX_TRIALS}>"

@@ -90,6 +90,49 @@ def _checks(websocket: bool, client: Client) -> list[Check]:
     return [c for s in SCENARIOS.values() for c in s.checks if c.send is None or ws_ok]
 
 
+def _ask_every_route(
+    port: int,
+    host: str,
+    client: Client,
+    websocket: bool,
+    facts: Facts,
+    result: Verification,
+    problems: list[str],
+) -> int:
+    """Ask each check's route and judge its answer (problems appended, passes recorded in
+    `result`); the SELECTs the database routes needed in all."""
+    expected_selects = 0
+    for check in _checks(websocket, client):
+        expected_selects += check.selects
+        try:
+            resp = _ask(port, check, host, client)
+        except OSError as exc:
+            problems.append(f"{check.path}: request failed: {exc}")
+            continue
+        want = 200 if check.send is None else 101
+        if resp.status != want:
+            problems.append(
+                f"{check.path}: status {resp.status}, expected {want}: {resp.body[:120]!r}"
+            )
+            continue
+        if check.send is None:
+            problems.extend(check_headers(resp, check.content_type, check.path, result))
+        problems.extend(check.body(resp, facts))
+        result.checked.append(check.path)
+    return expected_selects
+
+
+def _missing_route(port: int, host: str, client: Client) -> list[str]:
+    """An unknown route must answer 404."""
+    try:
+        missing = fetch(port, "/no-such-route", host, client=client)
+    except OSError as exc:
+        return [f"/no-such-route: request failed: {exc}"]
+    return (
+        [] if missing.status == 404 else [f"/no-such-route: status {missing.status}, expected 404"]
+    )
+
+
 def verify_server(
     port: int,
     db: Database | None,
@@ -112,31 +155,8 @@ def verify_server(
             "remote target: database answers checked for shape and range only, not against "
             "the rows, and pgbouncer's query count not checked"
         )
-    expected_selects = 0
-    for check in _checks(websocket, client):
-        expected_selects += check.selects
-        try:
-            resp = _ask(port, check, host, client)
-        except OSError as exc:
-            problems.append(f"{check.path}: request failed: {exc}")
-            continue
-        want = 200 if check.send is None else 101
-        if resp.status != want:
-            problems.append(
-                f"{check.path}: status {resp.status}, expected {want}: {resp.body[:120]!r}"
-            )
-            continue
-        if check.send is None:
-            problems.extend(check_headers(resp, check.content_type, check.path, result))
-        problems.extend(check.body(resp, facts))
-        result.checked.append(check.path)
-
-    try:
-        missing = fetch(port, "/no-such-route", host, client=client)
-        if missing.status != 404:
-            problems.append(f"/no-such-route: status {missing.status}, expected 404")
-    except OSError as exc:
-        problems.append(f"/no-such-route: request failed: {exc}")
+    expected_selects = _ask_every_route(port, host, client, websocket, facts, result, problems)
+    problems.extend(_missing_route(port, host, client))
 
     if db is None:
         if problems:
