@@ -206,7 +206,7 @@ def tune_all(h: Harness, opts: plan.Options, knobs_given: dict | None, said: lis
     status = 0
     for server in opts.servers:
         one = replace(opts, servers=(server,))
-        env = prepared[server]
+        env = run.env_of(prepared, opts, server)
         if isinstance(env, Unavailable):
             said.append(f"tune {server}: not measured: {env.reason}")
             status = 1
@@ -216,7 +216,13 @@ def tune_all(h: Harness, opts: plan.Options, knobs_given: dict | None, said: lis
             said.append(f"tune {server}: no configuration was measured; the records say why")
             status = 1
             continue
-        path = tuned.answer_path(opts.results, data["machine"], server, *_point(opts))  # type: ignore[arg-type]
+        path = tuned.answer_path(
+            opts.results,
+            data["machine"],  # type: ignore[arg-type]
+            server,
+            *_point(opts),
+            opts.python,
+        )
         tuned.write(path, data)
         said.extend(tuned.answer_lines(data, path))
     return status
