@@ -75,9 +75,15 @@ def _cell(text: str) -> str:
 
 def _row(o: Outcome) -> list[str]:
     """A check's row: the claim, ours with the interval it rests on, the verdict."""
-    if not o.check:  # the keep-alive race: its line says it all
-        text = o.line.removeprefix("- ")
-        return [_cell(text.split(":", 1)[0]), _cell(text.split(":", 1)[-1]), o.result]
+    if not o.check:  # the keep-alive race's line: "- <server>, …: <figures> — <verdict>"
+        claim, _, rest = o.line.removeprefix("- ").partition(": ")
+        ours, _, said = rest.partition(" — ")
+        word = (
+            o.result
+            if o.result != "inconclusive"
+            else f"undecided: {said.removeprefix('inconclusive: ')}"
+        )
+        return [_cell(f"the fix lowers {claim}"), _cell(ours), _cell(word)]
     claim = o.check.get("describe", o.check["metric"])
     if o.result == "inconclusive":
         return [_cell(claim), _cell(o.head or "–"), _cell(f"undecided: {o.why}")]

@@ -97,3 +97,20 @@ def test_the_section_goes_into_summary_md_not_a_detail_file() -> None:
     texts = render_report([], [], topics={SOURCES_TOPIC: ["## Source documents", "", "body"]})
     assert "## Source documents\n\nbody" in texts["summary.md"]
     assert not any("sources" in name for name in texts)
+
+
+def test_the_keep_alive_race_rows_are_its_fix_decisions() -> None:
+    """lb-keepalive-race (source 002) has no checks: its rows are the fix decisions the
+    study section and the recommendations read (reproduced, or undecided with the reason)."""
+    records = list(study_records())
+    race = [s for s in sources.documents()["002_c588a22269204d77.txt"] if not s.checks]
+    study = next(s for s in race if s.name == "lb-keepalive-race")
+    _, found = sources.judged(study, records)
+    assert found, "the reference holds the race's default and fix arms"
+    block = _block(sources.source_lines(records), "002")
+    for o in found:
+        claim, ours, word = sources._row(o)
+        assert claim.startswith("the fix lowers ") and "502 per 10,000" in claim
+        assert " — " not in ours
+        assert word == o.result or (word.startswith("undecided: ") and o.result == "inconclusive")
+        assert f"| {claim} | {ours} | {word} |" in block
