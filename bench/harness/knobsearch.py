@@ -17,10 +17,11 @@ The method (docs/statistics.md, "make tune"):
   it split equally among the ordered knobs still to climb and the final race) — seed 003's
   "add workers until throughput falls". A value equal or undecided stays a candidate; one
   decided worse leaves.
-- Then the final race: the climb's result, the candidates it kept and every combination of
-  the unordered knobs' values with it, in rounds of those still racing (a configuration
-  leaves once each adjacent pair it is in is decided), until every pair is decided, the
-  looks run out or another round would end past the budget.
+- Then the final race: the climb's result, the candidates it kept, every combination of
+  the unordered knobs' values with it and the declared configuration (so the answer says
+  how the tuned one compares with it, on paired rounds), in rounds of those still racing
+  (a configuration leaves once each adjacent pair it is in is decided), until every pair is
+  decided, the looks run out or another round would end past the budget.
 - Figures of one round are paired (every racing configuration measured once per round, in
   a fresh seeded random order), so all rounds any two configurations shared are evidence in
   every later comparison of the two.
@@ -70,6 +71,10 @@ class Space:
         declared."""
         first = {k: self.values[k][0] for k in self.ordered}
         return config_of({**self.declared, **first})
+
+    def declared_config(self) -> Config:
+        """The configuration server.toml declares (what make bench runs untuned)."""
+        return config_of(self.declared)
 
     def grid(self, around: Config) -> list[Config]:
         """`around` with every combination of the unordered knobs' values."""
@@ -324,7 +329,9 @@ def search(
         if state.contender is not None:
             state.kept.append(state.contender)
     current = state.current
-    finals = list(dict.fromkeys([current, *state.kept, *space.grid(current)]))
+    # the declared configuration races too: the answer's "tuned vs declared", paired by round
+    declared = space.declared_config()
+    finals = list(dict.fromkeys([current, *state.kept, *space.grid(current), declared]))
     try:
         standing = state.race(finals, "final race")
     except Stopped:

@@ -187,3 +187,13 @@ def test_a_close_pair_on_the_first_knob_leaves_budget_for_the_next() -> None:
     assert any(dict(e.config)["threads"] > 1 for e in answer.entries), tried
     assert dict(answer.best)["threads"] > 1
     assert any(line.startswith("tune: workers stops at 2") for line in lines), lines
+
+
+def test_the_declared_configuration_races_in_the_final() -> None:
+    """The declared configuration (workers=2 threads=4) is in the final race even where the
+    climb passed it by, so the answer holds tuned vs declared on paired rounds."""
+    machine = Machine(peaked)
+    answer = run(machine)
+    declared = answer.entry(config_of({"workers": 2, "threads": 4}))
+    assert declared.state == "separated" and declared.ratio is not None and declared.low > 1
+    assert any("threads=4 workers=2" in r for r in machine.rounds)
