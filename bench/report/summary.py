@@ -57,6 +57,7 @@ from bench.report.groups import (
     rps_estimate,
     served_share,
     socket_errors,
+    trial_count,
 )
 from bench.report.html import write_html
 from bench.report.openloop import open_loop_sections
@@ -227,7 +228,7 @@ def _speed_row(
         if any(r.proxy for r in group)
         else "–",
         _share(rps.center if rps else None, ceiling_rps),
-        str(len(group)),
+        str(trial_count(group)),
         machine(first),
     ]
 
@@ -428,7 +429,7 @@ def _emulated_rows(records: list[Record]) -> list[list[str]]:
                     str(first.concurrency),
                     num(est.center if est else None),
                     figure(p99.center if p99 else None),
-                    str(len(group)),
+                    str(trial_count(group)),
                     ratio,
                     host_of(first),
                 ],
