@@ -17,11 +17,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from bench.core.registry import ServerSpec
+from bench.core.registry import ROOT, ServerSpec
 from bench.host.state import STATE
 
 VENVS = STATE / "venvs"
 PYTHONS = STATE / "tools" / "python"  # bench/python-build.sh's prefixes, one per PYTHON= name
+BUILD_SCRIPT = ROOT / "bench" / "python-build.sh"
 
 
 class VenvError(RuntimeError):
@@ -54,13 +55,21 @@ def venv_name(server: str, python: str | None) -> str:
     return server if python is None else f"{server}@{python}"
 
 
-def interpreter(python: str) -> Path:
-    """The python3 bench/python-build.sh built for PYTHON=python; VenvError when absent."""
+def interpreter(python: str, log: Path | None = None) -> Path:
+    """The python3 bench/python-build.sh built for PYTHON=python, built now when absent (a
+    study's arms name theirs: make setup builds only PYTHON='s); VenvError when it fails."""
     path = PYTHONS / python / "bin" / "python3"
-    if not os.access(path, os.X_OK):
+    if os.access(path, os.X_OK):
+        return path
+    build = subprocess.run(["bash", str(BUILD_SCRIPT), python], capture_output=True, text=True)
+    if log is not None:
+        with open(log, "a") as fh:
+            fh.write(f"$ bash {BUILD_SCRIPT} {python}\n{build.stdout}{build.stderr}")
+    if build.returncode != 0 or not os.access(path, os.X_OK):
+        last = (build.stderr or build.stdout).strip().splitlines()[-1:] or ["no output"]
         raise VenvError(
-            f"PYTHON={python}: {path} is not built; run make setup PYTHON={python} "
-            "(bench/python-build.sh)"
+            f"PYTHON={python}: building it failed ({last[0]}); run bash bench/python-build.sh "
+            f"{python} (make setup PYTHON={python} does)"
         )
     return path
 
@@ -71,7 +80,7 @@ def ensure_venv(spec: ServerSpec, log: Path | None = None, python: str | None = 
     requirements = spec.requirements_on(python) if spec.runs_on(python) else None
     if requirements is None:
         raise VenvError(f"{spec.id}: no requirements for PYTHON={python or 'unset'}")
-    base = interpreter(python) if python is not None else None
+    base = interpreter(python, log) if python is not None else None
     return make_venv(venv_name(spec.id, python), requirements, tuple(spec.install_flags), log, base)
 
 

@@ -161,9 +161,13 @@ def test_a_venv_on_a_build_is_made_from_its_interpreter_under_its_own_name(
 def test_a_missing_build_says_how_to_make_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No interpreter under .bench/tools/python/<name>: VenvError with the command to run."""
+    """No interpreter under .bench/tools/python/<name>: built on the spot (here a build
+    script that fails at once), else VenvError with its reason and the command to run."""
+    script = tmp_path / "build.sh"
+    script.write_text("echo 'python-build: no tarball today' >&2; exit 1\n")
     monkeypatch.setattr(venv, "PYTHONS", tmp_path)
-    with pytest.raises(venv.VenvError, match=r"run make setup PYTHON=3\.13t"):
+    monkeypatch.setattr(venv, "BUILD_SCRIPT", script)
+    with pytest.raises(venv.VenvError, match=r"no tarball today.*python-build.sh 3\.13t"):
         venv.ensure_venv(load_all()["waitress"], python="3.13t")
 
 
