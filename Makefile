@@ -17,6 +17,11 @@ export PYWEBBENCH_PRICE = $(PRICE)
 # environment of every recipe, and the harness reads them there (`python -m bench <command>
 # --from-env`); a recipe never splices $(VAR). The names given on the command line go to the
 # pre-check, which refuses an unknown or misspelled one (SERVERS=, server=) and an empty one.
+# PYTHON= (the interpreter build) is a make variable only when given on make's command line:
+# a PYTHON the shell exports (node-gyp and others keep a path there) never reaches the harness.
+ifeq ($(origin PYTHON),environment)
+unexport PYTHON
+endif
 override PYWEBBENCH_CMDLINE := $(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
 export PYWEBBENCH_CMDLINE
 
