@@ -109,7 +109,8 @@ def paste(
     }
 
 
-def _ratio(entry: dict | None) -> str:
+def ratio_text(entry: dict | None) -> str:
+    """An entry against the best: "1.210x [1.120, 1.300] (separated)"."""
     if not entry or entry.get("ratio") is None:
         return "no paired rounds"
     low, high = entry.get("low"), entry.get("high")
@@ -130,7 +131,7 @@ def answer_lines(data: dict, path: Path) -> list[str]:
     ]
     runner = data.get("runner_up")
     if runner:
-        lines.append(f"  runner-up: {runner['label']}: best/it {_ratio(runner)}")
+        lines.append(f"  runner-up: {runner['label']}: best/it {ratio_text(runner)}")
     same = [c["label"] for c in data["configurations"] if c["state"] == "equivalent"]
     margin = f"±{data['margin'] * 100:g} %"
     lines.append(f"  equivalent within {margin}: {', '.join(same) if same else 'none'}")

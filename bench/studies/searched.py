@@ -11,14 +11,7 @@ from __future__ import annotations
 
 from bench.core.record import Record
 from bench.report.cells import figure
-
-
-def _ratio(entry: dict | None) -> str:
-    if not entry or entry.get("ratio") is None:
-        return "no paired rounds"
-    low, high = entry.get("low"), entry.get("high")
-    interval = f" [{low:.2f}–{high:.2f}]" if low is not None and high is not None else ""
-    return f"{entry['ratio']:.2f}×{interval} ({entry.get('state')})"
+from bench.report.tuned import ratio_text
 
 
 def _tried(search: dict) -> str:
@@ -46,7 +39,7 @@ def arm_lines(arm: str, label: str, search: dict) -> list[str]:
         f"{float(search.get('minutes') or 0):.1f} min, {tried} of "
         f"{search.get('space_size')} configuration(s) in the grid tried: {search.get('line')}",
         f"  - best {best.get('label')}{best_figure}"
-        + (f"; runner-up {runner['label']}: best/it {_ratio(runner)}" if runner else "")
+        + (f"; runner-up {runner['label']}: best/it {ratio_text(runner)}" if runner else "")
         + f"; equivalent within {margin}: {same}",
         f"  - tried: {_tried(search)}",
         f"  - answer: `{search.get('answer')}` (RESULTS/; `make bench` never reads it)",

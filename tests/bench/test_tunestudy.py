@@ -6,8 +6,6 @@ judged, and the section's lines on the search."""
 from __future__ import annotations
 
 import json
-import math
-import random
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,8 +18,7 @@ from bench.harness import tuner
 from bench.report import tuned
 from bench.studies import arms, runner, schema, sections, tuning, verdict
 from tests.bench.test_study import FIXTURES, _one_line_error, _refused_when_changed
-from tests.bench.test_tuner import KnobSite, _harness
-from tests.fakes import FakeTool, result
+from tests.bench.test_tuner import _fakes, _harness
 
 RULE = schema.STUDIES_DIR / "default-rule-vs-tuned.toml"
 IDENTITY = {"hostname": "test", "machine_id": "0123456789abcdef"}
@@ -108,17 +105,6 @@ def test_budget_without_trials_is_the_searches_and_refused_where_none_is(
     assert not results.exists()
 
 
-def _fakes() -> tuple[KnobSite, FakeTool]:
-    """workers=2 serves 1.5× what workers=1 does (threads make no difference), 2 % noise."""
-    site, rng = KnobSite(), random.Random(7)
-
-    def step():
-        base = {1: 1000, 2: 1500}[site.last.get("workers", 1)]
-        return result(requests=int(base * 2 * math.exp(rng.gauss(0, 0.02))))
-
-    return site, FakeTool(script=[step] * 400)
-
-
 def test_a_tuned_arm_runs_the_configuration_make_tunes_search_recommends(tmp_path: Path) -> None:
     """default-rule-vs-tuned's tuned arm, its space cut to workers 1/2: make tune's search
     (the fake site) climbs to workers=2, saves its answer under tuned/<machine>/study-…/
@@ -132,7 +118,7 @@ def test_a_tuned_arm_runs_the_configuration_make_tunes_search_recommends(tmp_pat
     )
     base = replace(cli.options_from(cli.build_parser().parse_args(["run"])), results=results)
     options = [(a, arms.arm_options(study, a, base, "r1", 1)) for a in study.arms]
-    site, tool = _fakes()
+    site, tool = _fakes({1: 1000, 2: 1500}, seed=7)  # workers=2 serves 1.5× workers=1
 
     def search(opts, space, objective, path, sections) -> int:
         assert opts.precision.budget_s == 8 * 60 and opts.margin == 0.05
@@ -302,7 +288,7 @@ def test_the_section_shows_each_tuned_arms_search_and_the_tuned_checks() -> None
     assert "ran **threads=8 workers=2**; the search ended decided after 7 round(s), 3.2 min" in text
     assert "2 of 16 configuration(s) in the grid tried: threads=8 workers=2 > threads=4" in text
     assert "best threads=8 workers=2 (212 req/s); runner-up threads=4 workers=2: best/it" in text
-    assert "1.21× [1.12–1.30]" in text and "equivalent within ±5 %: none" in text
+    assert "1.210x [1.120, 1.300] (separated)" in text and "equivalent within ±5 %: none" in text
     assert "threads=8 workers=4 – (out: 1.5 % failed)" in text
     assert "`tuned/test-01234567/study-default-rule-vs-tuned/tuned.json`" in text
     assert "- req/s, tuned above the 2×CPU+1 rule: " in text
