@@ -158,6 +158,7 @@ def as_judged(check: dict) -> dict:
     higher = TUNED_METRICS[check["metric"]]
     tuned, other = check["a"], check["b"]
     first, second = (other, tuned) if higher else (tuned, other)
+    sides = {"a": first, "b": second, "swapped": first is other}  # swapped: a/b reads b/a
     if check.get("expect", EXPECT[0]) == "better":
-        return {**check, "kind": "less", "a": first, "b": second}
-    return {**check, "kind": "at_most", "factor": 1, "a": first, "b": second}
+        return {**check, "kind": "less", **sides}
+    return {**check, "kind": "at_most", "factor": 1, **sides}

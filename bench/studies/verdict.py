@@ -304,6 +304,8 @@ def judge_checks(checks: list[dict], records: list[Record], family: int) -> list
         result = result_of(judged, pair)
         held = HELD[judged["kind"]].get(result, "inconclusive")
         reason = reason_text(judged, q, pair, max(family, len(checks)))
+        if judged.get("swapped"):  # a tuned check judged the other way round: its a is b here
+            reason = reason.replace("a/b ", "b/a ", 1).replace("a − b", "b − a", 1)
         tail = f": {reason}" if held == "inconclusive" else f" ({reason})"
         out.append(Outcome(check, result, f"- {what}: {head} — {held}{tail}", held, pair))
     return out

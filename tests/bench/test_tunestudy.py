@@ -41,9 +41,9 @@ BAD_TUNE = [
     (("knobs = { backlog = 128 }\ntune", "knobs = { backlog = 128, workers = 2 }\ntune"), "both"),
     (("[tune]\nobjective", "[tuning]\nobjective"), "are tuned: add [tune]"),
     (('objective = "rps"', 'objective = "speed"'), "objective = 'speed'; valid: rps, p99"),
-    (("budget = 8", "budget = 0"), "[tune] budget must be a whole number in 1..1440"),
+    (("budget = 12", "budget = 0"), "[tune] budget must be a whole number in 1..1440"),
     (("margin = 5", "margin = 5.5"), "[tune] margin must be a whole number"),
-    (("budget = 8", "budgets = 8"), "unknown ['budgets'], missing ['budget']"),
+    (("budget = 12", "budgets = 12"), "unknown ['budgets'], missing ['budget']"),
     (('id = "tuned"', 'id = "tuned"\nscenarios = ["upstream", "db"]'), "searched at one point"),
     (('id = "tuned"', 'id = "tuned"\nconcurrency = [100, 400]'), "searched at one point"),
     (('id = "tuned"', 'id = "tuned"\nload = "oha"\nrates = [100]'), "searched closed loop"),
@@ -121,7 +121,7 @@ def test_a_tuned_arm_runs_the_configuration_make_tunes_search_recommends(tmp_pat
     site, tool = _fakes({1: 1000, 2: 1500}, seed=7)  # workers=2 serves 1.5× workers=1
 
     def search(opts, space, objective, path, sections) -> int:
-        assert opts.precision.budget_s == 8 * 60 and opts.margin == 0.05
+        assert opts.precision.budget_s == 12 * 60 and opts.margin == 0.05
         assert "study" not in opts.study.meta and opts.study.meta["study_search_arm"] == "tuned"
         run = _harness(site, tool)
         return tuner.execute(opts, space, objective, sections, harness=run, where=lambda _: path)
@@ -292,4 +292,4 @@ def test_the_section_shows_each_tuned_arms_search_and_the_tuned_checks() -> None
     assert "threads=8 workers=4 – (out: 1.5 % failed)" in text
     assert "`tuned/test-01234567/study-default-rule-vs-tuned/tuned.json`" in text
     assert "- req/s, tuned above the 2×CPU+1 rule: " in text
-    assert "tuned above the 2×CPU+1 rule: 211 vs 100 — holds" in text
+    assert "tuned above the 2×CPU+1 rule: 211 vs 100 — holds (b/a 0.47× [" in text
