@@ -47,6 +47,8 @@ class Outcome:
     line: str
     held: str  # "holds", "does not hold", "within", "outside", "inconclusive", "not measured"
     pair: decision.Pair | None = None  # the engine's judgement (None: not testable)
+    head: str = ""  # published vs ours, or the two sides' figures (the line's middle)
+    why: str = ""  # the interval it rests on, or why it is undecided (the line's tail)
 
 
 def side_records(
@@ -289,15 +291,15 @@ def judge_checks(checks: list[dict], records: list[Record], family: int) -> list
     for check, q in zip(checks, asked, strict=True):
         what = check.get("describe", f"{check['metric']} {check['a']} vs {check['b']}")
         if q == "not measured":
-            line = f"- {what}: not measured (a run failed or had no samples) — inconclusive"
-            out.append(Outcome(check, "inconclusive", line, "not measured"))
+            why = "not measured (a run failed or had no samples)"
+            line = f"- {what}: {why} — inconclusive"
+            out.append(Outcome(check, "inconclusive", line, "not measured", why=why))
             continue
         head = _head(check, records)  # a tuned check: the tuned arm's figure first
         if isinstance(q, str):
             held = "one trial" if q == ONE_TRIAL else "inconclusive"
-            out.append(
-                Outcome(check, "inconclusive", f"- {what}: {head} — inconclusive: {q}", held)
-            )
+            line = f"- {what}: {head} — inconclusive: {q}"
+            out.append(Outcome(check, "inconclusive", line, held, head=head, why=q))
             continue
         pair = next(pairs)
         judged = as_judged(check)
@@ -307,7 +309,8 @@ def judge_checks(checks: list[dict], records: list[Record], family: int) -> list
         if judged.get("swapped"):  # a tuned check judged the other way round: its a is b here
             reason = reason.replace("a/b ", "b/a ", 1).replace("a − b", "b − a", 1)
         tail = f": {reason}" if held == "inconclusive" else f" ({reason})"
-        out.append(Outcome(check, result, f"- {what}: {head} — {held}{tail}", held, pair))
+        line = f"- {what}: {head} — {held}{tail}"
+        out.append(Outcome(check, result, line, held, pair, head, reason))
     return out
 
 
