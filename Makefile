@@ -134,6 +134,15 @@ lock: setup ## re-pin every requirements.txt (bench/, locust/, wsload/, servers/
 	  (cd "$$dir" && $$(cat $(CURDIR)/.bench/uv-path) pip compile -q --universal --python-version 3.11 \
 	    --no-header requirements.in -o requirements.txt) || exit 1; \
 	done
+	@# PYTHON=3.13t and 3.13 share one pin file per server, resolved on the built 3.13t (its
+	@# free-threaded wheels decide; bench/python-build.sh 3.13t builds it).
+	@py=$(CURDIR)/.bench/tools/python/3.13t/bin/python3; for dir in servers/*/; do \
+	  [ -f "$$dir/requirements-3.13.in" ] || continue; \
+	  [ -x "$$py" ] || { echo "lock: $$dir/requirements-3.13.txt kept (build 3.13t first: bash bench/python-build.sh 3.13t)"; continue; }; \
+	  echo "pinning $$dir (3.13t)"; \
+	  (cd "$$dir" && $$(cat $(CURDIR)/.bench/uv-path) pip compile -q --python "$$py" \
+	    --no-header requirements-3.13.in -o requirements-3.13.txt) || exit 1; \
+	done
 
 # -- the container path (compose/): needs a Docker engine; native runs need none ----------------
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)

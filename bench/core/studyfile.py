@@ -44,6 +44,8 @@ SETTING_TYPES: dict[str, type] = {
     "recycle": int,  # requests per worker before the server's own recycling (RECYCLE=)
     "protocol": str,  # how the load talks to the server (PROTOCOL=, bench/core/protocol.py)
     "streams": int,  # HTTP/2 requests in flight per connection (STREAMS=)
+    # the interpreter of the arm's server venv (PYTHON=, bench/core/pythons.py: "3.13t")
+    "python": str,
     # The arm in a network namespace of its own (root only, bench.host.netns) with these
     # sysctls set there: its own kernel settings, counters and port range.
     "namespace": bool,

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.core import defaults, scenario, studyfile
+from bench.core import defaults, pythons, scenario, studyfile
 from bench.core.protocol import HTTP1, PROTOCOLS
 from bench.core.registry import CPUS_VALUE, ROOT, load_all, server_ids
 from bench.core.validate import (
@@ -626,6 +626,15 @@ VARIABLES: tuple[Variable, ...] = (
         parser=parse_one_of("PROTOCOL", lambda: tuple(PROTOCOLS)),
     ),
     Variable(
+        "PYTHON",
+        "the interpreter of every server's venv, built here from a pinned CPython tarball: "
+        "<minor> with the GIL, <minor>t free-threaded (--disable-gil), e.g. 3.13t; a server "
+        "without wheels for it is refused with its reason ([pythons] in its server.toml)",
+        "the harness's python3",
+        (*SERVE, TUNE),
+        parser=pythons.parse_python,
+    ),
+    Variable(
         "STREAMS",
         "PROTOCOL=h2c or h2: requests in flight on each connection at once (HTTP/2 streams)",
         "1",
@@ -1123,6 +1132,9 @@ RULES: tuple[Rule, ...] = (
         _BEYOND_HTTP1,
     ),
     Rule("STREAMS", "PROTOCOL", _HTTP2, "streams are HTTP/2's"),
+    Rule("PYTHON", "TARGET", (), "the interpreter is that of a server started here"),
+    Rule("PYTHON", "APP", (), "your app's requirements resolve on the usual python3 only"),
+    Rule("PYTHON", "RUNTIME", (), "the images carry the usual python3; valid: RUNTIME=native"),
     Rule(
         "KEEPALIVE",
         "PROTOCOL",

@@ -224,7 +224,7 @@ def tune_all(
     status = 0
     for server in opts.servers:
         one = replace(opts, servers=(server,))
-        env = prepared[server]
+        env = run.env_of(prepared, opts, server)
         if isinstance(env, Unavailable):
             said.append(f"tune {server}: not measured: {env.reason}")
             status = 1
@@ -237,7 +237,13 @@ def tune_all(
         path = (
             where(data)
             if where is not None
-            else tuned.answer_path(opts.results, data["machine"], server, *_point(opts))  # type: ignore[arg-type]
+            else tuned.answer_path(
+                opts.results,
+                data["machine"],  # type: ignore[arg-type]
+                server,
+                *_point(opts),
+                opts.python,
+            )
         )
         tuned.write(path, data)
         said.extend(tuned.answer_lines(data, path))

@@ -37,8 +37,10 @@ def machine_identity(host: dict) -> dict[str, object]:
 
 
 def runtime_of(opts: plan.Options) -> dict[str, object]:
-    """The runtime and limits a tuned configuration holds for."""
-    return {"runtime": opts.mode.runtime, "cpus": opts.cpus, "memory_bytes": opts.memory_bytes}
+    """The runtime and limits a tuned configuration holds for, and its interpreter (PYTHON=;
+    absent where unset, as in every answer before it)."""
+    held = {"runtime": opts.mode.runtime, "cpus": opts.cpus, "memory_bytes": opts.memory_bytes}
+    return held | ({"python": opts.python} if opts.python is not None else {})
 
 
 def machine_dir(identity: dict) -> str:
@@ -48,9 +50,13 @@ def machine_dir(identity: dict) -> str:
     return f"{name}-{str(identity.get('machine_id') or '')[:8]}"
 
 
-def answer_path(results: Path, identity: dict, server: str, scenario: str, conc: int) -> Path:
-    """Where the tuned configuration of `server` at `scenario` c`conc` lives."""
-    return results / DIR / machine_dir(identity) / f"{server}_{scenario}_c{conc}.json"
+def answer_path(
+    results: Path, identity: dict, server: str, scenario: str, conc: int, python: str | None = None
+) -> Path:
+    """Where the tuned configuration of `server` at `scenario` c`conc` lives (on PYTHON=:
+    `<server>@<python>_…`, beside the usual interpreter's)."""
+    name = server if python is None else f"{server}@{python}"
+    return results / DIR / machine_dir(identity) / f"{name}_{scenario}_c{conc}.json"
 
 
 def write(path: Path, data: dict) -> None:
@@ -74,7 +80,8 @@ def find(
     """The tuned configuration for this machine, server, point and runtime (limits
     included), or None: the file and the knobs to measure."""
     identity = machine_identity(host)
-    path = answer_path(results, identity, server, scenario, conc)
+    python = runtime.get("python")
+    path = answer_path(results, identity, server, scenario, conc, str(python) if python else None)
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from bench.core import defaults, plan, studyfile, validate
 from bench.core.protocol import HTTP1, PROTOCOLS
-from bench.core.registry import load_all, protocol_refusal, server_ids
+from bench.core.pythons import parse_python
+from bench.core.registry import load_all, protocol_refusal, python_refusal, server_ids
 from bench.core.studyfile import (  # noqa: F401  (re-exported: the schema's vocabulary)
     ARM_OWN_KEYS,
     ARM_SETTINGS,
@@ -290,6 +291,7 @@ def _check_arm_run(path: Path, run: dict, arm: Arm) -> None:
     _check_namespace(f"{path}: arm {arm.id}", arm, settings)
     check_runtime(f"{path}: arm {arm.id}", settings)
     check_protocol(f"{path}: arm {arm.id}", arm, settings)
+    check_python(f"{path}: arm {arm.id}", arm, settings)
     if arm.tune is not None:
         check_arm_shape(f"{path}: arm {arm.id}", settings, arm.derived, arm.open_loop)
     if "duration" not in settings and arm.load != RACE_LOAD:
@@ -340,6 +342,24 @@ def _check_namespace(where: str, arm: Arm, settings: dict[str, object]) -> None:
     sysctls = settings.get("sysctls", {})
     if not all(str(k).startswith("net.") for k in sysctls):  # type: ignore[union-attr]
         raise StudyError(f"{where}: sysctls may set net.* names only (the namespace's own)")
+
+
+def check_python(where: str, arm: Arm, settings: dict[str, object]) -> None:
+    """python of an arm: a name PYTHON= takes, which the arm's server declares, for a server
+    started natively here (not in a container or a namespace)."""
+    if "python" not in settings:
+        return
+    try:
+        name = parse_python(str(settings["python"]))
+    except validate.UsageError as exc:
+        raise StudyError(f"{where}: python: {exc}") from None
+    refusal = python_refusal(load_all(), [arm.server], name)
+    if refusal is None and settings.get("runtime", defaults.RUNTIME) != "native":
+        refusal = "the images carry the usual python3; runtime = 'native'"
+    if refusal is None and in_namespace(settings):
+        refusal = "an arm in a namespace runs the server's usual venv"
+    if refusal is not None:
+        raise StudyError(f"{where}: python = {name!r}: {refusal}")
 
 
 def check_protocol(where: str, arm: Arm, settings: dict[str, object]) -> None:
