@@ -304,9 +304,7 @@ def study_rounds(args: argparse.Namespace) -> int | plan.Precision | None:
     raw = getattr(args, "trials", None)
     budget = getattr(args, "trials_budget", None)
     if raw is None or not str(raw).strip():
-        if budget:
-            validate_trials("1", budget)  # BUDGET without TRIALS=auto: refused as make bench's
-        return None
+        return None  # BUDGET without TRIALS=auto: the tuned arms' searches (study_tune_budget)
     trials, minutes = validate_trials(str(raw), budget)
     if trials is not None:
         return trials
@@ -315,6 +313,21 @@ def study_rounds(args: argparse.Namespace) -> int | plan.Precision | None:
         budget_s=(minutes or defaults.AUTO_BUDGET_MIN) * 60,
         margin=margin,  # type: ignore[arg-type]
     )
+
+
+def study_tune_budget(args: argparse.Namespace) -> int | None:
+    """make study's BUDGET without TRIALS: the minutes of each tuned arm's search (None: not
+    given, or TRIALS=auto's, the race's; then each study's [tune] budget)."""
+    raw = str(getattr(args, "trials", None) or "").strip()
+    budget = str(getattr(args, "trials_budget", None) or "").strip()
+    if not budget or raw.lower() == "auto":
+        return None
+    if raw:
+        raise UsageError(
+            f"BUDGET={budget} with TRIALS={raw}: BUDGET bounds TRIALS=auto's rounds or, without "
+            "TRIALS, the tuned arms' searches; valid: TRIALS=auto, or no TRIALS"
+        )
+    return validate_int("budget", budget)
 
 
 def race_duration(args: argparse.Namespace, options: plan.Options) -> plan.Options:

@@ -461,7 +461,8 @@ VARIABLES: tuple[Variable, ...] = (
         "BUDGET",
         f"TRIALS=auto: minutes of rounds at most (at least {defaults.AUTO_MIN_TRIALS} trials "
         "run whatever it says; make capacity: rounds of the servers' knee steps); make tune: "
-        "minutes per server's search",
+        "minutes per server's search; make study without TRIALS=auto: minutes per tuned arm's "
+        "search",
         str(defaults.AUTO_BUDGET_MIN),
         ("run", "capacity", TUNE, "study"),
         flag="trials-budget",
@@ -1003,6 +1004,7 @@ class Rule:
     needs: tuple[str, ...] | Callable[[], tuple[str, ...]] | None
     why: str
     when: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None
+    spared: tuple[str, ...] = ()  # commands the rule does not hold for
 
     def broken(self, given: Mapping[str, str], effective: Mapping[str, str]) -> str | None:
         """The one-line refusal when `given` (what the user set) breaks the rule."""
@@ -1072,7 +1074,8 @@ RULES: tuple[Rule, ...] = (
         ),
         "the workers are Locust's",
     ),
-    Rule("BUDGET", "TRIALS", ("auto",), "it bounds TRIALS=auto's rounds"),
+    # make study without TRIALS=auto: BUDGET bounds each tuned arm's search (bench.studies)
+    Rule("BUDGET", "TRIALS", ("auto",), "it bounds TRIALS=auto's rounds", spared=("study",)),
     Rule("MARGIN", "TRIALS", ("auto",), "it is TRIALS=auto's equivalence margin"),
     Rule(
         "UPSTREAM_KEEPALIVE",
@@ -1401,7 +1404,7 @@ def check(command: str, given: Mapping[str, str]) -> dict[str, object]:
         if name in taken and not raw.strip():
             BY_NAME[name].parse(raw)
     for rule in RULES:
-        if rule.name in taken:
+        if rule.name in taken and command not in rule.spared:
             problem = rule.broken({k: v for k, v in given.items() if k in taken}, eff)
             if problem is not None:
                 raise UsageError(problem)

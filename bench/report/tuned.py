@@ -116,7 +116,8 @@ def paste(
     }
 
 
-def _ratio(entry: dict | None) -> str:
+def ratio_text(entry: dict | None) -> str:
+    """An entry against the best: "1.210x [1.120, 1.300] (separated)"."""
     if not entry or entry.get("ratio") is None:
         return "no paired rounds"
     low, high = entry.get("low"), entry.get("high")
@@ -135,7 +136,7 @@ def _declared_line(data: dict) -> str:
         return f"{declared['label']}: it is the best"
     if declared["state"] == "out":
         return f"{declared['label']}: out: {declared['reason']}"
-    return f"{declared['label']}: best/it {_ratio(declared)}"
+    return f"{declared['label']}: best/it {ratio_text(declared)}"
 
 
 def answer_lines(data: dict, path: Path) -> list[str]:
@@ -151,7 +152,7 @@ def answer_lines(data: dict, path: Path) -> list[str]:
     ]
     runner = data.get("runner_up")
     if runner:
-        lines.append(f"  runner-up: {runner['label']}: best/it {_ratio(runner)}")
+        lines.append(f"  runner-up: {runner['label']}: best/it {ratio_text(runner)}")
     lines.append(f"  declared (server.toml): {_declared_line(data)}")
     same = [c["label"] for c in data["configurations"] if c["state"] == "equivalent"]
     margin = f"±{data['margin'] * 100:g} %"

@@ -40,6 +40,7 @@ def test_the_five_source_documents_have_a_study() -> None:
         "accept-queue-abort",
         "container-limits",
         "cpu-quota",
+        "default-rule-vs-tuned",
         "free-threading",
         "keepalive-timewait",
         "lb-keepalive-race",
@@ -48,8 +49,10 @@ def test_the_five_source_documents_have_a_study() -> None:
         "recycle",
         "reload",
         "sync-vs-async-p99",
+        "sync-vs-async-tuned",
         "sync-vs-gevent",
         "workers-threads",
+        "workers-threads-tuned",
     ]
 
 
