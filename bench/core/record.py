@@ -134,8 +134,12 @@ from pathlib import Path
 #    an extension turned the GIL back on; null on a default build)}: every run of a server
 #    started here serving app_common (null otherwise: TARGET=, APP=, nginx-static, and every
 #    record before 14). The summary labels a run whose GIL came back.
-FORMAT_VERSION = 14
-KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)
+# 15: (2026-11, issue 31 item 5) metadata.study_tuned on a study's tuned arm (the search that
+#    chose its knobs, in short: bench/studies/tuning.py), metadata.study_search and
+#    study_search_arm on that search's own runs (with study_run and tune); absent elsewhere
+#    and on every record before 15.
+FORMAT_VERSION = 15
+KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 STATUSES = ("ok", "failed", "unsupported")
 UNSUPPORTED = ("scenario", "reload", "recycle", "emulation", "protocol")
 # Before format 6: the reason's opening words (bench/harness/run.py wrote them) -> the code.
