@@ -3,10 +3,11 @@
 Input (argv): `run URL --connections C --duration S --out JSON --per-message CSV` drives the
 echo route (`/ws/echo?bytes=N&rate=M`: each connection sends N-byte messages at M per second
 on a fixed schedule, open loop) or the push route (`/ws/push?...`: the server sends, this
-side times each message from the server's intended send time written in it); `serve --port P`
-is a minimal echo server, and `flood URL --connections C --duration S --window W` sends as fast
-as W messages in flight per connection allow: with the two, the harness measures this
-generator's own ceiling (bench/load/wsload.py).
+side times each message from the server's intended send time written in it); rate 0 on the
+echo route holds the connections and sends nothing (idle: what an open connection costs the
+server); `serve --port P` is a minimal echo server, and `flood URL --connections C
+--duration S --window W` sends as fast as W messages in flight per connection allow: with
+the two, the harness measures this generator's own ceiling (bench/load/wsload.py).
 Output: a JSON summary on --out (connections opened and held, messages sent, received,
 verified, mismatched, lost, errors by message, the window in Unix seconds, how late the sends
 left against their schedule) and, for `run`, one line per message received
@@ -152,8 +153,9 @@ async def run(args: argparse.Namespace) -> dict:
     stats.end = stats.start + args.duration
     wall_start = time.time() + 0.05
     lags: list[float] = []
-    if push:
-        # Each connection's pushes due in the window: at least floor(rate x duration).
+    if push or rate == 0:
+        # Push: each connection's pushes due in the window, at least floor(rate x duration).
+        # Idle (rate 0): nothing is sent either way; the connections are only held.
         await asyncio.sleep(args.duration + 0.05)
         due = int(rate * args.duration) * len(pairs)
     else:
@@ -169,7 +171,7 @@ async def run(args: argparse.Namespace) -> dict:
         transport.disconnect()
     lags.sort()
     return {
-        "mode": "push" if push else "echo",
+        "mode": "push" if push else "idle" if rate == 0 else "echo",
         "url": args.url,
         "connections": args.connections,
         "connected": len(pairs),

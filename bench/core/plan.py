@@ -212,7 +212,9 @@ def path_of(options: Options, scenario: str) -> str | None:
     wants = options.message_bytes is not None or options.message_rate is not None
     if declared is not None and declared.needs == _WS and wants:
         size = options.message_bytes or _WS_BYTES
-        rate = options.message_rate or _WS_RATE
+        # An idle scenario's rate stays 0 whatever MESSAGE_RATE says: it sends nothing.
+        idle = declared.path.endswith(f"rate={scenario.WS_IDLE_RATE}")
+        rate = scenario.WS_IDLE_RATE if idle else options.message_rate or _WS_RATE
         return f"{urlsplit(declared.path).path}?bytes={size}&rate={rate}"
     return options.study.paths.get(scenario)
 

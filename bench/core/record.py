@@ -125,6 +125,11 @@ from pathlib import Path
 #    "websocket" (tls false, streams 1), requests are messages, errors.by_status {"101":
 #    connections held}, latency_ms runs from each message's intended send time;
 #    metadata.unsupported "protocol" also for a server without [protocols.websocket].
+# (pending: the next number at merge, issue 34 item 1) resources.server_rss_start_mb: the
+#    server tree's RSS at the measured window's first sample, as the load tool started
+#    (before it connected): what the peak grew from; websocket.mode "idle" (SCENARIO=
+#    websocket-idle: connections held, no message; requests 0, offered_rps null). Older
+#    records have no start: their growth per connection is not known.
 FORMAT_VERSION = 13
 KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13)
 STATUSES = ("ok", "failed", "unsupported")

@@ -546,7 +546,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "LOAD",
         "wrk, locust (runs SCENARIO=saas), oha (open loop: RATE=) or wsload (SCENARIO="
-        "websocket and websocket-push: the one chosen for them when LOAD is unset)",
+        "websocket, websocket-push and websocket-idle: the one chosen for them when LOAD is "
+        "unset)",
         "the load package's default tool (bench/load)",
         parser=parse_one_of("LOAD", load_names),
     ),
@@ -642,7 +643,8 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable(
         "MESSAGE_RATE",
-        "SCENARIO=websocket and websocket-push: messages per second on each connection",
+        "SCENARIO=websocket and websocket-push: messages per second on each connection "
+        "(websocket-idle sends none)",
         str(scenario.WS_RATE),
         ("run",),
         limits=(1, 100_000),
