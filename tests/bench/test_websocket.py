@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import re
 import socket
 import struct
 import threading
@@ -464,3 +465,51 @@ def test_memory_per_connection_is_the_growth_from_before_the_load() -> None:
     assert metric_value(older, "held_in_limit") is None
     detail = "\n".join(websocket.websocket_sections([rec]))
     assert f"{per_1000:,.1f} † (median of 1)" in detail
+
+
+# -- make capacity over messages/s: wsload paced by RATE= on the echo route -----------------
+
+
+@pytest.mark.parametrize(
+    ("command", "given", "says"),
+    [
+        ("capacity", {"LOAD": "wsload", "CONCURRENCY": "100"}, None),
+        ("run", {"LOAD": "wsload", "RATE": "500"}, None),
+        ("capacity", {"LOAD": "wsload"}, "CONCURRENCY=<connections> (one number)"),
+        ("capacity", {"LOAD": "wsload", "CONCURRENCY": "10,100"}, "(one number)"),
+        (
+            "capacity",
+            {"LOAD": "wsload", "CONCURRENCY": "100", "SCENARIO": "websocket-push"},
+            "SCENARIO=websocket-push cannot take it",
+        ),
+        ("run", {"RATE": "500", "SCENARIO": "websocket-idle"}, "valid: SCENARIO=websocket"),
+        ("capacity", {"LOAD": "wrk", "SCENARIO": "db"}, "valid: LOAD=oha or wsload"),
+    ],
+)
+def test_rate_paces_wsload_on_the_echo_route_only(
+    command: str, given: dict[str, str], says: str | None
+) -> None:
+    """RATE= (make capacity's steps) is messages/s over the echo route's connections: taken
+    with one connection count; the push route (the server's rate) and the idle scenario (no
+    message) refuse it in one line naming what is valid."""
+    from bench.core.validate import UsageError
+
+    full = {"SERVER": "uvicorn", "SCENARIO": "websocket", "SLO_P99_MS": "50"} | given
+    if command == "run":
+        full.pop("SLO_P99_MS")
+    if says is None:
+        values = variables.check(command, full)
+        assert values["LOAD"] == "wsload"
+        return
+    with pytest.raises(UsageError, match=re.escape(says)):
+        variables.check(command, full)
+
+
+def test_a_paced_run_offers_the_rate_asked() -> None:
+    """wsload's summary of a paced run (--rate): the offered messages/s are the rate asked,
+    not connections x the URL's rate."""
+    text, csv_text = _captured("echo-hypercorn-c10")
+    paced = json.loads(text) | {"offered_per_s": 750.0}
+    figures = parse_wsload(json.dumps(paced), csv_text).websocket or {}
+    assert figures["offered_messages_per_s"] == 750.0
+    assert (parse_wsload(text, csv_text).websocket or {})["offered_messages_per_s"] == 1000
