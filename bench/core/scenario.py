@@ -99,6 +99,9 @@ class Scenario:
     # The protocol the scenario itself carries (bench.core.protocol.SCENARIO_PROTOCOLS: a
     # server declares whether it speaks it); None: the run's PROTOCOL=.
     protocol: str | None = None
+    # Whether WARMUP= runs before its measured run (False: the warmup's connections, opened
+    # and closed, would leave memory the measured ones reuse: what websocket-idle measures)
+    warms: bool = True
 
 
 def escape_html(text: str) -> str:
@@ -325,6 +328,7 @@ _ALL = (
         (),  # its route is verified with the websocket scenario's
         WS,
         WEBSOCKET,
+        warms=False,
     ),
     # The mix's routes are the ones above: nothing more to verify.
     Scenario(

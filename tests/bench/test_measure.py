@@ -50,3 +50,18 @@ def test_statuses_are_counted_only_when_needed(
     measure_point(settings, tool, served, run, set())
     assert [r.statuses for r in tool.measured] == [counted]
     assert all(r.statuses for r in tool.calls if r not in tool.measured)
+
+
+@pytest.mark.parametrize(("scenario", "warmed"), [("websocket", True), ("websocket-idle", False)])
+def test_a_scenario_that_does_not_warm_gets_no_warmup(
+    scenario: str, warmed: bool, tmp_path: Path
+) -> None:
+    """WARMUP=2: the echo scenario's measured run follows a warmup at its connections; the idle
+    one's (its warmup's connections would leave memory the measured ones reuse) follows the
+    primer only."""
+    tool = FakeTool()
+    served = FakeServed(FakeSite(), "uvicorn")
+    settings = Settings(ProcessTable(), tmp_path, 2, 2, True, 10, None)
+    measure_point(settings, tool, served, plan.RunSpec("uvicorn", scenario, 100, 1), set())
+    phases = [r.out.name.rsplit(".", 1)[1] for r in tool.calls]
+    assert phases == (["primer", "warmup", "measure"] if warmed else ["primer", "measure"])
