@@ -65,3 +65,25 @@ def test_a_scenario_that_does_not_warm_gets_no_warmup(
     measure_point(settings, tool, served, plan.RunSpec("uvicorn", scenario, 100, 1), set())
     phases = [r.out.name.rsplit(".", 1)[1] for r in tool.calls]
     assert phases == (["primer", "warmup", "measure"] if warmed else ["primer", "measure"])
+
+
+def test_idle_runs_on_one_start_grow_from_its_first_rss() -> None:
+    """websocket-idle: a repeat (or a later point) on the same server start keeps the start's
+    first RSS before load as its own (the memory the first run freed is reused, so its own
+    window would show no growth); an echo run keeps its window's."""
+    from bench.harness.measure import Measurement
+    from bench.harness.session import Session
+    from bench.observe.sample import Resources
+
+    def measured(start: float, peak: float) -> Measurement:
+        resources = Resources(1.0, peak, 1.0, None, server_rss_start_mb=start)
+        return Measurement(result(), "now", resources=resources)
+
+    session = Session(None, None, None, None)  # type: ignore[arg-type]
+    idle = plan.RunSpec("uvicorn", "websocket-idle", 1000, 1)
+    first = session._grown_from_start(idle, measured(160.0, 200.0))
+    repeat = session._grown_from_start(idle, measured(200.0, 201.0))
+    assert first.resources and first.resources.server_rss_start_mb == 160.0
+    assert repeat.resources and repeat.resources.server_rss_start_mb == 160.0
+    echo = session._grown_from_start(plan.RunSpec("uvicorn", "websocket", 10, 1), measured(1, 2))
+    assert echo.resources and echo.resources.server_rss_start_mb == 1
