@@ -20,7 +20,7 @@ export PYWEBBENCH_PRICE = $(PRICE)
 override PYWEBBENCH_CMDLINE := $(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
 export PYWEBBENCH_CMDLINE
 
-.PHONY: precheck images help setup bench remote capacity serve overhead noise tune soak study report compare export test lint format lock compose-up compose-bench compose-down
+.PHONY: precheck images help setup bench remote capacity serve overhead noise tune soak study report reference compare export test lint format lock compose-up compose-bench compose-down
 
 help: precheck ## list targets, variables, scenarios, studies and servers
 	@echo "Targets:"
@@ -45,6 +45,7 @@ study: override CHECK := study
 compare: override CHECK := compare
 soak: override CHECK := soak
 report: override CHECK := report
+reference: override CHECK := reference
 export: override CHECK := export
 images: override CHECK := images
 remote: override CHECK := remote
@@ -100,6 +101,13 @@ soak: setup ## memory of every server process over a long fixed-rate run (DURATI
 
 report: setup ## rebuild summary.md from the records in RESULTS
 	$(PY) -m bench report --from-env
+
+# The questions and their variables are declared in reference.toml, checked by the pre-check;
+# its capacity and study questions drive oha (built by set-up, but not for DRY_RUN=1: a plan);
+# container-limits needs `make images` first.
+reference: export OHA := $(if $(filter 1 on,$(DRY_RUN)),0,1)
+reference: setup ## regenerate results/reference: the campaign of reference.toml, resumable (DRY_RUN=1: the plan)
+	$(PY) -m bench reference --from-env
 
 # FORMAT is checked by python -m bench before anything else; the data goes to stdout.
 export: setup ## every point of RESULTS as one row: FORMAT=csv|json on stdout (docs/export.md)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from bench.core import defaults, scenario, variables
 from bench.core.app import AppError, parse_app
+from bench.core.campaign import load_campaign
 from bench.core.registry import DeclarationError, load_all, protocol_refusal
 from bench.core.studyfile import StudyError, check_study, study_path
 from bench.core.validate import UsageError, validate_choices
@@ -161,6 +162,8 @@ def check(command: str, env: Mapping[str, str], cmdline: list[str] | None = None
     check_plan("run" if command == variables.REMOTE else command, given, values)
     check_protocol("run" if command == variables.REMOTE else command, values)
     check_host(command, given)
+    if command == variables.REFERENCE:
+        load_campaign()  # every question's variables, as make would parse them
 
 
 def check_host(command: str, given: Mapping[str, str]) -> None:

@@ -156,6 +156,33 @@ def do_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _finish_reference(results: Path) -> int:
+    """After the campaign: summary.md and index.html in RESULTS, and the README's picture of
+    the report (docs/report.png) taken from that index.html; 1 when the picture could not be
+    taken (said why)."""
+    from bench.core.campaign import ROOT
+    from bench.report import picture
+    from bench.report import summary as report
+
+    print(f"reference: wrote {report.write_summary(results, _sections(results))}")
+    problem = picture.take(results / "index.html", ROOT / "docs" / "report.png")
+    if problem is not None:
+        print(f"reference: docs/report.png not taken: {problem}", file=sys.stderr)
+        return 1
+    print("reference: wrote docs/report.png")
+    return 0
+
+
+def do_reference(args: argparse.Namespace) -> int:
+    """`make reference`: the campaign of reference.toml (bench/cli/campaign.py)."""
+    from bench.cli import campaign
+    from bench.core.campaign import load_campaign
+    from bench.core.variables import BY_NAME
+
+    dry_run = bool(BY_NAME["DRY_RUN"].parse(args.dry_run or "0"))
+    return campaign.run_campaign(load_campaign(), dry_run, finish=_finish_reference)
+
+
 def do_compare(args: argparse.Namespace) -> int:
     """`make compare`: BASE and HEAD side by side on stdout."""
     return _compare(args.base, args.head)
@@ -323,6 +350,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "noise": do_noise,
     "tune": do_tune,
     "remote": do_remote,
+    "reference": do_reference,
 }
 
 

@@ -79,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("images", "build the base image and one image per server"),
         ("export", "one row per point as CSV or JSON on stdout"),
         ("study", "re-run a source document's experiment"),
+        ("reference", "the reference campaign of reference.toml (DRY_RUN=1: its plan)"),
     ):
         own = sub.add_parser(command, help=about)
         for variable in for_command(command):

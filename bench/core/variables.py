@@ -52,6 +52,9 @@ KINDS = ("int", "switch")
 # variables still checked: an unknown one or an injection is refused there too).
 COMMANDS = ("run", "capacity", "soak", "serve", "overhead", "study", "report", "compare")
 COMMANDS += ("export", "images", NOISE, TUNE, "remote")
+# make reference (python -m bench reference): reference.toml's campaign (bench/core/campaign.py)
+REFERENCE = "reference"
+COMMANDS += (REFERENCE,)
 # make remote runs make bench on another machine: make bench's variables, checked here as
 # make bench's, and its own (HOST), which stay here.
 REMOTE = "remote"
@@ -858,6 +861,15 @@ VARIABLES: tuple[Variable, ...] = (
         parser=parse_confirm,
     ),
     Variable(
+        "DRY_RUN",
+        "make reference: 1 prints the plan (each question, its command, skipped or to run and "
+        "why, the estimated minutes) and runs nothing",
+        "0",
+        (REFERENCE,),
+        unset="0",
+        parser=parse_switch("DRY_RUN"),
+    ),
+    Variable(
         "KNOBS",
         "make tune: the search space, e.g. workers=1,2,4 threads=1,2,4,8 (values: whole "
         "numbers, cpus or <k>*cpus); knobs not named stay as declared",
@@ -1024,6 +1036,7 @@ def normal(name: str, raw: str) -> str:
 
 
 SWITCH_NAMES = ("KEEPALIVE", "UPSTREAM_KEEPALIVE", "PIN", "REFERENCE", "LEGACY", "WAIT", "CONFIRM")
+SWITCH_NAMES += ("DRY_RUN",)
 SWITCH_NAMES += ("TUNED",)
 _DOCKER = "the limit is the server container's"
 _NOT_DOCKER = "RUNTIME=docker starts the server in its container here"
@@ -1268,6 +1281,8 @@ def command_rules(command: str, given: Mapping[str, str], values: Mapping[str, o
         noise_rules(given, values)
     if command == TUNE:
         tune_rules(given, values)
+    if command == REFERENCE:
+        reference_rules(given)
     if command == "compare" and given.get("BASE") and given.get("BASE") == given.get("HEAD"):
         raise UsageError("BASE and HEAD are the same directory: compare two result sets")
     if command in ("run", "soak") and not values.get("CONFIRM"):
@@ -1355,6 +1370,18 @@ def tune_rules(given: Mapping[str, str], values: Mapping[str, object]) -> None:
             raise UsageError(
                 f"SERVER={server} declares no search space (tune = [...] in its server.toml); "
                 "give KNOBS=, e.g. KNOBS='workers=1,2,4'"
+            )
+
+
+def reference_rules(given: Mapping[str, str]) -> None:
+    """make reference: its questions' variables are declared in reference.toml, so it takes
+    none of make bench's (a SERVER= here would be silently ignored)."""
+    own = {v.name for v in for_command(REFERENCE)} | {"MACHINE"}
+    for name, raw in given.items():
+        if raw.strip() and name not in own:
+            raise UsageError(
+                f"{name}: not with make reference: each question's variables are declared in "
+                f"reference.toml; valid: {', '.join(sorted(own))}"
             )
 
 

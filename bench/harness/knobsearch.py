@@ -13,12 +13,15 @@ The method (docs/statistics.md, "make tune"):
   smallest value, the next value races the current one (rounds of the two, judged by
   bench.report.decision); the search moves up while the next value is decided better and
   stops at the first that is not (decided equal within ±margin, worse, or still undecided
-  at the race's look limit) — seed 003's "add workers until throughput falls". A value
-  equal or undecided stays a candidate; one decided worse leaves.
-- Then the final race: the climb's result, the candidates it kept and every combination of
-  the unordered knobs' values with it, in rounds of those still racing (a configuration
-  leaves once each adjacent pair it is in is decided), until every pair is decided, the
-  looks run out or another round would end past the budget.
+  at the race's look limit or at the end of the step's share of the budget: what is left of
+  it split equally among the ordered knobs still to climb and the final race) — seed 003's
+  "add workers until throughput falls". A value equal or undecided stays a candidate; one
+  decided worse leaves.
+- Then the final race: the climb's result, the candidates it kept, every combination of
+  the unordered knobs' values with it and the declared configuration (so the answer says
+  how the tuned one compares with it, on paired rounds), in rounds of those still racing
+  (a configuration leaves once each adjacent pair it is in is decided), until every pair is
+  decided, the looks run out or another round would end past the budget.
 - Figures of one round are paired (every racing configuration measured once per round, in
   a fresh seeded random order), so all rounds any two configurations shared are evidence in
   every later comparison of the two.
@@ -68,6 +71,10 @@ class Space:
         declared."""
         first = {k: self.values[k][0] for k in self.ordered}
         return config_of({**self.declared, **first})
+
+    def declared_config(self) -> Config:
+        """The configuration server.toml declares (what make bench runs untuned)."""
+        return config_of(self.declared)
 
     def grid(self, around: Config) -> list[Config]:
         """`around` with every combination of the unordered knobs' values."""
@@ -218,14 +225,24 @@ class Search:
             p.state == "undecided" and p.rounds < self.settings.max_looks for p in standing.pairs
         )
 
-    def race(self, configs: list[Config], what: str) -> decision.Standing:
+    def race(
+        self, configs: list[Config], what: str, deadline_s: float | None = None
+    ) -> decision.Standing:
         """Rounds of the configurations still racing until each pair is decided, the looks
-        run out or the budget would; the progress line after each round."""
+        run out, the budget would, or (`deadline_s`: a climb step's share of the budget, in
+        seconds since the search began) another round would end past it; the progress line
+        after each round."""
         by_label = {label(c): c for c in configs}
         racing = [c for c in configs if c not in self.out]
         standing = self.standing(configs)
         for _ in range(self.settings.max_looks):
             if len(racing) < 2 or standing.done or not self.testable(standing):
+                break
+            if (
+                deadline_s is not None
+                and self.round_no
+                and (self.elapsed() + self.per_config_s * len(racing) > deadline_s)
+            ):
                 break
             self.run_round(racing)
             standing = self.standing(configs)
@@ -233,14 +250,26 @@ class Search:
             self.say(progress_line(self, what, standing, racing))
         return standing
 
-    def climb(self, knob: str, values: tuple[int, ...]) -> None:
+    def step_deadline(self, knobs_left: int) -> float:
+        """When a climb step must stop: now plus an equal share of what is left of the
+        budget for each ordered knob still to climb (this one included) and the final race,
+        so that a close pair on the first knob cannot spend the budget the others need."""
+        now = self.elapsed()
+        return now + (self.settings.budget_s - now) / (knobs_left + 1)
+
+    def climb(self, knob: str, values: tuple[int, ...], knobs_left: int = 1) -> None:
         """An ordered knob, upwards from the current configuration while the next value is
-        decided better; a next value equal or undecided is kept as a candidate."""
+        decided better; a next value equal or undecided (within its step's share of the
+        budget: step_deadline) is kept as a candidate."""
         for value in values[values.index(dict(self.current)[knob]) + 1 :]:
             current = self.current
             nxt = with_value(current, knob, value)
             self.contender = nxt  # raced when the budget ends: still a candidate
-            standing = self.race([current, nxt], f"{knob}: {label(current)} vs {value}")
+            standing = self.race(
+                [current, nxt],
+                f"{knob}: {label(current)} vs {value}",
+                self.step_deadline(knobs_left),
+            )
             self.contender = None
             if nxt in self.out:
                 self.left[nxt] = f"out: {self.out[nxt]}"
@@ -294,13 +323,15 @@ def search(
     state = Search(settings, measure, say, elapsed, rng=random.Random(settings.seed))
     state.current = space.start()
     try:
-        for knob in space.ordered:
-            state.climb(knob, space.values[knob])
+        for i, knob in enumerate(space.ordered):
+            state.climb(knob, space.values[knob], len(space.ordered) - i)
     except Stopped:
         if state.contender is not None:
             state.kept.append(state.contender)
     current = state.current
-    finals = list(dict.fromkeys([current, *state.kept, *space.grid(current)]))
+    # the declared configuration races too: the answer's "tuned vs declared", paired by round
+    declared = space.declared_config()
+    finals = list(dict.fromkeys([current, *state.kept, *space.grid(current), declared]))
     try:
         standing = state.race(finals, "final race")
     except Stopped:

@@ -80,6 +80,21 @@ def still_racing(found: list[standings.PointRace]) -> set[str]:
     return {name for race in found for name in race.standing.racing}
 
 
+def stop_reason(
+    decided: bool, done: int, looks: int, next_end_s: float, budget_s: float
+) -> str | None:
+    """Why a race stops after `done` rounds, or None to run another: every comparison
+    decided, the looks the error was spent over used up, or the next round would end (at
+    `next_end_s`, the last round's time ahead) past the budget. Shared by both races."""
+    if decided:
+        return "decided"
+    if done >= looks:
+        return "limit"
+    if next_end_s > budget_s:
+        return "budget"
+    return None
+
+
 def race(
     opts: plan.Options,
     records: Callable[[], list[Record]],
@@ -107,19 +122,15 @@ def race(
     round_s = elapsed() / max(1, done)
     judged = judge_capacity if opts.mode.objective is not None else judge
     found = judged(records(), looks)
-    why = None
     while True:
         standing_text = "; ".join(f"{r.point}: {r.standing.line()}" for r in found)
         if found:
             say(f"TRIALS=auto round {done}: {standing_text}")
-        if found and all(r.standing.done for r in found):
-            why = "decided"
-        elif not found:
+        if not found:
             why = "nothing to race"  # no point had two configurations with figures
-        elif done >= looks:
-            why = "limit"
-        elif elapsed() + round_s > settings.budget_s:
-            why = "budget"
+        else:
+            decided = all(r.standing.done for r in found)
+            why = stop_reason(decided, done, looks, elapsed() + round_s, settings.budget_s)
         if why is not None:
             break
         racing = still_racing(found) & set(opts.servers)
@@ -204,15 +215,11 @@ def race_arms(
     order = random.Random(f"study race {arms[0].seed}")
     round_s = elapsed() / max(1, done)
     standing = judge(records())
-    why = None
     while True:
         say(f"TRIALS=auto round {done}: {standing.line}")
-        if standing.done:
-            why = "decided"
-        elif done >= settings.max_looks:
-            why = "limit"
-        elif elapsed() + round_s > settings.budget_s:
-            why = "budget"
+        why = stop_reason(
+            standing.done, done, settings.max_looks, elapsed() + round_s, settings.budget_s
+        )
         if why is not None:
             break
         blocks = [

@@ -153,6 +153,14 @@ def _entry(entry: knobsearch.Entry) -> dict[str, object]:
     }
 
 
+def _declared(space: Space, answer: knobsearch.Answer) -> dict[str, object] | None:
+    """The declared configuration's entry against the best (None: the budget ended before
+    the final race measured it)."""
+    config = space.declared_config()
+    found = next((e for e in answer.entries if e.config == config), None)
+    return _entry(found) if found is not None else None
+
+
 def answer_data(
     opts: plan.Options,
     space: Space,
@@ -193,6 +201,7 @@ def answer_data(
         "best": _entry(answer.entry(answer.best)),
         "recommended": recommended,
         "runner_up": _entry(answer.runner_up) if answer.runner_up else None,
+        "declared": _declared(space, answer),
         "configurations": [_entry(e) for e in answer.entries],
     }
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from bench.core.record import Record, analysed, session_of
 from bench.report.cells import host_of, knobs_label, num, session_label, via_label
-from bench.report.groups import latency_values, point_key, rps_values
+from bench.report.groups import latency_values, point_key, rps_values, trial_count
 from bench.report.stats import Difference, correct, difference, estimate
 from bench.report.table import markdown_table
 
@@ -180,7 +180,7 @@ def rows_table(comparison: Comparison, base_name: str, head_name: str) -> list[s
 def _only_lines(groups: list[list[Record]], name: str) -> list[str]:
     if not groups:
         return []
-    rows = [[*_point_cells(g[0]), str(len(g))] for g in groups]
+    rows = [[*_point_cells(g[0]), str(trial_count(g))] for g in groups]
     return [
         f"Only in {name} ({len(groups)} points):",
         "",

@@ -24,6 +24,7 @@ from bench.report.groups import (
     latency_values,
     rps_estimate,
     rps_values,
+    trial_count,
 )
 
 # 1: first version (the columns below); 2: + session (a point is one session's trials)
@@ -98,7 +99,7 @@ def point_row(group: list[Record]) -> dict[str, object]:
         "session": session_label(first),
         "arch": first.arch,
         "emulated": bool(first.emulated),
-        "trials": len(group),
+        "trials": trial_count(group),
         "rps": _round(rps.center if rps else None),
         "rps_low": _round(rps.low if rps else None),
         "rps_high": _round(rps.high if rps else None),

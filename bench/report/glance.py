@@ -24,6 +24,7 @@ from bench.report.groups import (
     ranks,
     rps_values,
     starved,
+    trial_count,
 )
 from bench.report.openloop import capacity_cell
 from bench.report.stats import Ranked, estimate, pairwise
@@ -103,8 +104,9 @@ def _margin(members: dict[tuple, list[Record]], order: list[tuple], values) -> s
 def _caveats(group_list: list[list[Record]]) -> str:
     notes = []
     records = [r for g in group_list for r in g]
-    if min(len(g) for g in group_list) < FEW_TRIALS:
-        notes.append(f"{min(len(g) for g in group_list)} trial(s): ties cannot be told apart")
+    fewest = min(trial_count(g) for g in group_list)
+    if fewest < FEW_TRIALS:
+        notes.append(f"{fewest} trial(s): ties cannot be told apart")
     apart = [_label(g[0]) for g in group_list if starved(g)]
     if apart:  # ranked by req/s only: their p99 times only the connections they served
         notes.append(f"† unserved connections: {', '.join(apart)} not ranked by p99")

@@ -11,6 +11,8 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
+from scipy.stats import gmean
+
 from bench.core.outcome import Outcome
 from bench.core.record import Record, analysed, session_of
 from bench.report.cells import host_of
@@ -131,14 +133,39 @@ def starved(group: list[Record]) -> bool:
     return bool(shares) and statistics.median(shares) < SERVED_MIN
 
 
+def round_figure(values: list[float]) -> float:
+    """A race round's figure of one configuration from its slices (bench.harness.slices):
+    their geometric mean; one run: itself; a slice without requests: 0 (no figure)."""
+    return float(gmean(values)) if min(values) > 0 else 0.0
+
+
+def per_trial(group: list[Record], value: Callable[[Record], float | None]) -> list[float]:
+    """One figure per trial: the slices of one race round (metadata.slice, same trial) are
+    one trial, combined by round_figure, so the tables count rounds, not slices."""
+    by_trial: dict[object, list[float]] = defaultdict(list)
+    for i, rec in enumerate(group):
+        v = value(rec)
+        if v is not None:
+            by_trial[rec.trial if rec.metadata.get("slice") else ("run", i)].append(float(v))
+    return [round_figure(v) for v in by_trial.values()]
+
+
+def trial_count(group: list[Record]) -> int:
+    """Trials of a point: its runs, a sliced round's slices counted once."""
+    return len({r.trial if r.metadata.get("slice") else ("run", i) for i, r in enumerate(group)})
+
+
 def rps_values(group: list[Record]) -> list[float]:
     """Per-trial throughput: successful responses per second where the tool says it
     (open loop), requests per second otherwise."""
-    return [float(r.achieved_rps if r.achieved_rps is not None else (r.rps or 0.0)) for r in group]
+    return per_trial(
+        group, lambda r: r.achieved_rps if r.achieved_rps is not None else (r.rps or 0.0)
+    )
 
 
 def latency_values(group: list[Record], key: str = "p99") -> list[float]:
-    return [float(v) for r in group if (v := (r.latency_ms or {}).get(key)) is not None]
+    """Per-trial latency percentile `key` (a sliced round's slices: their geometric mean)."""
+    return per_trial(group, lambda r: (r.latency_ms or {}).get(key))
 
 
 def rps_estimate(group: list[Record]) -> Estimate | None:

@@ -26,7 +26,7 @@ from bench.report.cells import (
     section_value,
     via_label,
 )
-from bench.report.groups import is_experiment, latency_values
+from bench.report.groups import is_experiment, latency_values, trial_count
 from bench.report.plots import Knee, plot_knee
 from bench.report.stats import Capacity, block_for, capacity, estimate, within_run_interval
 from bench.report.table import markdown_table
@@ -149,7 +149,7 @@ def _rate_row(results: Path, group: list[Record]) -> list[str]:
         num(sum(int((r.errors or {}).get("unsent") or 0) for r in group)),
         num(median([section_value(r, "resources", "server_cpu_pct") for r in group])),
         num(median([section_value(r, "resources", "load_cpu_pct") for r in group])),
-        str(len(group)),
+        str(trial_count(group)),
         machine(first),
     ]
 

@@ -78,15 +78,17 @@ def point_figures(records: Iterable[Record]) -> dict[str, list[float]]:
 
 def summary_lines(records: list[Record]) -> list[str]:
     """Which TRIALS=auto points reached their target (empty when no record was run so).
-    Points of a race (two or more configurations: trials_auto.max_looks set) are left out:
-    they stop on their comparisons, which the summary's "Decided by racing" gives, not on
-    each point's own interval."""
+    Points of a race (two or more configurations: trials_auto.max_looks set) and make tune's
+    searches (metadata.tune) are left out: they stop on their comparisons, which the
+    summary's "Decided by racing" and "Tuned by make tune" give, not on each point's own
+    interval."""
     auto = [
         r
         for r in records
         if r.status == "ok"
         and r.metadata.get("trials_auto")
         and not r.metadata["trials_auto"].get("max_looks")
+        and "tune" not in r.metadata
     ]
     if not auto:
         return []

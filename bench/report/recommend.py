@@ -45,6 +45,7 @@ from bench.report.groups import (
     rank_groups,
     rps_estimate,
     rps_values,
+    trial_count,
 )
 from bench.report.limits import RUN as LIMITS_RUN
 from bench.report.limits import advice
@@ -505,7 +506,8 @@ def _undecided(decision: Decision) -> str:
         len(a.order) < 2 for a in decision.arenas
     ):
         return f"only {names} measured: nothing to compare"
-    trials = min((len(g) for a in decision.arenas for g in a.members.values()), default=None)
+    members = [g for a in decision.arenas for g in a.members.values()]
+    trials = min((trial_count(g) for g in members), default=None)
     few = f"; {trials} trial(s) per configuration" if trials else ""
     return f"leaders' intervals overlap: {names}{few}"
 

@@ -20,13 +20,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from scipy.stats import gmean
-
 from bench.core import defaults
 from bench.core.record import Record
 from bench.report import decision
 from bench.report.cells import host_of
-from bench.report.groups import groups, is_experiment, runtime_key
+from bench.report.groups import groups, is_experiment, round_figure, runtime_key
 
 
 @dataclass(frozen=True)
@@ -152,7 +150,7 @@ def judge_point(point_records: list[Record], max_looks: int | None = None) -> Po
     # a round's figure: its slices' geometric mean (bench.harness.slices; one run: itself;
     # a slice without requests leaves the round without a figure)
     figures = {
-        config: {t: float(gmean(v)) if min(v) > 0 else 0.0 for t, v in by_trial.items()}
+        config: {t: round_figure(v) for t, v in by_trial.items()}
         for config, by_trial in slices.items()
     }
     if len(figures) < 2:

@@ -57,6 +57,7 @@ from bench.report.groups import (
     rps_estimate,
     served_share,
     socket_errors,
+    trial_count,
 )
 from bench.report.html import write_html
 from bench.report.openloop import open_loop_sections
@@ -66,6 +67,9 @@ from bench.report.recommend import recommendations_section
 from bench.report.soak import soak_sections
 from bench.report.stats import Estimate, Ranked
 from bench.report.table import markdown_table
+
+# write_summary's topic whose lines go into summary.md (bench.studies.sources), not a detail file
+SOURCES_TOPIC = "sources"
 
 __all__ = ["config_key", "render_summary", "served_share", "server_version", "write_summary"]
 
@@ -224,7 +228,7 @@ def _speed_row(
         if any(r.proxy for r in group)
         else "–",
         _share(rps.center if rps else None, ceiling_rps),
-        str(len(group)),
+        str(trial_count(group)),
         machine(first),
     ]
 
@@ -425,7 +429,7 @@ def _emulated_rows(records: list[Record]) -> list[list[str]]:
                     str(first.concurrency),
                     num(est.center if est else None),
                     figure(p99.center if p99 else None),
-                    str(len(group)),
+                    str(trial_count(group)),
                     ratio,
                     host_of(first),
                 ],
@@ -643,7 +647,8 @@ def render_report(
     detail files by topic (capacity, studies, production); At a glance takes the studies'
     verdicts from them. `prices`: dollars per hour by arch or machine (PRICE=). `answers`:
     make tune's answers (bench.report.tuned.answers_summary)."""
-    topics = topics or {}
+    topics = dict(topics or {})
+    sources = topics.pop(SOURCES_TOPIC, [])  # in summary.md itself, after At a glance
     details = _details(records, problems, plots or {}, topics)
     hosts = {host_of(r) for r in records}
     links = [f"- [{name}]({DETAILS}/{name}): {holds}" for name, (_, holds) in details.items()]
@@ -660,6 +665,7 @@ def render_report(
         *tuned.summary_lines(records),
         *(answers or []),
         *glance_section(records, [line for part in topics.values() for line in part]),
+        *sources,
         *websocket.summary_lines(records, f"{DETAILS}/websocket.md"),
         *stability.summary_lines(stability.unstable_points(records), f"{DETAILS}/stability.md"),
         *disturbed.summary_lines(records),
@@ -748,12 +754,23 @@ def price_env() -> dict[str, float]:
     return parse_price(raw) if raw else {}
 
 
+def study_topics(
+    records: list[Record],
+    sections: Callable[[list[Record]], list[str] | dict[str, list[str]]] | None,
+) -> dict[str, list[str]]:
+    """The studies' topics: `sections` renders details/studies.md's lines, or topic -> lines
+    (SOURCES_TOPIC: summary.md's source documents)."""
+    found = sections(records) if sections is not None else []
+    return found if isinstance(found, dict) else {"studies": found}
+
+
 def write_summary(
     results_dir: Path,
-    sections: Callable[[list[Record]], list[str]] | None = None,
+    sections: Callable[[list[Record]], list[str] | dict[str, list[str]]] | None = None,
 ) -> Path:
     """Rebuild results_dir/summary.md and its detail files from the records on disk (each
-    replaced atomically, world-readable); `sections` renders the studies' sections."""
+    replaced atomically, world-readable); `sections` renders the studies' parts
+    (study_topics)."""
     # REFERENCE=1 (the Makefile exports it): the shipped reference merged into the user's set
     with_reference = os.environ.get("PYWEBBENCH_REFERENCE") == "1"
     records, problems = load_records(results_dir, with_reference)
@@ -763,7 +780,7 @@ def write_summary(
     plots = write_plots(results_dir, plot_series(records))
     topics = {
         "capacity": open_loop_sections(records, results_dir),
-        "studies": sections(records) if sections is not None else [],
+        **study_topics(records, sections),
         "production": production_sections(records)
         + figure_sections(records, results_dir)
         + soak_sections(records, results_dir),

@@ -117,6 +117,20 @@ def _ratio(entry: dict | None) -> str:
     return f"{entry['ratio']:.3f}x{interval} ({entry['state']})"
 
 
+def _declared_line(data: dict) -> str:
+    """The declared configuration against the best: tuned vs declared, on paired rounds."""
+    if "declared" not in data:
+        return "not raced (an answer written before the declared configuration raced)"
+    declared = data["declared"]
+    if not declared:
+        return "not measured (the budget ended before the final race)"
+    if declared["state"] == "best":
+        return f"{declared['label']}: it is the best"
+    if declared["state"] == "out":
+        return f"{declared['label']}: out: {declared['reason']}"
+    return f"{declared['label']}: best/it {_ratio(declared)}"
+
+
 def answer_lines(data: dict, path: Path) -> list[str]:
     """The answer on stdout: best, runner-up, equivalents, the recommendation, the lines."""
     best, rec = data["best"], data["recommended"]
@@ -131,6 +145,7 @@ def answer_lines(data: dict, path: Path) -> list[str]:
     runner = data.get("runner_up")
     if runner:
         lines.append(f"  runner-up: {runner['label']}: best/it {_ratio(runner)}")
+    lines.append(f"  declared (server.toml): {_declared_line(data)}")
     same = [c["label"] for c in data["configurations"] if c["state"] == "equivalent"]
     margin = f"±{data['margin'] * 100:g} %"
     lines.append(f"  equivalent within {margin}: {', '.join(same) if same else 'none'}")
@@ -181,7 +196,7 @@ def answers_summary(results: Path) -> list[str]:
                 f"- {data['server']} {data['scenario']} c{data['concurrency']} on "
                 f"{path.parent.name}: {data['line']} ({data['why']} after {data['rounds']} "
                 f"round(s), {data['minutes']:.1f} min); recommended {rec['label']}: "
-                f"`{rec['paste']['make']}`"
+                f"`{rec['paste']['make']}`; declared: {_declared_line(data)}"
             )
         except (OSError, ValueError, KeyError, TypeError):
             found.append(f"- {path.relative_to(results)}: unreadable, left out")

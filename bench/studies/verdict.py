@@ -46,6 +46,8 @@ class Outcome:
     line: str
     held: str  # "holds", "does not hold", "within", "outside", "inconclusive", "not measured"
     pair: decision.Pair | None = None  # the engine's judgement (None: not testable)
+    head: str = ""  # published vs ours, or the two sides' figures (the line's middle)
+    why: str = ""  # the interval it rests on, or why it is undecided (the line's tail)
 
 
 def side_records(
@@ -287,22 +289,23 @@ def judge_checks(checks: list[dict], records: list[Record], family: int) -> list
     for check, q in zip(checks, asked, strict=True):
         what = check.get("describe", f"{check['metric']} {check['a']} vs {check['b']}")
         if q == "not measured":
-            line = f"- {what}: not measured (a run failed or had no samples) — inconclusive"
-            out.append(Outcome(check, "inconclusive", line, "not measured"))
+            why = "not measured (a run failed or had no samples)"
+            line = f"- {what}: {why} — inconclusive"
+            out.append(Outcome(check, "inconclusive", line, "not measured", why=why))
             continue
         head = _head(check, records)
         if isinstance(q, str):
             held = "one trial" if q == ONE_TRIAL else "inconclusive"
-            out.append(
-                Outcome(check, "inconclusive", f"- {what}: {head} — inconclusive: {q}", held)
-            )
+            line = f"- {what}: {head} — inconclusive: {q}"
+            out.append(Outcome(check, "inconclusive", line, held, head=head, why=q))
             continue
         pair = next(pairs)
         result = result_of(check, pair)
         held = HELD[check["kind"]].get(result, "inconclusive")
         reason = reason_text(check, q, pair, max(family, len(checks)))
         tail = f": {reason}" if held == "inconclusive" else f" ({reason})"
-        out.append(Outcome(check, result, f"- {what}: {head} — {held}{tail}", held, pair))
+        line = f"- {what}: {head} — {held}{tail}"
+        out.append(Outcome(check, result, line, held, pair, head, reason))
     return out
 
 

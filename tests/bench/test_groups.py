@@ -6,7 +6,7 @@ from pathlib import Path
 
 from bench.core.record import Record
 from bench.report.cells import cpu_tag, host_of, scope_label, via_label
-from bench.report.groups import arena_key, groups
+from bench.report.groups import arena_key, groups, latency_values, rps_values, trial_count
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "records"
 
@@ -67,3 +67,27 @@ def test_a_protocol_other_than_http1_is_named_in_the_rows_via() -> None:
     assert via_label(h2c) == "direct, h2c"
     assert via_label(multiplexed) == "direct, h2 ×4 streams"
     assert len(groups([rec, h2c, multiplexed])) == 3
+
+
+def test_a_raced_rounds_slices_are_one_trial_in_the_tables() -> None:
+    """Two rounds of two slices each (metadata.slice 1 and 2, same trial) are two trials:
+    each round's figure the geometric mean of its slices, counted once."""
+    rec = _record()
+    rates = {(1, 1): 100.0, (1, 2): 400.0, (2, 1): 900.0, (2, 2): 100.0}
+    sliced = [
+        replace(
+            rec,
+            trial=t,
+            run_id=f"{t}{s}" * 16,
+            rps=rate,
+            latency_ms={**(rec.latency_ms or {}), "p99": rate / 100},
+            metadata={**rec.metadata, "slice": s},
+        )
+        for (t, s), rate in rates.items()
+    ]
+    assert [round(v, 6) for v in rps_values(sliced)] == [200.0, 300.0]
+    assert [round(v, 6) for v in latency_values(sliced)] == [2.0, 3.0]
+    assert trial_count(sliced) == 2
+    unsliced = _trials({"session_id": "s"}, count=3)
+    assert trial_count(unsliced) == 3
+    assert len(rps_values(unsliced)) == 3

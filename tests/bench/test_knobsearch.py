@@ -155,10 +155,45 @@ def test_an_undecided_pair_stops_at_the_looks_and_says_limit() -> None:
 
 
 def test_a_budget_that_ends_mid_climb_names_the_leader_so_far() -> None:
-    """Two rounds of workers 1 vs 2 fit, none decides: the answer is the leader of the two
-    (workers=2, 75 % ahead), not the value the climb stood on."""
+    """A 45 s budget holds one round of workers 1 vs 2 in the workers step's share (a third:
+    two knobs and the final race), then nothing more fits: the answer is the leader of the
+    two (workers=2, 75 % ahead), not the value the climb stood on."""
     machine = Machine(peaked)
     answer = run(machine, budget_s=45.0)
-    assert answer.why == "budget" and len(machine.rounds) == 2
+    assert answer.why == "budget"
+    assert [sorted(r) for r in machine.rounds] == [["threads=1 workers=1", "threads=1 workers=2"]]
     assert dict(answer.best)["workers"] == 2
     assert answer.entry(config_of({"workers": 1, "threads": 1})).state == "undecided"
+
+
+def test_a_close_pair_on_the_first_knob_leaves_budget_for_the_next() -> None:
+    """Workers 2 and 4 are 3 % apart under 10 % noise: undecided for as long as the looks
+    last (40 rounds, 800 s of a 900 s budget). The climb step stops at its share of the
+    budget, keeps workers=4 as a candidate, and threads are still climbed: the answer has
+    more than one thread (the truth's best is threads=8)."""
+
+    def flat_top(config):
+        knobs = dict(config)
+        w = {1: 400.0, 2: 1000.0, 4: 1030.0, 8: 900.0}[knobs["workers"]]
+        return w * {1: 0.4, 2: 0.6, 4: 0.8, 8: 1.0, 16: 0.9}[knobs["threads"]]
+
+    machine = Machine(flat_top, sd=0.1)
+    settings = Settings(0.05, True, 900.0, max_looks=40, seed=3)
+    lines: list[str] = []
+    answer = knobsearch.search(
+        SPACE, machine.measure, settings, lines.append, lambda: machine.clock
+    )
+    tried = {label(e.config) for e in answer.entries}
+    assert any(dict(e.config)["threads"] > 1 for e in answer.entries), tried
+    assert dict(answer.best)["threads"] > 1
+    assert any(line.startswith("tune: workers stops at 2") for line in lines), lines
+
+
+def test_the_declared_configuration_races_in_the_final() -> None:
+    """The declared configuration (workers=2 threads=4) is in the final race even where the
+    climb passed it by, so the answer holds tuned vs declared on paired rounds."""
+    machine = Machine(peaked)
+    answer = run(machine)
+    declared = answer.entry(config_of({"workers": 2, "threads": 4}))
+    assert declared.state == "separated" and declared.ratio is not None and declared.low > 1
+    assert any("threads=4 workers=2" in r for r in machine.rounds)

@@ -155,3 +155,20 @@ def test_no_analysed_trial_gives_no_line_not_a_crash() -> None:
     ]
     assert summary_lines(warm) == []
     assert summary_lines([replace(w, metadata={**w.metadata, "warmup_start": False}) for w in warm])
+
+
+def test_a_tune_search_has_no_trials_auto_line() -> None:
+    """make tune's runs carry trials_auto (its budget) and metadata.tune: the search is
+    reported as its answer, never as a TRIALS=auto point that missed its target."""
+    from dataclasses import replace
+
+    from bench.core.record import Record, load_records
+    from bench.report.precision import summary_lines
+
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures" / "records" / "machine-a"
+    records: list[Record] = load_records(fixtures)[0]
+    auto = {"target": 0.05, "budget_s": 60, "min_trials": 3, "max_trials": 20}
+    plain = [replace(r, metadata={**r.metadata, "trials_auto": auto}) for r in records]
+    assert summary_lines(plain)
+    searched = [replace(r, metadata={**r.metadata, "tune": {"objective": "rps"}}) for r in plain]
+    assert summary_lines(searched) == []

@@ -96,6 +96,9 @@ def test_tune_then_bench_measures_the_tuned_configuration(tmp_path: Path, capsys
     assert answer["best"]["knobs"]["workers"] == 1 and answer["decided"]
     assert answer["runner_up"]["label"] == "workers=2" and answer["runner_up"]["low"] > 1
     assert "WORKERS=1" in answer["recommended"]["paste"]["make"]
+    # tuned vs declared (the site's workers=2), on the rounds they shared
+    assert answer["declared"]["label"] == "workers=2" and answer["declared"]["low"] > 1
+    assert "  declared (server.toml): workers=2: best/it " in out
     records = [json.loads(p.read_text()) for p in (results / "records").glob("*.json")]
     assert all(r["metadata"]["tune"] == {"objective": "rps"} for r in records)
     assert {r["knobs"]["workers"] for r in records} == {1, 2}

@@ -23,6 +23,7 @@ TARGETS = {
     "overhead": "overhead",
     "noise": "noise",
     "tune": "tune",
+    "reference": "reference",
 }
 
 

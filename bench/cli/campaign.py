@@ -1,0 +1,302 @@
+"""`make reference`: the campaign of reference.toml asked question by question, resumable.
+
+Input: the Campaign (bench/core/campaign.py), this machine's identity, and the campaign's
+ledger, RESULTS/campaign.jsonl (one JSON line per question asked: its fingerprint, the
+machine's identity, exit status and the record files it wrote). Output: the plan (DRY_RUN=1:
+each question, its command, skipped or to run and why, the estimated minutes), or each
+question run as its own harness invocation (`python -m bench <command> --from-env`, so each is
+answered within one session and handles Ctrl-C itself), then summary.md, index.html and the
+picture of the report. Exit status: 0 every question answered, 1 one failed (the others
+still asked), 130 interrupted (stopped between questions).
+
+A question is answered, and skipped, when the ledger's latest line for it on this machine
+says it exited 0 with the same fingerprint (same target and variables), and every record
+file it names is still in RESULTS/records, loads, and carries this machine's identity.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.core import defaults, variables
+from bench.core.campaign import LEADERS, ROOT, STAND_IN, Campaign, Question
+from bench.core.record import Record, RecordError, session_of
+from bench.host.metadata import cpu_model, machine_id, now_iso
+from bench.report.groups import groups, rank_groups, starved
+
+LEDGER = "campaign.jsonl"
+Runner = Callable[[Question, dict[str, str]], int]
+
+
+def identity() -> dict[str, object]:
+    """This machine as the campaign tells machines apart: the hashed machine id, the CPU
+    model and count (cloned images share /etc/machine-id: issue 32 found one label on two
+    hosts, AMD and Intel)."""
+    return {"machine_id": machine_id(), "cpu_model": cpu_model(), "cpu_count": os.cpu_count()}
+
+
+def record_identity(rec: Record) -> dict[str, object]:
+    """A record's machine identity, as identity() says it."""
+    meta = rec.metadata
+    return {k: meta.get(k) for k in ("machine_id", "cpu_model", "cpu_count")}
+
+
+def read_ledger(results: Path) -> list[dict]:
+    """Every line of the ledger (unreadable lines are skipped: a question is then re-asked)."""
+    try:
+        text = (results / LEDGER).read_text()
+    except OSError:
+        return []
+    entries = []
+    for line in text.splitlines():
+        try:
+            entries.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return entries
+
+
+def append_ledger(results: Path, entry: dict) -> None:
+    """One line more (appended whole, so an interrupted campaign leaves whole lines)."""
+    results.mkdir(parents=True, exist_ok=True)
+    with open(results / LEDGER, "a") as out:
+        out.write(json.dumps(entry, sort_keys=True) + "\n")
+
+
+def latest_entry(ledger: list[dict], qid: str, ident: dict[str, object]) -> dict | None:
+    """The ledger's latest line for question `qid` on this machine."""
+    mine = [e for e in ledger if e.get("question") == qid and e.get("identity") == ident]
+    return mine[-1] if mine else None
+
+
+def entry_records(results: Path, entry: dict) -> tuple[list[Record], str | None]:
+    """The records a ledger line names, or why they are not all there."""
+    records = []
+    for name in entry.get("records", []):
+        try:
+            records.append(Record.from_dict(json.loads((results / "records" / name).read_text())))
+        except (OSError, ValueError, RecordError, TypeError):
+            return [], f"record {name} is missing or unreadable"
+    return records, None
+
+
+def answered(q: Question, results: Path, ledger: list[dict], ident: dict) -> tuple[bool, str]:
+    """Whether `q` is answered here (see the module's docstring), and why (not)."""
+    entry = latest_entry(ledger, q.id, ident)
+    if entry is None:
+        return False, "not asked on this machine yet"
+    if entry.get("fingerprint") != q.fingerprint():
+        return False, "its command changed since it was asked"
+    if entry.get("status") != "answered":
+        return False, f"last asked {entry.get('ended_at', '?')}: {entry.get('status')}"
+    records, problem = entry_records(results, entry)
+    if problem:
+        return False, problem
+    if any(record_identity(r) != ident for r in records):
+        return False, "a record it names is of another machine"
+    sessions = {session_of(r) for r in records}
+    return True, (
+        f"answered {entry.get('ended_at', '?')}: {len(records):,} records, "
+        f"{len(sessions)} session(s)"
+    )
+
+
+def leaders(q: Question, results: Path, ledger: list[dict], ident: dict) -> list[str] | None:
+    """SERVER=@leaders resolved: the servers of the `top` configurations ranked first by
+    req/s (bench.report.groups.rank_groups; starved and baseline servers left out) among
+    the records of the question named, at its scenario and concurrency; None: not known
+    (that question is not answered here)."""
+    assert q.leaders is not None
+    entry = latest_entry(ledger, q.leaders.question, ident)
+    if entry is None or entry.get("status") != "answered":
+        return None
+    records, problem = entry_records(results, entry)
+    point = [
+        r
+        for r in records
+        if r.scenario == q.leaders.scenario and r.concurrency == q.leaders.concurrency
+    ]
+    members = {k: g for k, g in groups(point).items() if not starved(g)}
+    by_rps, _ = rank_groups(members)
+    order = sorted(by_rps.values(), key=lambda r: (r.low, r.high))
+    chosen: list[str] = []
+    for ranked in order:
+        server = members[ranked.key][0].server  # type: ignore[index]
+        if server not in chosen:
+            chosen.append(server)
+    return chosen[: q.leaders.top] if not problem and chosen else None
+
+
+def estimate_minutes(q: Question, results: Path, servers: int | None) -> float:
+    """The question's measured minutes at most (server starts and set-up on top): a bench or
+    capacity plan as variables.plan_seconds counts it, a study's rounds as its file costs
+    them (at least defaults.AUTO_MIN_TRIALS) or BUDGET, make tune's BUDGET per server."""
+    given = dict(q.variables, RESULTS=str(results))
+    if given.get("SERVER") == LEADERS:
+        given["SERVER"] = STAND_IN
+    values = variables.check(q.command, given)
+    if servers is not None:
+        values["SERVER"] = tuple(str(i) for i in range(servers))
+    budget_s = int(values.get("BUDGET") or defaults.AUTO_BUDGET_MIN) * 60  # type: ignore[call-overload]
+    if q.target == "tune":
+        return budget_s * len(values["SERVER"]) / 60  # type: ignore[arg-type]
+    if q.target == "study":
+        from bench.studies.cost import measured_seconds
+        from bench.studies.schema import load_study
+
+        names = values["NAME"]
+        least = sum(measured_seconds(load_study(n), defaults.AUTO_MIN_TRIALS) for n in names)  # type: ignore[union-attr]
+        return max(budget_s * len(names), least) / 60  # type: ignore[arg-type]
+    return variables.plan_seconds(q.command, values) / 60
+
+
+@dataclass(frozen=True)
+class Step:
+    """One question in the plan: ask it or skip it, and why."""
+
+    question: Question
+    ask: bool
+    why: str
+    servers: list[str] | None  # SERVER=@leaders resolved (None: not resolved or not asked)
+    minutes: float
+
+
+def plan(campaign: Campaign, ident: dict) -> list[Step]:
+    """Each question, asked or skipped, and why, with its estimated minutes."""
+    ledger = read_ledger(campaign.results)
+    steps = []
+    for q in campaign.questions:
+        done, why = answered(q, campaign.results, ledger, ident)
+        servers = None
+        if q.leaders is not None and not done:
+            servers = leaders(q, campaign.results, ledger, ident)
+            if servers is None:
+                top, source = q.leaders.top, q.leaders.question
+                why += f"; SERVER: the {top} leaders of {source}, once it is answered"
+        count = len(servers) if servers else (q.leaders.top if q.leaders else None)
+        minutes = 0.0 if done else estimate_minutes(q, campaign.results, count)
+        steps.append(Step(q, not done, why, servers, minutes))
+    return steps
+
+
+def plan_lines(steps: list[Step], ident: dict) -> list[str]:
+    """The plan as DRY_RUN=1 prints it."""
+    lines = [
+        f"reference campaign on machine {ident['machine_id']} ({ident['cpu_model']}, "
+        f"{ident['cpu_count']} CPUs): {len(steps)} questions"
+    ]
+    for s in steps:
+        shown = ",".join(s.servers) if s.servers else None
+        state = "to run" if s.ask else "skipped"
+        lines.append(f"- {s.question.id}: {state} ({s.why}); about {s.minutes:.0f} min")
+        lines.append(f"    {s.question.make_line(shown)}")
+    todo = [s for s in steps if s.ask]
+    total = sum(s.minutes for s in todo)
+    lines.append(
+        f"{len(todo)} to run, {len(steps) - len(todo)} skipped; about {total:.0f} min of "
+        "measured time (server starts and set-up on top)"
+    )
+    return lines
+
+
+def child_env(q: Question, results: Path, servers: list[str] | None) -> dict[str, str]:
+    """The environment of a question's harness: ours without any make variable, then the
+    question's (MACHINE= stays: PYWEBBENCH_MACHINE)."""
+    env = {k: v for k, v in os.environ.items() if k not in variables.BY_NAME}
+    env.pop("PYWEBBENCH_CMDLINE", None)
+    env |= q.variables
+    env["RESULTS"] = str(results)
+    if servers is not None:
+        env["SERVER"] = ",".join(servers)
+    return env
+
+
+def run_harness(q: Question, env: dict[str, str]) -> int:
+    """A question asked: its own harness invocation (one session), from the checkout."""
+    argv = [sys.executable, "-m", "bench", q.command, "--from-env"]
+    return subprocess.run(argv, env=env, cwd=ROOT, check=False).returncode
+
+
+class Stop:
+    """SIGINT while a question runs: that question's harness stops itself; the campaign
+    stops after it, between questions."""
+
+    def __init__(self) -> None:
+        self.asked = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.asked = True
+
+
+def ask(q: Question, step: Step, results: Path, ident: dict, runner: Runner) -> int:
+    """One question asked and its ledger line written: the exit status of its harness."""
+    records = results / "records"
+    before = set(records.glob("*.json")) if records.is_dir() else set()
+    started = now_iso()
+    print(f"reference: {q.id}: {q.make_line(','.join(step.servers) if step.servers else None)}")
+    status = runner(q, child_env(q, results, step.servers))
+    after = set(records.glob("*.json")) if records.is_dir() else set()
+    written = sorted(p.name for p in after - before)
+    word = {0: "answered", 130: "interrupted"}.get(status, f"failed (exit {status})")
+    if status == 0 and not written:
+        word = "failed (no record written)"
+    entry = {
+        "question": q.id,
+        "fingerprint": q.fingerprint(),
+        "identity": ident,
+        "command": q.make_line(",".join(step.servers) if step.servers else None),
+        "status": word,
+        "exit": status,
+        "records": written,
+        "started_at": started,
+        "ended_at": now_iso(),
+    }
+    append_ledger(results, entry)
+    print(f"reference: {q.id}: {word}, {len(written):,} records")
+    return 0 if word == "answered" else (130 if status == 130 else 1)
+
+
+def run_campaign(
+    campaign: Campaign,
+    dry_run: bool,
+    runner: Runner = run_harness,
+    finish: Callable[[Path], int] | None = None,
+) -> int:
+    """The plan (dry_run), or every question not answered here asked in order, then
+    `finish` (the summary and pictures) over RESULTS: 0, 1 (a question failed) or 130."""
+    ident = identity()
+    steps = plan(campaign, ident)
+    print("\n".join(plan_lines(steps, ident)))
+    if dry_run:
+        return 0
+    stop = Stop()
+    previous = signal.signal(signal.SIGINT, stop)
+    worst = 0
+    try:
+        for q in campaign.questions:
+            step = next(s for s in plan(campaign, ident) if s.question.id == q.id)
+            if stop.asked:
+                break
+            if not step.ask:
+                continue
+            if q.leaders is not None and step.servers is None:
+                print(f"reference: {q.id}: not asked: {step.why}")
+                worst = max(worst, 1)
+                continue
+            worst = max(worst, ask(q, step, campaign.results, ident, runner))
+            if worst == 130:
+                break
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if stop.asked or worst == 130:
+        print("reference: interrupted; stopped between questions", file=sys.stderr)
+        return 130
+    done = finish(campaign.results) if finish is not None else 0
+    return max(worst, done)

@@ -1,0 +1,133 @@
+"""The summary's "Source documents": each seed document's claims beside ours, with verdicts.
+
+Input: the records (any machines) and the study files; a study belongs to the seed document
+its `source` names (`000_….txt` … `004_….txt`). Output: markdown lines for summary.md. Each
+check's claim (the study file's, with the published figure), ours with its interval, and the
+verdict come from the study's own judgement (bench.studies.verdict.outcomes over the records
+its section shows: the latest run of each arm, a worker sweep collapsed to each server's
+best), and the keep-alive race's from its fix decision (bench.studies.network): nothing is
+judged here. A document's verdict: reproduced or not reproduced when all its decided checks
+agree, "differs" when they went both ways (with how our set-up differs, from the study file),
+undecided when none was decided (with the reason per check); "not measured here" with the
+command when its studies have no records.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from bench.core.record import Record
+from bench.report.cells import host_of
+from bench.report.table import markdown_table
+from bench.studies import network
+from bench.studies.metrics import latest_run
+from bench.studies.schema import Study, StudyError, load_study, study_names
+from bench.studies.sections import collapse_groups
+from bench.studies.verdict import ONE_TRIAL, Outcome, outcomes, tally
+from bench.studies.verdict import verdict as verdict_of
+
+SEED = re.compile(r"(\d{3})_[0-9a-f]+\.txt")
+HEADING = "## Source documents"
+SUBSTITUTIONS = (
+    "Substitutions, said once: PostgreSQL behind pgbouncer stands for the documents' MySQL "
+    "and Redis (000, 004); their external APIs are a local stub answering after the same "
+    "wait; wrk and oha stand for Locust, ab and siege where a study says so; everything runs "
+    "on loopback on this machine."
+)
+HEADER = ["claim (theirs, with their figure)", "ours (95 % interval, rounds)", "verdict"]
+# A study's verdict word -> the document's: checks decided both ways "differ".
+WORDS = {
+    "partly reproduced": "differs",
+    "inconclusive": "undecided",
+    ONE_TRIAL: "undecided (one trial: cannot decide)",
+}
+
+
+def documents() -> dict[str, list[Study]]:
+    """Seed document file -> the studies whose source names it (readable ones), by name."""
+    found: dict[str, list[Study]] = {}
+    for name in study_names():
+        try:
+            study = load_study(name)
+        except StudyError:
+            continue
+        if SEED.fullmatch(study.source):
+            found.setdefault(study.source, []).append(study)
+    return dict(sorted(found.items()))
+
+
+def judged(study: Study, records: list[Record]) -> tuple[list[Record], list[Outcome]]:
+    """The records a study's section shows and its outcomes, as the section judges them."""
+    ran = latest_run(records, study.name, tuple(a.id for a in study.arms))
+    if not ran:
+        return [], []
+    if study.judged:
+        shown, _ = collapse_groups(study, ran)
+        return shown, outcomes(study, shown)
+    pairs = network.fix_pairs(ran) if study.name == "lb-keepalive-race" else {}
+    return ran, [network.fix_outcome(fix) for _, fix in sorted(pairs.items())]
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _row(o: Outcome) -> list[str]:
+    """A check's row: the claim, ours with the interval it rests on, the verdict."""
+    if not o.check:  # the keep-alive race's line: "- <server>, …: <figures> — <verdict>"
+        claim, _, rest = o.line.removeprefix("- ").partition(": ")
+        ours, _, said = rest.partition(" — ")
+        word = (
+            o.result
+            if o.result != "inconclusive"
+            else f"undecided: {said.removeprefix('inconclusive: ')}"
+        )
+        return [_cell(f"the fix lowers {claim}"), _cell(ours), _cell(word)]
+    claim = o.check.get("describe", o.check["metric"])
+    if o.result == "inconclusive":
+        return [_cell(claim), _cell(o.head or "–"), _cell(f"undecided: {o.why}")]
+    return [_cell(claim), _cell(f"{o.head}; {o.why}"), o.result]
+
+
+def study_lines(study: Study, records: list[Record]) -> list[str]:
+    """One study's part of its document's block."""
+    shown, found = judged(study, records)
+    head = f"**{study.name}** — {study.title}"
+    command = f"`make study NAME={study.name} TRIALS=auto BUDGET=30`"
+    if not shown:
+        return [f"{head}: not measured here; run {command}.", ""]
+    hosts = ", ".join(sorted({host_of(r) for r in shown}))
+    if not found:
+        why = "described, not judged" if not study.judged else "no check could be judged"
+        return [f"{head} (on {hosts}): {why}; see the study's section.", ""]
+    word = verdict_of(found)
+    lines = [f"{head} (on {hosts}): **{WORDS.get(word, word)}** ({tally(found)}).", ""]
+    lines += [*markdown_table(HEADER, [_row(o) for o in found], "lll"), ""]
+    if word != "reproduced":
+        lines += [f"How ours differs: {_cell(study.differs)}", ""]
+    return lines
+
+
+def document_verdict(found: Sequence[Outcome]) -> str:
+    """A document's verdict over every check of its studies (the studies' own words)."""
+    if not found:
+        return "not measured here"
+    word = verdict_of(found)
+    return WORDS.get(word, word)
+
+
+def source_lines(records: list[Record]) -> list[str]:
+    """The section: the substitutions once, then per seed document its verdict and, per
+    study naming it, the claims beside ours."""
+    lines = [HEADING, "", SUBSTITUTIONS, ""]
+    for source, studies in documents().items():
+        found = [o for study in studies for o in judged(study, records)[1]]
+        number = source[:3]
+        names = ", ".join(s.name for s in studies)
+        verdict = document_verdict(found)
+        lines += [f"### {number} (`{source}`): {verdict}", ""]
+        lines += [f"Studies naming it: {names}.", ""]
+        for study in studies:
+            lines += study_lines(study, records)
+    return lines

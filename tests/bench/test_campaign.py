@@ -1,0 +1,272 @@
+"""`make reference`: reference.toml checked, the plan (skipped or to run, and why, the minutes),
+resumption from the ledger, a failed question recorded and the campaign going on, SIGINT
+stopping it between questions. No harness runs: the runner is a fake that writes a real
+record (copied from the shipped reference) as a harness would."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.cli import campaign as ask
+from bench.core.campaign import CAMPAIGN_FILE, CampaignError, load_campaign
+from bench.core.registry import server_ids
+from bench.core.variables import BY_NAME
+from bench.studies.schema import study_names
+
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = ROOT / "results" / "reference" / "records"
+IDENT = {"machine_id": "abcdef012345", "cpu_model": "Test CPU", "cpu_count": 2}
+# Real records of one session: /db at 50 connections, direct, several servers.
+DB_C50 = sorted(REFERENCE.glob("*_vm_*_db_c50_t*.json"))
+
+
+def _campaign(tmp_path: Path, questions: str) -> Path:
+    path = tmp_path / "reference.toml"
+    path.write_text(f'results = "{tmp_path / "ref"}"\n\n{questions}')
+    return path
+
+
+BENCH = """[[question]]
+id = "direct"
+target = "bench"
+why = "servers on /db"
+[question.variables]
+SERVER = "granian,gunicorn-sync"
+SCENARIO = "db"
+CONCURRENCY = "50"
+TRIALS = "auto"
+BUDGET = "5"
+"""
+STUDY = """[[question]]
+id = "study-sync-vs-gevent"
+target = "study"
+why = "source 000"
+variables = { NAME = "sync-vs-gevent", TRIALS = "auto", BUDGET = "10" }
+"""
+LEADERS = """[[question]]
+id = "behind-nginx"
+target = "bench"
+why = "the leaders behind nginx"
+leaders = { question = "direct", scenario = "db", concurrency = 50, top = 2 }
+[question.variables]
+SERVER = "@leaders"
+PROXY = "nginx"
+SCENARIO = "db"
+CONCURRENCY = "50"
+TRIALS = "auto"
+BUDGET = "5"
+"""
+
+
+def _record(results: Path, source: Path, ident: dict = IDENT) -> str:
+    """A real record written into results/records as this machine's."""
+    data = json.loads(source.read_text())
+    data["metadata"] |= ident
+    (results / "records").mkdir(parents=True, exist_ok=True)
+    (results / "records" / source.name).write_text(json.dumps(data))
+    return source.name
+
+
+def test_the_shipped_campaign_asks_what_issue_32_asks() -> None:
+    """reference.toml loads: every server on /plaintext and /db at c10 and c50 in one
+    question, the leaders behind nginx and the ALB-like front, every study, a tune question;
+    each raced within a BUDGET, into results/reference."""
+    campaign = load_campaign()
+    by_id = {q.id: q for q in campaign.questions}
+    assert campaign.results == ROOT / "results" / "reference"
+    direct = by_id["direct"].variables
+    assert (direct["SERVER"], direct["SCENARIO"], direct["CONCURRENCY"]) == (
+        "all",
+        "plaintext,db",
+        "10,50",
+    )
+    proxies = {q.variables.get("PROXY") for q in campaign.questions if q.leaders is not None}
+    assert {"nginx", "alb"} <= proxies
+    asked = {q.variables.get("NAME") for q in campaign.questions if q.target == "study"}
+    assert asked == set(study_names())
+    assert any(q.target == "tune" for q in campaign.questions)
+    assert all("BUDGET" in q.variables for q in campaign.questions)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (BENCH.replace('target = "bench"', 'target = "soak"'), "valid: bench, study, tune"),
+        (BENCH.replace("SERVER =", "SERVERS ="), "SERVERS is not a variable; did you mean SERVER"),
+        (
+            BENCH.replace('"granian,gunicorn-sync"', '"nope"'),
+            "question direct: unknown SERVER 'nope'",
+        ),
+        (BENCH.replace('TRIALS = "auto"', 'TRIALS = "3"'), "TRIALS=auto"),
+        (BENCH.replace('BUDGET = "5"', ""), "BUDGET= (minutes) is required"),
+        (BENCH.replace('SCENARIO = "db"', 'RESULTS = "x"\nSCENARIO = "db"'), "campaign's own"),
+        (STUDY.replace("NAME =", 'SERVER = "granian", NAME ='), "make study does not take it"),
+        (BENCH + BENCH, "unique"),
+        (LEADERS + BENCH, "not an earlier question; valid: none"),
+        (BENCH + LEADERS.replace(", top = 2", ""), "needs leaders = {"),
+    ],
+)
+def test_a_campaign_that_cannot_run_is_refused_in_one_line(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    """Each question is parsed as make would parse it: one line naming what is wrong."""
+    with pytest.raises(CampaignError) as caught:
+        load_campaign(_campaign(tmp_path, text))
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_the_plan_says_what_runs_what_is_skipped_and_why(tmp_path: Path) -> None:
+    """Nothing asked: every question to run, with its command and minutes; the leaders are
+    named once their question is answered. Then an answered question is skipped, and asked
+    again when its variables change, a record it names is gone, or on another machine."""
+    campaign = load_campaign(_campaign(tmp_path, BENCH + LEADERS + STUDY))
+    steps = ask.plan(campaign, IDENT)
+    assert [s.ask for s in steps] == [True, True, True]
+    assert "not asked on this machine yet" in steps[0].why
+    assert "the 2 leaders of direct, once it is answered" in steps[1].why
+    assert all(s.minutes > 0 for s in steps)
+    lines = "\n".join(ask.plan_lines(steps, IDENT))
+    assert "make bench SERVER=granian,gunicorn-sync SCENARIO=db" in lines
+    assert "make study NAME=sync-vs-gevent TRIALS=auto BUDGET=10" in lines
+    assert "3 to run, 0 skipped" in lines
+
+    results = campaign.results
+    names = [_record(results, p) for p in DB_C50]
+    entry = {
+        "question": "direct",
+        "fingerprint": campaign.questions[0].fingerprint(),
+        "identity": IDENT,
+        "status": "answered",
+        "records": names,
+    }
+    ask.append_ledger(results, entry)
+    steps = ask.plan(campaign, IDENT)
+    assert not steps[0].ask and steps[0].minutes == 0
+    assert f"{len(names):,} records" in steps[0].why
+    assert steps[1].servers is not None and len(steps[1].servers) == 2
+    assert f"SERVER={','.join(steps[1].servers)} PROXY=nginx" in "\n".join(
+        ask.plan_lines(steps, IDENT)
+    )
+
+    other = dict(IDENT, cpu_model="Another CPU")  # the same machine id on another host
+    assert ask.plan(campaign, other)[0].ask
+    changed = load_campaign(_campaign(tmp_path, BENCH.replace('"5"', '"6"')))
+    assert "its command changed" in ask.plan(changed, IDENT)[0].why
+    (results / "records" / names[0]).unlink()
+    assert "missing or unreadable" in ask.plan(campaign, IDENT)[0].why
+
+
+def test_leaders_are_the_first_by_req_s_and_never_a_baseline(tmp_path: Path) -> None:
+    """@leaders: the servers ranked first by req/s at the question's point (the highest
+    median first), no baseline (nginx-static, flask-dev) among them."""
+    campaign = load_campaign(_campaign(tmp_path, BENCH + LEADERS))
+    names = [_record(campaign.results, p) for p in DB_C50]
+    ledger = [{"question": "direct", "identity": IDENT, "status": "answered", "records": names}]
+    chosen = ask.leaders(campaign.questions[1], campaign.results, ledger, IDENT)
+    assert chosen is not None and len(chosen) == 2
+    assert not {"nginx-static", "flask-dev"} & set(chosen)
+    assert set(chosen) <= set(server_ids())
+
+
+def _writer(results: Path, statuses: dict[str, int]) -> ask.Runner:
+    """A fake harness: writes one real record per question, exits as told."""
+    sources = iter(DB_C50)
+
+    def run(q: ask.Question, env: dict[str, str]) -> int:
+        assert env["RESULTS"] == str(results)
+        _record(results, next(sources))
+        if statuses.get(q.id) == 130:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C reaches the campaign too
+        return statuses.get(q.id, 0)
+
+    return run
+
+
+def test_a_failed_question_is_recorded_and_the_campaign_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second of three questions fails: the third is still asked, the ledger says
+    which failed, the report is rebuilt, the exit status is 1; run again, only the failed
+    one is asked."""
+    monkeypatch.setattr(ask, "identity", lambda: IDENT)
+    third = BENCH.replace('id = "direct"', 'id = "again"').replace('"5"', '"7"')
+    campaign = load_campaign(_campaign(tmp_path, BENCH + STUDY + third))
+    finished: list[Path] = []
+    runner = _writer(campaign.results, {"study-sync-vs-gevent": 1})
+    status = ask.run_campaign(campaign, False, runner, lambda p: finished.append(p) or 0)
+    assert status == 1 and finished == [campaign.results]
+    ledger = ask.read_ledger(campaign.results)
+    assert [(e["question"], e["status"]) for e in ledger] == [
+        ("direct", "answered"),
+        ("study-sync-vs-gevent", "failed (exit 1)"),
+        ("again", "answered"),
+    ]
+    asked: list[str] = []
+    ask.run_campaign(campaign, False, lambda q, env: asked.append(q.id) or 1, lambda p: 0)
+    assert asked == ["study-sync-vs-gevent"]
+
+
+def test_ctrl_c_stops_the_campaign_between_questions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGINT while the first question runs: its harness stops itself (exit 130, recorded
+    interrupted), no further question is asked, no report, exit 130."""
+    monkeypatch.setattr(ask, "identity", lambda: IDENT)
+    campaign = load_campaign(_campaign(tmp_path, BENCH + STUDY))
+    finished: list[Path] = []
+    runner = _writer(campaign.results, {"direct": 130})
+    before = signal.getsignal(signal.SIGINT)
+    status = ask.run_campaign(campaign, False, runner, lambda p: finished.append(p) or 0)
+    assert status == 130 and not finished
+    assert [e["status"] for e in ask.read_ledger(campaign.results)] == ["interrupted"]
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path: Path) -> None:
+    """make reference DRY_RUN=1, as make runs it: the plan of reference.toml, exit 0, no
+    ledger written."""
+    before = (ROOT / "results" / "reference" / ask.LEDGER).exists()
+    env = {k: v for k, v in os.environ.items() if k not in BY_NAME}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "reference", "--from-env"],
+        cwd=ROOT,
+        env=env | {"DRY_RUN": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "make bench SERVER=all SCENARIO=plaintext,db CONCURRENCY=10,50" in done.stdout
+    assert f"{len(load_campaign(CAMPAIGN_FILE).questions)} questions" in done.stdout
+    assert (ROOT / "results" / "reference" / ask.LEDGER).exists() == before
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        ({"DRY_RUN": "maybe"}, "DRY_RUN"),
+        ({"SERVER": "granian"}, "SERVER: not with make reference"),
+    ],
+)
+def test_make_reference_refuses_bad_input_before_set_up(
+    variables: dict[str, str], message: str
+) -> None:
+    """The pre-check (standard library only) exits 2 with one line."""
+    env = {k: v for k, v in os.environ.items() if k not in BY_NAME} | variables
+    done = subprocess.run(
+        [sys.executable, "-S", "-m", "bench.precheck", "reference"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert message in done.stderr and done.stderr.count("\n") == 1
