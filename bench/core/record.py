@@ -129,8 +129,9 @@ from pathlib import Path
 #    server tree's RSS at the measured window's first sample, as the load tool started
 #    (before it connected): what the peak grew from; for websocket-idle the first such
 #    sample of the server start (a repeat under foreign load, or a later point on the same
-#    start, grows from where the start began: the memory the first run freed is reused); websocket.mode "idle" (SCENARIO=
-#    websocket-idle: connections held, no message; requests 0, offered_rps null). Older
+#    start, grows from where the start began: the memory the first run freed is reused);
+#    websocket.mode "idle" (SCENARIO=websocket-idle: connections held, no message; requests
+#    0, offered_rps null). Older
 #    records have no start: their growth per connection is not known.
 FORMAT_VERSION = 13
 KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13)
