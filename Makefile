@@ -17,6 +17,11 @@ export PYWEBBENCH_PRICE = $(PRICE)
 # environment of every recipe, and the harness reads them there (`python -m bench <command>
 # --from-env`); a recipe never splices $(VAR). The names given on the command line go to the
 # pre-check, which refuses an unknown or misspelled one (SERVERS=, server=) and an empty one.
+# PYTHON= (the interpreter build) is a make variable only when given on make's command line:
+# a PYTHON the shell exports (node-gyp and others keep a path there) never reaches the harness.
+ifeq ($(origin PYTHON),environment)
+unexport PYTHON
+endif
 override PYWEBBENCH_CMDLINE := $(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
 export PYWEBBENCH_CMDLINE
 
@@ -133,6 +138,15 @@ lock: setup ## re-pin every requirements.txt (bench/, locust/, wsload/, servers/
 	  echo "pinning $$dir"; \
 	  (cd "$$dir" && $$(cat $(CURDIR)/.bench/uv-path) pip compile -q --universal --python-version 3.11 \
 	    --no-header requirements.in -o requirements.txt) || exit 1; \
+	done
+	@# PYTHON=3.13t and 3.13 share one pin file per server, resolved on the built 3.13t (its
+	@# free-threaded wheels decide; bench/python-build.sh 3.13t builds it).
+	@py=$(CURDIR)/.bench/tools/python/3.13t/bin/python3; for dir in servers/*/; do \
+	  [ -f "$$dir/requirements-3.13.in" ] || continue; \
+	  [ -x "$$py" ] || { echo "lock: $$dir/requirements-3.13.txt kept (build 3.13t first: bash bench/python-build.sh 3.13t)"; continue; }; \
+	  echo "pinning $$dir (3.13t)"; \
+	  (cd "$$dir" && $$(cat $(CURDIR)/.bench/uv-path) pip compile -q --python "$$py" \
+	    --no-header requirements-3.13.in -o requirements-3.13.txt) || exit 1; \
 	done
 
 # -- the container path (compose/): needs a Docker engine; native runs need none ----------------

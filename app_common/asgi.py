@@ -194,6 +194,12 @@ async def ws_push() -> None:
         await websocket.send(struct.pack(PUSH_HEADER, number, intended) + padding)
 
 
+@app.get("/interpreter")
+async def interpreter() -> Response:
+    """The interpreter serving it (no input): version, build, whether the GIL is on."""
+    return _json(common.interpreter())
+
+
 @app.get("/health")
 async def health() -> Response:
     """Touches nothing."""

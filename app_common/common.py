@@ -6,6 +6,9 @@ Pure functions and constants only, so the WSGI (Flask) and ASGI (Quart) variants
 from __future__ import annotations
 
 import os
+import platform
+import sys
+import sysconfig
 
 from jinja2 import Environment
 
@@ -86,6 +89,21 @@ def http_pool_size() -> int:
     while pgbouncer only has 20 server connections to share.
     """
     return max(1, int(os.environ.get("APP_HTTP_POOL_SIZE", pool_size())))
+
+
+def interpreter() -> dict[str, object]:
+    """The interpreter serving this request, as read inside the serving process: its version,
+    its build ("free-threaded": compiled with --disable-gil, else "default") and whether the
+    GIL is on now (an extension module without free-threading support turns it back on when
+    imported); gil_enabled is None on a default build, where the GIL cannot be off."""
+    free_threaded = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+    is_enabled = getattr(sys, "_is_gil_enabled", None)  # CPython 3.13 and later
+    return {
+        "version": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "build": "free-threaded" if free_threaded else "default",
+        "gil_enabled": bool(is_enabled()) if free_threaded and is_enabled is not None else None,
+    }
 
 
 def database_url() -> str:

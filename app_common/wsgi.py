@@ -187,6 +187,12 @@ def compute() -> Response:
     return _json({"n": n, "result": common.compute(n)})
 
 
+@app.get("/interpreter")
+def interpreter() -> Response:
+    """The interpreter serving it (no input): version, build, whether the GIL is on."""
+    return _json(common.interpreter())
+
+
 @app.get("/health")
 def health() -> Response:
     """Touches nothing."""

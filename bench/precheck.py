@@ -22,7 +22,7 @@ from pathlib import Path
 from bench.core import defaults, scenario, variables
 from bench.core.app import AppError, parse_app
 from bench.core.campaign import load_campaign
-from bench.core.registry import DeclarationError, load_all, protocol_refusal
+from bench.core.registry import DeclarationError, load_all, protocol_refusal, python_refusal
 from bench.core.studyfile import StudyError, check_study, study_path
 from bench.core.validate import UsageError, validate_choices
 from bench.host import ssh
@@ -145,6 +145,16 @@ def check_protocol(command: str, values: Mapping[str, object]) -> None:
         raise UsageError(refusal)
 
 
+def check_python(command: str, values: Mapping[str, object]) -> None:
+    """Every server of SERVER runs on PYTHON, as its server.toml declares ([pythons])."""
+    name = values.get("PYTHON")
+    if command not in ("run", "capacity", "soak", "serve", "tune") or not isinstance(name, str):
+        return
+    refusal = python_refusal(load_all(), values.get("SERVER") or (), name)  # type: ignore[arg-type]
+    if refusal is not None:
+        raise UsageError(refusal)
+
+
 def check(command: str, env: Mapping[str, str], cmdline: list[str] | None = None) -> None:
     """Everything about `command`'s variables that can be known before set-up; UsageError
     on the first problem."""
@@ -161,6 +171,7 @@ def check(command: str, env: Mapping[str, str], cmdline: list[str] | None = None
     check_directories(command, given)
     check_plan("run" if command == variables.REMOTE else command, given, values)
     check_protocol("run" if command == variables.REMOTE else command, values)
+    check_python("run" if command == variables.REMOTE else command, values)
     check_host(command, given)
     if command == variables.REFERENCE:
         load_campaign()  # every question's variables, as make would parse them

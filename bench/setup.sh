@@ -85,6 +85,15 @@ fi
 if ! command -v uv >/dev/null 2>&1 && [ ! -x "$state/tools/bin/uv" ]; then
   python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 fi
+# PYTHON=<name> (issue 33): CPython built here from its pinned tarball (bench/python-build.sh)
+# needs make and the headers of the modules the servers import (ssl, zlib, ctypes for pure
+# psycopg's libpq, bz2, lzma, sqlite3).
+if [ -n "${PYTHON:-}" ]; then
+  command -v make >/dev/null 2>&1 || missing+=(make)
+  for pkg in libssl-dev zlib1g-dev libffi-dev libbz2-dev liblzma-dev libsqlite3-dev; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+  done
+fi
 
 if [ "${PYWEBBENCH_SETUP_DRY_RUN:-0}" = 1 ]; then
   if [ ${#missing[@]} -gt 0 ]; then
@@ -157,4 +166,10 @@ if [ "$oha_build" = 1 ]; then
   rm -f "$oha_stamp"
   cargo install -q --locked --force --root "$state/tools" oha --version "$oha_version"
   echo "$oha_version" >"$oha_stamp"
+fi
+
+# PYTHON=<name>: the interpreter every server's venv is made from, built once (minutes; a
+# second run finds its stamp and does nothing).
+if [ -n "${PYTHON:-}" ]; then
+  bash "$root/bench/python-build.sh" "$PYTHON" || exit 1
 fi

@@ -114,6 +114,12 @@ class FakeServed:
         """No proxy."""
         return None
 
+    def interpreter(self) -> dict | None:
+        """The site's scripted answers of /interpreter, one per read (the last one repeats);
+        None when it has none."""
+        answers = self.site.interpreters
+        return answers.pop(0) if len(answers) > 1 else (answers[0] if answers else None)
+
 
 @dataclass
 class FakeSite:
@@ -126,15 +132,24 @@ class FakeSite:
     emulator: None = None  # nothing emulated
     started: list[str] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)
+    # what /interpreter answers, read by read (FakeServed.interpreter)
+    interpreters: list[dict] = field(default_factory=list)
+    prepared_on: list[str | None] = field(default_factory=list)  # PYTHON= of each prepare
 
     def prepare(
-        self, specs: list[ServerSpec], arch: str, say: Callable[[str], None]
+        self,
+        specs: list[ServerSpec],
+        arch: str,
+        say: Callable[[str], None],
+        python: str | None = None,
     ) -> dict[str, Prepared]:
         """Every server ready, or unsupported when listed."""
         from bench.host.prepare import Unavailable
+        from bench.host.venv import venv_name
 
+        self.prepared_on.append(python)
         return {
-            s.id: Unavailable("not here", "unsupported")
+            venv_name(s.id, python): Unavailable("not here", "unsupported")
             if s.id in self.unsupported
             else Environment(Path("/usr/bin/python3"), {s.id: "1.0"}, "3.11.7")
             for s in specs

@@ -24,6 +24,7 @@ from bench.cli.options import (
     study_names,
     study_names_from,
     study_rounds,
+    study_tune_budget,
     tune_options,
     with_app,
     with_objective,
@@ -193,6 +194,7 @@ def do_study(args: argparse.Namespace) -> int:
     from bench.studies import runner
 
     names = study_names_from(args.name)
+    tune_budget = study_tune_budget(args)  # BUDGET= with TRIALS=<n>: refused as such
     return runner.run(
         names,
         validate_results(args.results),
@@ -201,6 +203,7 @@ def do_study(args: argparse.Namespace) -> int:
         skip_unrunnable=args.name.strip() == "all",
         arms=study_arms_from(args.arms, names),
         rounds=study_rounds(args),
+        tune_budget=tune_budget,
     )
 
 

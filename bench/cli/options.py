@@ -20,7 +20,14 @@ from bench.cli.parser import build_parser, declared_check
 from bench.core import defaults, plan, variables
 from bench.core.app import AppError, AppSpec, parse_app
 from bench.core.protocol import HTTP1, PROTOCOLS
-from bench.core.registry import OVERRIDABLE, load_all, protocol_refusal, server_ids
+from bench.core.pythons import parse_python
+from bench.core.registry import (
+    OVERRIDABLE,
+    load_all,
+    protocol_refusal,
+    python_refusal,
+    server_ids,
+)
 from bench.core.validate import (
     UsageError,
     validate_choice,
@@ -243,6 +250,23 @@ def validate_protocol(args: argparse.Namespace, servers: tuple[str, ...]) -> str
     return name
 
 
+def validate_python(args: argparse.Namespace, servers: tuple[str, ...], arch: str) -> str | None:
+    """PYTHON: one of bench.core.pythons' names (None: unset, the usual python3), which every
+    server asked for declares ([pythons] in its server.toml), on the host's own arch."""
+    raw = getattr(args, "python", None)
+    if raw is None or not str(raw).strip():
+        return None
+    name = parse_python(str(raw))
+    refusal = python_refusal(load_all(), servers, name)
+    if refusal is not None:
+        raise UsageError(refusal)
+    if arch != host_arch():
+        raise UsageError(
+            f"PYTHON={name} is built for this host's arch; valid with it: ARCH={host_arch()}"
+        )
+    return name
+
+
 def simple_options(args: argparse.Namespace, target: str | None) -> dict[str, object]:
     """Options fields of the variables that need no rule of their own (a `field` and a `kind`
     in bench/core/variables.py): each validated by its kind; unset ones keep Options' default."""
@@ -280,9 +304,7 @@ def study_rounds(args: argparse.Namespace) -> int | plan.Precision | None:
     raw = getattr(args, "trials", None)
     budget = getattr(args, "trials_budget", None)
     if raw is None or not str(raw).strip():
-        if budget:
-            validate_trials("1", budget)  # BUDGET without TRIALS=auto: refused as make bench's
-        return None
+        return None  # BUDGET without TRIALS=auto: the tuned arms' searches (study_tune_budget)
     trials, minutes = validate_trials(str(raw), budget)
     if trials is not None:
         return trials
@@ -291,6 +313,21 @@ def study_rounds(args: argparse.Namespace) -> int | plan.Precision | None:
         budget_s=(minutes or defaults.AUTO_BUDGET_MIN) * 60,
         margin=margin,  # type: ignore[arg-type]
     )
+
+
+def study_tune_budget(args: argparse.Namespace) -> int | None:
+    """make study's BUDGET without TRIALS: the minutes of each tuned arm's search (None: not
+    given, or TRIALS=auto's, the race's; then each study's [tune] budget)."""
+    raw = str(getattr(args, "trials", None) or "").strip()
+    budget = str(getattr(args, "trials_budget", None) or "").strip()
+    if not budget or raw.lower() == "auto":
+        return None
+    if raw:
+        raise UsageError(
+            f"BUDGET={budget} with TRIALS={raw}: BUDGET bounds TRIALS=auto's rounds or, without "
+            "TRIALS, the tuned arms' searches; valid: TRIALS=auto, or no TRIALS"
+        )
+    return validate_int("budget", budget)
 
 
 def race_duration(args: argparse.Namespace, options: plan.Options) -> plan.Options:
@@ -346,6 +383,7 @@ def options_from(args: argparse.Namespace) -> plan.Options:
         margin=variables.parse_margin(getattr(args, "margin", None) or "5"),
         wait=validate_switch("wait", getattr(args, "wait", None) or "1"),
         protocol=validate_protocol(args, servers),
+        python=validate_python(args, servers, arch),
         **simple_options(args, proxy["target"]),  # type: ignore[arg-type]
         **validate_precision(args),  # type: ignore[arg-type]
         **load,  # type: ignore[arg-type]

@@ -159,6 +159,9 @@ class Options:
     # requests in flight per connection
     protocol: str = HTTP1
     streams: int = 1
+    # PYTHON=: the interpreter every server's venv is made from (bench/core/pythons.py: "3.13t"
+    # free-threaded, "3.13" the same build with the GIL); None: the usual python3
+    python: str | None = None
     # MESSAGE_BYTES= and MESSAGE_RATE=: the WebSocket scenarios' message size and rate per
     # connection; None: the scenario's declared ones (bench.core.scenario)
     message_bytes: int | None = None

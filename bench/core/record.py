@@ -125,6 +125,15 @@ from pathlib import Path
 #    "websocket" (tls false, streams 1), requests are messages, errors.by_status {"101":
 #    connections held}, latency_ms runs from each message's intended send time;
 #    metadata.unsupported "protocol" also for a server without [protocols.websocket].
+# 14: (2026-11, issue 33) interpreter {python (PYTHON=: "3.13t", "3.13"; null: the usual
+#    python3), version, build ("free-threaded" or "default"), gil_enabled (true/false as
+#    sys._is_gil_enabled() answered inside the serving process, read by app_common's
+#    /interpreter after the server's verification and again after the measured window: the
+#    later read; null on a default build, where the GIL cannot be off, or when unread),
+#    gil_came_back (true when a free-threaded build answered gil_enabled true at either read:
+#    an extension turned the GIL back on; null on a default build)}: every run of a server
+#    started here serving app_common (null otherwise: TARGET=, APP=, nginx-static, and every
+#    record before 14). The summary labels a run whose GIL came back.
 # (pending: the next number at merge, issue 34 item 1) resources.server_rss_start_mb: the
 #    server tree's RSS at the measured window's first sample, as the load tool started
 #    (before it connected): what the peak grew from; for websocket-idle the first such
@@ -133,8 +142,8 @@ from pathlib import Path
 #    websocket.mode "idle" (SCENARIO=websocket-idle: connections held, no message; requests
 #    0, offered_rps null). Older
 #    records have no start: their growth per connection is not known.
-FORMAT_VERSION = 13
-KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13)
+FORMAT_VERSION = 14
+KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)
 STATUSES = ("ok", "failed", "unsupported")
 UNSUPPORTED = ("scenario", "reload", "recycle", "emulation", "protocol")
 # Before format 6: the reason's opening words (bench/harness/run.py wrote them) -> the code.
@@ -203,6 +212,7 @@ class Record:
     tls: bool | None = None
     streams: int | None = None
     websocket: dict | None = None  # SCENARIO=websocket's figures (format 13)
+    interpreter: dict | None = None  # PYTHON= and the GIL as the server saw it (format 14)
 
     def to_dict(self) -> dict:
         """The JSON-ready form."""
@@ -227,6 +237,38 @@ class Record:
         if data["status"] not in STATUSES:
             raise RecordError(f"status {data['status']!r} is not one of {STATUSES}")
         return cls(**{name: data[name] for name in names if name in data})
+
+
+INTERPRETER_KEYS = ("python", "version", "build", "gil_enabled", "gil_came_back")
+
+
+def interpreter_fields(
+    python: str | None, at_start: dict | None, after_window: dict | None
+) -> dict | None:
+    """The record's interpreter (format 14) from PYTHON= and the two reads of /interpreter
+    (after verification, after the measured window; either may be None: unread)."""
+    reads = [r for r in (at_start, after_window) if r is not None]
+    if not reads:  # PYTHON= is known all the same: the record says what was asked
+        return None if python is None else {**dict.fromkeys(INTERPRETER_KEYS), "python": python}
+    last = reads[-1]
+    free = last.get("build") == "free-threaded"
+    return {
+        "python": python,
+        "version": last.get("version"),
+        "build": last.get("build"),
+        "gil_enabled": last.get("gil_enabled") if free else None,
+        "gil_came_back": any(r.get("gil_enabled") is True for r in reads) if free else None,
+    }
+
+
+def python_of(rec: Record) -> str | None:
+    """PYTHON= of a record (None: the usual python3, and every record before format 14)."""
+    return (rec.interpreter or {}).get("python")
+
+
+def gil_came_back(rec: Record) -> bool:
+    """A free-threaded run whose server answered with the GIL on (format 14)."""
+    return (rec.interpreter or {}).get("gil_came_back") is True
 
 
 def unsupported_code(rec: Record) -> str | None:

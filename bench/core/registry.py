@@ -12,6 +12,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.core import pythons as interpreters
 from bench.core.protocol import HTTP1, PROTOCOLS, SCENARIO_PROTOCOLS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,6 +42,7 @@ TOP_TYPES: dict[str, type] = {
     "reload": dict,
     "recycle": dict,
     "protocols": dict,
+    "pythons": dict,
 }
 TOP_KEYS = set(TOP_TYPES)
 _TYPE_NAMES = {str: "a string", list: "a list", dict: "a table"}
@@ -100,6 +102,27 @@ class ServerSpec:
     # why the server cannot speak it.
     protocols: dict[str, tuple[str, ...]] = field(default_factory=dict)
     protocol_why: dict[str, str] = field(default_factory=dict)
+    # [pythons."<name>"]: PYTHON=<name> (bench/core/pythons.py): the pinned requirements file
+    # beside server.toml that its venv on that interpreter is made from; python_why: each
+    # declared one's why, or why the server cannot run on it (no wheel, a C extension that is
+    # not free-threaded).
+    pythons: dict[str, str] = field(default_factory=dict)
+    python_why: dict[str, str] = field(default_factory=dict)
+
+    def runs_on(self, name: str | None) -> bool:
+        """Whether the server runs on PYTHON=name (None: the usual interpreter; a server that
+        is not Python runs whatever PYTHON says)."""
+        return name is None or self.app == "static" or name in self.pythons
+
+    def why_not_on(self, name: str) -> str:
+        """Why the server cannot run on PYTHON=name, from its declaration."""
+        return self.python_why.get(name, f'no [pythons."{name}"] in its server.toml')
+
+    def requirements_on(self, name: str | None) -> Path | None:
+        """The pinned requirements of its venv on PYTHON=name (None: requirements.txt)."""
+        if name is None or self.app == "static":
+            return self.requirements
+        return self.folder / self.pythons[name]
 
     def speaks(self, name: str) -> bool:
         """Whether the server serves PROTOCOL=name (http1: always, with its own argv)."""
@@ -354,6 +377,34 @@ def validate_protocols(
     return spoken, why
 
 
+def validate_pythons(path: Path, raw: dict) -> tuple[dict[str, str], dict[str, str]]:
+    """[pythons."<name>"]: requirements = '<a pinned file beside server.toml>' with why =
+    '...', or unsupported = '<why the server cannot run on it>'; <name> one PYTHON= takes."""
+    files: dict[str, str] = {}
+    why: dict[str, str] = {}
+    for name, table in raw.items():
+        if name not in interpreters.names():
+            valid = ", ".join(interpreters.names())
+            raise DeclarationError(f'{path}: [pythons."{name}"]: valid names are {valid}')
+        keys = set(table) if isinstance(table, dict) else set()
+        text = table.get("why" if "requirements" in keys else "unsupported") if keys else None
+        file = table.get("requirements") if keys == {"requirements", "why"} else None
+        well_formed = keys == {"unsupported"} or (isinstance(file, str) and file.strip())
+        if not well_formed or not (isinstance(text, str) and text.strip()):
+            raise DeclarationError(
+                f"{path}: [pythons.\"{name}\"] must be requirements = '<file>' with why = "
+                "'...', or unsupported = '<why>'"
+            )
+        if file is not None:
+            if "/" in file or not (path.parent / file).is_file():
+                raise DeclarationError(
+                    f'{path}: [pythons."{name}"] requirements {file!r} is not a file beside it'
+                )
+            files[name] = file
+        why[name] = text.strip()
+    return files, why
+
+
 def validate_spec(path: Path, data: dict) -> ServerSpec:
     """Turn one parsed server.toml into a ServerSpec, or raise DeclarationError."""
     server_id = path.parent.name
@@ -378,6 +429,7 @@ def validate_spec(path: Path, data: dict) -> ServerSpec:
         else (None, "no [recycle] declared")
     )
     protocols, protocol_why = validate_protocols(path, data.get("protocols", {}), set(knobs))
+    pythons, python_why = validate_pythons(path, data.get("pythons", {}))
     return ServerSpec(
         id=server_id,
         description=str(data["description"]),
@@ -399,6 +451,8 @@ def validate_spec(path: Path, data: dict) -> ServerSpec:
         recycle_why=recycle_why,
         protocols=protocols,
         protocol_why=protocol_why,
+        pythons=pythons,
+        python_why=python_why,
     )
 
 
@@ -473,4 +527,20 @@ def protocol_refusal(
     return (
         f"SERVER={','.join(unable)} cannot serve PROTOCOL={name} ({first}: "
         f"{specs[first].why_not(name)}); valid for {name}: SERVER={','.join(able) or 'none'}"
+    )
+
+
+def python_refusal(
+    specs: dict[str, ServerSpec], servers: tuple[str, ...] | list[str], name: str | None
+) -> str | None:
+    """The one-line refusal when a server of `servers` cannot run on PYTHON=name (its
+    server.toml says why), or None when every one can."""
+    unable = [s for s in servers if not specs[s].runs_on(name)]
+    if not unable or name is None:
+        return None
+    able = [s for s, spec in specs.items() if spec.runs_on(name) and spec.app != "static"]
+    first = unable[0]
+    return (
+        f"SERVER={','.join(unable)} cannot run on PYTHON={name} ({first}: "
+        f"{specs[first].why_not_on(name)}); valid on {name}: SERVER={','.join(able) or 'none'}"
     )

@@ -44,6 +44,8 @@ SETTING_TYPES: dict[str, type] = {
     "recycle": int,  # requests per worker before the server's own recycling (RECYCLE=)
     "protocol": str,  # how the load talks to the server (PROTOCOL=, bench/core/protocol.py)
     "streams": int,  # HTTP/2 requests in flight per connection (STREAMS=)
+    # the interpreter of the arm's server venv (PYTHON=, bench/core/pythons.py: "3.13t")
+    "python": str,
     # The arm in a network namespace of its own (root only, bench.host.netns) with these
     # sysctls set there: its own kernel settings, counters and port range.
     "namespace": bool,
@@ -64,6 +66,8 @@ ARM_SETTINGS = set(SETTING_TYPES)
 # Keys only an arm may set: a load tool of its own, its offered rates, and what it takes from
 # the first phase's records. [run] is the closed-loop setting the other arms share.
 OPEN_LOOP_KEYS = ("load", "rates", "rates_from", "from_best")
+# An arm's own keys beside its settings: `tune`, the space make tune's search races for it.
+ARM_OWN_KEYS = ("id", "label", "server", "knobs", "tune", *OPEN_LOOP_KEYS)
 # Top-level keys -> (their TOML type, required).
 TOP_TYPES: dict[str, tuple[type, bool]] = {
     "title": (str, True),
@@ -83,6 +87,8 @@ TOP_TYPES: dict[str, tuple[type, bool]] = {
     # server id -> why it has no fix arm (the race: no setting keeps an idle connection open
     # past the balancer's): said in the section instead of an invented arm.
     "no_fix": (dict, False),
+    # the searches of the arms with `tune` (objective, budget, margin, why): issue 31
+    "tune": (dict, False),
 }
 _TYPE_NAMES = {str: "a string", dict: "a table", list: "a list", int: "a whole number"}
 _TYPE_NAMES[bool] = "true or false"
@@ -152,8 +158,8 @@ def check_study(path: Path) -> dict:
             )
         if not isinstance(raw.get("knobs", {}), dict):
             raise StudyError(f"{path}: arm {raw['id']}: knobs must be a table")
-        fixed = ("id", "label", "server", "knobs", *OPEN_LOOP_KEYS)
-        check_settings(path, f"arm {raw['id']}", {k: v for k, v in raw.items() if k not in fixed})
+        own = {k: v for k, v in raw.items() if k not in ARM_OWN_KEYS}
+        check_settings(path, f"arm {raw['id']}", own)
     return data
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.core import defaults, scenario, studyfile
+from bench.core import defaults, pythons, scenario, studyfile
 from bench.core.protocol import HTTP1, PROTOCOLS
 from bench.core.registry import CPUS_VALUE, ROOT, load_all, server_ids
 from bench.core.validate import (
@@ -467,7 +467,8 @@ VARIABLES: tuple[Variable, ...] = (
         "BUDGET",
         f"TRIALS=auto: minutes of rounds at most (at least {defaults.AUTO_MIN_TRIALS} trials "
         "run whatever it says; make capacity: rounds of the servers' knee steps); make tune: "
-        "minutes per server's search",
+        "minutes per server's search; make study without TRIALS=auto: minutes per tuned arm's "
+        "search",
         str(defaults.AUTO_BUDGET_MIN),
         ("run", "capacity", TUNE, "study"),
         flag="trials-budget",
@@ -630,6 +631,15 @@ VARIABLES: tuple[Variable, ...] = (
         SERVE,
         unset=HTTP1,
         parser=parse_one_of("PROTOCOL", lambda: tuple(PROTOCOLS)),
+    ),
+    Variable(
+        "PYTHON",
+        "the interpreter of every server's venv, built here from a pinned CPython tarball: "
+        "<minor> with the GIL, <minor>t free-threaded (--disable-gil), e.g. 3.13t; a server "
+        "without wheels for it is refused with its reason ([pythons] in its server.toml)",
+        "the harness's python3",
+        (*SERVE, TUNE),
+        parser=pythons.parse_python,
     ),
     Variable(
         "STREAMS",
@@ -1002,6 +1012,7 @@ class Rule:
     needs: tuple[str, ...] | Callable[[], tuple[str, ...]] | None
     why: str
     when: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None
+    spared: tuple[str, ...] = ()  # commands the rule does not hold for
 
     def broken(self, given: Mapping[str, str], effective: Mapping[str, str]) -> str | None:
         """The one-line refusal when `given` (what the user set) breaks the rule."""
@@ -1071,7 +1082,8 @@ RULES: tuple[Rule, ...] = (
         ),
         "the workers are Locust's",
     ),
-    Rule("BUDGET", "TRIALS", ("auto",), "it bounds TRIALS=auto's rounds"),
+    # make study without TRIALS=auto: BUDGET bounds each tuned arm's search (bench.studies)
+    Rule("BUDGET", "TRIALS", ("auto",), "it bounds TRIALS=auto's rounds", spared=("study",)),
     Rule("MARGIN", "TRIALS", ("auto",), "it is TRIALS=auto's equivalence margin"),
     Rule(
         "UPSTREAM_KEEPALIVE",
@@ -1128,6 +1140,9 @@ RULES: tuple[Rule, ...] = (
         _BEYOND_HTTP1,
     ),
     Rule("STREAMS", "PROTOCOL", _HTTP2, "streams are HTTP/2's"),
+    Rule("PYTHON", "TARGET", (), "the interpreter is that of a server started here"),
+    Rule("PYTHON", "APP", (), "your app's requirements resolve on the usual python3 only"),
+    Rule("PYTHON", "RUNTIME", (), "the images carry the usual python3; valid: RUNTIME=native"),
     Rule(
         "KEEPALIVE",
         "PROTOCOL",
@@ -1421,7 +1436,7 @@ def check(command: str, given: Mapping[str, str]) -> dict[str, object]:
         if name in taken and not raw.strip():
             BY_NAME[name].parse(raw)
     for rule in RULES:
-        if rule.name in taken:
+        if rule.name in taken and command not in rule.spared:
             problem = rule.broken({k: v for k, v in given.items() if k in taken}, eff)
             if problem is not None:
                 raise UsageError(problem)

@@ -32,6 +32,7 @@ The method (docs/statistics.md, "make tune"):
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import statistics
 from collections.abc import Callable, Iterable
@@ -357,7 +358,8 @@ def versus(state: Search, best: Config, other: Config) -> Entry:
     if other in state.out:
         return Entry(other, rounds, state="out", **common | {"reason": state.out[other]})
     pair_standing = state.standing([best, other])
-    if not pair_standing.pairs:
+    if not pair_standing.pairs or not math.isfinite(pair_standing.pairs[0].ratio or math.nan):
+        # no round shared with the best (left in the climb before the best ran): no ratio
         return Entry(other, rounds, state="undecided", **common)
     pair = pair_standing.pairs[0]
     ratio, low, high = pair.ratio, pair.low, pair.high

@@ -69,6 +69,8 @@ class Measurement:
     series: dict[str, object] | None = None  # make soak: RSS and rate over time
     recycles: dict[str, int] | None = None  # RECYCLE=: the workers started in the window
     foreign: ForeignLoad | None = None  # the CPU others used beside the window
+    # /interpreter read inside the server right after the window (GIL state then; None: unread)
+    interpreter: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -205,6 +207,7 @@ def measure_point(
     window = _measure_window(settings, tool, served, observers, measured)
     proxy = served.proxy_statuses(mark, *window.span)
     after = served.db_stats()
+    interpreter = served.interpreter()  # after the window: did an import turn the GIL on?
     sampler = window.sampler
     db = None
     if before is not None and after is not None:
@@ -216,5 +219,6 @@ def measure_point(
         resources=sampler.resources(),
         sockets=sampler.sockets() if sampler.port is not None else None,
         proxy_by_status=proxy,
+        interpreter=interpreter,
         **observers.outcome(window.result, run.rate),  # type: ignore[arg-type]
     )

@@ -38,6 +38,8 @@ class ServerFacts:
     container: dict[str, object] | None = None  # RUNTIME=docker: image, limits, network
     # one per server start: a block's records share it (record format 10)
     start_id: str = field(default_factory=new_start_id)
+    # /interpreter read inside the server right after its verification (format 14)
+    interpreter: dict | None = None
 
 
 @dataclass
@@ -178,6 +180,7 @@ class Recorder:
             target=opts.target,
             offered_rps=float(run.rate) if run.rate is not None else _offered(measured),
             user_app=opts.app.identity(facts.app) if opts.app is not None else None,
+            interpreter=_interpreter(opts, facts, measured),
             **self._measured_fields(measured),  # type: ignore[arg-type]
         )
         rec = dataclasses.replace(rec, cgroup=self._cgroup(opts, facts, measured), **(fields or {}))
@@ -259,6 +262,15 @@ class Recorder:
         for run in runs:
             meta = {"unsupported": code}
             self._write(opts, run, facts, "unsupported", reason, {}, meta=meta)
+
+
+def _interpreter(
+    opts: plan.Options, facts: ServerFacts, measured: Measurement | None
+) -> dict | None:
+    """The record's interpreter (format 14): PYTHON= and /interpreter as the server answered
+    after its verification and after the measured window."""
+    after = measured.interpreter if measured is not None else None
+    return record.interpreter_fields(opts.python, facts.interpreter, after)
 
 
 def _sliced(meta: dict | None, run: plan.RunSpec) -> dict | None:

@@ -34,7 +34,7 @@ from bench.host.placement import cpu_placement
 from bench.host.prepare import Environment, Unavailable
 from bench.host.procs import Interrupted, ProcessTable, signals_ignored, signals_raise
 from bench.host.state import LockedError, machine_lock, state_base
-from bench.host.venv import tool_version
+from bench.host.venv import tool_version, venv_name
 from bench.load import LoadError
 from bench.load import tool as load_tool
 from bench.observe.foreign import busy_now
@@ -172,6 +172,7 @@ def start_session(
         facts.meta["argv"] = served.argv
     facts.verification = served.verification
     facts.backlog = served.backlog
+    facts.interpreter = served.interpreter()  # right after verification
     if facts.container is not None and hasattr(served, "facts"):
         facts.container |= served.facts()
     return Session(h, opts, facts, served), runs
@@ -182,14 +183,12 @@ def open_arms(
 ) -> dict[str, Environment | Unavailable] | None:
     """Prepare every server's environment and the load tool, start the shared stack (None:
     it did not start, every planned run recorded as failed), check APP= first."""
-    servers = list(dict.fromkeys(s for opts, _ in plans for s in opts.servers))
-    arch = plans[0][0].arch
-    prepared = h.site.prepare([specs[s] for s in servers], arch, h.progress.say)
+    prepared = prepare_arms(h, plans, specs)
     h.progress.say(f"{h.tool.name}: preparing")
     try:
         h.tool.prepare(h.run_dir / "venv.log")
     except LoadError as exc:
-        prepared = {s: Unavailable(str(exc), logs=("venv.log",)) for s in servers}
+        prepared = {s: Unavailable(str(exc), logs=("venv.log",)) for s in prepared}
     h.recorder.emulator = h.site.emulator
     try:
         h.progress.say("starting the shared stack")
@@ -205,6 +204,27 @@ def open_arms(
     return prepared
 
 
+def prepare_arms(
+    h: Harness, plans: list[tuple[plan.Options, list[plan.Block]]], specs: dict[str, ServerSpec]
+) -> dict[str, Environment | Unavailable]:
+    """Every server's environment on each interpreter an arm asks for (PYTHON=: a study's
+    arms may differ), keyed by the venv's name (bench.host.venv.venv_name)."""
+    wanted = dict.fromkeys((s, opts.python) for opts, _ in plans for s in opts.servers)
+    prepared: dict[str, Environment | Unavailable] = {}
+    for python in dict.fromkeys(p for _, p in wanted):
+        chosen = [specs[s] for s, p in wanted if p == python]
+        on = (python,) if python is not None else ()  # the usual call where PYTHON is unset
+        prepared |= h.site.prepare(chosen, plans[0][0].arch, h.progress.say, *on)
+    return prepared
+
+
+def env_of(
+    prepared: dict[str, Environment | Unavailable], opts: plan.Options, server: str
+) -> Environment | Unavailable:
+    """The environment a block of `opts` runs `server` in (its venv on opts.python)."""
+    return prepared[venv_name(server, opts.python)]
+
+
 def run_blocks(
     h: Harness,
     arm_blocks: list[tuple[plan.Options, plan.Block]],
@@ -216,7 +236,7 @@ def run_blocks(
     done: set[int] = set()  # blocks run as part of a sliced round
     for number, (opts, block) in enumerate(arm_blocks):
         spec = specs[block.server]
-        env = prepared[block.server]
+        env = env_of(prepared, opts, block.server)
         if number in done:
             continue
         if stack_reason is not None:
@@ -268,14 +288,14 @@ def run_sliced(
     together and loaded in slices; returns why the stack died (None: it lived)."""
     ready = []
     for block in blocks:
-        env = prepared[block.server]
+        env = env_of(prepared, opts, block.server)
         if isinstance(env, Unavailable):
             unavailable(h, opts, block, specs[block.server], env)
         else:
             ready.append(block)
 
     def start(block: plan.Block) -> slices.Started | None:
-        env = prepared[block.server]
+        env = env_of(prepared, opts, block.server)
         assert not isinstance(env, Unavailable)
         return start_session(h, opts, block, specs[block.server], env)
 

@@ -24,6 +24,7 @@ from bench.host.placement import cpu_placement
 from bench.host.prepare import Unavailable
 from bench.host.procs import Interrupted, ProcessTable, signals_ignored, signals_raise
 from bench.host.state import LockedError, machine_lock, state_base
+from bench.host.venv import venv_name
 from bench.stack.site import LocalServed, LocalSite, ServeError
 
 POLL_S = 1.0  # how often a dead server or stack is noticed while nobody is looking
@@ -57,7 +58,9 @@ def _log_tail(text: str, lines: int = 20) -> str:
 
 def _up(site: LocalSite, opts: plan.Options, out: TextIO, say: TextIO) -> int:
     spec = load_all()[opts.servers[0]]
-    env = site.prepare([spec], opts.arch, lambda text: print(f"serve: {text}", file=say))[spec.id]
+    on = (opts.python,) if opts.python is not None else ()
+    prepared = site.prepare([spec], opts.arch, lambda text: print(f"serve: {text}", file=say), *on)
+    env = prepared[venv_name(spec.id, opts.python)]
     if isinstance(env, Unavailable):
         print(f"serve: {spec.id} cannot run here: {env.reason}", file=say)
         return 1

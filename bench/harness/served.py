@@ -49,3 +49,7 @@ class Served(Protocol):
 
     def proxy_statuses(self, mark: int, since: float, until: float) -> dict[int, int] | None:
         """Failed responses by status the proxy logged in [since, until]; None: no proxy."""
+
+    def interpreter(self) -> dict | None:
+        """The interpreter as read inside the serving process now (app_common's /interpreter:
+        version, build, gil_enabled); None where it cannot be read."""

@@ -35,7 +35,11 @@ class Site(Protocol):
     emulator: Emulator | None  # ARCH= another arch: the user-mode emulator; else None
 
     def prepare(
-        self, specs: list[ServerSpec], arch: str, say: Callable[[str], None]
+        self,
+        specs: list[ServerSpec],
+        arch: str,
+        say: Callable[[str], None],
+        python: str | None = None,
     ) -> dict[str, Prepared]: ...
     def open(self) -> None: ...
     def problem(self) -> str | None: ...

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -83,7 +84,8 @@ def measurer(
     def measure(configs: list[Config], round_no: int) -> dict[Config, Measured]:
         out = {}
         for config in configs:
-            arm = replace(opts, overrides=dict(config))
+            # the configuration over the knobs fixed for the point (a study arm's own)
+            arm = replace(opts, overrides={**opts.overrides, **dict(config)})
             runs = (plan.RunSpec(server, scenario, conc, round_no, plan.path_of(opts, scenario)),)
             before = len(h.recorder.records)
             died = run.run_blocks(h, [(arm, plan.Block(round_no, server, runs))], specs, prepared)
@@ -110,7 +112,7 @@ def tune_server(
     """Warm-up, the search, the answer as a JSON-ready dict (None: nothing was measured)."""
     specs, prepared = {spec.id: spec}, {spec.id: env}
     objective = str(opts.study.meta["tune"]["objective"])  # type: ignore[index]
-    space = space_for(spec, knobs_given, h.site.knobs(spec, {}), h.site.cpus())
+    space = space_for(spec, knobs_given, h.site.knobs(spec, opts.overrides), h.site.cpus())
     h.progress.say(
         f"tune {spec.id}: {', '.join(f'{k}={list(v)}' for k, v in space.values.items())}; "
         f"ordered: {', '.join(space.ordered) or 'none'}"
@@ -134,7 +136,7 @@ def tune_server(
     )
     if answer.entry(answer.best).figure is None:
         return None
-    resolved = h.site.knobs(spec, dict(answer.recommended))
+    resolved = h.site.knobs(spec, {**opts.overrides, **dict(answer.recommended)})
     return answer_data(opts, space, answer, started, (run.clock() - clock) / 60, resolved)
 
 
@@ -206,7 +208,14 @@ def answer_data(
     }
 
 
-def tune_all(h: Harness, opts: plan.Options, knobs_given: dict | None, said: list[str]) -> int:
+# Where a server's answer is saved, from the answer's data (None: make tune's own file,
+# RESULTS/tuned/<machine>/<server>_<scenario>_c<N>.json, the one make bench reads).
+Where = Callable[[dict], Path] | None
+
+
+def tune_all(
+    h: Harness, opts: plan.Options, knobs_given: dict | None, said: list[str], where: Where = None
+) -> int:
     """Every server in turn: its answer saved and its lines kept for stdout."""
     specs = load_all()
     prepared = run.open_arms(h, [(opts, [])], specs)
@@ -215,7 +224,7 @@ def tune_all(h: Harness, opts: plan.Options, knobs_given: dict | None, said: lis
     status = 0
     for server in opts.servers:
         one = replace(opts, servers=(server,))
-        env = prepared[server]
+        env = run.env_of(prepared, opts, server)
         if isinstance(env, Unavailable):
             said.append(f"tune {server}: not measured: {env.reason}")
             status = 1
@@ -225,7 +234,17 @@ def tune_all(h: Harness, opts: plan.Options, knobs_given: dict | None, said: lis
             said.append(f"tune {server}: no configuration was measured; the records say why")
             status = 1
             continue
-        path = tuned.answer_path(opts.results, data["machine"], server, *_point(opts))  # type: ignore[arg-type]
+        path = (
+            where(data)
+            if where is not None
+            else tuned.answer_path(
+                opts.results,
+                data["machine"],  # type: ignore[arg-type]
+                server,
+                *_point(opts),
+                opts.python,
+            )
+        )
         tuned.write(path, data)
         said.extend(tuned.answer_lines(data, path))
     return status
@@ -241,9 +260,11 @@ def execute(
     objective: str,
     sections=None,
     harness: run.HarnessFactory = run.make_harness,
+    where: Where = None,
 ) -> int:
     """make tune: the searches under the machine's lock, summary.md rebuilt, the answers on
-    stdout (`harness`: the site and load tool; the tests pass fakes)."""
+    stdout (`harness`: the site and load tool; the tests pass fakes; `where`: where each
+    answer is saved, a study's tuned arms' own place)."""
     meta = {**opts.study.meta, "tune": {"objective": objective}}
     opts = replace(opts, study=replace(opts.study, meta=meta))
     assert opts.precision is not None
@@ -252,7 +273,7 @@ def execute(
 
     def body(table, run_dir: Path) -> int:
         h = harness(opts, [opts], table, run_dir, progress)
-        return tune_all(h, opts, knobs_given, said)
+        return tune_all(h, opts, knobs_given, said, where)
 
     status = run.interruptible(
         lambda: run.guarded(opts.results, sections, body, f"seed {opts.seed}", opts.wait)

@@ -1,9 +1,11 @@
 """Each server's environment: a venv here, or an emulated site under qemu (ARCH=arm64 on an
 amd64 host), or nothing to prepare (a server that is not Python).
 
-Input: the specs of the servers a run needs and the arch. Output: per server one Environment
-(python, packages, extra env, Python version) or Unavailable (failed or unsupported, with
-the reason and the names of the logs that say why), and the Emulator when one is used.
+Input: the specs of the servers a run needs, the arch and PYTHON=. Output: per server (keyed
+by its venv's name, bench.host.venv.venv_name: the server id unless PYTHON= is set) one
+Environment (python, packages, extra env, Python version) or Unavailable (failed or
+unsupported, with the reason and the names of the logs that say why), and the Emulator when
+one is used.
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ from bench.host.arch import (
     site_packages,
 )
 from bench.host.metadata import python_version
-from bench.host.venv import VenvError, ensure_venv, installed_packages, tool_version, uv_path
+from bench.host.venv import (
+    VenvError,
+    ensure_venv,
+    installed_packages,
+    tool_version,
+    uv_path,
+    venv_name,
+)
 
 
 @dataclass(frozen=True)
@@ -79,7 +88,9 @@ def _with_app(spec: ServerSpec, app: AppSpec, run_dir: Path) -> Prepared:
     return Environment(python, installed_packages(python), python_version(python))
 
 
-def _native(spec: ServerSpec, run_dir: Path, app: AppSpec | None = None) -> Prepared:
+def _native(
+    spec: ServerSpec, run_dir: Path, app: AppSpec | None = None, python: str | None = None
+) -> Prepared:
     if app is not None:
         return _with_app(spec, app, run_dir)
     if spec.requirements is None:
@@ -87,8 +98,8 @@ def _native(spec: ServerSpec, run_dir: Path, app: AppSpec | None = None) -> Prep
         version = tool_version(spec.version_argv) if spec.version_argv else None
         return Environment(Path(sys.executable), {spec.id: version} if version else {}, None)
     try:
-        python = ensure_venv(spec, run_dir / "venv.log")
-        return Environment(python, installed_packages(python), python_version(python))
+        venv = ensure_venv(spec, run_dir / "venv.log", python)
+        return Environment(venv, installed_packages(venv), python_version(venv))
     except VenvError as exc:
         return Unavailable(str(exc), logs=LOGS)
 
@@ -118,9 +129,11 @@ def prepare_servers(
     run_dir: Path,
     say: Callable[[str], None],
     app: AppSpec | None = None,
+    python: str | None = None,
 ) -> tuple[dict[str, Prepared], Emulator | None]:
     """One Environment or Unavailable per server (with APP=: the app's requirements layered
-    on the server's), and the emulator if the arch needs one."""
+    on the server's; with PYTHON=: its venv on that interpreter, keyed `<id>@<python>`), and
+    the emulator if the arch needs one."""
     emulator = None
     if needs_emulation(arch):
         say(f"preparing the {arch} interpreter under qemu")
@@ -128,14 +141,15 @@ def prepare_servers(
             emulator = ensure_emulator(run_dir / "emulation.log")
         except EmulationError as exc:
             failed = Unavailable(f"emulation: {exc}", logs=LOGS)
-            return {spec.id: failed for spec in specs}, None
+            return {venv_name(spec.id, python): failed for spec in specs}, None
     prepared: dict[str, Prepared] = {}
     for spec in specs:
         if emulator is not None:
             say(f"{spec.id}: preparing its {arch} wheels")
-            prepared[spec.id] = _emulated(spec, emulator, run_dir)
+            prepared[venv_name(spec.id, python)] = _emulated(spec, emulator, run_dir)
         else:
             if spec.requirements is not None:
-                say(f"{spec.id}: preparing its venv")
-            prepared[spec.id] = _native(spec, run_dir, app)
+                on = f" on Python {python}" if python is not None else ""
+                say(f"{spec.id}: preparing its venv{on}")
+            prepared[venv_name(spec.id, python)] = _native(spec, run_dir, app, python)
     return prepared, emulator

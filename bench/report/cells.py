@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import statistics
 
-from bench.core.record import Record, session_of
+from bench.core.record import Record, gil_came_back, python_of, session_of
 
 
 def num(value: float | None, digits: int = 0) -> str:
@@ -130,4 +130,8 @@ def via_label(rec: Record) -> str:
     if rec.protocol not in (None, "http1"):  # PROTOCOL=: two protocols are two rows
         streams = rec.streams or 1
         via += f", {rec.protocol}" + (f" ×{streams} streams" if streams > 1 else "")
+    if python_of(rec) is not None:  # PYTHON=: two interpreters are two rows
+        via += f", Python {python_of(rec)}"
+    if gil_came_back(rec):
+        via += " (GIL came back: an extension turned it on while serving)"
     return via

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from scipy.stats import gmean
 
 from bench.core.outcome import Outcome
-from bench.core.record import Record, analysed, session_of
+from bench.core.record import Record, analysed, gil_came_back, python_of, session_of
 from bench.report.cells import host_of
 from bench.report.stats import Estimate, Ranked, estimate, rank_intervals
 
@@ -71,6 +71,10 @@ def config_key(rec: Record) -> tuple:
         rec.load_workers,
         rec.protocol or "http1",  # records before format 11: HTTP/1.1 in clear text
         rec.streams or 1,
+        # PYTHON= (None: the usual python3, every record before format 14); a run whose GIL
+        # came back ran with it on: a row of its own, labelled (cells.via_label)
+        python_of(rec),
+        gil_came_back(rec),
     )
 
 

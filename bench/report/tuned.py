@@ -37,8 +37,10 @@ def machine_identity(host: dict) -> dict[str, object]:
 
 
 def runtime_of(opts: plan.Options) -> dict[str, object]:
-    """The runtime and limits a tuned configuration holds for."""
-    return {"runtime": opts.mode.runtime, "cpus": opts.cpus, "memory_bytes": opts.memory_bytes}
+    """The runtime and limits a tuned configuration holds for, and its interpreter (PYTHON=;
+    absent where unset, as in every answer before it)."""
+    held = {"runtime": opts.mode.runtime, "cpus": opts.cpus, "memory_bytes": opts.memory_bytes}
+    return held | ({"python": opts.python} if opts.python is not None else {})
 
 
 def machine_dir(identity: dict) -> str:
@@ -48,9 +50,13 @@ def machine_dir(identity: dict) -> str:
     return f"{name}-{str(identity.get('machine_id') or '')[:8]}"
 
 
-def answer_path(results: Path, identity: dict, server: str, scenario: str, conc: int) -> Path:
-    """Where the tuned configuration of `server` at `scenario` c`conc` lives."""
-    return results / DIR / machine_dir(identity) / f"{server}_{scenario}_c{conc}.json"
+def answer_path(
+    results: Path, identity: dict, server: str, scenario: str, conc: int, python: str | None = None
+) -> Path:
+    """Where the tuned configuration of `server` at `scenario` c`conc` lives (on PYTHON=:
+    `<server>@<python>_…`, beside the usual interpreter's)."""
+    name = server if python is None else f"{server}@{python}"
+    return results / DIR / machine_dir(identity) / f"{name}_{scenario}_c{conc}.json"
 
 
 def write(path: Path, data: dict) -> None:
@@ -74,7 +80,8 @@ def find(
     """The tuned configuration for this machine, server, point and runtime (limits
     included), or None: the file and the knobs to measure."""
     identity = machine_identity(host)
-    path = answer_path(results, identity, server, scenario, conc)
+    python = runtime.get("python")
+    path = answer_path(results, identity, server, scenario, conc, str(python) if python else None)
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -109,7 +116,8 @@ def paste(
     }
 
 
-def _ratio(entry: dict | None) -> str:
+def ratio_text(entry: dict | None) -> str:
+    """An entry against the best: "1.210x [1.120, 1.300] (separated)"."""
     if not entry or entry.get("ratio") is None:
         return "no paired rounds"
     low, high = entry.get("low"), entry.get("high")
@@ -128,7 +136,7 @@ def _declared_line(data: dict) -> str:
         return f"{declared['label']}: it is the best"
     if declared["state"] == "out":
         return f"{declared['label']}: out: {declared['reason']}"
-    return f"{declared['label']}: best/it {_ratio(declared)}"
+    return f"{declared['label']}: best/it {ratio_text(declared)}"
 
 
 def answer_lines(data: dict, path: Path) -> list[str]:
@@ -144,7 +152,7 @@ def answer_lines(data: dict, path: Path) -> list[str]:
     ]
     runner = data.get("runner_up")
     if runner:
-        lines.append(f"  runner-up: {runner['label']}: best/it {_ratio(runner)}")
+        lines.append(f"  runner-up: {runner['label']}: best/it {ratio_text(runner)}")
     lines.append(f"  declared (server.toml): {_declared_line(data)}")
     same = [c["label"] for c in data["configurations"] if c["state"] == "equivalent"]
     margin = f"±{data['margin'] * 100:g} %"

@@ -267,7 +267,11 @@ class ContainerSite(LocalSite):
         return container_cpus(self.limits.cpus, len(self.placement.server_cpus))
 
     def prepare(
-        self, specs: list[ServerSpec], arch: str, say: Callable[[str], None]
+        self,
+        specs: list[ServerSpec],
+        arch: str,
+        say: Callable[[str], None],
+        python: str | None = None,  # refused with RUNTIME=docker before set-up
     ) -> dict[str, Prepared]:
         """Each server's image (built by make images) and what is installed in it."""
         prepared: dict[str, Prepared] = {}

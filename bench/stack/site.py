@@ -40,7 +40,13 @@ from bench.observe.pools import PoolSession
 from bench.observe.sample import Sampler
 from bench.stack.appverify import verify_routes
 from bench.stack.components import DB_NAME, DB_USER, Database, RunningProxy, RunningServer, Stack
-from bench.stack.verify import Verification, VerifyError, verify_server, verify_static
+from bench.stack.verify import (
+    Verification,
+    VerifyError,
+    read_interpreter,
+    verify_server,
+    verify_static,
+)
 
 
 class ServeError(RuntimeError):
@@ -132,6 +138,13 @@ class LocalServed:
         if self.proxy is not None and self.proxy.proc.exit_code() is not None:
             return f"nginx (proxy) exited with code {self.proxy.proc.exit_code()}{when}"
         return None
+
+    def interpreter(self) -> dict | None:
+        """app_common's /interpreter, asked of the server directly (never through nginx);
+        None for a server that is not Python or a user's app (APP=)."""
+        if self.app_name is not None or self.server.spec.app == "static":
+            return None
+        return read_interpreter(self.server.port, "127.0.0.1", self.server.client)
 
     def reload(self) -> None:
         """LIFECYCLE=reload: the server's own reload signal to its leader. Workers are
@@ -271,10 +284,14 @@ class LocalSite:
         return resolve_knobs(spec, self.cpus(), overrides)
 
     def prepare(
-        self, specs: list[ServerSpec], arch: str, say: Callable[[str], None]
+        self,
+        specs: list[ServerSpec],
+        arch: str,
+        say: Callable[[str], None],
+        python: str | None = None,
     ) -> dict[str, Prepared]:
-        """Each server's venv or emulated site."""
-        prepared, self.emulator = prepare_servers(specs, arch, self.run_dir, say, self.app)
+        """Each server's venv (on PYTHON=python) or emulated site."""
+        prepared, self.emulator = prepare_servers(specs, arch, self.run_dir, say, self.app, python)
         return prepared
 
     def serve(
@@ -456,6 +473,11 @@ class RemoteServed:
         """No proxy of ours."""
         return None
 
+    def interpreter(self) -> dict | None:
+        """A server elsewhere runs on an interpreter of its own: not read (PYTHON= is refused
+        with TARGET=)."""
+        return None
+
 
 class RemoteSite:
     """TARGET=http://host:port: verify and load a server running elsewhere."""
@@ -487,7 +509,11 @@ class RemoteSite:
         return {}
 
     def prepare(
-        self, specs: list[ServerSpec], arch: str, say: Callable[[str], None]
+        self,
+        specs: list[ServerSpec],
+        arch: str,
+        say: Callable[[str], None],
+        python: str | None = None,  # refused with TARGET= before set-up
     ) -> dict[str, Prepared]:
         """Nothing runs here: only the package's name is known."""
         return {spec.id: Environment(Path(sys.executable), {}, None, remote=True) for spec in specs}

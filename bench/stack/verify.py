@@ -8,6 +8,7 @@ pgbouncer's counters must show that the app really queried.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from bench.core.scenario import SCENARIOS, Check, Facts, Response
@@ -41,6 +42,24 @@ def fetch(
     (OSError when it answers over another HTTP version); an empty body for methods that
     carry one (POST and the like)."""
     return client.get(host, port, path, timeout_s, method)
+
+
+INTERPRETER_PATH = "/interpreter"  # app_common's route (both variants): no input
+INTERPRETER_KEYS = ("version", "build", "gil_enabled")
+
+
+def read_interpreter(port: int, host: str = "127.0.0.1", client: Client = PLAIN) -> dict | None:
+    """What app_common's /interpreter says inside the serving process (one worker's answer):
+    version, build and gil_enabled; None when it does not answer that (not app_common, an
+    older app, a failed request): a record then says nothing, never a guess."""
+    try:
+        resp = fetch(port, INTERPRETER_PATH, host, timeout_s=5.0, client=client)
+        data = json.loads(resp.body) if resp.status == 200 else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not all(k in data for k in INTERPRETER_KEYS):
+        return None
+    return {k: data[k] for k in INTERPRETER_KEYS}
 
 
 def check_headers(resp: Response, content_type: str, path: str, result: Verification) -> list[str]:

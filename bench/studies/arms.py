@@ -81,6 +81,7 @@ def _reach(study: Study, arm: Arm) -> dict[str, object]:
         "proxy_timeout_s": int(settings.get("proxy_timeout", defaults.PROXY_TIMEOUT_S)),  # type: ignore[call-overload]
         "protocol": str(settings.get("protocol", HTTP1)),
         "streams": int(settings.get("streams", 1)),  # type: ignore[call-overload]
+        "python": str(settings["python"]) if "python" in settings else None,
     }
 
 

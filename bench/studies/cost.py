@@ -6,8 +6,9 @@ offered rates for an open-loop arm) × (warmup + duration) × trials — and the
 of them (tests/bench/test_study.py holds the README to it). Arms in a network namespace run
 once whatever the trials; the keep-alive race's arms at most their probe (probe_limit) and
 their idle gaps (race_gaps_ms × race_rounds, or race_budget where the gaps are set around
-the measured close), shown as a bound and left out of the total. Server starts,
-verification, the bursts and the pauses between runs come on top.
+the measured close), shown as a bound and left out of the total. Tuned arms' searches (make
+tune's, before the first phase) take at most their [tune] budget each: a column of its own.
+Server starts, verification, the bursts and the pauses between runs come on top.
 """
 
 from __future__ import annotations
@@ -78,6 +79,18 @@ def _race_cell(study: Study) -> str:
     return f"≤ {_minutes(round(sum(b for b in bounds if b is not None)))} of probes and gaps"
 
 
+def search_seconds(study: Study) -> int:
+    """At most how long the tuned arms' searches take: each its [tune] budget (0: none)."""
+    if study.tune is None:
+        return 0
+    return len(study.tuned_arms) * study.tune.budget_min * 60
+
+
+def _search_cell(study: Study) -> str:
+    seconds = search_seconds(study)
+    return f"≤ {_minutes(seconds)}" if seconds else "–"
+
+
 def _minutes(seconds: int) -> str:
     return f"{seconds / 60:.1f} min"
 
@@ -85,20 +98,25 @@ def _minutes(seconds: int) -> str:
 def cost_table(trials: int = defaults.STUDY_TRIALS) -> list[str]:
     """The README's table: per study its measured time at one trial and at `trials`."""
     lines = [
-        f"| `NAME` | arms | measured, 1 trial | measured, {trials} trials (default) |",
-        "|---|---:|---:|---:|",
+        f"| `NAME` | arms | measured, 1 trial | measured, {trials} trials (default) "
+        "| tuned arms' searches |",
+        "|---|---:|---:|---:|---:|",
     ]
-    totals = [0, 0]
+    totals = [0, 0, 0]
     for name in study_names():
         study = load_study(name)
         if all(arm.load == RACE_LOAD for arm in study.arms):
             cell = _race_cell(study)
-            lines.append(f"| `{name}` | {len(study.arms)} | {cell} | {cell} |")
+            lines.append(f"| `{name}` | {len(study.arms)} | {cell} | {cell} | – |")
             continue
         one, many = measured_seconds(study, 1), measured_seconds(study, trials)
-        totals = [totals[0] + one, totals[1] + many]
-        lines.append(f"| `{name}` | {len(study.arms)} | {_minutes(one)} | {_minutes(many)} |")
-    return [*lines, f"| all of the above | | {_minutes(totals[0])} | {_minutes(totals[1])} |"]
+        totals = [totals[0] + one, totals[1] + many, totals[2] + search_seconds(study)]
+        lines.append(
+            f"| `{name}` | {len(study.arms)} | {_minutes(one)} | {_minutes(many)} "
+            f"| {_search_cell(study)} |"
+        )
+    one, many, searches = (_minutes(t) for t in totals)
+    return [*lines, f"| all of the above | | {one} | {many} | ≤ {searches} |"]
 
 
 if __name__ == "__main__":  # python -m bench.studies.cost

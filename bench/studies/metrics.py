@@ -35,6 +35,9 @@ METRICS = {
     "time_wait": "TIME_WAIT",
     "time_wait_db": "TIME_WAIT at pgbouncer",
     "server_cpu_pct": "server CPU %",
+    # the server's RSS summed over its process tree, sampled over the measured window
+    # (resources.server_rss_mb; under qemu it is the emulator's: None)
+    "server_rss_mb": "server RSS MB",
     # open loop (records with offered_rps)
     "offered_rps": "offered req/s",
     "achieved_rps": "achieved req/s",
@@ -111,8 +114,8 @@ def metric_value(rec: Record, metric: str) -> float | None:
         return sockets.get("time_wait_max")
     if metric == "time_wait_db":
         return sockets.get("time_wait_db_max")
-    if metric == "server_cpu_pct":
-        return (rec.resources or {}).get("server_cpu_pct")
+    if metric in ("server_cpu_pct", "server_rss_mb"):
+        return (rec.resources or {}).get(metric)
     if metric in ("throttled_ms", "throttled_pct"):
         return _throttled(rec, metric)
     if metric == "oom_kills" and rec.status == "failed":

@@ -30,8 +30,10 @@ from bench.host.placement import cpu_placement
 from bench.host.procs import Interrupted, ProcessTable, StartError
 from bench.host.venv import tool_version
 from bench.load import LoadError, open_loop_name, tools
+from bench.report import tuned
 from bench.report.summary import SOURCES_TOPIC
 from bench.studies import rounds as studyrounds
+from bench.studies import tuning
 from bench.studies.arms import arm_options, base_options, derived_options, new_run_id
 from bench.studies.namespace import facts_of, measure_arm, record_arm, run_spec
 from bench.studies.schema import Arm, Study, StudyError, in_namespace, load_runnable
@@ -53,13 +55,20 @@ def run(
     skip_unrunnable: bool = False,
     arms: Sequence[str] | None = None,
     rounds: studyrounds.Rounds = None,
+    tune_budget: int | None = None,
 ) -> int:
     """make study NAME=... [ARMS=...]: the exit status. A study this machine cannot run
     (namespaces without root) is refused (StudyError), or with `skip_unrunnable` (NAME=all)
     left out with one line saying why. `arms`: only these arm ids run (None: all); `rounds`:
-    make study's TRIALS (a number, TRIALS=auto's Precision, or None: the study file's)."""
+    make study's TRIALS (a number, TRIALS=auto's Precision, or None: the study file's);
+    `tune_budget`: BUDGET= without TRIALS=auto, the minutes of each tuned arm's search."""
     studies = [only_arms(s, arms) for s in load_runnable(names)]  # checked before any runs
     studies = [s for s in studies if s.arms]
+    if tune_budget is not None and not any(s.tuned_arms for s in studies):
+        raise StudyError(
+            f"BUDGET={tune_budget} without TRIALS=auto bounds the searches of tuned arms, and "
+            f"{', '.join(names)} has none; valid: TRIALS=auto BUDGET=<minutes>"
+        )
     names = [n for n in names if n in {s.name for s in studies}]
     namespaced = [s.name for s in studies if any(in_namespace(s.settings(a)) for a in s.arms)]
     problem = netns.root_problem() if namespaced else None
@@ -83,7 +92,9 @@ def run(
     base = base_options(results, seed)
     execute = harness_run.execute
     return harness_run.interruptible(
-        lambda: execute_studies(names, base, duration, execute, sections_for(results), arms, rounds)
+        lambda: execute_studies(
+            names, base, duration, execute, sections_for(results), arms, rounds, tune_budget
+        )
     )
 
 
@@ -172,10 +183,12 @@ def execute_studies(
     sections: Sections,
     arms: Sequence[str] | None = None,
     rounds: studyrounds.Rounds = None,
+    tune_budget: int | None = None,
 ) -> int:
-    """Per study, the first phase, then the arms derived from its records; the worst exit
-    status (130: interrupted, nothing more is run). `arms`: only these (ARMS=); `rounds`:
-    make study's TRIALS (None: each study file's)."""
+    """Per study, make tune's search of each tuned arm, the first phase, then the arms
+    derived from its records; the worst exit status (130: interrupted, nothing more is
+    run). `arms`: only these (ARMS=); `rounds`: make study's TRIALS (None: each study
+    file's); `tune_budget`: BUDGET= without TRIALS=auto (the searches' minutes)."""
     studies = [s for s in (only_arms(s, arms) for s in load_runnable(names)) if s.arms]
     for study in studies:
         quotas = [a.id for a in study.arms if "cpu_quota" in study.settings(a)]
@@ -188,6 +201,13 @@ def execute_studies(
         options = [
             (a, arm_options(study, a, base, run_id, duration)) for a in study.arms if not a.derived
         ]
+        if study.tuned_arms:
+            identity = tuned.machine_identity(host_metadata())
+            how = (tuning.make_tune, sections)
+            options, searched = tuning.tune_arms(study, options, tune_budget, identity, how)
+            status = max(status, searched)
+            if status == 130:
+                return status
         for phase in (1, 2):
             if phase == 2:
                 if not any(a.derived for a in study.arms):

@@ -20,8 +20,10 @@ from pathlib import Path
 
 from bench.core import defaults, plan, studyfile, validate
 from bench.core.protocol import HTTP1, PROTOCOLS
-from bench.core.registry import load_all, protocol_refusal, server_ids
+from bench.core.pythons import parse_python
+from bench.core.registry import load_all, protocol_refusal, python_refusal, server_ids
 from bench.core.studyfile import (  # noqa: F401  (re-exported: the schema's vocabulary)
+    ARM_OWN_KEYS,
     ARM_SETTINGS,
     OPEN_LOOP_KEYS,
     SETTING_TYPES,
@@ -35,6 +37,14 @@ from bench.host import cgroup
 from bench.load import default_name, kinds, open_loop_name, scenarios_for, tools
 from bench.load.race import Race
 from bench.studies.metrics import METRICS
+from bench.studies.tunespec import (
+    TuneTable,
+    arm_space,
+    check_arm_shape,
+    check_arm_space,
+    check_tuned_check,
+    tune_table,
+)
 
 STUDIES_DIR = studyfile.STUDIES_DIR  # where the files are; tests point studyfile's elsewhere
 RACE_KEYS = ("race_gaps_ms", "race_offsets_ms", "race_burst", "race_rounds", "probe_limit")
@@ -86,6 +96,9 @@ class Arm:
     rates: tuple[int, ...] = ()  # fixed offered requests/s (an open-loop load)
     rates_from: RatesFrom | None = None  # offered requests/s derived from the first phase
     from_best: str | None = None  # a group: run with its best arm's knobs (second phase)
+    # make tune's search before the first phase: knob -> values, True (the server.toml's
+    # space) or None (not tuned); its answer's knobs are the arm's (bench.studies.tuning)
+    tune: dict[str, tuple[str, ...]] | bool | None = None
 
     @property
     def open_loop(self) -> bool:
@@ -118,6 +131,12 @@ class Study:
     not_run: tuple[dict, ...] = ()  # {label, published, why, instead}: the source's, not ours
     expect: str | None = None  # what is expected, in prose (a study without checks)
     no_fix: dict[str, str] = field(default_factory=dict)  # server -> why no fix arm
+    tune: TuneTable | None = None  # the tuned arms' searches: objective, budget, margin
+
+    @property
+    def tuned_arms(self) -> tuple[Arm, ...]:
+        """The arms make tune's search configures before the first phase."""
+        return tuple(a for a in self.arms if a.tune is not None)
 
     def settings(self, arm: Arm) -> dict[str, object]:
         """The arm's settings over [run]."""
@@ -247,8 +266,7 @@ def _arm(path: Path, raw: object) -> Arm:
         raise StudyError(f"{path}: arm {raw['id']} needs a server = '<server id>'")
     if not isinstance(raw.get("knobs", {}), dict):
         raise StudyError(f"{path}: arm {raw['id']}: knobs must be a table")
-    fixed = ("id", "label", "server", "knobs", *OPEN_LOOP_KEYS)
-    settings = {k: v for k, v in raw.items() if k not in fixed}
+    settings = {k: v for k, v in raw.items() if k not in ARM_OWN_KEYS}
     _check_settings(path, f"arm {raw['id']}", settings)
     load_keys = validate_load_keys(f"{path}: arm {raw['id']}", raw)
     try:
@@ -261,6 +279,7 @@ def _arm(path: Path, raw: object) -> Arm:
         server=raw["server"],
         knobs=dict(raw.get("knobs", {})),
         settings=settings,
+        tune=arm_space(f"{path}: arm {raw['id']}", raw.get("tune")),
         **load_keys,  # type: ignore[arg-type]
     )
 
@@ -272,6 +291,9 @@ def _check_arm_run(path: Path, run: dict, arm: Arm) -> None:
     _check_namespace(f"{path}: arm {arm.id}", arm, settings)
     check_runtime(f"{path}: arm {arm.id}", settings)
     check_protocol(f"{path}: arm {arm.id}", arm, settings)
+    check_python(f"{path}: arm {arm.id}", arm, settings)
+    if arm.tune is not None:
+        check_arm_shape(f"{path}: arm {arm.id}", settings, arm.derived, arm.open_loop)
     if "duration" not in settings and arm.load != RACE_LOAD:
         raise StudyError(f"{path}: arm {arm.id} has no duration (in [run] or the arm)")
     # A scenario of the harness, or a name the study gives a path (paths = { sleep = ... }).
@@ -320,6 +342,24 @@ def _check_namespace(where: str, arm: Arm, settings: dict[str, object]) -> None:
     sysctls = settings.get("sysctls", {})
     if not all(str(k).startswith("net.") for k in sysctls):  # type: ignore[union-attr]
         raise StudyError(f"{where}: sysctls may set net.* names only (the namespace's own)")
+
+
+def check_python(where: str, arm: Arm, settings: dict[str, object]) -> None:
+    """python of an arm: a name PYTHON= takes, which the arm's server declares, for a server
+    started natively here (not in a container or a namespace)."""
+    if "python" not in settings:
+        return
+    try:
+        name = parse_python(str(settings["python"]))
+    except validate.UsageError as exc:
+        raise StudyError(f"{where}: python: {exc}") from None
+    refusal = python_refusal(load_all(), [arm.server], name)
+    if refusal is None and settings.get("runtime", defaults.RUNTIME) != "native":
+        refusal = "the images carry the usual python3; runtime = 'native'"
+    if refusal is None and in_namespace(settings):
+        refusal = "an arm in a namespace runs the server's usual venv"
+    if refusal is not None:
+        raise StudyError(f"{where}: python = {name!r}: {refusal}")
 
 
 def check_protocol(where: str, arm: Arm, settings: dict[str, object]) -> None:
@@ -468,13 +508,16 @@ def _check_checks(
         if metric not in METRICS:
             raise StudyError(f"{path}: unknown metric {metric!r}; valid: {', '.join(METRICS)}")
     by_id = {a.id: a for a in arms}
+    tuned = [a.id for a in arms if a.tune is not None]
     for check in checks:
-        if check.get("kind") not in ("ratio", "less", "at_most"):
-            raise StudyError(f"{path}: check kind must be ratio, less or at_most")
+        if check.get("kind") not in ("ratio", "less", "at_most", "tuned"):
+            raise StudyError(f"{path}: check kind must be ratio, less, at_most or tuned")
         if check["kind"] == "ratio" and not isinstance(check.get("published"), (int, float)):
             raise StudyError(f"{path}: a ratio check needs published = <the source's ratio>")
         for side in ("a", "b"):
             _check_side(path, check, side, by_id, names)
+        if check["kind"] == "tuned":
+            check_tuned_check(path, check, tuned)
         models = {
             by_id[check[s]["arm"]].open_loop if check[s]["arm"] in by_id else False
             for s in ("a", "b")
@@ -523,6 +566,7 @@ def load_study(name: str) -> Study:
         not_run=tuple(data.get("not_run", [])),
         expect=data["expect"].strip() if "expect" in data else None,
         no_fix=_no_fix(path, data.get("no_fix", {}), arms),
+        tune=tune_table(path, data.get("tune"), [a.id for a in arms if a.tune is not None]),
     )
 
 
@@ -584,9 +628,11 @@ def load_runnable(names: list[str]) -> list[Study]:
     known = server_ids()
     for study in studies:
         for arm in study.arms:
+            where = f"{studyfile.study_path(study.name)}: arm {arm.id}"
             if arm.server not in known:
                 raise StudyError(
-                    f"{studyfile.study_path(study.name)}: arm {arm.id} names unknown server "
-                    f"{arm.server!r}; valid: {', '.join(known)}"
+                    f"{where} names unknown server {arm.server!r}; valid: {', '.join(known)}"
                 )
+            if arm.tune is not None:
+                check_arm_space(where, arm.tune, load_all()[arm.server], arm.knobs)
     return studies

@@ -31,6 +31,7 @@ from bench.studies.metrics import (
     runs_text,
 )
 from bench.studies.schema import NOT_RUN_KEYS, Study, StudyError, load_study, study_names
+from bench.studies.searched import search_lines
 from bench.studies.verdict import Outcome, outcomes, settings_of
 from bench.studies.verdict import verdict as verdict_of
 
@@ -280,6 +281,10 @@ def _arm_labels(study: Study, records: list[Record]) -> dict[str, str]:
         arm = str(rec.metadata.get("study_arm"))
         if source and arm in labels and not labels[arm].endswith(")"):
             labels[arm] = f"{labels[arm]} (knobs of {source})"
+        searched = rec.metadata.get("study_tuned")  # a tuned arm: what its search chose
+        if isinstance(searched, dict) and arm in labels and not labels[arm].endswith(")"):
+            chosen = (searched.get("recommended") or {}).get("label")
+            labels[arm] = f"{labels[arm]} (tuned: {chosen})"
     return labels | _quota_as_run(study, records, labels)
 
 
@@ -411,6 +416,7 @@ def study_section(study: Study, records: list[Record], plot: str | None) -> list
         lines += [f"![{study.name}]({plot})", ""]
     if sweep_lines:
         lines += ["Worker sweep (the best of each server is kept below):", "", *sweep_lines, ""]
+    lines += search_lines(_arm_labels(study, records), records)
     lines += _results_table(study, records)
     per_server = per_server_lines(records)
     lines += ["", *per_server] if per_server else []

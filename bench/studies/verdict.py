@@ -33,6 +33,7 @@ from bench.report.cells import figure
 from bench.report.production import quota_bound
 from bench.studies.metrics import COUNT_METRICS, count_of, counted, fraction_rates, metric_value
 from bench.studies.schema import Study
+from bench.studies.tunespec import as_judged
 
 ONE_TRIAL = "one trial: cannot decide"
 
@@ -252,6 +253,7 @@ HELD = {
     "at_most": {"reproduced": "holds", "not reproduced": "does not hold"},
     "ratio": {"reproduced": "within", "not reproduced": "outside"},
 }
+# "tuned" checks are judged as `less` or `at_most` (bench.studies.tunespec.as_judged).
 
 
 def _head(check: dict, records: list[Record]) -> str:
@@ -282,7 +284,7 @@ def outcomes(
 def judge_checks(checks: list[dict], records: list[Record], family: int) -> list[Outcome]:
     """The checks judged together, Holm over `family` (at least len(checks))."""
     margin, looks = settings_of(records)
-    asked = [question(c, records, margin) for c in checks]
+    asked = [question(as_judged(c), records, margin) for c in checks]
     questions = [q for q in asked if isinstance(q, decision.Question)]
     pairs = iter(decision.judge_family(questions, max_looks=looks, family=max(family, len(checks))))
     out = []
@@ -293,16 +295,19 @@ def judge_checks(checks: list[dict], records: list[Record], family: int) -> list
             line = f"- {what}: {why} — inconclusive"
             out.append(Outcome(check, "inconclusive", line, "not measured", why=why))
             continue
-        head = _head(check, records)
+        head = _head(check, records)  # a tuned check: the tuned arm's figure first
         if isinstance(q, str):
             held = "one trial" if q == ONE_TRIAL else "inconclusive"
             line = f"- {what}: {head} — inconclusive: {q}"
             out.append(Outcome(check, "inconclusive", line, held, head=head, why=q))
             continue
         pair = next(pairs)
-        result = result_of(check, pair)
-        held = HELD[check["kind"]].get(result, "inconclusive")
-        reason = reason_text(check, q, pair, max(family, len(checks)))
+        judged = as_judged(check)
+        result = result_of(judged, pair)
+        held = HELD[judged["kind"]].get(result, "inconclusive")
+        reason = reason_text(judged, q, pair, max(family, len(checks)))
+        if judged.get("swapped"):  # a tuned check judged the other way round: its a is b here
+            reason = reason.replace("a/b ", "b/a ", 1).replace("a − b", "b − a", 1)
         tail = f": {reason}" if held == "inconclusive" else f" ({reason})"
         line = f"- {what}: {head} — {held}{tail}"
         out.append(Outcome(check, result, line, held, pair, head, reason))

@@ -4,6 +4,9 @@ Runs in the harness venv, which has no Flask: only app_common.common is imported
 needs jinja2, so the test is skipped cleanly where jinja2 is absent.
 """
 
+import sys
+import sysconfig
+
 import pytest
 
 common = pytest.importorskip("app_common.common", reason="jinja2 is in the server venvs only")
@@ -55,3 +58,13 @@ def test_fortunes_are_escaped_sorted_and_include_the_extra_row() -> None:
 def test_compute_is_deterministic() -> None:
     """The same n gives the same result."""
     assert common.compute(1000) == common.compute(1000) == sum(i * i % 7 for i in range(1000))
+
+
+def test_interpreter_payload_of_this_process() -> None:
+    """app_common's /interpreter payload as the serving process reads it: this interpreter's
+    version, its build, and the GIL state only where it can be off."""
+    payload = common.interpreter()
+    assert payload["version"] == ".".join(map(str, sys.version_info[:3]))
+    free = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+    assert payload["build"] == ("free-threaded" if free else "default")
+    assert payload["gil_enabled"] == (sys._is_gil_enabled() if free else None)  # type: ignore[attr-defined]

@@ -16,6 +16,7 @@ APP = Path(__file__).resolve().parents[2] / "app_common"
 EXEMPT = {
     "/health": "readiness probe: make compose-up waits for it",
     "/dbwait": "a database wait (pg_sleep) of the cooperative-scheduling integration tests",
+    "/interpreter": "the interpreter and GIL state the harness reads into records (PYTHON=)",
 }
 
 

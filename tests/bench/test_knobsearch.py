@@ -197,3 +197,7 @@ def test_the_declared_configuration_races_in_the_final() -> None:
     declared = answer.entry(config_of({"workers": 2, "threads": 4}))
     assert declared.state == "separated" and declared.ratio is not None and declared.low > 1
     assert any("threads=4 workers=2" in r for r in machine.rounds)
+    # a configuration that left in the climb before the best ran shares no round with it:
+    # no ratio (None), never a NaN in the answer
+    assert all(e.ratio is None or math.isfinite(e.ratio) for e in answer.entries)
+    assert any(e.ratio is None and e.state != "best" for e in answer.entries)

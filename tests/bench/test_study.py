@@ -33,13 +33,15 @@ def test_every_study_file_is_valid_and_runnable(name: str) -> None:
 def test_the_five_source_documents_have_a_study() -> None:
     """One study per source document, under the names the issue gives, the production
     studies of issue 16 (cpu-quota, recycle, reload) and the load-balancer studies of issue
-    15 (accept-queue-abort, lb-keepalive-race, port-exhaustion), issue 34's protocols, all
-    in studies/."""
+    15 (accept-queue-abort, lb-keepalive-race, port-exhaustion), issue 34's protocols and
+    issue 33's free-threading, all in studies/."""
     assert schema.study_names() == [
         "accept-queue",
         "accept-queue-abort",
         "container-limits",
         "cpu-quota",
+        "default-rule-vs-tuned",
+        "free-threading",
         "keepalive-timewait",
         "lb-keepalive-race",
         "port-exhaustion",
@@ -47,8 +49,10 @@ def test_the_five_source_documents_have_a_study() -> None:
         "recycle",
         "reload",
         "sync-vs-async-p99",
+        "sync-vs-async-tuned",
         "sync-vs-gevent",
         "workers-threads",
+        "workers-threads-tuned",
     ]
 
 

@@ -59,15 +59,17 @@ def _options(results: Path, **kw: object) -> plan.Options:
     return plan.Options(**base)  # type: ignore[arg-type]
 
 
-def _fakes() -> tuple[KnobSite, FakeTool]:
-    """workers=1 serves 1.5x what workers=2 does (the fake site's own default), 2 % noise."""
-    site, rng = KnobSite(), random.Random(5)
+def _fakes(rps: dict[int, int] | None = None, seed: int = 5) -> tuple[KnobSite, FakeTool]:
+    """workers=1 serves 1.5x what workers=2 does (the fake site's own default), 2 % noise
+    (`rps`: workers -> req/s instead)."""
+    site, rng = KnobSite(), random.Random(seed)
+    rates = rps or {1: 1500, 2: 1000}
 
     def step():
-        base = {1: 1500, 2: 1000}[site.last.get("workers", 1)]
+        base = rates[site.last.get("workers", 1)]
         return result(requests=int(base * 2 * math.exp(rng.gauss(0, 0.02))))
 
-    return site, FakeTool(script=[step] * 200)
+    return site, FakeTool(script=[step] * 400)
 
 
 def _harness(site, tool):
