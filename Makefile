@@ -77,7 +77,7 @@ remote: setup ## make bench on HOST=user@host over ssh (make bench's variables);
 	$(PY) -m bench remote --from-env
 
 capacity: export OHA := 1
-capacity: setup ## each server's highest rate with p99 <= SLO_P99_MS (open loop, oha)
+capacity: setup ## each server's highest rate with p99 <= SLO_P99_MS (open loop, oha; LOAD=wsload: WebSocket messages/s)
 	$(PY) -m bench capacity --from-env
 
 serve: setup ## stack + one verified server up for your tools until Ctrl-C; prints the URLs

@@ -204,3 +204,18 @@ async def interpreter() -> Response:
 async def health() -> Response:
     """Touches nothing."""
     return Response(b"ok", mimetype="text/plain")
+
+
+# The ASGI spec makes a scope's `scheme` optional (default "http", "ws" for a WebSocket) and
+# Daphne leaves it out of WebSocket scopes; Quart 0.22 reads it unconditionally (KeyError:
+# every upgrade answered 500). The spec's default filled in: a no-op for servers that send it.
+_quart_asgi_app = app.asgi_app
+
+
+async def _asgi_app_with_scheme(scope: dict, receive: object, send: object) -> None:
+    if scope.get("type") in ("http", "websocket") and not scope.get("scheme"):
+        scope = {**scope, "scheme": "ws" if scope["type"] == "websocket" else "http"}
+    await _quart_asgi_app(scope, receive, send)  # type: ignore[arg-type]
+
+
+app.asgi_app = _asgi_app_with_scheme  # type: ignore[method-assign]

@@ -2,11 +2,13 @@
 
 Input (argv): `run URL --connections C --duration S --out JSON --per-message CSV` drives the
 echo route (`/ws/echo?bytes=N&rate=M`: each connection sends N-byte messages at M per second
-on a fixed schedule, open loop) or the push route (`/ws/push?...`: the server sends, this
-side times each message from the server's intended send time written in it); `serve --port P`
-is a minimal echo server, and `flood URL --connections C --duration S --window W` sends as fast
-as W messages in flight per connection allow: with the two, the harness measures this
-generator's own ceiling (bench/load/wsload.py).
+on a fixed schedule, open loop; `--rate R`: R messages per second over all of them) or the
+push route (`/ws/push?...`: the server sends, this side times each message from the server's
+intended send time written in it); rate 0 on the echo route holds the connections and sends
+nothing (idle: what an open connection costs the server); `serve --port P` is a minimal echo
+server, and `flood URL --connections C --duration S --window W` sends as fast as W messages
+in flight per connection allow: with the two, the harness measures this generator's own
+ceiling (bench/load/wsload.py).
 Output: a JSON summary on --out (connections opened and held, messages sent, received,
 verified, mismatched, lost, errors by message, the window in Unix seconds, how late the sends
 left against their schedule) and, for `run`, one line per message received
@@ -113,10 +115,10 @@ async def connect_all(url: str, count: int, factory: object, stats: Stats) -> li
     return [pair for pair in made if pair is not None]
 
 
-async def send_schedule(pairs: list, rate: int, stats: Stats, padding: bytes) -> list[float]:
-    """Message n of the whole run is due at start + n / (C x rate), on connection n mod C;
-    sent when due (all the overdue ones at once when late). The lateness of each send (ms)."""
-    total = len(pairs) * rate
+async def send_schedule(pairs: list, total: float, stats: Stats, padding: bytes) -> list[float]:
+    """Message n of the whole run is due at start + n / total (total: C x each connection's
+    rate, or --rate), on connection n mod C; sent when due (all the overdue ones at once when
+    late). The lateness of each send (ms)."""
     seqs = [0] * len(pairs)
     lags: list[float] = []
     n = 0
@@ -145,6 +147,8 @@ async def run(args: argparse.Namespace) -> dict:
     size, rate = query(args.url)
     padding = b"x" * (size - HEADER.size)
     push = urllib.parse.urlsplit(args.url).path.endswith("/push")
+    if args.rate is not None and (push or rate == 0):
+        raise SystemExit("--rate paces the echo route's messages: not push, not idle (rate 0)")
     stats = Stats(0.0, 0.0)
     pairs = await connect_all(args.url, args.connections, lambda: Side(stats, padding, push), stats)
     clock = time.time if push else time.monotonic
@@ -152,12 +156,14 @@ async def run(args: argparse.Namespace) -> dict:
     stats.end = stats.start + args.duration
     wall_start = time.time() + 0.05
     lags: list[float] = []
-    if push:
-        # Each connection's pushes due in the window: at least floor(rate x duration).
+    if push or rate == 0:
+        # Push: each connection's pushes due in the window, at least floor(rate x duration).
+        # Idle (rate 0): nothing is sent either way; the connections are only held.
         await asyncio.sleep(args.duration + 0.05)
         due = int(rate * args.duration) * len(pairs)
     else:
-        lags = await send_schedule(pairs, rate, stats, padding) if pairs else []
+        total = args.rate if args.rate is not None else len(pairs) * rate
+        lags = await send_schedule(pairs, total, stats, padding) if pairs else []
         due = len(lags)
     wait_until = time.monotonic() + GRACE_S
     while stats.counted < due and time.monotonic() < wait_until:
@@ -169,13 +175,15 @@ async def run(args: argparse.Namespace) -> dict:
         transport.disconnect()
     lags.sort()
     return {
-        "mode": "push" if push else "echo",
+        "mode": "push" if push else "idle" if rate == 0 else "echo",
         "url": args.url,
         "connections": args.connections,
         "connected": len(pairs),
         "held": held,
         "message_bytes": size,
         "rate_per_connection": rate,
+        # the schedule's messages/s over all connections: --rate, else connections x rate
+        "offered_per_s": args.rate if args.rate is not None else args.connections * rate,
         "duration_s": args.duration,
         "window": [wall_start, wall_start + args.duration],
         "sent": len(lags),
@@ -262,6 +270,9 @@ def main() -> int:
         one.add_argument("--out", required=True)
         one.add_argument("--per-message")
         one.add_argument("--window", type=int, default=16)
+        # run, echo route: messages/s over all the connections (a capacity search's step)
+        # instead of each connection's rate from the URL
+        one.add_argument("--rate", type=float)
     sub.add_parser("serve").add_argument("--port", type=int, required=True)
     sub.add_parser("version")
     args = parser.parse_args()

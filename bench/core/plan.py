@@ -24,6 +24,7 @@ from bench.core.protocol import HTTP1
 # Scenarios are declared in bench.core.scenario; which load tool drives which, bench.load says.
 SCENARIOS = scenario.SCENARIOS
 _WS, _WS_BYTES, _WS_RATE = scenario.WS, scenario.WS_BYTES, scenario.WS_RATE
+_WS_IDLE_RATE = scenario.WS_IDLE_RATE
 # alb: nginx configured as a cloud load balancer (proxy/alb.conf.template, issue 15)
 PROXIES = ("none", "nginx", "alb")
 # Mode.runtime: native, the harness started the server here; compose, in containers (make
@@ -215,7 +216,9 @@ def path_of(options: Options, scenario: str) -> str | None:
     wants = options.message_bytes is not None or options.message_rate is not None
     if declared is not None and declared.needs == _WS and wants:
         size = options.message_bytes or _WS_BYTES
-        rate = options.message_rate or _WS_RATE
+        # An idle scenario's rate stays 0 whatever MESSAGE_RATE says: it sends nothing.
+        idle = declared.path.endswith(f"rate={_WS_IDLE_RATE}")
+        rate = _WS_IDLE_RATE if idle else options.message_rate or _WS_RATE
         return f"{urlsplit(declared.path).path}?bytes={size}&rate={rate}"
     return options.study.paths.get(scenario)
 

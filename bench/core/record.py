@@ -134,10 +134,16 @@ from pathlib import Path
 #    an extension turned the GIL back on; null on a default build)}: every run of a server
 #    started here serving app_common (null otherwise: TARGET=, APP=, nginx-static, and every
 #    record before 14). The summary labels a run whose GIL came back.
-# 15: (2026-11, issue 31 item 5) metadata.study_tuned on a study's tuned arm (the search that
-#    chose its knobs, in short: bench/studies/tuning.py), metadata.study_search and
-#    study_search_arm on that search's own runs (with study_run and tune); absent elsewhere
-#    and on every record before 15.
+# 15: (2026-11, issues 31 item 5 and 34 item 1) metadata.study_tuned on a study's tuned arm
+#    (the search that chose its knobs, in short: bench/studies/tuning.py), metadata.study_search
+#    and study_search_arm on that search's own runs (with study_run and tune);
+#    resources.server_rss_start_mb: the server tree's RSS at the measured window's first
+#    sample, as the load tool started (before it connected): what the peak grew from; for
+#    websocket-idle the first such sample of the server start (a repeat under foreign load, or
+#    a later point on the same start, grows from where the start began: the memory the first
+#    run freed is reused); websocket.mode "idle" (SCENARIO=websocket-idle: connections held,
+#    no message; requests 0, offered_rps null). Absent on every record before 15: their growth
+#    per connection is not known.
 FORMAT_VERSION = 15
 KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 STATUSES = ("ok", "failed", "unsupported")

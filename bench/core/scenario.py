@@ -38,6 +38,9 @@ WS_RATE = 100
 # A pushed message: its sequence number (from 0) and the server's intended send time (Unix s,
 # float), big-endian, then padding to the declared size (app_common/asgi.py writes it).
 WS_PUSH_HEADER = "!Qd"
+# SCENARIO=websocket-idle: connections held with no message either way (rate 0 in the path:
+# wsload sends nothing); what it measures is what each open connection costs the server.
+WS_IDLE_RATE = 0
 WS_PUSH_COUNT = 3  # messages the verification asks of the push route before it closes
 # What the verification sends to the echo route: each must come back unchanged, in order.
 WS_ECHO_MESSAGES = (b"Hello, World!", bytes(range(256)) * 4, b"\x00")
@@ -96,6 +99,9 @@ class Scenario:
     # The protocol the scenario itself carries (bench.core.protocol.SCENARIO_PROTOCOLS: a
     # server declares whether it speaks it); None: the run's PROTOCOL=.
     protocol: str | None = None
+    # Whether WARMUP= runs before its measured run (False: the warmup's connections, opened
+    # and closed, would leave memory the measured ones reuse: what websocket-idle measures)
+    warms: bool = True
 
 
 def escape_html(text: str) -> str:
@@ -314,6 +320,15 @@ _ALL = (
         (),  # its route is verified with the websocket scenario's
         WS,
         WEBSOCKET,
+    ),
+    Scenario(
+        "websocket-idle",
+        f"/ws/echo?bytes={WS_BYTES}&rate={WS_IDLE_RATE}",
+        "WebSocket connections held open with no message: the server's memory per connection",
+        (),  # its route is verified with the websocket scenario's
+        WS,
+        WEBSOCKET,
+        warms=False,
     ),
     # The mix's routes are the ones above: nothing more to verify.
     Scenario(

@@ -155,6 +155,12 @@ def open_loop_loads() -> tuple[str, ...]:
     return tuple(n for n, t in load_tools().items() if t.get("open_loop"))
 
 
+def rate_loads() -> tuple[str, ...]:
+    """The tools RATE= can pace: the open-loop ones, and those a rate may replace their own
+    schedule's (`paced`: wsload, messages/s over the echo route's connections)."""
+    return tuple(n for n, t in load_tools().items() if t.get("open_loop") or t.get("paced"))
+
+
 def url_loads() -> tuple[str, ...]:
     """The tools that request one URL over and over (APP='s routes need one)."""
     return tuple(n for n, t in load_tools().items() if t.get("drives") == scenario.URL)
@@ -550,7 +556,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "LOAD",
         "wrk, locust (runs SCENARIO=saas), oha (open loop: RATE=) or wsload (SCENARIO="
-        "websocket and websocket-push: the one chosen for them when LOAD is unset)",
+        "websocket, websocket-push and websocket-idle: the one chosen for them when LOAD is "
+        "unset)",
         "the load package's default tool (bench/load)",
         parser=parse_one_of("LOAD", load_names),
     ),
@@ -655,7 +662,8 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable(
         "MESSAGE_RATE",
-        "SCENARIO=websocket and websocket-push: messages per second on each connection",
+        "SCENARIO=websocket and websocket-push: messages per second on each connection "
+        "(websocket-idle sends none)",
         str(scenario.WS_RATE),
         ("run",),
         limits=(1, 100_000),
@@ -1044,7 +1052,7 @@ SWITCH_NAMES += ("TUNED",)
 _DOCKER = "the limit is the server container's"
 _NOT_DOCKER = "RUNTIME=docker starts the server in its container here"
 _TARGET = "TARGET drives a server running elsewhere"
-_OPEN = "a fixed arrival rate is sent by an open-loop tool"
+_OPEN = "a fixed arrival rate is sent by an open-loop tool (wsload: messages/s, echo route)"
 _PROTOCOL = "the protocol is spoken between the load tool and a server"
 _BEYOND_HTTP1 = tuple(name for name in PROTOCOLS if name != HTTP1)
 _HTTP2 = tuple(name for name, p in PROTOCOLS.items() if p.http2)
@@ -1056,7 +1064,7 @@ RULES: tuple[Rule, ...] = (
     Rule("UPSTREAM_KEEPALIVE", "PROXY", ("nginx", "alb"), "it is nginx's, to the server"),
     Rule("LIFECYCLE", "LOAD", open_loop_loads, "the event needs a rate that does not slow down"),
     Rule("LIFECYCLE", "RATE", None, "the event needs a fixed arrival rate (RATE=<req/s>)"),
-    Rule("RATE", "LOAD", open_loop_loads, _OPEN),
+    Rule("RATE", "LOAD", rate_loads, _OPEN),
     Rule(
         "LOAD",
         "RATE",
@@ -1211,12 +1219,34 @@ def _soak_rules(given: Mapping[str, str], values: Mapping[str, object]) -> None:
         )
 
 
+def _paced_rules(command: str, values: Mapping[str, object]) -> None:
+    """A paced tool's RATE= (make capacity's steps) replaces the echo route's schedule: the
+    push route's rate is the server's, the idle scenario sends nothing."""
+    load = values.get("LOAD")
+    if load in open_loop_loads() or load not in rate_loads():
+        return
+    if command != "capacity" and not values.get("RATE"):
+        return
+    paced = [s for s in values.get("SCENARIO") or () if s != "websocket"]  # type: ignore[attr-defined]
+    if paced:
+        raise UsageError(
+            f"RATE= paces LOAD={load}'s messages on the echo route: SCENARIO="
+            f"{','.join(paced)} cannot take it (push: the server's rate, MESSAGE_RATE=; idle: "
+            "no message); valid: SCENARIO=websocket"
+        )
+
+
 def _capacity_rules(given: Mapping[str, str], values: Mapping[str, object]) -> None:
-    """make capacity: an open-loop tool, a steady server (no LIFECYCLE or RECYCLE)."""
-    if values["LOAD"] not in open_loop_loads():
+    """make capacity: an open-loop or paced tool, a steady server (no LIFECYCLE or RECYCLE)."""
+    if values["LOAD"] not in rate_loads():
         raise UsageError(
             f"make capacity needs a fixed arrival rate; LOAD={values['LOAD']} is "
-            f"closed-loop; valid: LOAD={' or '.join(open_loop_loads())}"
+            f"closed-loop; valid: LOAD={' or '.join(rate_loads())}"
+        )
+    if values["LOAD"] not in open_loop_loads() and len(values.get("CONCURRENCY") or ()) != 1:  # type: ignore[arg-type]
+        raise UsageError(
+            f"make capacity LOAD={values['LOAD']} spreads each step's messages/s over one "
+            "number of connections; valid: CONCURRENCY=<connections> (one number)"
         )
     for name in ("LIFECYCLE", "RECYCLE"):
         if given.get(name):
@@ -1238,6 +1268,8 @@ def command_rules(command: str, given: Mapping[str, str], values: Mapping[str, o
         _soak_rules(given, values)
     if command == "capacity":
         _capacity_rules(given, values)
+    if command in ("run", "capacity"):
+        _paced_rules(command, values)
     if command in ("soak", "serve") and values.get("TRIALS", 1) is None:
         raise UsageError(
             f"TRIALS=auto applies to make bench; valid here: TRIALS=<1..{defaults.AUTO_MAX_TRIALS}>"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from bench.core import defaults, plan
 from bench.core.protocol import HTTP1
+from bench.core.scenario import SCENARIOS
 from bench.harness.observers import Observers
 from bench.harness.served import Served
 from bench.host.metadata import now_iso
@@ -135,11 +136,12 @@ def _warm(
     settings: Settings, tool: LoadTool, run: plan.RunSpec, primed: set[str], request: Requester
 ) -> LoadResult | None:
     """The primer (first run of a scenario on this server) and the warmup, for a tool that
-    primes; the warmup's result, None without one."""
+    primes and a scenario that warms; the warmup's result, None without one."""
     if tool.primes and run.scenario not in primed:
         tool.run(settings.table, request(defaults.PRIMER_CONCURRENCY, defaults.PRIMER_S, "primer"))
         primed.add(run.scenario)
-    if tool.primes and settings.warmup_s:
+    declared = SCENARIOS.get(run.scenario)
+    if tool.primes and settings.warmup_s and (declared is None or declared.warms):
         return tool.run(settings.table, request(run.concurrency, settings.warmup_s, "warmup"))
     return None
 

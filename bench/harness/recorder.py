@@ -90,6 +90,7 @@ class Recorder:
         if resources and self.emulator is not None:
             # Under qemu the tree's memory is the emulator's, not the server's: kept apart.
             resources |= {"server_rss_mb": None, "qemu_rss_mb": resources["server_rss_mb"]}
+            resources["server_rss_start_mb"] = None
         errors = result.errors.to_dict()
         if measured.proxy_by_status is not None:
             errors["proxy_by_status"] = {
@@ -200,9 +201,10 @@ class Recorder:
         measured: Measurement,
         meta: dict | None = None,
     ) -> Path:
-        """A measured run: ok, or failed when no request completed."""
+        """A measured run: ok, or failed when it measured nothing (no request completed; an
+        idle WebSocket run: no connection held)."""
         result = measured.result
-        reason = "no request completed" if result.requests == 0 else None
+        reason = result.empty_reason()
         status = "ok" if reason is None else "failed"
         path = self._write(opts, run, facts, status, reason, result.raw, measured, meta)
         if result.latency.p99 is not None:
@@ -307,9 +309,11 @@ def _protocol(opts: plan.Options, run: plan.RunSpec) -> dict[str, object]:
 
 def _offered(measured: Measurement | None) -> float | None:
     """A WebSocket run's messages/s offered on its fixed schedule (connections x each one's
-    rate): paced like an open-loop tool's arrivals; None for every other closed-loop run."""
+    rate): paced like an open-loop tool's arrivals; None for every other closed-loop run, an
+    idle WebSocket run among them (no message is offered: it holds connections)."""
     figures = measured.result.websocket if measured is not None else None
-    return float(figures["offered_messages_per_s"]) if figures else None
+    offered = figures.get("offered_messages_per_s") if figures else None
+    return float(offered) if offered else None
 
 
 def websocket_figures(result: LoadResult) -> dict | None:

@@ -10,11 +10,12 @@ this server (the watchdog saw it or the stack die; recorded).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from bench.core import plan
+from bench.core.scenario import SCENARIOS
 from bench.harness.measure import Measurement, Served, Settings, measure_point
 from bench.harness.recorder import Recorder, ServerFacts
 from bench.host.procs import Interrupted
@@ -93,6 +94,9 @@ class Session:
     facts: ServerFacts
     served: Served
     primed: set[str] = field(default_factory=set)
+    # The server tree's RSS before its first load of a scenario that needs a fresh start
+    # (websocket-idle), by scenario: what a repeat or a later point on this start grew from.
+    rss_from: dict[str, float] = field(default_factory=dict)
 
     def settings(self) -> Settings:
         """What every point of this arm shares."""
@@ -155,6 +159,7 @@ class Session:
             return None
         finally:
             self.h.progress.remaining_s -= step
+        measured = self._grown_from_start(run, measured)
         meta = judge(measured) if judge else None
         if repeat_of is not None:
             meta = {**(meta or {}), "repeat_of": repeat_of}
@@ -169,6 +174,18 @@ class Session:
             )
             return self.measure(run, judge, repeat_of=marked)
         return measured
+
+    def _grown_from_start(self, run: plan.RunSpec, measured: Measurement) -> Measurement:
+        """A scenario that does not warm (websocket-idle) measures what connections cost: its
+        server_rss_start_mb is this start's first, before any of its connections (a repeat
+        on the same start, or a later point, reuses the memory the first one's freed)."""
+        declared = SCENARIOS.get(run.scenario)
+        start = measured.resources.server_rss_start_mb if measured.resources else None
+        if declared is None or declared.warms or start is None or measured.resources is None:
+            return measured
+        first = self.rss_from.setdefault(run.scenario, start)
+        resources = replace(measured.resources, server_rss_start_mb=first)
+        return replace(measured, resources=resources)
 
     def measure_all(self, runs: tuple[plan.RunSpec, ...]) -> None:
         """Measure a fixed list of points; when one voids the block, the rest are recorded

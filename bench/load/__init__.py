@@ -139,6 +139,14 @@ class LoadResult:
     # send lag and ceiling): the record's `websocket`; None for HTTP tools.
     websocket: dict | None = None
 
+    def empty_reason(self) -> str | None:
+        """Why the run measured nothing (None: it measured something): no request completed,
+        or, for an idle WebSocket run (no message by design), no connection held."""
+        figures = self.websocket or {}
+        if figures.get("mode") == "idle":
+            return None if figures.get("connections_held") else "no connection held"
+        return "no request completed" if self.requests == 0 else None
+
     @property
     def per_request(self) -> str | bytes | None:
         """The per-request file's content (for the lifecycle and soak analyses), or None."""

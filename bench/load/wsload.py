@@ -10,7 +10,9 @@ picows pinned in wsload/requirements.txt).
 
 Each connection sends at M messages/s on a fixed schedule whatever the server does, so the
 latency runs from each message's intended send time. It is no `open_loop` tool in the
-harness's sense (RATE=, make capacity): its rate is the scenario's, per connection.
+harness's sense (its rate is the scenario's, per connection, and RATE= is not required) but
+it is `paced`: RATE= (make capacity's steps) replaces that rate on the echo route with
+messages/s over all the connections (request.rate), spread over them in turn.
 
 Its own ceiling is measured once per venv and CPU count (prepare): wsload's flood mode (16
 messages in flight on each of 50 connections) against wsload's picows echo server, messages
@@ -106,8 +108,10 @@ def parse_wsload(json_text: str, csv_text: str | None) -> LoadResult:
             "messages_sent": data.get("sent"),
             "messages_received": data.get("received"),
             "messages_per_s": counted / duration if duration > 0 else 0.0,
-            # the schedule's messages/s: every connection asked for, at its rate
-            "offered_messages_per_s": int(data["connections"]) * int(data["rate_per_connection"]),
+            # the schedule's messages/s: a paced run's (RATE=), else every connection asked
+            # for at its rate
+            "offered_messages_per_s": data.get("offered_per_s")
+            or int(data["connections"]) * int(data["rate_per_connection"]),
             "send_lag_ms": lag,
         },
     )
@@ -156,7 +160,9 @@ class WsLoad:
 
     name: ClassVar[str] = "wsload"
     primes: ClassVar[bool] = True
-    open_loop: ClassVar[bool] = False  # its rate is the scenario's per connection, not RATE=
+    open_loop: ClassVar[bool] = False  # its rate is the scenario's per connection ...
+    # ... unless RATE= paces it: messages/s over all the connections (make capacity)
+    paced: ClassVar[bool] = True
     drives: ClassVar[str] = scenario.WS
     per_request: ClassVar[str | None] = MESSAGES_NAME
     selectable: ClassVar[bool] = True
@@ -219,6 +225,8 @@ class WsLoad:
         argv += ["--connections", str(request.concurrency)]
         argv += ["--duration", f"{request.duration_s:g}", "--out", str(json_path)]
         argv += ["--per-message", str(csv_path)]
+        if request.rate is not None:
+            argv += ["--rate", str(request.rate)]
         log_path = request.out.with_name(request.out.name + ".wsload.log")
         limit_s = request.duration_s + request.timeout_s + OVERSTAY_S
         proc = run_bounded(table, "wsload", argv, log_path, limit_s, request, watch, sampler)

@@ -374,6 +374,9 @@ class Resources:
     server_rss_mb: float | None
     load_cpu_pct: float | None
     proxy_cpu_pct: float | None
+    # The tree's RSS at the window's first sample, the load tool just started (before it
+    # connected): what the peak grew from (SCENARIO=websocket-idle: memory per connection).
+    server_rss_start_mb: float | None = None
     # CPU seconds of each process below the server's leader (its workers) over the window,
     # by PID: how the connections spread over the workers shows in their shares (make noise).
     # {} when the leader serves alone; None when the server runs elsewhere.
@@ -432,6 +435,7 @@ class Sampler:
     _load_cpu: CpuTime = field(default_factory=CpuTime)
     _proxy_cpu: CpuTime = field(default_factory=CpuTime)
     _rss_max: int = 0
+    _rss_first: int | None = None
     _time_wait_max: int = 0
     _time_wait_client_max: int = 0
     _time_wait_upstream_max: int = 0
@@ -455,6 +459,8 @@ class Sampler:
         if self.server_pid is not None:
             rss = self._server_cpu.sample(self._family(self.server_pid))
             self._rss_max = max(self._rss_max, rss)
+            if self._rss_first is None:
+                self._rss_first = rss
         # A load tool or proxy may be several processes (Locust workers, nginx workers).
         if self.load_pid is not None:
             for pid in (self.load_pid, *self.extra_load_pids):
@@ -550,6 +556,9 @@ class Sampler:
             load_cpu_pct=pct(self._load_cpu),
             proxy_cpu_pct=pct(self._proxy_cpu),
             worker_cpu_s=None if remote else self._worker_cpu_s(),
+            server_rss_start_mb=(
+                None if remote or self._rss_first is None else round(self._rss_first / 2**20, 1)
+            ),
         )
 
     def _worker_cpu_s(self) -> dict[str, float]:

@@ -73,6 +73,19 @@ def _row(server: str, connections: int, group: list[Record]) -> list[str]:
     ]
 
 
+def rss_growth(rec: Record) -> tuple[float, float] | None:
+    """(RSS before the load connected, MB the RSS grew per connection held) of one WebSocket
+    run: the peak over its window minus the first sample, over the connections held at its
+    end. None: no connection held, no first sample (records before it was kept), or no
+    growth seen."""
+    held = (rec.websocket or {}).get("connections_held")
+    resources = rec.resources or {}
+    peak, start = resources.get("server_rss_mb"), resources.get("server_rss_start_mb")
+    if not held or peak is None or start is None or peak <= start:
+        return None
+    return float(start), (peak - start) / held
+
+
 def memory_per_1000(group: list[Record]) -> tuple[float, float, float] | None:
     """The slope of the server's RSS (MB) against connections held, x 1,000, with its 95 %
     interval (t over n − 2 degrees of freedom); None with fewer than two connection counts."""
@@ -134,24 +147,31 @@ def memory_lines(measured: list[Record]) -> list[str]:
         by_server[(rec.scenario, rec.server)].append(rec)
     rows = []
     for (scenario, server), group in sorted(by_server.items()):
-        fit = memory_per_1000(group)
         held = sorted({int((r.websocket or {}).get("connections_held") or 0) for r in group})
-        text = (
-            "needs runs at two connection counts"
-            if fit is None
-            else (f"{fit[0]:,.1f} [{fit[1]:,.1f}, {fit[2]:,.1f}]")
-        )
-        rows.append([scenario, server, str(len(group)), ", ".join(map(str, held)), text])
+        rows.append([scenario, server, str(len(group)), ", ".join(map(str, held)), _memory(group)])
     return [
         "## Memory per 1,000 connections",
         "",
         "The slope of the server's RSS (its process tree, the peak over each window) against "
         "the connections it held, over every run of the configuration, × 1,000, with its 95 % "
-        "interval (linear least squares).",
+        "interval (linear least squares). † One connection count: each run's growth over "
+        "its window from the RSS before the load connected, per connection held, × 1,000.",
         "",
         *markdown_table(MEMORY_HEADER, rows, "llrll"),
         "",
     ]
+
+
+def _memory(group: list[Record]) -> str:
+    """The slope over connection counts with its interval; with one count, the median of each
+    run's growth from its RSS before connecting (marked †)."""
+    fit = memory_per_1000(group)
+    if fit is not None:
+        return f"{fit[0]:,.1f} [{fit[1]:,.1f}, {fit[2]:,.1f}]"
+    grown = [g[1] * 1000 for r in group if (g := rss_growth(r)) is not None]
+    if grown:
+        return f"{statistics.median(grown):,.1f} † (median of {len(grown)})"
+    return "needs runs at two connection counts"
 
 
 def summary_lines(records: list[Record], link: str) -> list[str]:

@@ -12,6 +12,12 @@ from collections import defaultdict
 
 from bench.core.outcome import Outcome
 from bench.core.record import Record, is_warmup, latest_per_arm
+from bench.report.websocket import rss_growth
+
+# held_in_limit's declared memory limit: the server's RSS may grow to this (MB; 1 GiB, a
+# common container limit): how many idle connections fit is (limit - RSS before connecting)
+# / MB per connection, from the run's own slope (a straight line: what it assumes).
+WS_MEMORY_LIMIT_MB = 1024
 
 METRICS = {
     "rps": "req/s",
@@ -53,6 +59,12 @@ METRICS = {
     "recovery_s": "recovery s",
     # RECYCLE= (records with recycles)
     "workers_started": "workers started",
+    # WebSocket runs (records with `websocket`); SCENARIO=websocket-idle: what a connection
+    # held open with no message costs the server (its RSS over the window against the RSS
+    # before the load connected)
+    "connections_held": "connections held",
+    "rss_per_1000_mb": "MB per 1,000 connections",
+    "held_in_limit": f"connections in {WS_MEMORY_LIMIT_MB:,} MB",
 }
 
 
@@ -114,6 +126,8 @@ def metric_value(rec: Record, metric: str) -> float | None:
     if metric in ("oom_kills", "memory_peak_mb", "memory_failcnt", "memory_anon_mb_end"):
         value = (rec.container or {}).get(metric)
         return float(value) if isinstance(value, (int, float)) else None
+    if metric in ("connections_held", "rss_per_1000_mb", "held_in_limit"):
+        return _held_memory(rec, metric)
     if metric == "workers_started":
         value = (rec.recycles or {}).get("workers_started")
         return float(value) if value is not None else None
@@ -153,6 +167,25 @@ def count_of(rec: Record, metric: str) -> tuple[int, float] | None:
         value = metric_value(rec, metric)
         return None if value is None else (int(value), float(arrivals))
     return events[metric], float(arrivals)
+
+
+def _held_memory(rec: Record, metric: str) -> float | None:
+    """A WebSocket run's connections held at the window's end; the server's RSS growth
+    (peak over the window minus the RSS before the load connected) per 1,000 of them; or
+    how many would fit in WS_MEMORY_LIMIT_MB at that slope. None: not a WebSocket run, no
+    connection held, no RSS before (records before it was kept), or no growth seen."""
+    held = (rec.websocket or {}).get("connections_held")
+    if not isinstance(held, int | float):
+        return None
+    if metric == "connections_held":
+        return float(held)
+    growth = rss_growth(rec)
+    if growth is None:
+        return None
+    start, per_connection = growth
+    if metric == "rss_per_1000_mb":
+        return per_connection * 1000
+    return max(0.0, (WS_MEMORY_LIMIT_MB - start) / per_connection)
 
 
 def _throttled(rec: Record, metric: str) -> float | None:

@@ -169,3 +169,35 @@ def test_each_workers_cpu_seconds_are_recorded_apart_from_the_leaders() -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         leader.wait(timeout=10)
+
+
+def test_the_rss_before_the_load_is_the_first_sample() -> None:
+    """A server that allocates 50 MB after the sampler's first sample (as connections the load
+    opens would): server_rss_start_mb is the RSS before, server_rss_mb the peak after; the
+    growth is what it allocated."""
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import sys, time\nsys.stdin.readline()\nheld = b'x' * 50_000_000\n"
+        "print('ok', flush=True)\ntime.sleep(20)\n"
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        sampler = sample.Sampler(server.pid, None, interval_s=0.05)
+        sampler.start()
+        assert server.stdin is not None and server.stdout is not None
+        server.stdin.write("go\n")
+        server.stdin.flush()
+        assert server.stdout.readline() == "ok\n"
+        time.sleep(0.2)
+        sampler.stop()
+        found = sampler.resources()
+        assert found.server_rss_start_mb is not None and found.server_rss_mb is not None
+        assert 45 < found.server_rss_mb - found.server_rss_start_mb < 60
+    finally:
+        server.kill()
+        server.wait(timeout=10)

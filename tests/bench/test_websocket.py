@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import re
 import socket
 import struct
 import threading
@@ -398,3 +399,117 @@ def test_message_size_and_rate_reach_the_runs_path() -> None:
     assert paths == {SCENARIOS["websocket"].path}
     with pytest.raises(Exception, match="MESSAGE_BYTES"):
         variables.check("run", {"SCENARIO": "websocket", "MESSAGE_BYTES": "8"})
+
+
+# -- SCENARIO=websocket-idle: connections held, no message --------------------------------
+
+IDLE = "idle-uvicorn-c1000"  # a harness run: uvicorn holding 1,000 idle connections for 2 s
+
+
+def _idle_record() -> Record:
+    return Record.from_dict(json.loads((FIXTURES / f"record-{IDLE}.json").read_text()))
+
+
+def test_an_idle_run_holds_connections_and_sends_nothing() -> None:
+    """The captured idle run: every connection held, no message either way, no latency; the
+    run measured something (its connections), one that held none measured nothing."""
+    text = (FIXTURES / f"{IDLE}.wsload.json").read_text()
+    data = json.loads(text)
+    result = parse_wsload(text, "intended_ms,latency_ms,status\n")
+    figures = result.websocket or {}
+    assert figures["mode"] == "idle" and figures["connections_held"] == data["held"] == 1000
+    assert figures["messages_sent"] == figures["messages_received"] == result.requests == 0
+    assert figures["offered_messages_per_s"] == 0 and result.latency.p99 is None
+    assert result.errors.timeout == 0 and result.empty_reason() is None
+    dropped = parse_wsload(json.dumps(data | {"held": 0}), None)
+    assert dropped.empty_reason() == "no connection held"
+    echo_text, csv_text = _captured("echo-hypercorn-c10")
+    assert parse_wsload(echo_text, csv_text).empty_reason() is None
+    none = parse_wsload(json.dumps(json.loads(echo_text) | {"counted": 0}), None)
+    assert none.empty_reason() == "no request completed"
+
+
+def test_the_idle_scenario_keeps_rate_0_whatever_message_rate_says() -> None:
+    """SCENARIO=websocket-idle MESSAGE_RATE=20: its path still asks for no message (wsload and
+    the route read it), with the size asked; LOAD unset is wsload."""
+    from bench import cli
+    from bench.core import plan
+
+    parse = cli.build_parser().parse_args
+    opts = cli.options_from(
+        parse(["run", "--scenario=websocket-idle", "--message-bytes=128", "--message-rate=20"])
+    )
+    assert opts.load_tool == "wsload"
+    paths = {r.path for block in plan.make_plan(opts) for r in block.runs}
+    assert paths == {"/ws/echo?bytes=128&rate=0"}
+
+
+def test_memory_per_connection_is_the_growth_from_before_the_load() -> None:
+    """The captured idle record: MB per 1,000 connections is (peak RSS - RSS before the load
+    connected) / held x 1,000; the connections that fit in the declared limit follow from
+    it; a record without the RSS before (older) gives neither; the detail's memory column
+    says it with one connection count (†)."""
+    from bench.studies.metrics import WS_MEMORY_LIMIT_MB, metric_value
+
+    rec = _idle_record()
+    resources = rec.resources or {}
+    peak, start = resources["server_rss_mb"], resources["server_rss_start_mb"]
+    assert peak > start and rec.status == "ok" and rec.offered_rps is None
+    per_1000 = (peak - start) / 1000 * 1000
+    assert metric_value(rec, "connections_held") == 1000
+    assert metric_value(rec, "rss_per_1000_mb") == pytest.approx(per_1000)
+    fits = metric_value(rec, "held_in_limit")
+    assert fits == pytest.approx((WS_MEMORY_LIMIT_MB - start) / (per_1000 / 1000))
+    older = replace(rec, resources={"server_rss_mb": peak})
+    assert metric_value(older, "rss_per_1000_mb") is None
+    assert metric_value(older, "held_in_limit") is None
+    detail = "\n".join(websocket.websocket_sections([rec]))
+    assert f"{per_1000:,.1f} † (median of 1)" in detail
+
+
+# -- make capacity over messages/s: wsload paced by RATE= on the echo route -----------------
+
+
+@pytest.mark.parametrize(
+    ("command", "given", "says"),
+    [
+        ("capacity", {"LOAD": "wsload", "CONCURRENCY": "100"}, None),
+        ("run", {"LOAD": "wsload", "RATE": "500"}, None),
+        ("capacity", {"LOAD": "wsload"}, "CONCURRENCY=<connections> (one number)"),
+        ("capacity", {"LOAD": "wsload", "CONCURRENCY": "10,100"}, "(one number)"),
+        (
+            "capacity",
+            {"LOAD": "wsload", "CONCURRENCY": "100", "SCENARIO": "websocket-push"},
+            "SCENARIO=websocket-push cannot take it",
+        ),
+        ("run", {"RATE": "500", "SCENARIO": "websocket-idle"}, "valid: SCENARIO=websocket"),
+        ("capacity", {"LOAD": "wrk", "SCENARIO": "db"}, "valid: LOAD=oha or wsload"),
+    ],
+)
+def test_rate_paces_wsload_on_the_echo_route_only(
+    command: str, given: dict[str, str], says: str | None
+) -> None:
+    """RATE= (make capacity's steps) is messages/s over the echo route's connections: taken
+    with one connection count; the push route (the server's rate) and the idle scenario (no
+    message) refuse it in one line naming what is valid."""
+    from bench.core.validate import UsageError
+
+    full = {"SERVER": "uvicorn", "SCENARIO": "websocket", "SLO_P99_MS": "50"} | given
+    if command == "run":
+        full.pop("SLO_P99_MS")
+    if says is None:
+        values = variables.check(command, full)
+        assert values["LOAD"] == "wsload"
+        return
+    with pytest.raises(UsageError, match=re.escape(says)):
+        variables.check(command, full)
+
+
+def test_a_paced_run_offers_the_rate_asked() -> None:
+    """wsload's summary of a paced run (--rate): the offered messages/s are the rate asked,
+    not connections x the URL's rate."""
+    text, csv_text = _captured("echo-hypercorn-c10")
+    paced = json.loads(text) | {"offered_per_s": 750.0}
+    figures = parse_wsload(json.dumps(paced), csv_text).websocket or {}
+    assert figures["offered_messages_per_s"] == 750.0
+    assert (parse_wsload(text, csv_text).websocket or {})["offered_messages_per_s"] == 1000

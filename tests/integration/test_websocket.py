@@ -45,3 +45,43 @@ def test_echo_and_push_verified_measured_and_a_wsgi_server_shown_unsupported(
     assert all("no WebSocket interface" in r["reason"] for r in refused)
     summary = (results / "summary.md").read_text()
     assert "unsupported (no WebSocket interface): gunicorn-sync" in summary
+
+
+def test_wsload_paced_by_a_rate_sends_it_over_all_connections(tmp_path: Path) -> None:
+    """wsload run --rate 400 over 4 connections for 1 s against its own echo server (what
+    make capacity's steps ask): about 400 messages sent, every one back and verified, the
+    offered rate the one asked, the intended send times 2.5 ms apart in turn over the
+    connections (a few seconds)."""
+    import itertools
+    import json
+    import subprocess
+    import time
+
+    from bench.host.procs import ProcessTable
+    from bench.host.ready import free_port
+    from bench.host.venv import make_venv
+    from bench.load.wsload import WSLOAD_DIR
+
+    python = make_venv("_wsload", WSLOAD_DIR / "requirements.txt", log=tmp_path / "venv.log")
+    script = str(WSLOAD_DIR / "wsload.py")
+    table, port = ProcessTable(), free_port()
+    try:
+        table.start("echo", [str(python), script, "serve", "--port", str(port)], tmp_path / "e")
+        deadline = time.monotonic() + 20
+        while "listening" not in (tmp_path / "e").read_text():
+            assert time.monotonic() < deadline, "wsload's echo server never listened"
+            time.sleep(0.05)
+        out, csv = tmp_path / "run.json", tmp_path / "run.csv"
+        url = f"ws://127.0.0.1:{port}/ws/echo?bytes=64&rate=1"
+        argv = [str(python), script, "run", url, "--connections", "4", "--duration", "1"]
+        argv += ["--rate", "400", "--out", str(out), "--per-message", str(csv)]
+        subprocess.run(argv, check=True, timeout=60)
+    finally:
+        table.stop_all()
+    data = json.loads(out.read_text())
+    assert data["offered_per_s"] == 400 and data["mode"] == "echo"
+    assert abs(data["sent"] - 400) <= 2 and data["counted"] == data["sent"]
+    assert data["lost"] == 0 and data["mismatched"] == 0
+    intended = sorted(float(line.split(",")[0]) for line in csv.read_text().splitlines()[1:])
+    gaps = [b - a for a, b in itertools.pairwise(intended)]
+    assert all(abs(gap - 2.5) < 0.01 for gap in gaps)
