@@ -736,7 +736,7 @@ ELSEWHERE = (
         (("test_a_measured_run_with_no_completed_request_is_recorded_as_failed", {}),),
         replace=(
             (
-                'reason = "no request completed" if result.requests == 0 else None',
+                "reason = result.empty_reason()",
                 "reason = None",
             ),
         ),

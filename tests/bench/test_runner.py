@@ -37,7 +37,9 @@ def test_all_without_root_skips_namespace_studies(
     monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
     seen: list[list[str]] = []
 
-    def fake_execute(names, base, duration, execute, sections, arms=None, rounds=None):
+    def fake_execute(
+        names, base, duration, execute, sections, arms=None, rounds=None, tune_budget=None
+    ):
         seen.append(list(names))
         return 0
 
