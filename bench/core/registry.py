@@ -12,8 +12,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.core import pythons as interpreters
 from bench.core.protocol import HTTP1, PROTOCOLS, SCENARIO_PROTOCOLS
+from bench.core.pythons import names as interpreter_names
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS_DIR = ROOT / "servers"
@@ -383,8 +383,8 @@ def validate_pythons(path: Path, raw: dict) -> tuple[dict[str, str], dict[str, s
     files: dict[str, str] = {}
     why: dict[str, str] = {}
     for name, table in raw.items():
-        if name not in interpreters.names():
-            valid = ", ".join(interpreters.names())
+        if name not in interpreter_names():
+            valid = ", ".join(interpreter_names())
             raise DeclarationError(f'{path}: [pythons."{name}"]: valid names are {valid}')
         keys = set(table) if isinstance(table, dict) else set()
         text = table.get("why" if "requirements" in keys else "unsupported") if keys else None
