@@ -150,13 +150,19 @@ def per_trial(group: list[Record], value: Callable[[Record], float | None]) -> l
     for i, rec in enumerate(group):
         v = value(rec)
         if v is not None:
-            by_trial[rec.trial if rec.metadata.get("slice") else ("run", i)].append(float(v))
+            by_trial[_trial_key(i, rec)].append(float(v))
     return [round_figure(v) for v in by_trial.values()]
+
+
+def _trial_key(i: int, rec: Record) -> object:
+    """What makes a run one trial: a sliced round's number (its slices together), else the
+    run itself (its place in the group)."""
+    return rec.trial if rec.metadata.get("slice") else ("run", i)
 
 
 def trial_count(group: list[Record]) -> int:
     """Trials of a point: its runs, a sliced round's slices counted once."""
-    return len({r.trial if r.metadata.get("slice") else ("run", i) for i, r in enumerate(group)})
+    return len({_trial_key(i, r) for i, r in enumerate(group)})
 
 
 def rps_values(group: list[Record]) -> list[float]:
