@@ -26,12 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.core import defaults, variables
-from bench.core.campaign import LEADERS, ROOT, STAND_IN, Campaign, Question
+from bench.core.campaign import LEADERS, LEDGER, ROOT, STAND_IN, Campaign, Question, read_ledger
 from bench.core.record import Record, RecordError, session_of
 from bench.host.metadata import cpu_model, machine_id, now_iso
 from bench.report.groups import groups, rank_groups, starved
 
-LEDGER = "campaign.jsonl"
 Runner = Callable[[Question, dict[str, str]], int]
 
 
@@ -46,21 +45,6 @@ def record_identity(rec: Record) -> dict[str, object]:
     """A record's machine identity, as identity() says it."""
     meta = rec.metadata
     return {k: meta.get(k) for k in ("machine_id", "cpu_model", "cpu_count")}
-
-
-def read_ledger(results: Path) -> list[dict]:
-    """Every line of the ledger (unreadable lines are skipped: a question is then re-asked)."""
-    try:
-        text = (results / LEDGER).read_text()
-    except OSError:
-        return []
-    entries = []
-    for line in text.splitlines():
-        try:
-            entries.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return entries
 
 
 def append_ledger(results: Path, entry: dict) -> None:

@@ -32,6 +32,8 @@ STAND_IN = "gunicorn-sync,granian"
 # The campaign sets these itself (RESULTS: the file's; MACHINE: the user's label, the same
 # for every question).
 OWN = ("RESULTS", "MACHINE")
+# RESULTS/campaign.jsonl: one JSON line per question asked (bench/cli/campaign.py appends it)
+LEDGER = "campaign.jsonl"
 
 
 class CampaignError(UsageError):
@@ -170,3 +172,18 @@ def load_campaign(path: Path = CAMPAIGN_FILE) -> Campaign:
     if not questions:
         raise CampaignError(f"{path.name}: no [[question]]")
     return Campaign(where, tuple(questions))
+
+
+def read_ledger(results: Path) -> list[dict]:
+    """Every line of the ledger (unreadable lines are skipped: a question is then re-asked)."""
+    try:
+        text = (results / LEDGER).read_text()
+    except OSError:
+        return []
+    entries = []
+    for line in text.splitlines():
+        try:
+            entries.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return entries

@@ -19,6 +19,7 @@ from bench.core.variables import parse_price
 from bench.load import is_default
 from bench.report import (
     arches,
+    campaign,
     disturbed,
     precision,
     stability,
@@ -642,11 +643,13 @@ def render_report(
     topics: dict[str, list[str]] | None = None,
     prices: dict[str, float] | None = None,
     answers: list[str] | None = None,
+    campaign_lines: list[str] | None = None,
 ) -> dict[str, str]:
     """summary.md and its detail files (path relative to RESULTS -> text). `topics`: more
     detail files by topic (capacity, studies, production); At a glance takes the studies'
     verdicts from them. `prices`: dollars per hour by arch or machine (PRICE=). `answers`:
-    make tune's answers (bench.report.tuned.answers_summary)."""
+    make tune's answers (bench.report.tuned.answers_summary). `campaign_lines`: which of
+    reference.toml's questions these records answer (bench.report.campaign.summary_lines)."""
     topics = dict(topics or {})
     sources = topics.pop(SOURCES_TOPIC, [])  # in summary.md itself, after At a glance
     details = _details(records, problems, plots or {}, topics)
@@ -659,6 +662,7 @@ def render_report(
         f"from the JSON records in this directory; how figures are computed: "
         f"[method]({DETAILS}/method.md).",
         "",
+        *(campaign_lines or []),
         *arches.summary_lines(records, prices),
         *recommendations_section(records),
         *standings.summary_lines(records),
@@ -788,7 +792,13 @@ def write_summary(
         "websocket": websocket.websocket_sections(records),
     }
     texts = render_report(
-        records, problems, plots, topics, price_env(), tuned.answers_summary(results_dir)
+        records,
+        problems,
+        plots,
+        topics,
+        price_env(),
+        tuned.answers_summary(results_dir),
+        campaign.summary_lines(results_dir),
     )
     for name, text in texts.items():  # summary.md first: if it cannot be written, nothing is
         (results_dir / name).parent.mkdir(exist_ok=True)

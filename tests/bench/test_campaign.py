@@ -270,3 +270,31 @@ def test_make_reference_refuses_bad_input_before_set_up(
     )
     assert done.returncode == 2
     assert message in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_summary_says_which_questions_are_answered_and_which_are_not_asked(tmp_path: Path) -> None:
+    """The summary's Reference campaign lines: a question the ledger answered shows its
+    status, machine and records still present; one never asked shows "not asked yet" and its
+    make command; a directory without a ledger (a user's own runs) has no such section."""
+    from bench.report import campaign as shown
+
+    path = _campaign(tmp_path, BENCH + "\n" + STUDY)
+    results = tmp_path / "ref"
+    assert shown.summary_lines(results, path) == []
+    (results / "records").mkdir(parents=True)
+    (results / "records" / "a.json").write_text("{}")
+    entry = {
+        "question": "direct",
+        "fingerprint": load_campaign(path).questions[0].fingerprint(),
+        "identity": IDENT,
+        "status": "answered",
+        "records": ["a.json", "gone.json"],
+        "ended_at": "2026-11-26T12:00:00Z",
+    }
+    (results / ask.LEDGER).write_text(json.dumps(entry) + "\n")
+    text = "\n".join(shown.summary_lines(results, path))
+    row = "| direct | answered | abcdef01 (Test CPU, 2 CPUs) | 2026-11-26T12:00:00Z | 1 of 2 |"
+    assert row in text
+    assert "| study-sync-vs-gevent | not asked yet |" in text
+    assert "- `make study NAME=sync-vs-gevent TRIALS=auto BUDGET=10`" in text
+    assert "1 of them are asked in this directory, on 1 machine(s)" in text
