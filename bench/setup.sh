@@ -51,7 +51,10 @@ ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 arch_wanted=${ARCH:-}
 if [ "${PYWEBBENCH_TEST:-0}" = 1 ]; then
   command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
-  # tests/bench/test_html.py opens RESULTS/index.html in a real browser (headless)
+fi
+# tests/bench/test_html.py opens RESULTS/index.html in a real browser (headless); make reference
+# takes docs/report.png with it (bench/report/picture.py; PYWEBBENCH_PICTURE=1 from the Makefile).
+if [ "${PYWEBBENCH_TEST:-0}" = 1 ] || [ "${PYWEBBENCH_PICTURE:-0}" = 1 ]; then
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 fi
 # make images (IMAGES=1) and the test suite build the base image from Debian's packages with

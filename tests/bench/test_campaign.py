@@ -21,7 +21,7 @@ from bench.core.variables import BY_NAME
 from bench.studies.schema import study_names
 
 ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = ROOT / "results" / "reference" / "records"
+REFERENCE = ROOT / "tests" / "fixtures" / "reference-2026-11" / "records"
 IDENT = {"machine_id": "abcdef012345", "cpu_model": "Test CPU", "cpu_count": 2}
 # Real records of one session: /db at 50 connections, direct, several servers.
 DB_C50 = sorted(REFERENCE.glob("*_vm_*_db_c50_t*.json"))

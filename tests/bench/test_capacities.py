@@ -31,7 +31,7 @@ from bench.report.recommend import recommendations
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "capacity-pair"
-REFERENCE = ROOT / "results" / "reference" / "records"
+REFERENCE = ROOT / "tests" / "fixtures" / "reference-2026-11" / "records"
 SHIFT = {1: 1.0, 2: 1.1, 3: 0.95}  # granian's ladder per trial in the separated variant
 
 

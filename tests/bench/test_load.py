@@ -14,7 +14,7 @@ from bench.core import scenario
 from bench.core.record import load_records
 from bench.load import Errors, Latency, LoadResult
 
-REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference"
+REFERENCE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "reference-2026-11"
 LOAD_DIR = Path(load.__file__).parent
 
 

@@ -194,7 +194,7 @@ def test_interpreter_record_from_the_two_reads() -> None:
 
 def test_records_before_and_after_format_14_load() -> None:
     """A format 13 record (no interpreter) loads as before; a format 14 one carries it."""
-    fixture = sorted((ROOT / "results" / "reference").rglob("records/*.json"))[0]
+    fixture = sorted((ROOT / "tests" / "fixtures" / "reference-2026-11").rglob("records/*.json"))[0]
     old = json.loads(fixture.read_text())
     old.pop("interpreter", None)
     assert record.Record.from_dict(old).interpreter is None
@@ -210,7 +210,7 @@ def test_records_before_and_after_format_14_load() -> None:
 def test_the_summary_tells_interpreters_apart_and_labels_a_gil_that_came_back() -> None:
     """Two interpreters (and a run whose GIL came back) are separate configurations, each
     labelled; a record before format 14 keeps its key and label."""
-    fixture = sorted((ROOT / "results" / "reference").rglob("records/*.json"))[0]
+    fixture = sorted((ROOT / "tests" / "fixtures" / "reference-2026-11").rglob("records/*.json"))[0]
     base = record.Record.from_dict(json.loads(fixture.read_text()) | {"interpreter": None})
     ft = record.Record.from_dict(
         base.to_dict() | {"interpreter": record.interpreter_fields("3.13t", FREE, FREE)}

@@ -17,7 +17,7 @@ from bench.studies import sources
 from bench.studies.verdict import Outcome
 
 ROOT = Path(__file__).resolve().parents[2]
-RECORDS = ROOT / "results" / "reference" / "records"
+RECORDS = ROOT / "tests" / "fixtures" / "reference-2026-11" / "records"
 
 
 @cache

@@ -32,7 +32,7 @@ from bench.studies.metrics import latest_run
 from tests.fakes import FakeSite, FakeTool, result
 
 ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = ROOT / "results" / "reference"
+REFERENCE = ROOT / "tests" / "fixtures" / "reference-2026-11"
 FIXTURES = ROOT / "tests" / "fixtures"
 
 # Each round a machine-wide effect of ±20 % moves both arms alike; a is 3 % below b, the
