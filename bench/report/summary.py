@@ -57,6 +57,7 @@ from bench.report.groups import (
     rps_estimate,
     served_share,
     socket_errors,
+    starved,
     trial_count,
 )
 from bench.report.html import write_html
@@ -260,7 +261,8 @@ STARVED_NOTE = (
     "(conns served = mean latency × req/s ÷ connections, Little's law): the others "
     "waited unserved through the run, typically unaccepted in the accept queue while "
     "the server kept serving the keep-alive connections it held. wrk only times "
-    "requests that complete, so theirs are missing and this latency is optimistic."
+    "requests that complete, so theirs are missing and this latency is optimistic: the row is "
+    "not ranked by p99 (–)."
 )
 
 
@@ -280,23 +282,25 @@ def _scenario_rows(
     """Per group of trials, its sort key, speed row and system row."""
     all_groups = groups(records)
     ceilings = _ceilings(all_groups)
-    by_rps, by_p99 = ranks(all_groups)
+    # p99 ranked among the configurations that served their connections (a starved one's
+    # p99 times only the requests it accepted: never rank 1 by p99, as At a glance)
+    by_rps, by_p99 = ranks(all_groups, p99_of=lambda group: not starved(group))
     rows = []
     for key, group in all_groups.items():
         first = group[0]
         served = median([served_share(r) for r in group])
-        starved = served is not None and served < SERVED_MIN
+        unserved = starved(group)  # the one definition (bench.report.groups)
         ceiling = ceilings.get(
             (first.concurrency, host_of(first), session_of(first)),
             ceilings.get((first.concurrency, host_of(first))),
         )
         rank = (by_rps.get(key), by_p99.get(key))
-        speed = _speed_row(group, starved, ceiling, rank)
+        speed = _speed_row(group, unserved, ceiling, rank)
         # One machine's configurations together, per concurrency, best req/s first:
         # rankings never mix machines.
         rps = rps_estimate(group)
         sort_key = (machine(first), first.concurrency, -(rps.center if rps else 0.0), str(key))
-        rows.append((sort_key, speed, _system_row(group, served), starved))
+        rows.append((sort_key, speed, _system_row(group, served), unserved))
     rows.sort(key=lambda row: row[0])  # sort_key is unique: it ends with the group's key
     return rows, any(row[3] for row in rows)
 
