@@ -282,3 +282,94 @@ def test_the_balancer_idle_timeout_is_read_from_the_template() -> None:
     upstream = template.split("upstream app {", 1)[1].split("\n}", 1)[0]
     assert "keepalive_timeout 60s;" in upstream
     assert balancer_idle_s() == 60
+
+
+def _session(records: list[Record], session: str, **meta: object) -> list[Record]:
+    """The records as one harness invocation's (metadata.session_id), with extra metadata."""
+    return [
+        replace(
+            r, run_id=f"{session}{r.run_id}", metadata={**r.metadata, "session_id": session, **meta}
+        )
+        for r in records
+    ]
+
+
+GRANIAN = {"workers": 2, "threads": 4, "backlog": 1024}
+
+
+def test_a_make_bench_session_is_preferred_to_make_tunes_search() -> None:
+    """make bench separated granian w2 t4 from gunicorn-sync (3 trials); make tune's search on
+    the same machine and load ran granian at two knob sets, 2 trials each, w4 separated ahead
+    of w2. The bench session answers (granian w2 t4); the search's arena neither adds a
+    second winner nor beats the bench leader (both left the row undecided)."""
+    base = replace(_base(), concurrency=50)
+    bench = _session(_arena(*SEPARATED), "bench")
+    search = _session(
+        [
+            *_trials(base, "granian", GRANIAN, [20_000.0, 20_010.0]),
+            *_trials(base, "granian", {**GRANIAN, "workers": 4}, [30_000.0, 30_010.0]),
+        ],
+        "search",
+        tune={"objective": "rps"},
+    )
+    assert _direct(search).server == "granian"  # the search alone still answers
+    direct = _direct([*bench, *search])
+    assert direct.server == "granian" and direct.knobs == GRANIAN
+    assert "rank 1 of 2 by req/s" in direct.evidence
+
+
+def test_a_leader_never_measured_beside_another_configuration_is_not_recommended() -> None:
+    """Session A separates granian from gunicorn-sync; session B measured uvicorn and
+    hypercorn (tied) on the same machine and workload, never beside granian: no
+    recommendation, the reason said, and the command names granian with B's leaders."""
+    base = replace(_base(), concurrency=50)
+    a = _session(_arena(*SEPARATED), "a")
+    b = _session(
+        [
+            *_trials(base, "uvicorn", {"workers": 2}, TIED[0]),
+            *_trials(base, "hypercorn", {"workers": 2}, TIED[1]),
+        ],
+        "b",
+    )
+    assert _direct(a).server == "granian"
+    direct = _direct([*a, *b])
+    assert direct.server is None
+    assert "never measured beside" in direct.evidence
+    named = set(direct.command.split("SERVER=")[1].split()[0].split(","))
+    assert {"granian", "uvicorn", "hypercorn"} <= named
+
+
+def test_a_starved_leader_is_never_recommended() -> None:
+    """granian separated ahead of gunicorn-sync by req/s but serving 16 % of its connections
+    (Little's law: 0.4 ms × 20,000 req/s / 50): never recommended, the reason said; served,
+    it is recommended."""
+
+    def arena(mean_ms: float) -> list[Record]:
+        records = _arena(*SEPARATED)
+        return [
+            replace(r, latency_ms={**(r.latency_ms or {}), "mean": mean_ms})
+            if r.server == "granian"
+            else replace(r, latency_ms={**(r.latency_ms or {}), "mean": 8.4})
+            for r in records
+        ]
+
+    assert _direct(arena(2.5)).server == "granian"
+    starved = _direct(arena(0.4))
+    assert starved.server is None
+    assert "left connections unserved" in starved.evidence
+
+
+def test_a_run_command_always_names_two_servers_or_more() -> None:
+    """Under a CPU quota only gunicorn-sync was measured (w1 and w5, tied): the command that
+    would decide names another server of the machine's workload (granian, measured direct),
+    never gunicorn-sync alone."""
+    quota = replace(_base(), concurrency=10, cgroup={"cpu_quota": 1.0})
+    records = [
+        *_arena(*SEPARATED),
+        *_trials(quota, "gunicorn-sync", {"workers": 1, "backlog": 2048}, TIED[0]),
+        *_trials(quota, "gunicorn-sync", {"workers": 5, "backlog": 2048}, TIED[1]),
+    ]
+    recs, _ = recommendations(records)
+    (row,) = [r for r in recs if r.deployment == "under a CPU quota"]
+    assert row.server is None
+    assert row.command.split("SERVER=")[1].split()[0] == "gunicorn-sync,granian"
