@@ -372,8 +372,9 @@ def evidence(decision: Decision) -> str:
 
 
 def avoid(decision: Decision) -> str:
-    """The slowest configuration significantly behind the fastest at the highest load, with
-    both figures and the Holm-corrected ratio (against the recommended one, if any)."""
+    """The slowest configuration of another server significantly behind the fastest at the
+    highest load, with both figures and the Holm-corrected ratio (against the recommended one,
+    if any)."""
     leader = _identity(decision.leader) if decision.leader is not None else None
     for arena in sorted(decision.arenas, key=lambda a: -a.first.concurrency):
         if len(arena.order) < 2:
@@ -381,9 +382,14 @@ def avoid(decision: Decision) -> str:
         mine = [k for k in arena.order if leader and _identity(arena.members[k][0]) == leader]
         if leader and not mine:
             continue
-        best, worst = (mine or arena.order)[0], arena.order[-1]
-        if best == worst:
+        best = (mine or arena.order)[0]
+        # another server: one server's knobs against each other (w1 vs w5 on a 100 ms sleep
+        # under a quota) is arithmetic of its own settings, which the studies measure
+        server = arena.members[best][0].server
+        others = [k for k in arena.order if arena.members[k][0].server != server]
+        if not others:
             continue
+        worst = others[-1]
         family = pairwise({k: rps_values(arena.members[k]) for k in arena.order})
         diff = family[(best, worst)]
         if not diff.significant or diff.low is None:

@@ -373,3 +373,20 @@ def test_a_run_command_always_names_two_servers_or_more() -> None:
     (row,) = [r for r in recs if r.deployment == "under a CPU quota"]
     assert row.server is None
     assert row.command.split("SERVER=")[1].split()[0] == "gunicorn-sync,granian"
+
+
+def test_avoid_names_another_server_never_the_same_servers_other_knobs() -> None:
+    """Under a CPU quota gunicorn-sync w5 is 5× gunicorn-sync w1 on a sleeping route (its
+    workers' arithmetic, not a finding about a server): no "avoid" line from it; with
+    uvicorn also measured there and separated behind, uvicorn is the one to avoid."""
+    quota = replace(_base(), concurrency=10, cgroup={"cpu_quota": 1.0})
+    w5 = _trials(quota, "gunicorn-sync", {"workers": 5, "backlog": 2048}, [50.0, 49.0, 48.0])
+    w1 = _trials(quota, "gunicorn-sync", {"workers": 1, "backlog": 2048}, [10.0, 10.1, 9.9])
+
+    def row(records: list[Record]) -> object:
+        recs, _ = recommendations(records)
+        return next(r for r in recs if r.deployment == "under a CPU quota")
+
+    assert row([*w5, *w1]).avoid == "–"
+    slow = _trials(quota, "uvicorn", {"workers": 1, "backlog": 2048}, [20.0, 20.2, 19.8])
+    assert row([*w5, *w1, *slow]).avoid.startswith("uvicorn w1 b2048: 20 vs 49 req/s")
