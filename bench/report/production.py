@@ -40,7 +40,7 @@ from bench.core.record import Record, unsupported_code
 from bench.core.registry import ServerSpec, load_all
 from bench.report.limits import RUN as LIMITS_RUN
 from bench.report.limits import advice
-from bench.report.soak import slope_text, soak_records
+from bench.report.soak import later_slope_text, slope_text, soak_records
 from bench.report.stats import difference
 from bench.report.table import markdown_table
 
@@ -275,7 +275,10 @@ def memory_cell(server: str, records: list[Record]) -> str:
     rec = soak_records(records).get(server)
     if rec is None:
         return f"not measured (make soak SERVER={server})"
-    return f"{slope_text(rec)} over {rec.duration_s:g} s at {rec.offered_rps:g} req/s"
+    return (
+        f"{slope_text(rec)} over {rec.duration_s:g} s at {rec.offered_rps:g} req/s"
+        + later_slope_text(rec)
+    )
 
 
 def limits_cell(server: str, found: dict[str, str], has_workers: bool) -> str:
