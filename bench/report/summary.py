@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bench.core.record import Record, load_records, replace_text, session_of
 from bench.core.variables import parse_price
-from bench.load import is_default
+from bench.load import caveat, is_default
 from bench.report import (
     arches,
     disturbed,
@@ -352,6 +352,8 @@ def scenario_section(scenario: str, records: list[Record], plot: str | None = No
         lines += [LATENCY_NOTE, ""]
         if any_starved:
             lines += [STARVED_NOTE, ""]
+        lines += [f"{text}." for text in sorted({caveat(r.load_tool) for r in records}) if text]
+        lines += [""] if any(caveat(r.load_tool) for r in records) else []
     else:
         lines.append("No successful runs.")
     lines += _failures(records)
