@@ -149,5 +149,5 @@ def test_locusts_figures_carry_their_caveat() -> None:
     (row,) = [x for x in glance_section(saas) if x.startswith("| saas")]
     assert "Locust: percentiles are its response-time buckets" in row
     assert "req/s is set by its users' own pacing" in row
-    (plain,) = [x for x in glance_section(saas[:0] + [base]) if x.startswith("| plaintext")]
+    (plain,) = [x for x in glance_section([base]) if x.startswith("| plaintext")]
     assert "Locust" not in plain
