@@ -142,23 +142,6 @@ def _time_wait(group: list[Record]) -> str:
     return f"{num(total)} ({num(client)} / {num(upstream)})"
 
 
-SPEED_HEADER = [
-    "rank req/s",
-    "rank p99",
-    "server",
-    "knobs",
-    "via",
-    "conc.",
-    "req/s [95 % CI]",
-    "p50 ms",
-    "p99 ms [95 % CI]",
-    "p99.9 ms",
-    "errors: socket / non-2xx",
-    "502 / 504",
-    "of ceiling",
-    "trials",
-    "machine",
-]
 SYSTEM_HEADER = [
     "server",
     "knobs",
@@ -205,33 +188,34 @@ def _speed_row(
     starved: bool,
     ceiling_rps: float | None,
     rank: tuple[Ranked | None, Ranked | None],
-) -> list[str]:
-    """One configuration's row of the speed table: ranks, throughput, latency, errors."""
+) -> dict[str, str]:
+    """One configuration's cells of the speed tables by column name (SPEED_COLUMNS,
+    LATENCY_COLUMNS): ranks, throughput, latency, errors, and its machine."""
     first = group[0]
     rps = rps_estimate(group)
     conc = str(first.concurrency)
     if not is_default(first.load_tool):
         conc += f" ({load_label(first)})"
-    return [
-        _rank_cell(rank[0]),
-        _rank_cell(rank[1]),
-        f"{first.server} {server_version(first.metadata)}{app_label(first)}",
-        knobs_label(first.knobs or {}),
-        via_label(first),
-        conc,
-        interval_cell(rps),
-        figure(_latency(group, "p50")),
-        interval_cell(latency_estimate(group), 2) + (" †" if starved else ""),
-        figure(_latency(group, "p999")),
-        f"{num(sum(socket_errors(r) for r in group))} / "
+    return {
+        "rank req/s": _rank_cell(rank[0]),
+        "rank p99": _rank_cell(rank[1]),
+        "server": f"{first.server} {server_version(first.metadata)}{app_label(first)}",
+        "knobs": knobs_label(first.knobs or {}),
+        "via": via_label(first),
+        "conc.": conc,
+        "req/s [95 % CI]": interval_cell(rps),
+        "p50 ms": figure(_latency(group, "p50")),
+        "p99 ms [95 % CI]": interval_cell(latency_estimate(group), 2) + (" †" if starved else ""),
+        "p99.9 ms": figure(_latency(group, "p999")),
+        "errors: socket / non-2xx": f"{num(sum(socket_errors(r) for r in group))} / "
         f"{num(sum(int((r.errors or {}).get('non_2xx', 0)) for r in group))}",
-        f"{_proxy_count(group, 502)} / {_proxy_count(group, 504)}"
+        "502 / 504": f"{_proxy_count(group, 502)} / {_proxy_count(group, 504)}"
         if any(r.proxy for r in group)
         else "–",
-        _share(rps.center if rps else None, ceiling_rps),
-        str(trial_count(group)),
-        machine(first),
-    ]
+        "of ceiling": _share(rps.center if rps else None, ceiling_rps),
+        "trials": str(trial_count(group)),
+        MACHINE_COLUMN: machine(first),
+    }
 
 
 def _system_row(group: list[Record], served: float | None) -> list[str]:
@@ -307,9 +291,26 @@ def _scenario_rows(
 
 # The speed row's cells split into two tables of at most 9 columns, a block per machine:
 # ranks, throughput and p99 first; the other percentiles, errors and the ceiling share after.
-SPEED_CELLS = (0, 1, 2, 3, 4, 5, 6, 8, 13)
-LATENCY_CELLS = (2, 3, 4, 5, 7, 9, 10, 11, 12)
-MACHINE_CELL = 14
+# Columns by name (the keys of _speed_row's cells): a new column is placed here by its name,
+# never by counting positions.
+CONFIGURATION = ("server", "knobs", "via", "conc.")
+SPEED_COLUMNS = (
+    "rank req/s",
+    "rank p99",
+    *CONFIGURATION,
+    "req/s [95 % CI]",
+    "p99 ms [95 % CI]",
+    "trials",
+)
+LATENCY_COLUMNS = (
+    *CONFIGURATION,
+    "p50 ms",
+    "p99.9 ms",
+    "errors: socket / non-2xx",
+    "502 / 504",
+    "of ceiling",
+)
+MACHINE_COLUMN = "machine"
 LATENCY_NOTE = (
     "Latency and errors of the same rows: p50 and p99.9 in ms (geometric means over trials); "
     "errors: socket errors / non-2xx responses over all trials; 502 / 504: nginx's counts "
@@ -318,22 +319,20 @@ LATENCY_NOTE = (
 )
 
 
-def _split_tables(rows: list[list[str]]) -> list[str]:
+def _split_tables(rows: list[dict[str, str]]) -> list[str]:
     """Per machine, the speed table and the latency-and-errors table of its rows."""
     lines: list[str] = []
-    machines_seen = list(dict.fromkeys(row[MACHINE_CELL] for row in rows))
+    machines_seen = list(dict.fromkeys(row[MACHINE_COLUMN] for row in rows))
     for name in machines_seen:
-        mine = [row for row in rows if row[MACHINE_CELL] == name]
+        mine = [row for row in rows if row[MACHINE_COLUMN] == name]
         lines += [f"**Machine {name}**", ""]
         lines += markdown_table(
-            [SPEED_HEADER[i] for i in SPEED_CELLS],
-            [[row[i] for i in SPEED_CELLS] for row in mine],
-            "rrllllrrr",
+            list(SPEED_COLUMNS), [[row[c] for c in SPEED_COLUMNS] for row in mine], "rrllllrrr"
         )
         lines += ["", "Latency and errors:", ""]
         lines += markdown_table(
-            [SPEED_HEADER[i] for i in LATENCY_CELLS],
-            [[row[i] for i in LATENCY_CELLS] for row in mine],
+            list(LATENCY_COLUMNS),
+            [[row[c] for c in LATENCY_COLUMNS] for row in mine],
             "llllrrrrr",
         )
         lines.append("")
