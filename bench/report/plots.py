@@ -315,6 +315,8 @@ def _panel_bars(ax: Any, panel: Panel) -> None:
     ax.invert_yaxis()
     ax.set_xlabel(panel.metric)
     ax.grid(True, axis="x", alpha=0.3)
+    # room right of the longest bar for its value, so every label stays inside the axes
+    ax.set_xlim(0, VALUE_ROOM * max(values, default=0.0) or 1.0)
     for y, value in enumerate(values):
         ax.annotate(f" {figure(value)}", (value, y), va="center", fontsize="small")
 
@@ -347,6 +349,11 @@ def _all_zero(panel: Panel) -> bool:
     return not any(value for points in panel.series.values() for _, value in points)
 
 
+VALUE_ROOM = 1.2  # a bar axis ends a fifth past its longest bar: room for the value's label
+LONG_LABEL = 28  # characters: bar labels longer than this get panels one above the other
+INCH_PER_CHAR = 0.075  # a tick label's width per character at the default font, in inches
+
+
 def study_figure(title: str, panels: Sequence[Panel]) -> Any:
     """A study's figure: one panel per metric its verdict judges (bars when each arm has one
     point, lines against concurrency or offered rate otherwise); a metric that is 0 in every
@@ -354,11 +361,15 @@ def study_figure(title: str, panels: Sequence[Panel]) -> Any:
     plt = _pyplot()
     zero = [p.metric for p in panels if p.series and _all_zero(p)]
     axes_data = _panel_axes([p for p in panels if p.series and not _all_zero(p)])
-    rows, cols = _grid(len(axes_data), 2)
+    # long bar labels (an arm's label and its limits) beside a second column's labels overlap
+    # it: such panels go one above the other, the figure as wide as the labels need
+    longest = max((len(s) for p, lab in axes_data if lab is None for s in p.series), default=0)
+    rows, cols = _grid(len(axes_data), 1 if longest > LONG_LABEL else 2)
     bars = max((len(p.series) for p, labels in axes_data if labels is None), default=0)
     height = max(4.5, 0.28 * bars + 1.5) * rows
+    width = max(7.5 * cols, INCH_PER_CHAR * longest + 6.0)
     fig, axes = plt.subplots(
-        rows, cols, figsize=(7.5 * cols, height), squeeze=False, layout="constrained"
+        rows, cols, figsize=(width, height), squeeze=False, layout="constrained"
     )
     flat = [ax for row in axes for ax in row]
     for ax, (panel, labels) in zip(flat, axes_data, strict=False):

@@ -321,3 +321,48 @@ def test_a_study_panel_of_only_zeros_is_not_drawn(drawn: list[Any]) -> None:
     visible = [ax for ax in fig.axes if ax.get_visible()]
     assert [ax.get_title() for ax in visible] == ["req/s"]
     assert "0 in every arm (in the table, not drawn): throttled ms" in fig._suptitle.get_text()
+
+
+def _inside(inner: Any, outer: Any) -> bool:
+    return (
+        inner.x0 >= outer.x0 - 1
+        and inner.x1 <= outer.x1 + 1
+        and inner.y0 >= outer.y0 - 1
+        and inner.y1 <= outer.y1 + 1
+    )
+
+
+def test_every_label_of_a_study_figure_is_inside_the_canvas(drawn: list[Any]) -> None:
+    """container-limits' bars: 24 arms whose labels name the server, its rule and the limits
+    (up to 90 characters), on four metrics. Drawn, every tick label lies inside the figure
+    and clear of every other panel, every value label inside its own panel."""
+    arms = [
+        f"{server}, workers = {rule}, --cpus={cpus}{memory}"
+        for server in ("granian", "gunicorn-gthread", "gunicorn-sync", "uvicorn")
+        for rule in ("2 × os.cpu_count() + 1 (Gunicorn's documented rule)", "the CPU limit")
+        for cpus, memory in (("0.25", ""), ("0.5", ""), ("0.5", " --memory=121m"))
+    ]
+    panels = [
+        Panel(metric, "connections", {arm: [(10, (i + 1) * scale)] for i, arm in enumerate(arms)})
+        for metric, scale in (
+            ("p99 ms", 3.0),
+            ("throttled ms", 150.0),
+            ("req/s", 70.0),
+            ("OOM kills", 0.25),
+        )
+    ]
+    fig = study_figure("Container limits", panels)
+    drawn.append(fig)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(visible) == 4
+    for ax in visible:
+        for label in ax.get_yticklabels():
+            box = label.get_window_extent(renderer)
+            assert _inside(box, fig.bbox), label.get_text()
+            for other in visible:
+                if other is not ax:
+                    assert not box.overlaps(other.get_window_extent(renderer)), label.get_text()
+        for text in ax.texts:
+            assert _inside(text.get_window_extent(renderer), ax.get_window_extent(renderer))
