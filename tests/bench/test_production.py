@@ -291,3 +291,13 @@ def test_each_quota_is_its_own_comparison_and_is_named() -> None:
     assert "(w2 vs w1 at 0.5 CPU: 1,000 vs 500)" in cell
     assert "1 CPU" not in next(line for line in lines if line.startswith("| server |"))
     assert "at 1 CPU" in _rows(production_sections(one))["granian"][2]
+
+
+def test_a_reload_says_how_long_arrivals_were_late_not_only_failed() -> None:
+    """gunicorn-sync's captured reload: 0 requests failed, but for 2.0 s after the signal
+    arrivals were answered later than the limit (3 × the p99 before it, at least +100 ms):
+    the cell says both, never "0 failed" alone."""
+    rows = _rows(production_sections(_records()))
+    assert rows["gunicorn-sync"][0].startswith(
+        "0 failed at 300 req/s, recovered in 2.0 s (2.0 s with arrivals late past 102 ms or failed)"
+    )
