@@ -77,7 +77,7 @@ PROXY_OF = {DIRECT: None, NGINX: "nginx", ALB: "alb"}
 MAKE_FLAG = {DIRECT: "", NGINX: " PROXY=nginx", ALB: " PROXY=alb", QUOTA: " CPU_QUOTA=1"}
 NOT_ENOUGH = "not enough evidence — run:"
 TRIALS_TO_DECIDE = 5  # what a "run:" command asks for: 3 trials rarely separate close servers
-MAX_NAMED = 4  # servers named in a "run:" command
+MAX_NAMED = 4  # configurations named in an undecided row's evidence (its command names all)
 ALB_TEMPLATE = ROOT / "proxy" / "alb.conf.template"
 
 
@@ -476,10 +476,11 @@ def checks(server: str, records: list[Record], race: Race | None) -> str:
 def run_command(
     decision: Decision, scenarios: tuple[str, ...], deployment: str, others: Sequence[str] = ()
 ) -> str:
-    """The make command that would decide between the candidates: at least two servers (one
-    alone decides nothing), the candidates' first, then `others` (the machine's other servers
-    measured for the workload, best first)."""
-    servers = list(dict.fromkeys(r.server for r in decision.candidates))[:MAX_NAMED]
+    """The make command that would decide between the candidates: every candidate's server,
+    and at least two servers (one alone decides nothing): then `others` (the machine's other
+    servers measured for the workload, best first)."""
+    # every candidate: a command that leaves one out cannot decide the row
+    servers = list(dict.fromkeys(r.server for r in decision.candidates))
     for other in others:
         if len(servers) >= 2:
             break

@@ -390,3 +390,19 @@ def test_avoid_names_another_server_never_the_same_servers_other_knobs() -> None
     assert row([*w5, *w1]).avoid == "–"
     slow = _trials(quota, "uvicorn", {"workers": 1, "backlog": 2048}, [20.0, 20.2, 19.8])
     assert row([*w5, *w1, *slow]).avoid.startswith("uvicorn w1 b2048: 20 vs 49 req/s")
+
+
+def test_a_run_command_names_every_server_the_row_compares() -> None:
+    """Six servers tied at c50 (the same req/s series, shuffled): the row is undecided and
+    its command names all six, not the first four."""
+    base = replace(_base(), concurrency=50)
+    servers = ["granian", "uwsgi", "meinheld", "uvicorn", "gunicorn-sync", "hypercorn"]
+    series = [[15_000.0, 19_000.0, 14_000.0], [16_000.0, 12_000.0, 20_000.0]]
+    records = [
+        rec
+        for i, server in enumerate(servers)
+        for rec in _trials(base, server, {"workers": 2}, series[i % 2])
+    ]
+    direct = _direct(records)
+    assert direct.server is None
+    assert set(direct.command.split("SERVER=")[1].split()[0].split(",")) == set(servers)
