@@ -316,3 +316,23 @@ def test_a_starved_configuration_has_no_p99_rank_in_the_speed_table() -> None:
     assert starved["granian"][1] == "1"
     served = rows(point(2.6))
     assert served["uwsgi"][1] == "1" and "†" not in served["uwsgi"][7]
+
+
+def test_the_speed_tables_of_a_locust_scenario_carry_its_caveat() -> None:
+    """The SaaS mix under Locust: under its speed tables, what Locust's figures are not (its
+    percentiles are buckets, its req/s the users' pacing); a wrk scenario's tables say
+    nothing of it."""
+    from dataclasses import replace
+
+    rec = next(
+        r for r in load_records(FIXTURES / "records")[0]
+        if r.server == "granian" and r.scenario == "plaintext" and r.arch == "amd64"
+        and r.status == "ok"
+    )  # fmt: skip
+    saas = [
+        replace(rec, scenario="saas", load_tool="locust", trial=t, run_id=f"saas-{t}")
+        for t in (1, 2)
+    ]
+    files = render_report([rec, *saas], [])
+    assert "Locust: percentiles are its response-time buckets" in files["details/speed-saas.md"]
+    assert "Locust" not in files["details/speed-plaintext.md"]
