@@ -197,6 +197,8 @@ class Traits(Protocol):
     default: bool  # what LOAD= is when unset (exactly one tool)
     variables: tuple[str, ...]  # the make variables of its own it reads (LOCUST_WORKERS, ...)
     protocols: tuple[str, ...]  # the PROTOCOL= values it speaks (bench.core.protocol)
+    # What its figures are not, said beside them wherever they are shown ("": nothing to say)
+    caveat: str
 
 
 class LoadTool(Traits, Protocol):
@@ -347,6 +349,13 @@ def is_default(name: str) -> bool:
     """A record measured by the default tool (its connections need no label in a table)."""
     kind = traits(name)
     return kind is not None and kind.default
+
+
+def caveat(name: str) -> str:
+    """What a record's load tool's figures are not (Traits.caveat; "" for none or an unknown
+    tool)."""
+    kind = traits(name)
+    return kind.caveat if kind is not None else ""
 
 
 def uses_threads(name: str) -> bool:

@@ -281,6 +281,13 @@ class Locust:
     default: ClassVar[bool] = False
     variables: ClassVar[tuple[str, ...]] = ("LOCUST_WORKERS",)  # the make variables it reads
     protocols: ClassVar[tuple[str, ...]] = ("http1",)  # PROTOCOL= values it speaks
+    # its percentiles are buckets (see above) and its users wait between tasks (wait_time):
+    # a p99 of "3,000" is a 3 s upstream call's bucket, and req/s is the users' own pace
+    caveat: ClassVar[str] = (
+        "Locust: percentiles are its response-time buckets (1 ms below 100 ms, 10 ms below "
+        "1 s, 100 ms below 10 s) and req/s is set by its users' own pacing (wait_time), not "
+        "by the server's capacity"
+    )
     python: Path | None = None
     version: str | None = None  # read by prepare()
 

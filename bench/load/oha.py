@@ -432,6 +432,7 @@ class Oha:
     variables: ClassVar[tuple[str, ...]] = ("RATE", "STREAMS")  # the make variables it reads
     # PROTOCOL= values it speaks: --http2 for h2c and h2 (STREAMS=: its -p)
     protocols: ClassVar[tuple[str, ...]] = ("http1", "https1", "h2c", "h2")
+    caveat: ClassVar[str] = ""
     version: str | None = None  # read by prepare()
 
     @classmethod

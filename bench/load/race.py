@@ -46,6 +46,7 @@ class Race:
     default: ClassVar[bool] = False
     variables: ClassVar[tuple[str, ...]] = ()
     protocols: ClassVar[tuple[str, ...]] = ("http1",)  # PROTOCOL= values it speaks
+    caveat: ClassVar[str] = ""
     raw_name: ClassVar[str] = "race.json"  # the whole RaceResult, beside the record
 
 

@@ -187,6 +187,7 @@ class Wrk:
     default: ClassVar[bool] = True
     variables: ClassVar[tuple[str, ...]] = ("LOAD_THREADS",)  # the make variables it reads
     protocols: ClassVar[tuple[str, ...]] = ("http1", "https1")  # PROTOCOL= values it speaks
+    caveat: ClassVar[str] = ""
     version: str | None = None  # read by prepare()
 
     @classmethod

@@ -169,6 +169,7 @@ class WsLoad:
     default: ClassVar[bool] = False
     variables: ClassVar[tuple[str, ...]] = ()  # the make variables of its own it reads
     protocols: ClassVar[tuple[str, ...]] = ("http1",)  # the upgrade is HTTP/1.1 in clear text
+    caveat: ClassVar[str] = ""
     python: Path | None = None
     version: str | None = None  # read by prepare()
     ceiling: dict[str, object] | None = None  # measured by prepare(), cached per venv

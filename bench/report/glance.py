@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from bench.core.record import Record
-from bench.load import uses_threads
+from bench.load import caveat, uses_threads
 from bench.report.capacities import CapacityRace, races
 from bench.report.cells import figure, host_of, knobs_label, num, session_label, via_label
 from bench.report.groups import (
@@ -117,6 +117,7 @@ def _caveats(group_list: list[list[Record]]) -> str:
     ]
     if threads and max(threads) >= LOAD_SATURATED:
         notes.append(f"load tool near saturation ({max(threads):.0%} of its CPU)")
+    notes += sorted({text for r in records if (text := caveat(r.load_tool))})
     return "; ".join(notes) or "–"
 
 

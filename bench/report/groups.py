@@ -44,6 +44,14 @@ def runtime_key(rec: Record) -> tuple:
     return ("docker", box.get("cpus"), box.get("memory_bytes"), box.get("network"))
 
 
+def limits_key(rec: Record) -> tuple:
+    """What the server ran under: its runtime (runtime_key: native, or a container with the
+    engine's CPU and memory limits and network) and a cgroup CPU quota (CPU_QUOTA=, the
+    cpu-quota study). Part of a configuration's identity: trials at 1.0 and at 0.5 CPU are
+    never pooled, and a limited row is ranked only among rows under the same limits."""
+    return (runtime_key(rec), (rec.cgroup or {}).get("cpu_quota"))
+
+
 def is_experiment(rec: Record) -> bool:
     """A run that disturbs the server on purpose or watches it for long (a reload, recycling,
     a CPU quota, a container under the engine's CPU or memory limits, a soak, a load-balancer
@@ -99,7 +107,7 @@ def machine_group_key(rec: Record) -> tuple:
         rec.emulated,
         host_of(rec),
         version,
-        runtime_key(rec),
+        limits_key(rec),
         session_of(rec),
     )
 
@@ -205,8 +213,9 @@ def rank_groups(
 
 
 def arena_key(rec: Record) -> tuple:
-    """Groups that compete with each other: same scenario, load tool, load, machine and
-    session (a comparison lives inside one session: across sessions, `make compare`)."""
+    """Groups that compete with each other: same scenario, load tool, load, machine, session
+    (a comparison lives inside one session: across sessions, `make compare`) and limits (a
+    container under --cpus or a CPU quota is ranked only among its own kind)."""
     return (
         rec.scenario,
         rec.load_tool,
@@ -218,6 +227,7 @@ def arena_key(rec: Record) -> tuple:
         rec.emulated,
         host_of(rec),
         session_of(rec),
+        limits_key(rec),
     )
 
 

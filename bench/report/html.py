@@ -110,8 +110,18 @@ def _hover(row: dict) -> str:
     )
 
 
-def _traces(rows: list[dict]) -> list[dict]:
-    """One trace per configuration: req/s against the load, error bars = 95 % interval."""
+# What a load model's chart draws against its load: closed loop, req/s against connections;
+# open loop, p99 against the offered rate (achieved req/s there is the offered rate itself up
+# to the knee: the line y = x, which says nothing). (points column, axis title, log axis)
+CHART_METRIC = {
+    "closed": ("rps", "requests/s", False),
+    "open": ("p99_ms", "p99 ms (log scale)", True),
+}
+
+
+def _traces(rows: list[dict], metric: str = "rps") -> list[dict]:
+    """One trace per configuration: `metric` (a points column: rps, p99_ms) against the
+    load, error bars = its 95 % interval where the point has one."""
     by_config: dict[tuple, list[dict]] = defaultdict(list)
     for row in rows:
         by_config[(row["server"], row["knobs"], row["via"], row["machine"])].append(row)
@@ -121,7 +131,8 @@ def _traces(rows: list[dict]) -> list[dict]:
     for index, key in enumerate(order):
         group = sorted(by_config[key], key=lambda r: r["offered_rps"] or r["concurrency"])
         xs = [r["offered_rps"] or r["concurrency"] for r in group]
-        ys = [r["rps"] for r in group]
+        ys = [r[metric] for r in group]
+        low, high = f"{metric}_low", f"{metric}_high"
         traces.append(
             {
                 "type": "scatter",
@@ -132,8 +143,8 @@ def _traces(rows: list[dict]) -> list[dict]:
                 "error_y": {
                     "type": "data",
                     "symmetric": False,
-                    "array": [(r["rps_high"] - r["rps"]) if r["rps_high"] else 0 for r in group],
-                    "arrayminus": [(r["rps"] - r["rps_low"]) if r["rps_low"] else 0 for r in group],
+                    "array": [(r[high] - r[metric]) if r[high] else 0 for r in group],
+                    "arrayminus": [(r[metric] - r[low]) if r[low] else 0 for r in group],
                 },
                 "hovertext": [_hover(r) for r in group],
                 "hoverinfo": "text",
@@ -155,21 +166,27 @@ def _traces(rows: list[dict]) -> list[dict]:
 
 
 def charts_html(rows: list[dict]) -> str:
-    """Per scenario and load model of the catalog runs, an interactive req/s chart."""
+    """Per scenario and load model of the catalog runs, an interactive chart: req/s against
+    connections (closed loop), p99 against the offered rate (open loop)."""
     import plotly.graph_objects as go
 
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for row in rows:
-        if row["kind"] == "catalog" and not row["emulated"] and row["rps"] is not None:
+        metric = CHART_METRIC[row["load_model"]][0]
+        if row["kind"] == "catalog" and not row["emulated"] and row[metric] is not None:
             groups[(row["scenario"], row["load_model"])].append(row)
     out = []
     for index, ((scenario, model), members) in enumerate(sorted(groups.items())):
         x_title = "offered requests/s" if model == "open" else "concurrency (connections)"
-        fig = go.Figure(data=_traces(members))
+        metric, y_title, log = CHART_METRIC[model]
+        fig = go.Figure(data=_traces(members, metric))
+        what = y_title.removesuffix(" (log scale)")
         fig.update_layout(
-            title=f"{scenario}, {model} loop: req/s (geometric mean, error bars: 95 % CI)",
+            title=f"{scenario}, {model} loop: {what} (geometric mean, error bars: 95 % CI)",
             xaxis={"title": x_title, "type": "log"},
-            yaxis={"title": "requests/s", "rangemode": "tozero"},
+            yaxis={"title": y_title, "type": "log"}
+            if log
+            else {"title": y_title, "rangemode": "tozero"},
             height=480,
             margin={"t": 50},
             legend={"font": {"size": 10}},

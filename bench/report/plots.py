@@ -162,6 +162,13 @@ def _scenario_lines(
         _reference(ax_p99, label, lines[label], 2, p99_top)
 
 
+def _spread(lines: dict[str, list[Point]], shown: list[str], interval: int) -> str:
+    """What the error bars are, as a title says it: "95 % CI" where some point has an
+    interval, else that none has (one trial each: no interval is claimed)."""
+    drawn = any(len(p) > interval and p[interval] for s in shown for p in lines[s])
+    return "95 % CI" if drawn else "one trial: no interval"
+
+
 def _high(point: Point, column: int, interval: int) -> float:
     """A point's upper interval end where it has one, else its value (0 when missing)."""
     if len(point) > interval and point[interval]:
@@ -189,12 +196,12 @@ def scenario_figure(scenario: str, lines: dict[str, list[Point]]) -> Any:
     rest = len([label for label in lines if not is_baseline(label)]) - len(shown)
     more = f"; {rest} more in the table" if rest > 0 else ""
     ax_rps.set(
-        title=f"{scenario}: req/s (geometric mean, 95 % CI){more}",
+        title=f"{scenario}: req/s (geometric mean, {_spread(lines, shown, 3)}){more}",
         xlabel="concurrency (connections)",
         ylabel="requests/s",
     )
     ax_p99.set(
-        title=f"{scenario}: p99 latency (geometric mean, 95 % CI)",
+        title=f"{scenario}: p99 latency (geometric mean, {_spread(lines, shown, 4)})",
         xlabel="concurrency (connections)",
         ylabel="p99 ms (log scale)",
     )
@@ -221,8 +228,8 @@ def _bar_panels(lines: dict[str, list[Point]]) -> list[tuple[str, dict[str, tupl
         for label in shown
     }
     return [
-        ("requests/s (geometric mean, 95 % CI)", rps),
-        ("p99 ms (geometric mean, 95 % CI)", p99),
+        (f"requests/s (geometric mean, {_spread(lines, shown, 3)})", rps),
+        (f"p99 ms (geometric mean, {_spread(lines, shown, 4)})", p99),
     ]
 
 
@@ -308,6 +315,8 @@ def _panel_bars(ax: Any, panel: Panel) -> None:
     ax.invert_yaxis()
     ax.set_xlabel(panel.metric)
     ax.grid(True, axis="x", alpha=0.3)
+    # room right of the longest bar for its value, so every label stays inside the axes
+    ax.set_xlim(0, VALUE_ROOM * max(values, default=0.0) or 1.0)
     for y, value in enumerate(values):
         ax.annotate(f" {figure(value)}", (value, y), va="center", fontsize="small")
 
@@ -335,16 +344,32 @@ def _panel_axes(panels: Sequence[Panel]) -> list[tuple[Panel, list[str] | None]]
     return out
 
 
+def _all_zero(panel: Panel) -> bool:
+    """A panel whose every value is 0 (or missing): an empty chart, said in the title instead."""
+    return not any(value for points in panel.series.values() for _, value in points)
+
+
+VALUE_ROOM = 1.2  # a bar axis ends a fifth past its longest bar: room for the value's label
+LONG_LABEL = 28  # characters: bar labels longer than this get panels one above the other
+INCH_PER_CHAR = 0.075  # a tick label's width per character at the default font, in inches
+
+
 def study_figure(title: str, panels: Sequence[Panel]) -> Any:
     """A study's figure: one panel per metric its verdict judges (bars when each arm has one
-    point, lines against concurrency or offered rate otherwise)."""
+    point, lines against concurrency or offered rate otherwise); a metric that is 0 in every
+    arm is named in the title, not drawn."""
     plt = _pyplot()
-    axes_data = _panel_axes([p for p in panels if p.series])
-    rows, cols = _grid(len(axes_data), 2)
+    zero = [p.metric for p in panels if p.series and _all_zero(p)]
+    axes_data = _panel_axes([p for p in panels if p.series and not _all_zero(p)])
+    # long bar labels (an arm's label and its limits) beside a second column's labels overlap
+    # it: such panels go one above the other, the figure as wide as the labels need
+    longest = max((len(s) for p, lab in axes_data if lab is None for s in p.series), default=0)
+    rows, cols = _grid(len(axes_data), 1 if longest > LONG_LABEL else 2)
     bars = max((len(p.series) for p, labels in axes_data if labels is None), default=0)
     height = max(4.5, 0.28 * bars + 1.5) * rows
+    width = max(7.5 * cols, INCH_PER_CHAR * longest + 6.0)
     fig, axes = plt.subplots(
-        rows, cols, figsize=(7.5 * cols, height), squeeze=False, layout="constrained"
+        rows, cols, figsize=(width, height), squeeze=False, layout="constrained"
     )
     flat = [ax for row in axes for ax in row]
     for ax, (panel, labels) in zip(flat, axes_data, strict=False):
@@ -355,7 +380,8 @@ def study_figure(title: str, panels: Sequence[Panel]) -> Any:
         ax.set_title(panel.metric, fontsize="small")
     for ax in flat[len(axes_data) :]:
         ax.set_visible(False)
-    fig.suptitle(title, fontsize="medium")
+    note = f"\n0 in every arm (in the table, not drawn): {', '.join(zero)}" if zero else ""
+    fig.suptitle(title + note, fontsize="medium")
     return fig
 
 

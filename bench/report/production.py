@@ -40,7 +40,7 @@ from bench.core.record import Record, unsupported_code
 from bench.core.registry import ServerSpec, load_all
 from bench.report.limits import RUN as LIMITS_RUN
 from bench.report.limits import advice
-from bench.report.soak import slope_text, soak_records
+from bench.report.soak import later_slope_text, slope_text, soak_records
 from bench.report.stats import difference
 from bench.report.table import markdown_table
 
@@ -89,6 +89,11 @@ def reload_cell(server: str, records: list[Record], why: str | None) -> str:
         return f"not measured ({life.get('error', rec.reason or 'run failed')})"
     recovery = life.get("recovery_s")
     recovered = "not recovered in the window" if recovery is None else f"recovered in {recovery} s"
+    disrupted, limit = life.get("disrupted_s"), life.get("latency_limit_ms")
+    if disrupted and limit:
+        # "0 failed" counts answers that never came: arrivals answered late are the rest of
+        # what the reload cost (gunicorn-sync: 0 failed, ~1,430 of 6,000 arrivals late)
+        recovered += f" ({disrupted:.1f} s with arrivals late past {limit:,.0f} ms or failed)"
     around = life.get("p99_around_ms")
     p99 = f", p99 ±2 s {around:,.0f} ms" if isinstance(around, (int, float)) else ""
     rate = f" at {rec.offered_rps:g} req/s" if rec.offered_rps else ""
@@ -114,7 +119,8 @@ def _rule_of(rec: Record) -> str | None:
 
 def _quota_pair(records: list[Record], server: str) -> tuple[list[Record], list[Record]] | None:
     """The latest comparison's trials of each rule on /db: one study run's, or plain `make
-    bench` runs' of one machine at one quota."""
+    bench` runs' of one machine, at one quota either way (a study run at 1.0 and at 0.5 CPU
+    is two comparisons, never one pool)."""
     found: dict[object, dict[str, list[Record]]] = {}
     for rec in records:
         if rec.server != server or rec.cgroup is None or rec.status != "ok" or rec.scenario != "db":
@@ -123,7 +129,7 @@ def _quota_pair(records: list[Record], server: str) -> tuple[list[Record], list[
         if rule is None:
             continue
         run = rec.metadata.get("study_run")
-        key = run or (rec.metadata.get("machine_id"), rec.cgroup.get("cpu_quota"))
+        key = (run, rec.metadata.get("machine_id"), rec.cgroup.get("cpu_quota"))
         found.setdefault(key, {}).setdefault(rule, []).append(rec)
     pairs = [(p[RULE_CPUS], p[RULE_QUOTA]) for p in found.values() if len(p) == 2]
     if not pairs:
@@ -179,7 +185,9 @@ def quota_cell(
             "the same with WORKERS=1)"
         )
     rule, fix = pair
-    workers = f"w{rule[0].knobs.get('workers')} vs w{fix[0].knobs.get('workers')}"
+    quota = (fix[0].cgroup or {}).get("cpu_quota")
+    at = f" at {float(quota):g} CPU" if quota is not None else ""
+    workers = f"w{rule[0].knobs.get('workers')} vs w{fix[0].knobs.get('workers')}{at}"
     throttled = (
         f"throttled {_ms(_median(rule, _throttled_ms))} vs {_ms(_median(fix, _throttled_ms))} ms"
     )
@@ -253,6 +261,13 @@ def recycle_cell(server: str, records: list[Record], why: str | None) -> str:
             "same without RECYCLE)"
         )
     started = (on.recycles or {}).get("workers_started", 0)
+    if not started:
+        # no worker was replaced in the window: the run measured the server without
+        # recycling, twice (meinheld's 0 workers started was tabled as measured)
+        return (
+            "not measured: no worker was recycled in the window (0 started; make bench "
+            f"SERVER={server} {RELOAD_RUN} RECYCLE= below the requests a worker serves in it)"
+        )
     p99_on = (on.latency_ms or {}).get("p99")
     p99_off = (off.latency_ms or {}).get("p99")
     p99 = f", p99 {p99_on:,.0f} vs {p99_off:,.0f} ms" if p99_on and p99_off else ""
@@ -265,7 +280,10 @@ def memory_cell(server: str, records: list[Record]) -> str:
     rec = soak_records(records).get(server)
     if rec is None:
         return f"not measured (make soak SERVER={server})"
-    return f"{slope_text(rec)} over {rec.duration_s:g} s at {rec.offered_rps:g} req/s"
+    return (
+        f"{slope_text(rec)} over {rec.duration_s:g} s at {rec.offered_rps:g} req/s"
+        + later_slope_text(rec)
+    )
 
 
 def limits_cell(server: str, found: dict[str, str], has_workers: bool) -> str:
@@ -314,7 +332,7 @@ def production_sections(records: list[Record]) -> list[str]:
         "server",
         "graceful reload under load",
         "worker recycling",
-        "CPU-quota penalty of the default worker rule (1 CPU, /db)",
+        "CPU-quota penalty of the default worker rule (/db)",
         "memory slope",
         "workers under a container's limits (/db)",
     ]
@@ -325,8 +343,9 @@ def production_sections(records: list[Record]) -> list[str]:
         "middle of an open-loop window (oha); failed = every request without a 2xx answer in "
         "the window, recovered = until the offered rate is served again (2xx within 3 × the "
         "p99 before the signal, at least +100 ms). CPU quota: the server's rule (workers = "
-        "the CPUs os.cpu_count() sees) against the same rule counted from a 1-CPU cgroup "
-        "quota (study cpu-quota or two make bench runs), shown only where the quota bound "
+        "the CPUs os.cpu_count() sees) against the same rule counted from a cgroup CPU quota "
+        "(the quota the records ran at is named in the cell; study cpu-quota or two make bench "
+        "runs; each quota its own comparison), shown only where the quota bound "
         "(the kernel throttled the server: throttled ms > 0); + means the rule that ignores "
         "the quota served more, [interval] over trials. Container limits: each server in its "
         "image under the engine's --cpus (and --memory), its default worker rule against "

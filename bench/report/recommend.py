@@ -11,8 +11,16 @@ The rules (the confidence rules of bench.report.stats):
   machine and session (make capacity: each round's capacity paired by round, separated from
   the next by bench.report.decision; bench.report.capacities), or its rank interval by req/s
   is exactly 1 (significantly ahead of every other after Holm's correction) at some load and
-  holds 1 at every other load of the workload. Two configurations that each lead somewhere, or a
-  leader whose interval overlaps another's: "not enough evidence — run: <command>".
+  holds 1 at every other load of the workload. Two configurations that each lead somewhere, a
+  leader whose interval overlaps another's, a leader never measured beside a configuration
+  the machine measured for the workload (another session's, another search's), or one that
+  left connections unserved (bench.report.groups.starved: its latency times only the
+  connections it served): "not enough evidence — run: <command>", the command naming at least
+  two servers (a one-server run decides nothing).
+- One question, one kind of evidence: make bench's runs where there are any; make tune's
+  search runs (metadata.tune: many knob sets, few trials each) only where nothing else
+  measured the workload and deployment (the search's answer reaches the recommendations
+  through make bench's `tuned` runs).
 - Baselines (nginx-static, flask-dev) are never recommended nor offered as an alternative.
 - Machines apart: one recommendation per machine; emulated runs are a functional check only.
 - Workers under a container's limits (bench.report.limits, the container-limits study): per
@@ -28,6 +36,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bench.core.record import Record, analysed
@@ -45,6 +54,7 @@ from bench.report.groups import (
     rank_groups,
     rps_estimate,
     rps_values,
+    starved,
     trial_count,
 )
 from bench.report.limits import RUN as LIMITS_RUN
@@ -67,7 +77,7 @@ PROXY_OF = {DIRECT: None, NGINX: "nginx", ALB: "alb"}
 MAKE_FLAG = {DIRECT: "", NGINX: " PROXY=nginx", ALB: " PROXY=alb", QUOTA: " CPU_QUOTA=1"}
 NOT_ENOUGH = "not enough evidence — run:"
 TRIALS_TO_DECIDE = 5  # what a "run:" command asks for: 3 trials rarely separate close servers
-MAX_NAMED = 4  # servers named in a "run:" command
+MAX_NAMED = 4  # configurations named in an undecided row's evidence (its command names all)
 ALB_TEMPLATE = ROOT / "proxy" / "alb.conf.template"
 
 
@@ -174,9 +184,20 @@ class Arena:
         return next(iter(self.members.values()))[0]
 
     def sole_leader(self) -> tuple | None:
+        """The configuration significantly ahead of every other by req/s, unless it left
+        connections unserved (never "best": its latency times only those it served)."""
         top = self.order[0] if len(self.order) > 1 else None
         rank = self.by_rps.get(top) if top else None
-        return top if rank is not None and rank.low == rank.high == 1 else None
+        if rank is None or not rank.low == rank.high == 1 or starved(self.members[top]):
+            return None
+        return top
+
+    def starved_leader(self) -> tuple | None:
+        """The configuration ahead of every other by req/s that left connections unserved."""
+        top = self.order[0] if len(self.order) > 1 else None
+        rank = self.by_rps.get(top) if top else None
+        ahead = rank is not None and rank.low == rank.high == 1
+        return top if ahead and starved(self.members[top]) else None
 
     def tied_leaders(self) -> list[tuple]:
         return [k for k in self.order if self.by_rps[k].low == 1]
@@ -213,6 +234,7 @@ class Decision:
     arenas: list[Arena]
     capacities: list[CapacityRace]  # one per machine, session, objective and scenario
     candidates: list[Record]
+    why: str = ""  # why an undecided question is undecided, where not "intervals overlap"
 
 
 def _beaten(ident: tuple, arenas_: list[Arena], caps: list[CapacityRace]) -> bool:
@@ -230,20 +252,61 @@ def _beaten(ident: tuple, arenas_: list[Arena], caps: list[CapacityRace]) -> boo
     )
 
 
+def _met(ident: tuple, arenas_: list[Arena], caps: list[CapacityRace]) -> set[tuple]:
+    """The configurations measured beside `ident` (in one arena or one capacity race)."""
+    met: set[tuple] = set()
+    for members in [[g[0] for g in a.members.values()] for a in arenas_] + [
+        [e.record for e in race.ranking()] for race in caps
+    ]:
+        idents = {_identity(r) for r in members}
+        if ident in idents:
+            met |= idents
+    return met
+
+
+def _unmet(ident: tuple, arenas_: list[Arena], caps: list[CapacityRace]) -> dict[tuple, Record]:
+    """The leading configurations of the arenas and capacity races `ident` never met (another
+    session's or another search's): a leader must have been measured beside them."""
+    met = _met(ident, arenas_, caps)
+    out: dict[tuple, Record] = {}
+    for arena in arenas_:
+        for key in arena.tied_leaders() or arena.order[:1]:
+            rec = arena.members[key][0]
+            if _identity(rec) not in met:
+                out.setdefault(_identity(rec), rec)
+    for race in caps:
+        for entrant in race.ranking()[:1]:
+            if _identity(entrant.record) not in met:
+                out.setdefault(_identity(entrant.record), entrant.record)
+    return out
+
+
 def decide(runs: list[Record]) -> Decision:
     """The configuration the data single out, or the candidates still tied."""
     arenas_ = arenas(runs)
     caps = capacity_races(runs)
     winners: dict[tuple, Record] = {}
+    why = ""
     for arena in arenas_:
         if (key := arena.sole_leader()) is not None:
             winners[_identity(arena.members[key][0])] = arena.members[key][0]
+        elif (key := arena.starved_leader()) is not None:
+            rec = arena.members[key][0]
+            why = (
+                f"{_label(rec)} leads by req/s at c{rec.concurrency} but left connections "
+                "unserved (under half served: its latency times only those): never recommended"
+            )
     if (cap_leader := _capacity_leader(caps)) is not None:
         winners[_identity(cap_leader)] = cap_leader
     if len(winners) == 1:
         ident, rec = next(iter(winners.items()))
-        if not _beaten(ident, arenas_, caps):
+        unmet = _unmet(ident, arenas_, caps)
+        if not _beaten(ident, arenas_, caps) and not unmet:
             return Decision(rec, arenas_, caps, [rec])
+        if unmet:
+            names = ", ".join(_label(r) for r in list(unmet.values())[:MAX_NAMED])
+            why = f"{_label(rec)} leads where it ran but was never measured beside {names}"
+            return Decision(None, arenas_, caps, [rec, *unmet.values()], why)
     candidates: dict[tuple, Record] = dict(winners)
     for arena in sorted(arenas_, key=lambda a: -a.first.concurrency)[:1]:
         for key in arena.tied_leaders():
@@ -251,7 +314,7 @@ def decide(runs: list[Record]) -> Decision:
     for race in caps:
         for entrant in race.ranking()[:2]:
             candidates.setdefault(_identity(entrant.record), entrant.record)
-    return Decision(None, arenas_, caps, list(candidates.values()))
+    return Decision(None, arenas_, caps, list(candidates.values()), why)
 
 
 def _arena_evidence(arena: Arena, key: tuple) -> str:
@@ -309,8 +372,9 @@ def evidence(decision: Decision) -> str:
 
 
 def avoid(decision: Decision) -> str:
-    """The slowest configuration significantly behind the fastest at the highest load, with
-    both figures and the Holm-corrected ratio (against the recommended one, if any)."""
+    """The slowest configuration of another server significantly behind the fastest at the
+    highest load, with both figures and the Holm-corrected ratio (against the recommended one,
+    if any)."""
     leader = _identity(decision.leader) if decision.leader is not None else None
     for arena in sorted(decision.arenas, key=lambda a: -a.first.concurrency):
         if len(arena.order) < 2:
@@ -318,9 +382,14 @@ def avoid(decision: Decision) -> str:
         mine = [k for k in arena.order if leader and _identity(arena.members[k][0]) == leader]
         if leader and not mine:
             continue
-        best, worst = (mine or arena.order)[0], arena.order[-1]
-        if best == worst:
+        best = (mine or arena.order)[0]
+        # another server: one server's knobs against each other (w1 vs w5 on a 100 ms sleep
+        # under a quota) is arithmetic of its own settings, which the studies measure
+        server = arena.members[best][0].server
+        others = [k for k in arena.order if arena.members[k][0].server != server]
+        if not others:
             continue
+        worst = others[-1]
         family = pairwise({k: rps_values(arena.members[k]) for k in arena.order})
         diff = family[(best, worst)]
         if not diff.significant or diff.low is None:
@@ -404,9 +473,20 @@ def checks(server: str, records: list[Record], race: Race | None) -> str:
     )
 
 
-def run_command(decision: Decision, scenarios: tuple[str, ...], deployment: str) -> str:
-    """The make command that would decide between the candidates."""
-    servers = list(dict.fromkeys(r.server for r in decision.candidates))[:MAX_NAMED] or ["all"]
+def run_command(
+    decision: Decision, scenarios: tuple[str, ...], deployment: str, others: Sequence[str] = ()
+) -> str:
+    """The make command that would decide between the candidates: every candidate's server,
+    and at least two servers (one alone decides nothing): then `others` (the machine's other
+    servers measured for the workload, best first)."""
+    # every candidate: a command that leaves one out cannot decide the row
+    servers = list(dict.fromkeys(r.server for r in decision.candidates))
+    for other in others:
+        if len(servers) >= 2:
+            break
+        if other not in servers:
+            servers.append(other)
+    servers = servers or ["all"]
     measured = sorted({r.scenario for r in decision.candidates}) or [scenarios[0]]
     flag = MAKE_FLAG[deployment]
     if decision.arenas or not decision.capacities:
@@ -434,10 +514,32 @@ def _deployment_runs(
     records: list[Record], machine: str, scenarios: tuple[str, ...], deployment: str
 ) -> list[Record]:
     if deployment == QUOTA:
-        return _quota_runs(records, machine, scenarios)
+        return _bench_first(_quota_runs(records, machine, scenarios))
     proxy = PROXY_OF[deployment]
     catalog = _catalog(records, machine, scenarios)
-    return _steady([r for r in catalog if r.proxy == proxy])
+    return _bench_first(_steady([r for r in catalog if r.proxy == proxy]))
+
+
+def _bench_first(runs: list[Record]) -> list[Record]:
+    """make bench's runs where there are any; make tune's search runs (metadata.tune) only
+    where nothing else measured the question: a search's session has many knob sets of few
+    trials each, and would outvote or stall the bench session's answer."""
+    bench = [r for r in runs if "tune" not in r.metadata]
+    return bench or runs
+
+
+def _servers_by_speed(records: list[Record], machine: str, scenarios: tuple[str, ...]) -> list[str]:
+    """The machine's servers measured for the workload (closed loop, any deployment, no
+    baseline), fastest first by their best req/s: the servers a "run:" command adds when its
+    candidates name fewer than two."""
+    best: dict[str, float] = {}
+    for group in groups(_catalog(records, machine, scenarios)).values():
+        first = group[0]
+        if first.offered_rps is not None or first.server in BASELINES:
+            continue
+        if (est := rps_estimate(group)) is not None:
+            best[first.server] = max(best.get(first.server, 0.0), est.center)
+    return sorted(best, key=lambda s: (-best[s], s))
 
 
 def _recommend(
@@ -459,7 +561,13 @@ def _recommend(
                 break
     leader = decision.leader
     if leader is None:
-        command = run_command(decision, scenarios, deployment)
+        # the workload's other servers first, then any the machine measured
+        everything = tuple(s for names in WORKLOADS.values() for s in names)
+        others = [
+            *_servers_by_speed(records, machine, scenarios),
+            *_servers_by_speed(records, machine, everything),
+        ]
+        command = run_command(decision, scenarios, deployment, others)
         named = {r.server for r in decision.candidates}
         alb = [race_text(races_.get(s), s) for s in sorted(named)] if deployment == ALB else []
         return Recommendation(
@@ -501,6 +609,8 @@ def _undecided(decision: Decision) -> str:
     """Why the data do not decide: one configuration, or leaders whose intervals overlap."""
     if len(decision.arenas) + len(decision.capacities) == 0:
         return "no run"
+    if decision.why:
+        return decision.why
     names = ", ".join(_label(r) for r in decision.candidates[:MAX_NAMED])
     if len({_identity(r) for r in decision.candidates}) < 2 and all(
         len(a.order) < 2 for a in decision.arenas

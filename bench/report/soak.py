@@ -13,6 +13,7 @@ from pathlib import Path
 
 from bench.core.outcome import Outcome
 from bench.core.record import Record
+from bench.observe.soak import slope_mb_per_h
 from bench.report.table import markdown_table
 
 # Source 002 (seeds README): 10-minute runs at 100 users on AWS Fargate.
@@ -44,6 +45,25 @@ def slope_text(rec: Record) -> str:
     return f"{slope['slope']:+.1f} MB/h [{slope['ci_low']:+.1f}, {slope['ci_high']:+.1f}]"
 
 
+def later_slope_text(rec: Record) -> str:
+    """The slope over the run's second half, "; second half +0.3 MB/h [−1.0, +1.6]": a
+    warm-up step (pools, caches filled in the first minutes) lifts the whole run's slope, a
+    leak shows in both ("" with fewer than 3 samples there)."""
+    series = rec.series or {}
+    times, totals = series.get("t_s") or [], series.get("rss_total_mb") or []
+    if not times:
+        return ""
+    middle = (times[0] + times[-1]) / 2
+    later = [(t, v) for t, v in zip(times, totals, strict=False) if t >= middle]
+    slope = slope_mb_per_h([t for t, _ in later], [v for _, v in later])
+    if not slope:
+        return ""
+    return (
+        f"; second half {slope['slope']:+.1f} MB/h "
+        f"[{slope['ci_low']:+.1f}, {slope['ci_high']:+.1f}]"
+    )
+
+
 def _failed_pct(rec: Record) -> str:
     pct = Outcome.of_record(rec).unserved_pct
     return "–" if pct is None else f"{pct:.2f}"
@@ -62,7 +82,7 @@ def _row(rec: Record) -> list[str]:
         _failed_pct(rec),
         f"{workers} ({len(totals)} samples each, every {series.get('interval_s')} s)",
         f"{totals[0]:.1f} → {totals[-1]:.1f}" if totals else "–",
-        slope_text(rec),
+        slope_text(rec) + later_slope_text(rec),
         f"{min(minutes):.1f}–{max(minutes):.1f}" if minutes else "–",
         PUBLISHED.get(rec.server, ""),
     ]
@@ -106,8 +126,10 @@ def soak_sections(records: list[Record], results_dir: Path | None) -> list[str]:
     lines += [
         "",
         "Slope: least squares of the whole server's RSS (every process) over time "
-        "(scipy.stats.linregress), 95 % interval from its standard error. A run of minutes "
-        "shows start-up growth (pools, caches) as much as a leak: compare slopes of equal runs.",
+        "(scipy.stats.linregress), 95 % interval from its standard error; second half: the "
+        "same fit over the run's second half. A run of minutes shows start-up growth (pools, "
+        "caches) as much as a leak: a warm-up step lifts the whole run's slope only, a leak "
+        "both; compare slopes of equal runs.",
         "",
     ]
     return lines

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bench.core.record import Record, load_records, replace_text, session_of
 from bench.core.variables import parse_price
-from bench.load import is_default
+from bench.load import caveat, is_default
 from bench.report import (
     arches,
     campaign,
@@ -58,6 +58,7 @@ from bench.report.groups import (
     rps_estimate,
     served_share,
     socket_errors,
+    starved,
     trial_count,
 )
 from bench.report.html import write_html
@@ -142,23 +143,6 @@ def _time_wait(group: list[Record]) -> str:
     return f"{num(total)} ({num(client)} / {num(upstream)})"
 
 
-SPEED_HEADER = [
-    "rank req/s",
-    "rank p99",
-    "server",
-    "knobs",
-    "via",
-    "conc.",
-    "req/s [95 % CI]",
-    "p50 ms",
-    "p99 ms [95 % CI]",
-    "p99.9 ms",
-    "errors: socket / non-2xx",
-    "502 / 504",
-    "of ceiling",
-    "trials",
-    "machine",
-]
 SYSTEM_HEADER = [
     "server",
     "knobs",
@@ -205,33 +189,34 @@ def _speed_row(
     starved: bool,
     ceiling_rps: float | None,
     rank: tuple[Ranked | None, Ranked | None],
-) -> list[str]:
-    """One configuration's row of the speed table: ranks, throughput, latency, errors."""
+) -> dict[str, str]:
+    """One configuration's cells of the speed tables by column name (SPEED_COLUMNS,
+    LATENCY_COLUMNS): ranks, throughput, latency, errors, and its machine."""
     first = group[0]
     rps = rps_estimate(group)
     conc = str(first.concurrency)
     if not is_default(first.load_tool):
         conc += f" ({load_label(first)})"
-    return [
-        _rank_cell(rank[0]),
-        _rank_cell(rank[1]),
-        f"{first.server} {server_version(first.metadata)}{app_label(first)}",
-        knobs_label(first.knobs or {}),
-        via_label(first),
-        conc,
-        interval_cell(rps),
-        figure(_latency(group, "p50")),
-        interval_cell(latency_estimate(group), 2) + (" †" if starved else ""),
-        figure(_latency(group, "p999")),
-        f"{num(sum(socket_errors(r) for r in group))} / "
+    return {
+        "rank req/s": _rank_cell(rank[0]),
+        "rank p99": _rank_cell(rank[1]),
+        "server": f"{first.server} {server_version(first.metadata)}{app_label(first)}",
+        "knobs": knobs_label(first.knobs or {}),
+        "via": via_label(first),
+        "conc.": conc,
+        "req/s [95 % CI]": interval_cell(rps),
+        "p50 ms": figure(_latency(group, "p50")),
+        "p99 ms [95 % CI]": interval_cell(latency_estimate(group), 2) + (" †" if starved else ""),
+        "p99.9 ms": figure(_latency(group, "p999")),
+        "errors: socket / non-2xx": f"{num(sum(socket_errors(r) for r in group))} / "
         f"{num(sum(int((r.errors or {}).get('non_2xx', 0)) for r in group))}",
-        f"{_proxy_count(group, 502)} / {_proxy_count(group, 504)}"
+        "502 / 504": f"{_proxy_count(group, 502)} / {_proxy_count(group, 504)}"
         if any(r.proxy for r in group)
         else "–",
-        _share(rps.center if rps else None, ceiling_rps),
-        str(trial_count(group)),
-        machine(first),
-    ]
+        "of ceiling": _share(rps.center if rps else None, ceiling_rps),
+        "trials": str(trial_count(group)),
+        MACHINE_COLUMN: machine(first),
+    }
 
 
 def _system_row(group: list[Record], served: float | None) -> list[str]:
@@ -261,7 +246,8 @@ STARVED_NOTE = (
     "(conns served = mean latency × req/s ÷ connections, Little's law): the others "
     "waited unserved through the run, typically unaccepted in the accept queue while "
     "the server kept serving the keep-alive connections it held. wrk only times "
-    "requests that complete, so theirs are missing and this latency is optimistic."
+    "requests that complete, so theirs are missing and this latency is optimistic: the row is "
+    "not ranked by p99 (–)."
 )
 
 
@@ -281,32 +267,51 @@ def _scenario_rows(
     """Per group of trials, its sort key, speed row and system row."""
     all_groups = groups(records)
     ceilings = _ceilings(all_groups)
-    by_rps, by_p99 = ranks(all_groups)
+    # p99 ranked among the configurations that served their connections (a starved one's
+    # p99 times only the requests it accepted: never rank 1 by p99, as At a glance)
+    by_rps, by_p99 = ranks(all_groups, p99_of=lambda group: not starved(group))
     rows = []
     for key, group in all_groups.items():
         first = group[0]
         served = median([served_share(r) for r in group])
-        starved = served is not None and served < SERVED_MIN
+        unserved = starved(group)  # the one definition (bench.report.groups)
         ceiling = ceilings.get(
             (first.concurrency, host_of(first), session_of(first)),
             ceilings.get((first.concurrency, host_of(first))),
         )
         rank = (by_rps.get(key), by_p99.get(key))
-        speed = _speed_row(group, starved, ceiling, rank)
+        speed = _speed_row(group, unserved, ceiling, rank)
         # One machine's configurations together, per concurrency, best req/s first:
         # rankings never mix machines.
         rps = rps_estimate(group)
         sort_key = (machine(first), first.concurrency, -(rps.center if rps else 0.0), str(key))
-        rows.append((sort_key, speed, _system_row(group, served), starved))
+        rows.append((sort_key, speed, _system_row(group, served), unserved))
     rows.sort(key=lambda row: row[0])  # sort_key is unique: it ends with the group's key
     return rows, any(row[3] for row in rows)
 
 
 # The speed row's cells split into two tables of at most 9 columns, a block per machine:
 # ranks, throughput and p99 first; the other percentiles, errors and the ceiling share after.
-SPEED_CELLS = (0, 1, 2, 3, 4, 5, 6, 8, 13)
-LATENCY_CELLS = (2, 3, 4, 5, 7, 9, 10, 11, 12)
-MACHINE_CELL = 14
+# Columns by name (the keys of _speed_row's cells): a new column is placed here by its name,
+# never by counting positions.
+CONFIGURATION = ("server", "knobs", "via", "conc.")
+SPEED_COLUMNS = (
+    "rank req/s",
+    "rank p99",
+    *CONFIGURATION,
+    "req/s [95 % CI]",
+    "p99 ms [95 % CI]",
+    "trials",
+)
+LATENCY_COLUMNS = (
+    *CONFIGURATION,
+    "p50 ms",
+    "p99.9 ms",
+    "errors: socket / non-2xx",
+    "502 / 504",
+    "of ceiling",
+)
+MACHINE_COLUMN = "machine"
 LATENCY_NOTE = (
     "Latency and errors of the same rows: p50 and p99.9 in ms (geometric means over trials); "
     "errors: socket errors / non-2xx responses over all trials; 502 / 504: nginx's counts "
@@ -315,22 +320,20 @@ LATENCY_NOTE = (
 )
 
 
-def _split_tables(rows: list[list[str]]) -> list[str]:
+def _split_tables(rows: list[dict[str, str]]) -> list[str]:
     """Per machine, the speed table and the latency-and-errors table of its rows."""
     lines: list[str] = []
-    machines_seen = list(dict.fromkeys(row[MACHINE_CELL] for row in rows))
+    machines_seen = list(dict.fromkeys(row[MACHINE_COLUMN] for row in rows))
     for name in machines_seen:
-        mine = [row for row in rows if row[MACHINE_CELL] == name]
+        mine = [row for row in rows if row[MACHINE_COLUMN] == name]
         lines += [f"**Machine {name}**", ""]
         lines += markdown_table(
-            [SPEED_HEADER[i] for i in SPEED_CELLS],
-            [[row[i] for i in SPEED_CELLS] for row in mine],
-            "rrllllrrr",
+            list(SPEED_COLUMNS), [[row[c] for c in SPEED_COLUMNS] for row in mine], "rrllllrrr"
         )
         lines += ["", "Latency and errors:", ""]
         lines += markdown_table(
-            [SPEED_HEADER[i] for i in LATENCY_CELLS],
-            [[row[i] for i in LATENCY_CELLS] for row in mine],
+            list(LATENCY_COLUMNS),
+            [[row[c] for c in LATENCY_COLUMNS] for row in mine],
             "llllrrrrr",
         )
         lines.append("")
@@ -349,6 +352,8 @@ def scenario_section(scenario: str, records: list[Record], plot: str | None = No
         lines += [LATENCY_NOTE, ""]
         if any_starved:
             lines += [STARVED_NOTE, ""]
+        lines += [f"{text}." for text in sorted({caveat(r.load_tool) for r in records}) if text]
+        lines += [""] if any(caveat(r.load_tool) for r in records) else []
     else:
         lines.append("No successful runs.")
     lines += _failures(records)

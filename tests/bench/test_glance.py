@@ -128,3 +128,26 @@ def test_a_server_that_left_connections_unserved_is_never_best_by_p99() -> None:
     (served,) = [x for x in glance_section(point(2.6)) if x.startswith("| plaintext")]
     assert served.split(" | ")[5].startswith("uwsgi")
     assert "unserved" not in served
+
+
+def test_locusts_figures_carry_their_caveat() -> None:
+    """The SaaS mix under Locust: its p99 is a response-time bucket (a 3 s upstream call
+    reads "3,000") and its req/s the users' own pacing: the row's caveats say both; a wrk
+    row says nothing of it."""
+    records, _ = load_records(FIXTURES)
+    base = next(
+        r for r in records if r.server == "granian" and r.scenario == "plaintext"
+        and r.arch == "amd64" and r.status == "ok"
+    )  # fmt: skip
+    saas = [
+        dataclasses.replace(
+            base, scenario="saas", load_tool="locust", concurrency=20, rps=29.9 * (1 + t / 100),
+            latency_ms={**base.latency_ms, "p99": 3000.0}, trial=t, run_id=f"saas-{t}",
+        )
+        for t in (1, 2, 3)
+    ]  # fmt: skip
+    (row,) = [x for x in glance_section(saas) if x.startswith("| saas")]
+    assert "Locust: percentiles are its response-time buckets" in row
+    assert "req/s is set by its users' own pacing" in row
+    (plain,) = [x for x in glance_section([base]) if x.startswith("| plaintext")]
+    assert "Locust" not in plain

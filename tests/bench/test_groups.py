@@ -91,3 +91,23 @@ def test_a_raced_rounds_slices_are_one_trial_in_the_tables() -> None:
     unsliced = _trials({"session_id": "s"}, count=3)
     assert trial_count(unsliced) == 3
     assert len(rps_values(unsliced)) == 3
+
+
+def test_a_cpu_quota_is_part_of_a_configurations_identity() -> None:
+    """Trials of one configuration at 1.0 and at 0.5 CPU (cgroup.cpu_quota) are two points,
+    never one pool of four trials (the cpu-quota study's 1-CPU and 0.5-CPU runs were)."""
+    trials = _trials({"session_id": "s"}, 4)
+    quotas = [1.0, 1.0, 0.5, 0.5]
+    limited = [replace(r, cgroup={"cpu_quota": q}) for r, q in zip(trials, quotas, strict=True)]
+    assert sorted(len(g) for g in groups(limited).values()) == [2, 2]
+    assert arena_key(limited[0]) != arena_key(limited[2])
+
+
+def test_a_container_limited_row_is_ranked_apart_from_native_rows() -> None:
+    """A configuration in a container under --cpus=0.5 meets the native ones of its load in
+    no arena: its rank is among rows under the same limits only."""
+    native, boxed = _trials({"session_id": "s"}, 2)
+    boxed = replace(boxed, container={"cpus": 0.5, "memory_bytes": None, "network": "host"})
+    assert len(groups([native, boxed])) == 2
+    assert arena_key(native) != arena_key(boxed)
+    assert arena_key(boxed) == arena_key(replace(boxed, server="uvicorn"))

@@ -665,8 +665,8 @@ ELSEWHERE = (
         (("test_a_leader_at_one_load_must_hold_rank_1_at_every_other_load", {}),),
         replace=(
             (
-                "        if not _beaten(ident, arenas_, caps):\n",
-                "        if True:\n",
+                "        if not _beaten(ident, arenas_, caps) and not unmet:\n",
+                "        if not unmet:\n",
             ),
         ),
     ),
@@ -695,6 +695,39 @@ ELSEWHERE = (
                 "race is not None and race.longer is not None and _clears_balancer(race):",
             ),
         ),
+    ),
+    Elsewhere(
+        "recommend-tune-search-pooled-with-bench",
+        RECOMMEND,
+        TEST_RECOMMEND,
+        (("test_a_make_bench_session_is_preferred_to_make_tunes_search", {}),),
+        replace=(("    return bench or runs\n", "    return runs\n"),),
+    ),
+    Elsewhere(
+        "recommend-leader-never-met-others",
+        RECOMMEND,
+        TEST_RECOMMEND,
+        (("test_a_leader_never_measured_beside_another_configuration_is_not_recommended", {}),),
+        replace=(("        unmet = _unmet(ident, arenas_, caps)\n", "        unmet = {}\n"),),
+    ),
+    Elsewhere(
+        "recommend-starved-leader",
+        RECOMMEND,
+        TEST_RECOMMEND,
+        (("test_a_starved_leader_is_never_recommended", {}),),
+        replace=(
+            (
+                "not rank.low == rank.high == 1 or starved(self.members[top]):",
+                "not rank.low == rank.high == 1:",
+            ),
+        ),
+    ),
+    Elsewhere(
+        "recommend-one-server-command",
+        RECOMMEND,
+        TEST_RECOMMEND,
+        (("test_a_run_command_always_names_two_servers_or_more", {}),),
+        replace=(("        if len(servers) >= 2:\n", "        if len(servers) >= 1:\n"),),
     ),
     Elsewhere(
         "recommend-quota-runs-ranked-as-direct",

@@ -267,3 +267,102 @@ def test_reload_timeline_counts_arrivals_not_served_in_time(tmp_path: Path) -> N
     assert xs[0] == -round(rec.lifecycle["at_s"], 3)
     assert max(late) <= rec.offered_rps * 0.5 + 1
     assert sum(late) >= Outcome.of_record(rec).failed - (rec.errors or {}).get("unsent", 0)
+
+
+def test_the_open_loop_chart_draws_p99_against_the_offered_rate_never_achieved() -> None:
+    """index.html's open-loop chart over the captured open-loop runs: each trace's y is the
+    point's p99 (a log axis), never its achieved req/s, which at a fixed offered rate is the
+    offered rate itself (the line y = x); the closed-loop chart stays req/s."""
+    from bench.report.export import points
+    from bench.report.html import CHART_METRIC, _traces
+
+    records, _ = load_records(FIXTURES / "openloop" / "records")
+    rows = [r for r in points(records) if r["load_model"] == "open" and r["p99_ms"] is not None]
+    assert rows
+    metric, title, log = CHART_METRIC["open"]
+    assert (metric, log) == ("p99_ms", True) and title.startswith("p99 ms")
+    assert CHART_METRIC["closed"][0] == "rps"
+    by_point = {(r["server"], r["offered_rps"]): r for r in rows}
+    for trace in _traces(rows, metric):
+        server = trace["meta"]["server"]
+        for x, y in zip(trace["x"], trace["y"], strict=True):
+            row = by_point[(server, x)]
+            assert y == row["p99_ms"] and y != row["rps"]
+
+
+def test_no_interval_is_claimed_from_one_trial(drawn: list[Any]) -> None:
+    """saas at one concurrency, one trial per configuration (no interval): the panels say so,
+    never "95 % CI"; with intervals they claim it. Lines alike over several concurrencies."""
+    single = {"a w1": [(20, 300.0, 9.0, None, None)], "b w1": [(20, 500.0, 4.0, None, None)]}
+    fig = scenario_figure("saas", single)
+    drawn.append(fig)
+    labels = [ax.get_xlabel() for ax in fig.axes[:2]]
+    assert all("95 % CI" not in label and "one trial: no interval" in label for label in labels)
+    spread = {
+        k: [(20, rps, p99, (0.8 * rps, 1.2 * rps), (0.8 * p99, 1.2 * p99))]
+        for k, [(_, rps, p99, *_)] in single.items()
+    }
+    fig = scenario_figure("saas", spread)
+    drawn.append(fig)
+    assert all("95 % CI" in ax.get_xlabel() for ax in fig.axes[:2])
+    curves = {k: [(10, 1.0, 1.0), (50, 2.0, 2.0)] for k in ("a w1", "b w1")}
+    fig = scenario_figure("db", curves)
+    drawn.append(fig)
+    assert all("95 % CI" not in ax.get_title() for ax in fig.axes[:2])
+
+
+def test_a_study_panel_of_only_zeros_is_not_drawn(drawn: list[Any]) -> None:
+    """cpu-quota's throttled ms at 0 in every arm is no chart: only the panel with values is
+    drawn, and the title names the metric left to the table."""
+    zeros = Panel("throttled ms", "connections", {"a": [(10, 0.0)], "b": [(10, 0.0)]})
+    bars = Panel("req/s", "connections", {"a": [(10, 5.0)], "b": [(10, 7.0)]})
+    fig = study_figure("cpu-quota", [zeros, bars])
+    drawn.append(fig)
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in visible] == ["req/s"]
+    assert "0 in every arm (in the table, not drawn): throttled ms" in fig._suptitle.get_text()
+
+
+def _inside(inner: Any, outer: Any) -> bool:
+    return (
+        inner.x0 >= outer.x0 - 1
+        and inner.x1 <= outer.x1 + 1
+        and inner.y0 >= outer.y0 - 1
+        and inner.y1 <= outer.y1 + 1
+    )
+
+
+def test_every_label_of_a_study_figure_is_inside_the_canvas(drawn: list[Any]) -> None:
+    """container-limits' bars: 24 arms whose labels name the server, its rule and the limits
+    (up to 90 characters), on four metrics. Drawn, every tick label lies inside the figure
+    and clear of every other panel, every value label inside its own panel."""
+    arms = [
+        f"{server}, workers = {rule}, --cpus={cpus}{memory}"
+        for server in ("granian", "gunicorn-gthread", "gunicorn-sync", "uvicorn")
+        for rule in ("2 × os.cpu_count() + 1 (Gunicorn's documented rule)", "the CPU limit")
+        for cpus, memory in (("0.25", ""), ("0.5", ""), ("0.5", " --memory=121m"))
+    ]
+    panels = [
+        Panel(metric, "connections", {arm: [(10, (i + 1) * scale)] for i, arm in enumerate(arms)})
+        for metric, scale in (
+            ("p99 ms", 3.0),
+            ("throttled ms", 150.0),
+            ("req/s", 70.0),
+            ("OOM kills", 0.25),
+        )
+    ]
+    fig = study_figure("Container limits", panels)
+    drawn.append(fig)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(visible) == 4
+    for ax in visible:
+        for label in ax.get_yticklabels():
+            box = label.get_window_extent(renderer)
+            assert _inside(box, fig.bbox), label.get_text()
+            for other in visible:
+                if other is not ax:
+                    assert not box.overlaps(other.get_window_extent(renderer)), label.get_text()
+        for text in ax.texts:
+            assert _inside(text.get_window_extent(renderer), ax.get_window_extent(renderer))

@@ -50,7 +50,7 @@ def test_measured_cells_carry_the_records_figures() -> None:
     rows = _rows(production_sections(_records()))
     reload, recycle, quota, memory, limits = rows["granian"]
     assert reload.startswith("0 failed at 300 req/s, ")
-    assert quota.startswith("req/s +47 % (w2 vs w1: 1,428 vs 973; one trial: no interval)")
+    assert quota.startswith("req/s +47 % (w2 vs w1 at 1 CPU: 1,428 vs 973; one trial: no interval)")
     assert quota.endswith("throttled 35 vs 0 ms")
     assert "MB/h [" in memory and "at 50 req/s" in memory
     assert recycle == (
@@ -209,7 +209,10 @@ def test_a_quota_that_did_not_bind_shows_no_penalty() -> None:
         *_quota_arm("quota", [970.0, 980.0, 975.0], 0.0),
     ]
     cell = _rows(production_sections(records))["granian"][2]
-    assert cell == "quota did not bind (w2 vs w1: 0 ms throttled in every trial): no penalty shown"
+    assert (
+        cell
+        == "quota did not bind (w2 vs w1 at 1 CPU: 0 ms throttled in every trial): no penalty shown"
+    )
 
 
 def test_a_bound_quota_shows_the_penalty_with_its_interval() -> None:
@@ -221,7 +224,7 @@ def test_a_bound_quota_shows_the_penalty_with_its_interval() -> None:
     ]
     cell = _rows(production_sections(records))["granian"][2]
     assert cell.startswith("req/s +45 % [+"), cell
-    assert "(w2 vs w1: 1,420 vs 975)" in cell and cell.endswith("throttled 250 vs 0 ms")
+    assert "(w2 vs w1 at 1 CPU: 1,420 vs 975)" in cell and cell.endswith("throttled 250 vs 0 ms")
 
 
 def test_plain_make_bench_quota_runs_are_read_too() -> None:
@@ -233,7 +236,7 @@ def test_plain_make_bench_quota_runs_are_read_too() -> None:
         *_quota_arm("quota", [970.0, 980.0, 975.0], 0.0, plain=True),
     ]
     cell = _rows(production_sections(records))["granian"][2]
-    assert cell.startswith("req/s +45 % [+") and "(w2 vs w1: 1,420 vs 975)" in cell
+    assert cell.startswith("req/s +45 % [+") and "(w2 vs w1 at 1 CPU: 1,420 vs 975)" in cell
 
 
 def test_plain_make_bench_recycling_pairs_with_a_plain_steady_run() -> None:
@@ -248,3 +251,53 @@ def test_plain_make_bench_recycling_pairs_with_a_plain_steady_run() -> None:
     other_rate = dataclasses.replace(off, offered_rps=(off.offered_rps or 0) * 2)
     cell = _rows(production_sections([on, other_rate]))["granian"][1]
     assert cell.startswith("not measured (make bench SERVER=granian ")
+
+
+def test_a_recycling_run_that_started_no_worker_is_not_a_measurement() -> None:
+    """A RECYCLE= run in whose window no worker was replaced (meinheld: 0 workers started)
+    measured the server without recycling: the cell says so, never "0 failed vs 0 without"."""
+    rec = _granian_reload()
+    meta = {**rec.metadata, "study": "any", "study_run": "R1"}
+    on = dataclasses.replace(rec, lifecycle=None, recycles={"workers_started": 0}, metadata=meta)
+    off = dataclasses.replace(rec, lifecycle=None, metadata=meta, run_id="steady")
+    cell = _rows(production_sections([on, off]))["granian"][1]
+    assert cell.startswith("not measured: no worker was recycled in the window (0 started")
+    assert "failed vs" not in cell
+
+
+def test_each_quota_is_its_own_comparison_and_is_named() -> None:
+    """One study run at 1 CPU (the rule ahead by +45 %) and, later, at 0.5 CPU (ahead by
+    +100 %): the cell shows the latest quota's trials alone, named "at 0.5 CPU", never the
+    six trials of each rule pooled; the header types no quota."""
+    one = [
+        *_quota_arm("cpus", [1400.0, 1420.0, 1430.0], 250.0),
+        *_quota_arm("quota", [970.0, 980.0, 975.0], 0.0),
+    ]
+    half = [
+        dataclasses.replace(
+            r,
+            cgroup={**(r.cgroup or {}), "cpu_quota": 0.5},
+            run_id=f"half{r.run_id}",
+            metadata={**r.metadata, "started_at": "2099-01-01T00:00:00Z"},
+        )
+        for r in [
+            *_quota_arm("cpus", [1000.0, 1010.0, 990.0], 400.0),
+            *_quota_arm("quota", [500.0, 505.0, 495.0], 10.0),
+        ]
+    ]
+    lines = production_sections([*one, *half])
+    cell = _rows(lines)["granian"][2]
+    assert cell.startswith("req/s +100 % [+"), cell
+    assert "(w2 vs w1 at 0.5 CPU: 1,000 vs 500)" in cell
+    assert "1 CPU" not in next(line for line in lines if line.startswith("| server |"))
+    assert "at 1 CPU" in _rows(production_sections(one))["granian"][2]
+
+
+def test_a_reload_says_how_long_arrivals_were_late_not_only_failed() -> None:
+    """gunicorn-sync's captured reload: 0 requests failed, but for 2.0 s after the signal
+    arrivals were answered later than the limit (3 × the p99 before it, at least +100 ms):
+    the cell says both, never "0 failed" alone."""
+    rows = _rows(production_sections(_records()))
+    assert rows["gunicorn-sync"][0].startswith(
+        "0 failed at 300 req/s, recovered in 2.0 s (2.0 s with arrivals late past 102 ms or failed)"
+    )

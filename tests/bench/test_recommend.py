@@ -282,3 +282,127 @@ def test_the_balancer_idle_timeout_is_read_from_the_template() -> None:
     upstream = template.split("upstream app {", 1)[1].split("\n}", 1)[0]
     assert "keepalive_timeout 60s;" in upstream
     assert balancer_idle_s() == 60
+
+
+def _session(records: list[Record], session: str, **meta: object) -> list[Record]:
+    """The records as one harness invocation's (metadata.session_id), with extra metadata."""
+    return [
+        replace(
+            r, run_id=f"{session}{r.run_id}", metadata={**r.metadata, "session_id": session, **meta}
+        )
+        for r in records
+    ]
+
+
+GRANIAN = {"workers": 2, "threads": 4, "backlog": 1024}
+
+
+def test_a_make_bench_session_is_preferred_to_make_tunes_search() -> None:
+    """make bench separated granian w2 t4 from gunicorn-sync (3 trials); make tune's search on
+    the same machine and load ran granian at two knob sets, 2 trials each, w4 separated ahead
+    of w2. The bench session answers (granian w2 t4); the search's arena neither adds a
+    second winner nor beats the bench leader (both left the row undecided)."""
+    base = replace(_base(), concurrency=50)
+    bench = _session(_arena(*SEPARATED), "bench")
+    search = _session(
+        [
+            *_trials(base, "granian", GRANIAN, [20_000.0, 20_010.0]),
+            *_trials(base, "granian", {**GRANIAN, "workers": 4}, [30_000.0, 30_010.0]),
+        ],
+        "search",
+        tune={"objective": "rps"},
+    )
+    assert _direct(search).server == "granian"  # the search alone still answers
+    direct = _direct([*bench, *search])
+    assert direct.server == "granian" and direct.knobs == GRANIAN
+    assert "rank 1 of 2 by req/s" in direct.evidence
+
+
+def test_a_leader_never_measured_beside_another_configuration_is_not_recommended() -> None:
+    """Session A separates granian from gunicorn-sync; session B measured uvicorn and
+    hypercorn (tied) on the same machine and workload, never beside granian: no
+    recommendation, the reason said, and the command names granian with B's leaders."""
+    base = replace(_base(), concurrency=50)
+    a = _session(_arena(*SEPARATED), "a")
+    b = _session(
+        [
+            *_trials(base, "uvicorn", {"workers": 2}, TIED[0]),
+            *_trials(base, "hypercorn", {"workers": 2}, TIED[1]),
+        ],
+        "b",
+    )
+    assert _direct(a).server == "granian"
+    direct = _direct([*a, *b])
+    assert direct.server is None
+    assert "never measured beside" in direct.evidence
+    named = set(direct.command.split("SERVER=")[1].split()[0].split(","))
+    assert {"granian", "uvicorn", "hypercorn"} <= named
+
+
+def test_a_starved_leader_is_never_recommended() -> None:
+    """granian separated ahead of gunicorn-sync by req/s but serving 16 % of its connections
+    (Little's law: 0.4 ms × 20,000 req/s / 50): never recommended, the reason said; served,
+    it is recommended."""
+
+    def arena(mean_ms: float) -> list[Record]:
+        records = _arena(*SEPARATED)
+        return [
+            replace(r, latency_ms={**(r.latency_ms or {}), "mean": mean_ms})
+            if r.server == "granian"
+            else replace(r, latency_ms={**(r.latency_ms or {}), "mean": 8.4})
+            for r in records
+        ]
+
+    assert _direct(arena(2.5)).server == "granian"
+    starved = _direct(arena(0.4))
+    assert starved.server is None
+    assert "left connections unserved" in starved.evidence
+
+
+def test_a_run_command_always_names_two_servers_or_more() -> None:
+    """Under a CPU quota only gunicorn-sync was measured (w1 and w5, tied): the command that
+    would decide names another server of the machine's workload (granian, measured direct),
+    never gunicorn-sync alone."""
+    quota = replace(_base(), concurrency=10, cgroup={"cpu_quota": 1.0})
+    records = [
+        *_arena(*SEPARATED),
+        *_trials(quota, "gunicorn-sync", {"workers": 1, "backlog": 2048}, TIED[0]),
+        *_trials(quota, "gunicorn-sync", {"workers": 5, "backlog": 2048}, TIED[1]),
+    ]
+    recs, _ = recommendations(records)
+    (row,) = [r for r in recs if r.deployment == "under a CPU quota"]
+    assert row.server is None
+    assert row.command.split("SERVER=")[1].split()[0] == "gunicorn-sync,granian"
+
+
+def test_avoid_names_another_server_never_the_same_servers_other_knobs() -> None:
+    """Under a CPU quota gunicorn-sync w5 is 5× gunicorn-sync w1 on a sleeping route (its
+    workers' arithmetic, not a finding about a server): no "avoid" line from it; with
+    uvicorn also measured there and separated behind, uvicorn is the one to avoid."""
+    quota = replace(_base(), concurrency=10, cgroup={"cpu_quota": 1.0})
+    w5 = _trials(quota, "gunicorn-sync", {"workers": 5, "backlog": 2048}, [50.0, 49.0, 48.0])
+    w1 = _trials(quota, "gunicorn-sync", {"workers": 1, "backlog": 2048}, [10.0, 10.1, 9.9])
+
+    def row(records: list[Record]) -> object:
+        recs, _ = recommendations(records)
+        return next(r for r in recs if r.deployment == "under a CPU quota")
+
+    assert row([*w5, *w1]).avoid == "–"
+    slow = _trials(quota, "uvicorn", {"workers": 1, "backlog": 2048}, [20.0, 20.2, 19.8])
+    assert row([*w5, *w1, *slow]).avoid.startswith("uvicorn w1 b2048: 20 vs 49 req/s")
+
+
+def test_a_run_command_names_every_server_the_row_compares() -> None:
+    """Six servers tied at c50 (the same req/s series, shuffled): the row is undecided and
+    its command names all six, not the first four."""
+    base = replace(_base(), concurrency=50)
+    servers = ["granian", "uwsgi", "meinheld", "uvicorn", "gunicorn-sync", "hypercorn"]
+    series = [[15_000.0, 19_000.0, 14_000.0], [16_000.0, 12_000.0, 20_000.0]]
+    records = [
+        rec
+        for i, server in enumerate(servers)
+        for rec in _trials(base, server, {"workers": 2}, series[i % 2])
+    ]
+    direct = _direct(records)
+    assert direct.server is None
+    assert set(direct.command.split("SERVER=")[1].split()[0].split(",")) == set(servers)

@@ -270,3 +270,69 @@ def test_docker_runs_are_their_own_labelled_configuration(tmp_path: Path) -> Non
     loaded, problems = load_records(records)
     details = _whole(loaded, problems)
     assert "docker --cpus=1" in details and "Speed: db" in details
+
+
+def test_a_starved_configuration_has_no_p99_rank_in_the_speed_table() -> None:
+    """uwsgi serves 16 % of its 50 connections (p99 1.7 ms of the requests it accepted),
+    granian every connection (p99 40 ms), 3 trials each: uwsgi's row keeps its † and ranks
+    by req/s, but has no p99 rank (–), and granian alone holds p99 rank 1; uwsgi serving its
+    connections ranks 1 by p99 again."""
+    from dataclasses import replace
+
+    rec = next(
+        r for r in load_records(FIXTURES / "records")[0]
+        if r.server == "granian" and r.scenario == "plaintext" and r.arch == "amd64"
+        and r.status == "ok"
+    )  # fmt: skip
+
+    def point(uwsgi_mean: float) -> str:
+        runs = []
+        for trial in range(1, 4):
+            jitter = 1 + trial / 100
+            for server, rps, mean, p99 in (
+                ("uwsgi", 19_354.0 * jitter, uwsgi_mean, 1.7 * jitter),
+                ("granian", 1_200.0 * jitter, 40.0, 41.0 * jitter),
+            ):
+                latency = {**(rec.latency_ms or {}), "mean": mean, "p99": p99}
+                runs.append(
+                    replace(
+                        rec, server=server, rps=rps, concurrency=50, latency_ms=latency,
+                        trial=trial, run_id=f"{server}-{trial}",
+                    )
+                )  # fmt: skip
+        return render_report(runs, [])[f"details/speed-{rec.scenario}.md"]
+
+    def rows(text: str) -> dict[str, list[str]]:
+        out = {}
+        for line in text.splitlines():
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if len(cells) > 2 and cells[2].split(" ")[0] in ("uwsgi", "granian"):
+                out.setdefault(cells[2].split(" ")[0], cells)
+        return out
+
+    starved = rows(point(0.41))
+    assert starved["uwsgi"][0] == "1" and starved["uwsgi"][1] == "–"
+    assert starved["uwsgi"][7].endswith("†")
+    assert starved["granian"][1] == "1"
+    served = rows(point(2.6))
+    assert served["uwsgi"][1] == "1" and "†" not in served["uwsgi"][7]
+
+
+def test_the_speed_tables_of_a_locust_scenario_carry_its_caveat() -> None:
+    """The SaaS mix under Locust: under its speed tables, what Locust's figures are not (its
+    percentiles are buckets, its req/s the users' pacing); a wrk scenario's tables say
+    nothing of it."""
+    from dataclasses import replace
+
+    rec = next(
+        r for r in load_records(FIXTURES / "records")[0]
+        if r.server == "granian" and r.scenario == "plaintext" and r.arch == "amd64"
+        and r.status == "ok"
+    )  # fmt: skip
+    saas = [
+        replace(rec, scenario="saas", load_tool="locust", trial=t, run_id=f"saas-{t}")
+        for t in (1, 2)
+    ]
+    files = render_report([rec, *saas], [])
+    assert "Locust: percentiles are its response-time buckets" in files["details/speed-saas.md"]
+    assert "Locust" not in files["details/speed-plaintext.md"]

@@ -1,6 +1,7 @@
 """bench.observe.soak and the soak section over a captured 20 s soak of granian (50 req/s on /db,
 2 workers, RSS every 2 s) and the captured reload runs' per-request files."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -68,3 +69,28 @@ def test_the_soak_section_puts_source_002_beside_ours(tmp_path: Path) -> None:
     row = next(line for line in lines if line.startswith("| granian |"))
     assert "MB/h [" in row and "66.2 req/s, 0.00 % errors" in row
     assert (tmp_path / "plots" / "soak-rss.png").stat().st_size > 0
+
+
+def test_a_warm_up_step_shows_in_the_whole_runs_slope_only() -> None:
+    """The captured soak with its RSS replaced: a 25 MB step in the first minute of ten (pools
+    filled), flat after: the whole run's slope is far above 0, the second half's interval
+    holds 0; a steady leak of 10 MB/h shows in both."""
+    rec = _soak()
+    times = [float(t) for t in range(0, 600, 20)]
+    step = [100.0 + (25.0 if t >= 60 else 0.0) + 0.01 * (i % 3) for i, t in enumerate(times)]
+    leak = [100.0 + 10.0 * t / 3600 + 0.01 * (i % 3) for i, t in enumerate(times)]
+
+    def cells(values: list[float]) -> tuple[str, str]:
+        series = {**(rec.series or {}), "t_s": times, "rss_total_mb": values}
+        series["rss_slope_mb_per_h"] = soak.slope_mb_per_h(times, values)
+        moved = dataclasses.replace(rec, series=series)
+        return soakreport.slope_text(moved), soakreport.later_slope_text(moved)
+
+    whole, later = cells(step)
+    assert float(whole.split(" MB/h")[0]) > 50
+    assert later.startswith("; second half ")
+    low, high = (float(x) for x in later.split("[")[1].rstrip("]").split(", "))
+    assert low <= 0 <= high
+    whole, later = cells(leak)
+    low, high = (float(x) for x in later.split("[")[1].rstrip("]").split(", "))
+    assert whole.startswith("+10.0 MB/h") and low <= 10.0 <= high and low > 5

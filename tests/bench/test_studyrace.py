@@ -295,3 +295,38 @@ def test_make_study_trials_auto_stops_at_the_budget_saying_what_is_undecided(
     assert "study race stopped (budget)" in err or "study race stopped (limit)" in err, err
     assert max(r["trial"] for r in records) <= 4
     assert "tiny: undecided: same at most fast: " in err
+
+
+def test_a_latency_check_on_an_arm_that_left_connections_unserved_is_inconclusive() -> None:
+    """sync-vs-async-p99's case: uwsgi at c50 serving 16 % of its connections (Little's law:
+    mean 0.41 ms × 19,354 req/s / 50) has a p99 of 1.7 ms, of the requests it accepted, far
+    below gunicorn-sync's 40 ms over 6 paired rounds: the p99 check says why it cannot
+    compare them, never "reproduced"; its req/s check is judged as usual; uwsgi serving its
+    connections is judged on its p99 again."""
+    rec = next(r for r in load_records(FIXTURES / "records")[0] if r.status == "ok")
+
+    def records(uwsgi_mean: float) -> list:
+        out = []
+        for arm, rps, mean, p99, noise in (
+            ("uwsgi", 19_354.0, uwsgi_mean, 1.7, NOISE),
+            ("gunicorn-sync", 1_200.0, 40.0, 40.0, [0.0] * len(NOISE)),
+        ):
+            for trial, (round_effect, n) in enumerate(zip(ROUND_EFFECT, noise, strict=True), 1):
+                effect = round_effect * math.exp(n)
+                meta = {**rec.metadata, "study": "s", "study_arm": arm, "study_run": "r1"}
+                latency = {**rec.latency_ms, "mean": mean, "p99": p99 * effect}
+                out.append(
+                    replace(
+                        rec, metadata=meta, concurrency=50, rps=rps * effect, latency_ms=latency,
+                        trial=trial, run_id=f"{arm}{trial}",
+                    )
+                )  # fmt: skip
+        return out
+
+    p99 = {"kind": "less", "metric": "p99_ms", "a": {"arm": "uwsgi"}, "b": {"arm": "gunicorn-sync"}}
+    rps = {**p99, "metric": "rps", "a": {"arm": "gunicorn-sync"}, "b": {"arm": "uwsgi"}}
+    starved = verdict.outcome(p99, records(0.41))
+    assert starved.result == "inconclusive"
+    assert "uwsgi left connections unserved" in starved.line
+    assert verdict.outcome(rps, records(0.41)).result == "reproduced"
+    assert verdict.outcome(p99, records(2.6)).result == "reproduced"
