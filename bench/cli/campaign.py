@@ -96,10 +96,15 @@ def leaders(q: Question, results: Path, ledger: list[dict], ident: dict) -> list
     """SERVER=@leaders resolved: the servers of the `top` configurations ranked first by
     req/s (bench.report.groups.rank_groups; starved and baseline servers left out) among
     the records of the question named, at its scenario and concurrency; None: not known
-    (that question is not answered here)."""
+    (that question is not answered here). A question whose harness exited 1 counts: a run
+    of one server failed (its record says why, the question is asked again next time), the
+    others were measured and rank as they would have."""
     assert q.leaders is not None
     entry = latest_entry(ledger, q.leaders.question, ident)
-    if entry is None or entry.get("status") != "answered":
+    if entry is None or entry.get("exit", 0 if entry.get("status") == "answered" else None) not in (
+        0,
+        1,
+    ):
         return None
     records, problem = entry_records(results, entry)
     point = [

@@ -132,8 +132,8 @@ def served_share(rec: Record) -> float | None:
     mean latency × throughput = requests in flight). Near 1 when every connection is served;
     low when connections wait unserved, whose requests wrk never times."""
     mean = (rec.latency_ms or {}).get("mean")
-    if mean is None or not rec.rps or not rec.concurrency:
-        return None
+    if not mean or mean < 0 or not rec.rps or not rec.concurrency:
+        return None  # no latency figure (0: nothing timed), no share to read
     return min(1.0, mean / 1000 * rec.rps / rec.concurrency)
 
 

@@ -38,7 +38,7 @@ from bench.studies.arms import arm_options, base_options, derived_options, new_r
 from bench.studies.namespace import facts_of, measure_arm, record_arm, run_spec
 from bench.studies.schema import Arm, Study, StudyError, in_namespace, load_runnable
 from bench.studies.sections import summary_sections
-from bench.studies.sources import source_lines
+from bench.studies.sources import question_lines, source_lines
 
 # The studies' parts of the report: details/studies.md's sections and summary.md's source
 # documents (bench.report.summary.write_summary takes either a list or topic -> lines).
@@ -136,7 +136,7 @@ def sections_for(results: Path) -> Sections:
     """The studies' summary sections, plots under `results`, for report.write_summary."""
     return lambda records: {
         "studies": summary_sections(records, results),
-        SOURCES_TOPIC: source_lines(records),
+        SOURCES_TOPIC: source_lines(records) + question_lines(records),
     }
 
 

@@ -131,3 +131,46 @@ def source_lines(records: list[Record]) -> list[str]:
         for study in studies:
             lines += study_lines(study, records)
     return lines
+
+
+# Studies that answer an issue's open question rather than a seed document (no published
+# figure to reproduce): their checks say where the answer changes.
+QUESTIONS_HEADING = "## Open questions no source document asks"
+QUESTIONS = {
+    "free-threading": "Does free-threaded Python change which configuration to run?",
+    "protocols": "What do HTTP/2, TLS and idle WebSockets cost each ASGI server?",
+}
+
+
+def answer_line(found: Sequence[Outcome]) -> str:
+    """Where the study's decided checks hold (the answer changes as its claim says), where
+    they do not, and how many are undecided: each check's own describe, the study's own
+    judgement."""
+    held = [o.check.get("describe", "") for o in found if o.result == "reproduced"]
+    failed = [o.check.get("describe", "") for o in found if o.result == "not reproduced"]
+    open_ = sum(1 for o in found if o.result not in ("reproduced", "not reproduced"))
+    parts = []
+    if held:
+        parts.append("decided as claimed: " + "; ".join(held))
+    if failed:
+        parts.append("decided against the claim: " + "; ".join(failed))
+    if open_:
+        parts.append(f"{open_} check(s) undecided (the table says why)")
+    return _cell(". ".join(parts)) + "." if parts else "no check could be judged."
+
+
+def question_lines(records: list[Record]) -> list[str]:
+    """Per open question its study: the answer in a line (answer_line), then the claims
+    beside ours as in Source documents (study_lines); "not measured here" with the command."""
+    lines = [QUESTIONS_HEADING, ""]
+    for name, asked in QUESTIONS.items():
+        try:
+            study = load_study(name)
+        except StudyError:
+            continue
+        found = judged(study, records)[1]
+        lines += [f"### {asked}", ""]
+        if found:
+            lines += [f"Answer on this evidence: {answer_line(found)}", ""]
+        lines += study_lines(study, records)
+    return lines

@@ -174,6 +174,12 @@ def test_leaders_are_the_first_by_req_s_and_never_a_baseline(tmp_path: Path) -> 
     assert chosen is not None and len(chosen) == 2
     assert not {"nginx-static", "flask-dev"} & set(chosen)
     assert set(chosen) <= set(server_ids())
+    # A question where one server's run failed (exit 1) still ranks the others; one that was
+    # interrupted (130) or refused (2) does not.
+    for code, known in ((1, True), (130, False), (2, False)):
+        entry = dict(ledger[0], status=f"failed (exit {code})", exit=code)
+        found = ask.leaders(campaign.questions[1], campaign.results, [entry], IDENT)
+        assert (found == chosen) is known, code
 
 
 def _writer(results: Path, statuses: dict[str, int]) -> ask.Runner:

@@ -114,3 +114,24 @@ def test_the_keep_alive_race_rows_are_its_fix_decisions() -> None:
         assert " — " not in ours
         assert word == o.result or (word.startswith("undecided: ") and o.result == "inconclusive")
         assert f"| {claim} | {ours} | {word} |" in block
+
+
+def test_an_open_question_says_where_the_answer_changes_from_its_checks() -> None:
+    """The free-threading study's answer line: decided checks that hold, those that do not,
+    the undecided counted — each check's own words, the study's own judgement; a study
+    without records says not measured here with its command."""
+    found = [
+        Outcome({"metric": "rps", "describe": "threads replace processes"}, "reproduced", "", ""),
+        Outcome({"metric": "rps", "describe": "the GIL costs /db"}, "not reproduced", "", ""),
+        Outcome({"metric": "rps", "describe": "memory"}, "inconclusive", "", ""),
+    ]
+    line = sources.answer_line(found)
+    assert line == (
+        "decided as claimed: threads replace processes. decided against the claim: the GIL "
+        "costs /db. 1 check(s) undecided (the table says why)."
+    )
+    text = "\n".join(sources.question_lines([]))
+    assert text.startswith(sources.QUESTIONS_HEADING)
+    assert "### Does free-threaded Python change which configuration to run?" in text
+    assert "run `make study NAME=free-threading TRIALS=auto BUDGET=30`" in text
+    assert "Answer on this evidence" not in text

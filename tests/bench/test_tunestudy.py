@@ -202,7 +202,8 @@ def _trials(arm: str, rps: list[float], p99: list[float], meta: dict | None = No
             "study_run": "r1",
             **(meta or {}),
         }
-        latency = {**rec.latency_ms, "p99": p}
+        # every connection busy (Little's law): a closed-loop arm that served them all
+        latency = {**rec.latency_ms, "p99": p, "mean": rec.concurrency / r * 1000}
         out.append(
             replace(rec, metadata=m, trial=i + 1, run_id=f"{arm}{i}", rps=r, latency_ms=latency)
         )
