@@ -408,7 +408,10 @@ def _left_out(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
 def write_python_context(python: str, out: BinaryIO) -> None:
     """The interpreter image's build context as a tar stream: compose/python.Dockerfile as its
     Dockerfile, the build's prefix under python/ (LEFT_OUT left out)."""
-    with tarfile.open(fileobj=out, mode="w|") as tar:
+    # GNU, not tarfile's default PAX: the docker CLI tells a tar on stdin from a Dockerfile by
+    # reading its first 512-byte header alone, and PAX puts an extended header first (every
+    # member's float mtime), which it then takes for a Dockerfile.
+    with tarfile.open(fileobj=out, mode="w|", format=tarfile.GNU_FORMAT) as tar:
         tar.add(PYTHON_DOCKERFILE, arcname="Dockerfile")
         tar.add(python_prefix(python), arcname="python", filter=_left_out)
 

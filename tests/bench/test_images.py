@@ -51,7 +51,11 @@ def _engine(monkeypatch: pytest.MonkeyPatch, held: dict[str, dict]) -> None:
 
 
 def _image(inputs: str) -> dict:
-    return {"Id": "sha256:" + "ab" * 32, "RepoTags": [], "Config": {"Labels": {images.INPUTS_LABEL: inputs}}}
+    return {
+        "Id": "sha256:" + "ab" * 32,
+        "RepoTags": [],
+        "Config": {"Labels": {images.INPUTS_LABEL: inputs}},
+    }
 
 
 def test_an_interpreters_image_sits_beside_the_usual_one_in_the_servers_repo() -> None:
@@ -124,7 +128,7 @@ def test_a_server_that_cannot_run_on_the_build_has_no_image_on_it(built: Path) -
     assert problem is not None and problem.startswith("gunicorn-gevent cannot run on PYTHON=3.13t")
     assert spec.python_why[NAME] in problem
     assert images.not_buildable(spec) is None
-    with pytest.raises(images.ImageError, match="cannot run on PYTHON=3.13t"):
+    with pytest.raises(images.ImageError, match=r"cannot run on PYTHON=3\.13t"):
         images.image_for(spec, ARCH, NAME)
 
 
@@ -134,6 +138,10 @@ def test_the_interpreter_images_context_is_its_dockerfile_and_the_prefix(built: 
     package's own tests folder stays)."""
     out = io.BytesIO()
     images.write_python_context(NAME, out)
+    # docker's CLI reads the first 512-byte header alone to tell a tar from a Dockerfile: a
+    # plain file's header (type "0"), not a PAX extended one (type "x").
+    first = tarfile.TarInfo.frombuf(out.getvalue()[:512], "utf-8", "surrogateescape")
+    assert first.name == "Dockerfile" and first.type == tarfile.REGTYPE
     with tarfile.open(fileobj=io.BytesIO(out.getvalue())) as tar:
         names = set(tar.getnames())
         dockerfile = tar.extractfile("Dockerfile")
@@ -164,7 +172,9 @@ def test_the_dockerfiles_arguments_and_their_defaults_agree() -> None:
     assert "COPY python/ ${PREFIX}/" in images.PYTHON_DOCKERFILE.read_text()
 
 
-def test_the_container_site_keys_images_as_the_native_venvs(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_container_site_keys_images_as_the_native_venvs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """ContainerSite.prepare on 3.13t asks for each server's image on it and keys it
     <id>@3.13t (as bench.harness.run.env_of looks it up); its container facts name that image;
     an image it cannot use is that server's Unavailable, under the same key."""
