@@ -141,14 +141,17 @@ lock: setup ## re-pin every requirements.txt (bench/, locust/, wsload/, servers/
 	  (cd "$$dir" && $$(cat $(CURDIR)/.bench/uv-path) pip compile -q --universal --python-version 3.11 \
 	    --no-header requirements.in -o requirements.txt) || exit 1; \
 	done
-	@# PYTHON=3.13t and 3.13 share one pin file per server, resolved on the built 3.13t (its
-	@# free-threaded wheels decide; bench/python-build.sh 3.13t builds it).
-	@py=$(CURDIR)/.bench/tools/python/3.13t/bin/python3; for dir in servers/*/; do \
-	  [ -f "$$dir/requirements-3.13.in" ] || continue; \
-	  [ -x "$$py" ] || { echo "lock: $$dir/requirements-3.13.txt kept (build 3.13t first: bash bench/python-build.sh 3.13t)"; continue; }; \
-	  echo "pinning $$dir (3.13t)"; \
-	  (cd "$$dir" && $$(cat $(CURDIR)/.bench/uv-path) pip compile -q --python "$$py" \
-	    --no-header requirements-3.13.in -o requirements-3.13.txt) || exit 1; \
+	@# PYTHON=<minor>t and <minor> share one pin file per server (requirements-<minor>.txt),
+	@# resolved on the built <minor>t with wheels only (its free-threaded wheels decide;
+	@# bench/python-build.sh <minor>t builds it).
+	@for src in servers/*/requirements-3.*.in; do \
+	  [ -f "$$src" ] || continue; \
+	  dir=$$(dirname "$$src"); minor=$$(basename "$$src" .in); minor=$${minor#requirements-}; \
+	  py=$(CURDIR)/.bench/tools/python/$${minor}t/bin/python3; \
+	  [ -x "$$py" ] || { echo "lock: $$dir/requirements-$$minor.txt kept (build $${minor}t first: bash bench/python-build.sh $${minor}t)"; continue; }; \
+	  echo "pinning $$dir ($${minor}t)"; \
+	  (cd "$$dir" && $$(cat $(CURDIR)/.bench/uv-path) pip compile -q --python "$$py" --only-binary :all: \
+	    --no-header requirements-$$minor.in -o requirements-$$minor.txt) || exit 1; \
 	done
 
 # -- the container path (compose/): needs a Docker engine; native runs need none ----------------

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Build one pinned CPython for PYTHON=<spec> (issue 33): "3.13t" is free-threaded
-# (--disable-gil), "3.13" the same version with the GIL. The tarball's URL and sha256 come from
+# Build one pinned CPython for PYTHON=<spec> (issue 33): "3.14t" is free-threaded
+# (--disable-gil), "3.14" the same version with the GIL. The tarball's URL and sha256 come from
 # bench/python-builds.toml; the sha256 is checked before anything is unpacked.
 # Input: the spec (argument). Output: .bench/tools/python/<spec>/bin/python3, with a stamp
 # (.build) naming version, sha256 and flags; a second run with the same stamp does nothing.
@@ -8,7 +8,7 @@
 # GIL against no GIL on the same build flags, so both arms lose the same).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-spec=${1:?usage: bench/python-build.sh <version>[t], e.g. 3.13t}
+spec=${1:?usage: bench/python-build.sh <version>[t], e.g. 3.14t}
 unset PYTHON  # make's PYTHON= (the spec above) is no variable of CPython's own build
 minor=${spec%t}
 table="$root/bench/python-builds.toml"

@@ -635,7 +635,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "PYTHON",
         "the interpreter of every server's venv, built here from a pinned CPython tarball: "
-        "<minor> with the GIL, <minor>t free-threaded (--disable-gil), e.g. 3.13t; a server "
+        "<minor> with the GIL, <minor>t free-threaded (--disable-gil), e.g. 3.14t; a server "
         "without wheels for it is refused with its reason ([pythons] in its server.toml); "
         "RUNTIME=docker: the server's image on it (make images PYTHON=<name>)",
         "the harness's python3",

@@ -10,12 +10,20 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from bench.core import pythons, record
-from bench.core.registry import DeclarationError, load_all, python_refusal, validate_pythons
+from bench.core.registry import (
+    DeclarationError,
+    ServerSpec,
+    load_all,
+    python_refusal,
+    validate_pythons,
+)
 from bench.core.validate import UsageError
 from bench.host import venv
 from bench.report.cells import via_label
@@ -30,25 +38,50 @@ GIL = {"version": "3.13.5", "build": "default", "gil_enabled": None}
 
 
 def test_python_names_are_each_minor_with_and_without_the_gil() -> None:
-    """Every declared minor version gives two names, <minor> and <minor>t; 3.13t is one."""
+    """Every declared minor version gives two names, <minor> and <minor>t; 3.13t and 3.14t
+    (CPython 3.14.7, reachable since issue 33's tarball was found) are accepted."""
     names = pythons.names()
-    assert "3.13" in names and "3.13t" in names
+    assert names == ("3.13", "3.13t", "3.14", "3.14t")
     assert all(n in names for m in pythons.builds() for n in (m, m + "t"))
     assert pythons.parse_python(" 3.13t ") == "3.13t"
-    assert pythons.is_free_threaded("3.13t") and not pythons.is_free_threaded("3.13")
+    assert pythons.parse_python("3.14t") == "3.14t" and pythons.parse_python("3.14") == "3.14"
+    assert pythons.builds()["3.14"].version == "3.14.7"
+    assert pythons.is_free_threaded("3.14t") and not pythons.is_free_threaded("3.14")
 
 
-def test_unknown_and_unreachable_pythons_are_refused_in_one_line() -> None:
-    """An unknown name lists the valid ones; 3.14t is declared but its tarball cannot be
-    fetched here: refused with that reason and the names that can be built."""
+@pytest.fixture
+def table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A python-builds.toml of the test's own in place of the real one (builds() is cached:
+    cleared before and after)."""
+    path = tmp_path / "python-builds.toml"
+    monkeypatch.setattr(pythons, "BUILDS_FILE", path)
+    pythons.builds.cache_clear()
+    yield path
+    pythons.builds.cache_clear()
+
+
+def test_unknown_and_unreachable_pythons_are_refused_in_one_line(table: Path) -> None:
+    """An unknown name lists the valid ones; a declared version whose tarball cannot be
+    fetched here (3.15 in this table) is refused with that reason and the names that can be
+    built."""
+    table.write_text(
+        '[builds."3.13"]\nversion = "3.13.5"\nurl = "http://example.invalid/3.13.5.tar.xz"\n'
+        f'sha256 = "{"0" * 64}"\n\n'
+        '[builds."3.15"]\nunreachable = "the 3.15 tarball is not reachable from this machine"\n'
+    )
     with pytest.raises(UsageError) as unknown:
         pythons.parse_python("2.7")
-    assert "valid: 3.13, 3.13t" in str(unknown.value) and "\n" not in str(unknown.value)
+    assert "valid: 3.13, 3.13t, 3.15, 3.15t" in str(unknown.value)
+    assert "\n" not in str(unknown.value)
     with pytest.raises(UsageError) as unreachable:
-        pythons.parse_python("3.14t")
+        pythons.parse_python("3.15t")
     text = str(unreachable.value)
-    assert "PYTHON=3.14t cannot be built here" in text and "not reachable" in text
-    assert text.endswith("valid: 3.13, 3.13t")
+    assert "PYTHON=3.15t cannot be built here" in text and "not reachable" in text
+    assert text.endswith("valid: 3.13, 3.13t") and "\n" not in text
+    table.write_text('[builds."3.15"]\nunreachable = "none"\n')
+    pythons.builds.cache_clear()
+    with pytest.raises(UsageError, match=r"valid: none$"):
+        pythons.parse_python("3.15")
 
 
 def test_every_build_declares_a_tarball_with_its_sha256_or_why_not() -> None:
@@ -72,15 +105,47 @@ def test_servers_that_cannot_run_on_a_build_are_refused_with_why() -> None:
     assert specs["gunicorn-gevent"].python_why["3.13t"] in refusal
     assert "gunicorn-gthread" in refusal.split("valid on 3.13t: SERVER=")[1]
     assert python_refusal(specs, ["gunicorn-gevent"], None) is None  # unset: as before
+    able = ["gunicorn-gthread", "granian", "waitress"]
+    assert python_refusal(specs, able, "3.14t") is None
+    assert python_refusal(specs, able, "3.14") is None
+    refusal = python_refusal(specs, ["meinheld"], "3.14t")
+    assert refusal is not None
+    assert refusal.startswith("SERVER=meinheld cannot run on PYTHON=3.14t (meinheld: ")
+
+
+def control_mismatches(spec: ServerSpec) -> list[str]:
+    """The minor versions where a server's free-threaded build and its GIL control differ:
+    one declared without the other, one run and not the other, or other pins."""
+    return [
+        minor
+        for minor in pythons.builds()
+        if (minor + "t" in spec.python_why) != (minor in spec.python_why)
+        or spec.runs_on(minor + "t") != spec.runs_on(minor)
+        or spec.pythons.get(minor + "t") != spec.pythons.get(minor)
+    ]
+
+
+def test_each_free_threaded_build_has_its_control_on_the_same_pins() -> None:
+    """The GIL build is the fair control of its free-threaded twin: every server declares
+    both or neither, runs on both or on neither, and from the same pinned file; a server
+    that ran on 3.14t alone, or on other pins for 3.14, is caught."""
+    specs = load_all()
+    assert {sid: control_mismatches(spec) for sid, spec in specs.items()} == {
+        sid: [] for sid in specs
+    }
+    granian = specs["granian"]
+    alone = replace(granian, pythons={k: v for k, v in granian.pythons.items() if k != "3.14"})
+    other = replace(granian, pythons=granian.pythons | {"3.14": "requirements.txt"})
+    assert control_mismatches(alone) == control_mismatches(other) == ["3.14"]
 
 
 def test_precheck_refuses_before_set_up(tmp_path: Path) -> None:
     """make bench PYTHON=… is checked by the pre-check (system python3, no site-packages):
     exit 2 and one line, for an unknown name and for a server without wheels for it."""
     for variables, words in (
-        ({"PYTHON": "3.12t"}, "valid: 3.13, 3.13t"),
-        ({"PYTHON": "3.14t"}, "cannot be built here"),
+        ({"PYTHON": "3.12t"}, "valid: 3.13, 3.13t, 3.14, 3.14t"),
         ({"PYTHON": "3.13t", "SERVER": "uwsgi"}, "SERVER=uwsgi cannot run on PYTHON=3.13t"),
+        ({"PYTHON": "3.14t", "SERVER": "meinheld"}, "SERVER=meinheld cannot run on PYTHON=3.14t"),
         ({"PYTHON": "3.13t", "TARGET": "http://127.0.0.1:9"}, "PYTHON and TARGET= cannot go"),
     ):
         env = {k: v for k, v in os.environ.items() if k not in variables} | variables
