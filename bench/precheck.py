@@ -145,10 +145,14 @@ def check_protocol(command: str, values: Mapping[str, object]) -> None:
         raise UsageError(refusal)
 
 
-def check_python(command: str, values: Mapping[str, object]) -> None:
-    """Every server of SERVER runs on PYTHON, as its server.toml declares ([pythons])."""
+def check_python(command: str, given: Mapping[str, str], values: Mapping[str, object]) -> None:
+    """Every server of SERVER runs on PYTHON, as its server.toml declares ([pythons]); make
+    images SERVER=all PYTHON= builds those that do (and says which it leaves out)."""
     name = values.get("PYTHON")
-    if command not in ("run", "capacity", "soak", "serve", "tune") or not isinstance(name, str):
+    commands = ("run", "capacity", "soak", "serve", "tune", "images")
+    if command not in commands or not isinstance(name, str):
+        return
+    if command == "images" and given.get("SERVER", "").strip() == "all":
         return
     refusal = python_refusal(load_all(), values.get("SERVER") or (), name)  # type: ignore[arg-type]
     if refusal is not None:
@@ -171,7 +175,7 @@ def check(command: str, env: Mapping[str, str], cmdline: list[str] | None = None
     check_directories(command, given)
     check_plan("run" if command == variables.REMOTE else command, given, values)
     check_protocol("run" if command == variables.REMOTE else command, values)
-    check_python("run" if command == variables.REMOTE else command, values)
+    check_python("run" if command == variables.REMOTE else command, given, values)
     check_host(command, given)
     if command == variables.REFERENCE:
         load_campaign()  # every question's variables, as make would parse them

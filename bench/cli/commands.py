@@ -32,6 +32,7 @@ from bench.cli.options import (
     with_tuned,
 )
 from bench.core import plan, scenario
+from bench.core.pythons import parse_python
 from bench.core.registry import load_all, server_ids
 from bench.core.validate import (
     UsageError,
@@ -99,7 +100,8 @@ def _compare(base_dir: str | None, head_dir: str | None) -> int:
 
 
 def do_images(args: argparse.Namespace) -> int:
-    """`make images`: the base, then each server's image; 1 when one failed."""
+    """`make images`: the base (PYTHON=: then the interpreter's image), then each server's
+    image; 1 when one failed."""
     from bench.host import images
     from bench.host.state import state_base
 
@@ -111,17 +113,28 @@ def do_images(args: argparse.Namespace) -> int:
     problem = images.arch_problem(arch, host_arch())
     if problem is not None:
         raise UsageError(problem)
+    raw = getattr(args, "python", None)
+    python = parse_python(str(raw)) if raw is not None and str(raw).strip() else None
     specs = load_all()
-    skipped = [s for s in servers if images.not_buildable(specs[s])]
+    skipped = [s for s in servers if images.not_buildable(specs[s], python)]
     if skipped and args.server.strip() != "all":
-        raise UsageError(images.not_buildable(specs[skipped[0]]) or "")
+        raise UsageError(images.not_buildable(specs[skipped[0]], python) or "")
+    if python is not None and skipped:
+        left = [s for s in skipped if specs[s].requirements is not None]
+        if left:
+            print(f"images: not on PYTHON={python}: {', '.join(left)}", file=sys.stderr)
     wanted = [specs[s] for s in servers if s not in skipped]
     log = state_base() / "images.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    print(f"images: building {', '.join(s.id for s in wanted)} (log: {log})", file=sys.stderr)
+    on = f" on PYTHON={python}" if python is not None else ""
+    print(f"images: building {', '.join(s.id for s in wanted)}{on} (log: {log})", file=sys.stderr)
     try:
         built = images.build_images(
-            wanted, arch, lambda text: print(f"images: {text}", file=sys.stderr, flush=True), log
+            wanted,
+            arch,
+            lambda text: print(f"images: {text}", file=sys.stderr, flush=True),
+            log,
+            python,
         )
     except images.ImageError as exc:
         print(f"images: {exc}", file=sys.stderr)

@@ -215,7 +215,8 @@ def validate_runtime(args: argparse.Namespace) -> dict[str, object]:
 
 def docker_ready(options: plan.Options) -> None:
     """RUNTIME=docker: an engine that answers and each server's current image, for this
-    arch; UsageError naming the command that fixes it (make images SERVER=<id>)."""
+    arch and PYTHON=; UsageError naming the command that fixes it (make images SERVER=<id>
+    [PYTHON=<name>])."""
     if options.mode.runtime != "docker":
         return
     from bench.host import docker, images
@@ -226,7 +227,7 @@ def docker_ready(options: plan.Options) -> None:
     specs = load_all()
     for server in options.servers:
         try:
-            images.image_for(specs[server], options.arch)
+            images.image_for(specs[server], options.arch, options.python)
         except images.ImageError as exc:
             raise UsageError(str(exc)) from None
 

@@ -636,9 +636,10 @@ VARIABLES: tuple[Variable, ...] = (
         "PYTHON",
         "the interpreter of every server's venv, built here from a pinned CPython tarball: "
         "<minor> with the GIL, <minor>t free-threaded (--disable-gil), e.g. 3.14t; a server "
-        "without wheels for it is refused with its reason ([pythons] in its server.toml)",
+        "without wheels for it is refused with its reason ([pythons] in its server.toml); "
+        "RUNTIME=docker: the server's image on it (make images PYTHON=<name>)",
         "the harness's python3",
-        (*SERVE, TUNE),
+        (*SERVE, "images", TUNE),
         parser=pythons.parse_python,
     ),
     Variable(
@@ -1142,7 +1143,6 @@ RULES: tuple[Rule, ...] = (
     Rule("STREAMS", "PROTOCOL", _HTTP2, "streams are HTTP/2's"),
     Rule("PYTHON", "TARGET", (), "the interpreter is that of a server started here"),
     Rule("PYTHON", "APP", (), "your app's requirements resolve on the usual python3 only"),
-    Rule("PYTHON", "RUNTIME", (), "the images carry the usual python3; valid: RUNTIME=native"),
     Rule(
         "KEEPALIVE",
         "PROTOCOL",

@@ -66,7 +66,7 @@ def block_facts(
     # RUNTIME=docker: the image and limits, in every record of the block (failed ones too).
     container_facts = getattr(h.site, "container_facts", None)
     if container_facts is not None:
-        facts.container = container_facts(spec.id)
+        facts.container = container_facts(spec.id, opts.python)
     runs = block.runs
     if spec.scenarios is not None:
         skipped = tuple(r for r in runs if r.scenario not in spec.scenarios)

@@ -43,11 +43,12 @@ from bench.host.container_cgroup import ContainerCgroup, ContainerCgroupError
 from bench.host.images import Image, ImageError, image_for
 from bench.host.prepare import Environment, Prepared, Unavailable
 from bench.host.procs import ProcessTable, StartError, listeners
+from bench.host.venv import venv_name
 from bench.observe import sample
 from bench.observe.sample import Sampler
 from bench.stack.components import RunningServer
 from bench.stack.site import LocalServed, LocalSite, ServeError, read_log
-from bench.stack.verify import VerifyError, verify_server
+from bench.stack.verify import VerifyError, read_interpreter, verify_server
 
 APP_ROOT = "/app"  # where compose/Dockerfile puts app_common/ and servers/
 VENV = "/venv"
@@ -118,6 +119,13 @@ class ContainerServed(LocalServed):
         if self.bridge is None or self.proxy is not None:
             return super().base_url
         return f"http://{self.host}:{self.server.port}"
+
+    def interpreter(self) -> dict | None:
+        """app_common's /interpreter, asked of the container where the load reaches it (on a
+        bridge its own address: loopback there is the container's)."""
+        if self.app_name is not None or self.server.spec.app == "static":
+            return None
+        return read_interpreter(self.server.port, self.host, self.server.client)
 
     def listen_state(self, port: int) -> tuple[int, int] | None:
         """(accept queue, backlog) of the server's listener, in its network namespace."""
@@ -234,14 +242,16 @@ class ContainerSite(LocalSite):
         self.limits = limits
         self.network = network
         self.bridge: docker.Bridge | None = None
-        self.images: dict[str, Image] = {}
+        self.images: dict[str, Image] = {}  # by venv_name: <id>, or <id>@<python>
         self.engine: dict[str, str] | None = None
 
-    def container_facts(self, server: str) -> dict[str, object]:
-        """The record's `container` keys before the server starts: image, limits, engine."""
+    def container_facts(self, server: str, python: str | None = None) -> dict[str, object]:
+        """The record's `container` keys before the server starts: image (on PYTHON=, the
+        server's image on it), limits, engine."""
         if self.engine is None:
             self.engine = docker.engine_facts()
-        facts = container_facts(self.images.get(server), self.limits, None, self.bridge)
+        image = self.images.get(venv_name(server, python))
+        facts = container_facts(image, self.limits, None, self.bridge)
         return facts | {"engine": self.engine}
 
     def open(self) -> None:
@@ -271,20 +281,22 @@ class ContainerSite(LocalSite):
         specs: list[ServerSpec],
         arch: str,
         say: Callable[[str], None],
-        python: str | None = None,  # refused with RUNTIME=docker before set-up
+        python: str | None = None,
     ) -> dict[str, Prepared]:
-        """Each server's image (built by make images) and what is installed in it."""
+        """Each server's image (built by make images; on PYTHON=, its image on that
+        interpreter) and what is installed in it, keyed as the native venvs (venv_name)."""
         prepared: dict[str, Prepared] = {}
         for spec in specs:
+            key = venv_name(spec.id, python)
             try:
-                image = image_for(spec, arch)
+                image = image_for(spec, arch, python)
                 say(f"{spec.id}: image {image.ref} ({image.id[7:19]})")
-                packages, python = image_packages(image)
+                packages, version = image_packages(image)
             except (ImageError, docker.EngineError) as exc:
-                prepared[spec.id] = Unavailable(str(exc))
+                prepared[key] = Unavailable(str(exc))
                 continue
-            self.images[spec.id] = image
-            prepared[spec.id] = Environment(Path(f"{VENV}/bin/python"), packages, python)
+            self.images[key] = image
+            prepared[key] = Environment(Path(f"{VENV}/bin/python"), packages, version)
         return prepared
 
     def serve(
@@ -300,7 +312,8 @@ class ContainerSite(LocalSite):
         assert self.db is not None
         port = ready.free_port()
         argv, env = self._command(spec, knobs, environment, opts, port)
-        served = self._start(spec, knobs, argv, env, port, self.run_dir / log_name)
+        image = self.images[venv_name(spec.id, opts.python)]
+        served = self._start(spec, image, knobs, argv, env, port, self.run_dir / log_name)
         try:
             self._check_container(served)
             if opts.proxy is not None:
@@ -364,6 +377,7 @@ class ContainerSite(LocalSite):
     def _start(
         self,
         spec: ServerSpec,
+        image: Image,
         knobs: dict[str, int],
         argv: list[str],
         env: dict[str, str],
@@ -372,7 +386,6 @@ class ContainerSite(LocalSite):
     ) -> ContainerServed:
         """`docker run` under the harness's name and labels, removed on every exit path."""
         assert self.db is not None
-        image = self.images[spec.id]
         name = docker.container_name(spec.id)
         command = docker.run_argv(
             name,

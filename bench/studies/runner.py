@@ -107,25 +107,41 @@ def only_arms(study: Study, arms: Sequence[str] | None) -> Study:
 
 def check_images(studies: list[Study]) -> None:
     """Arms with runtime = "docker": StudyError in one line when the engine is missing or a
-    server's current image is, naming the `make images SERVER=...` that builds them all."""
-    servers = sorted({a.server for s in studies for a in s.arms if _in_container(s, a)})
-    if not servers:
+    server's current image (on the arm's python, if any) is, naming the `make images
+    SERVER=... [PYTHON=...]` commands that build them all."""
+    wanted = sorted(
+        {(a.server, _python_of(s, a)) for s in studies for a in s.arms if _in_container(s, a)},
+        key=lambda pair: (pair[1] or "", pair[0]),
+    )
+    if not wanted:
         return
     problem = docker.engine_problem()
     if problem is not None:
         raise StudyError(f"study {', '.join(s.name for s in studies)}: {problem}")
     specs, arch = load_all(), host_arch()
-    missing = []
-    for server in servers:
+    missing: dict[str | None, list[str]] = {}
+    for server, python in wanted:
         try:
-            images.image_for(specs[server], arch)
+            images.image_for(specs[server], arch, python)
         except images.ImageError:
-            missing.append(server)
+            missing.setdefault(python, []).append(server)
     if missing:
-        raise StudyError(
-            f"study {', '.join(s.name for s in studies)}: no current image of "
-            f"{', '.join(missing)}; run `make images SERVER={','.join(missing)}`"
+        what = "; ".join(
+            f"{', '.join(servers)}" + (f" on PYTHON={python}" if python else "")
+            for python, servers in missing.items()
         )
+        commands = " and ".join(
+            f"`{images.images_command(servers, python)}`" for python, servers in missing.items()
+        )
+        raise StudyError(
+            f"study {', '.join(s.name for s in studies)}: no current image of {what}; "
+            f"run {commands}"
+        )
+
+
+def _python_of(study: Study, arm: Arm) -> str | None:
+    python = study.settings(arm).get("python")
+    return str(python) if python is not None else None
 
 
 def _in_container(study: Study, arm: Arm) -> bool:

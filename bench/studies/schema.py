@@ -346,7 +346,7 @@ def _check_namespace(where: str, arm: Arm, settings: dict[str, object]) -> None:
 
 def check_python(where: str, arm: Arm, settings: dict[str, object]) -> None:
     """python of an arm: a name PYTHON= takes, which the arm's server declares, for a server
-    started natively here (not in a container or a namespace)."""
+    started here natively or in its image on it (runtime = 'docker'), not in a namespace."""
     if "python" not in settings:
         return
     try:
@@ -354,8 +354,6 @@ def check_python(where: str, arm: Arm, settings: dict[str, object]) -> None:
     except validate.UsageError as exc:
         raise StudyError(f"{where}: python: {exc}") from None
     refusal = python_refusal(load_all(), [arm.server], name)
-    if refusal is None and settings.get("runtime", defaults.RUNTIME) != "native":
-        refusal = "the images carry the usual python3; runtime = 'native'"
     if refusal is None and in_namespace(settings):
         refusal = "an arm in a namespace runs the server's usual venv"
     if refusal is not None:

@@ -633,7 +633,7 @@ def test_a_missing_image_is_refused_with_the_make_images_command(
     missing one and the `make images SERVER=...` that builds them, exit 2, nothing run."""
     from bench.host import images
 
-    def no_image(spec, arch):
+    def no_image(spec, arch, python=None):
         raise images.ImageError(f"RUNTIME=docker: no image of {spec.id}")
 
     monkeypatch.setattr(runner.docker, "engine_problem", lambda: None)
@@ -641,6 +641,41 @@ def test_a_missing_image_is_refused_with_the_make_images_command(
     results = tmp_path / "results"
     assert cli.main(["study", "--name=container-limits", f"--results={results}"]) == 2
     _one_line_error(capsys, "make images SERVER=granian,gunicorn-gthread,gunicorn-sync,uvicorn`")
+    assert not results.exists()
+
+
+def test_arms_on_a_build_in_containers_need_its_images(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The free-threading study with runtime = "docker": its arms' python is taken in a
+    container (it was refused: the images carried the usual python3), and the missing images
+    are named per interpreter, each with its `make images SERVER=... PYTHON=...`; nothing run."""
+    from bench.host import images
+
+    asked: set[tuple[str, str | None]] = set()
+
+    def no_image(spec, arch, python=None):
+        asked.add((spec.id, python))
+        raise images.ImageError(f"RUNTIME=docker: no image of {spec.id}")
+
+    text = (schema.STUDIES_DIR / "free-threading.toml").read_text()
+    monkeypatch.setattr(studyfile, "STUDIES_DIR", tmp_path / "studies")
+    (tmp_path / "studies").mkdir()
+    (tmp_path / "studies" / "ft-docker.toml").write_text(
+        text.replace("[run]\n", '[run]\nruntime = "docker"\n', 1)
+    )
+    study = schema.load_study("ft-docker")
+    wanted = {(a.server, str(study.settings(a)["python"])) for a in study.arms}
+    monkeypatch.setattr(runner.docker, "engine_problem", lambda: None)
+    monkeypatch.setattr(runner.images, "image_for", no_image)
+    results = tmp_path / "results"
+    assert cli.main(["study", "--name=ft-docker", f"--results={results}"]) == 2
+    assert asked == wanted and len({p for _, p in wanted}) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bench: ") and err.count("\n") == 1, err
+    for python in {p for _, p in wanted}:
+        servers = ",".join(sorted(s for s, p in wanted if p == python))
+        assert f"`make images SERVER={servers} PYTHON={python}`" in err, err
     assert not results.exists()
 
 
@@ -673,7 +708,7 @@ def test_name_all_leaves_out_a_container_study_without_its_images(
     line naming the make images command, the others run."""
     from bench.host import images
 
-    def no_image(spec, arch):
+    def no_image(spec, arch, python=None):
         raise images.ImageError(f"RUNTIME=docker: no image of {spec.id}")
 
     ran: list[list[str]] = []

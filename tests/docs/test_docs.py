@@ -133,6 +133,13 @@ LISTED: tuple[Listed, ...] = (
         "changed `app_common/` **13.3 s** for both images",
         "`time make images` after a merge (needs the Docker engine)",
     ),
+    Listed(
+        "containers.md",
+        "after a new base (53 s), the interpreter's image took 15 s (a 306 MB context) and"
+        " gunicorn-gthread's on it 36 s",
+        "`make images SERVER=gunicorn-gthread PYTHON=3.14t` after a base with libpq5, its"
+        " progress lines (needs the Docker engine and the built interpreter, minutes)",
+    ),
     Listed("containers.md", "SIGKILL after 10 s", "the stop timeout of bench/host (a rule)"),
     Listed(
         "containers.md",
