@@ -23,26 +23,25 @@ def _machine(identity: object) -> str:
     return f"{mid} ({identity.get('cpu_model', '?')}, {identity.get('cpu_count', '?')} CPUs)"
 
 
-def summary_lines(results: Path, campaign_file: Path = CAMPAIGN_FILE) -> list[str]:
-    """Each question of the campaign: its latest ledger line here (status, machine, when, the
-    records it wrote that are still present), or "not asked yet" and the make command."""
+def _rows(results: Path, campaign_file: Path) -> tuple[list, list[str], list[str], set[str]] | str:
+    """Each question with its latest ledger line here (or None), the table's rows, the
+    commands of those not asked yet, the machines; or why the campaign cannot be read."""
     ledger = read_ledger(results)
-    if not ledger:
-        return []
     try:
         questions = load_campaign(campaign_file).questions
     except CampaignError as exc:
-        return ["## Reference campaign", "", f"The campaign file cannot be read: {exc}", ""]
+        return f"The campaign file cannot be read: {exc}"
     present = {p.name for p in (results / "records").glob("*.json")}
-    rows, waiting = [], []
-    machines = set()
+    asked, rows, waiting, machines = [], [], [], set()
     for q in questions:
         mine = [e for e in ledger if e.get("question") == q.id]
         if not mine:
             waiting.append(f"`{q.make_line()}`")
             rows.append(f"| {q.id} | not asked yet | – | – | – |")
+            asked.append((q, None))
             continue
         last = mine[-1]
+        asked.append((q, last))
         machines.add(_machine(last.get("identity")))
         named = last.get("records", [])
         kept = sum(1 for name in named if name in present)
@@ -52,14 +51,54 @@ def summary_lines(results: Path, campaign_file: Path = CAMPAIGN_FILE) -> list[st
             f"| {q.id} | {last.get('status', '?')}{changed} | {_machine(last.get('identity'))} | "
             f"{last.get('ended_at', '?')} | {kept:,} of {len(named):,} |"
         )
-    asked = len(questions) - len(waiting)
+    return asked, rows, waiting, machines
+
+
+def summary_lines(
+    results: Path, campaign_file: Path = CAMPAIGN_FILE, detail: str = "details/campaign.md"
+) -> list[str]:
+    """The summary's first lines on the campaign: how many questions these records answer,
+    on which machine(s), which ones, and where the rest are listed (`detail`); empty without
+    a ledger (a user's own runs)."""
+    if not read_ledger(results):
+        return []
+    found = _rows(results, campaign_file)
+    if isinstance(found, str):
+        return ["## Reference campaign", "", found, ""]
+    asked, _, waiting, machines = found
+    answered = [q.id for q, last in asked if last and last.get("status") == "answered"]
+    other = [
+        f"{q.id} ({last.get('status')})"
+        for q, last in asked
+        if last and last.get("status") != "answered"
+    ]
+    text = (
+        f"**Reference campaign**: {len(answered)} of reference.toml's {len(asked)} questions "
+        f"answered here ({', '.join(answered) or 'none'}), on {len(machines)} machine(s) "
+        f"({'; '.join(sorted(machines))})"
+    )
+    if other:
+        text += f"; asked but not answered: {', '.join(other)}"
+    text += (
+        f"; {len(waiting)} not asked yet: nothing in this summary answers them "
+        f"([the questions and their commands]({detail}))."
+    )
+    return [text, ""]
+
+
+def detail_lines(results: Path, campaign_file: Path = CAMPAIGN_FILE) -> list[str]:
+    """details/campaign.md: each question's status, machine, end and records still present,
+    then the commands of the questions not asked yet; empty without a ledger."""
+    if not read_ledger(results):
+        return []
+    found = _rows(results, campaign_file)
+    if isinstance(found, str):
+        return [found, ""]
+    _, rows, waiting, _ = found
     lines = [
-        "## Reference campaign",
-        "",
-        f"`make reference` asks reference.toml's {len(questions)} questions, each within one "
-        f"session; {asked} of them are asked in this directory, on "
-        f"{len(machines)} machine(s) ({'; '.join(sorted(machines)) or '–'}). A question "
-        "not asked yet has no figures here: nothing in this summary answers it.",
+        "`make reference` asks reference.toml's questions in order, each within one session "
+        "(its own harness run), and skips those answered on the same machine identity. A "
+        "question not asked yet has no figures in this summary.",
         "",
         "| question | status | machine | ended | records present |",
         "|---|---|---|---|---:|",

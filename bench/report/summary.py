@@ -72,6 +72,9 @@ from bench.report.table import markdown_table
 
 # write_summary's topic whose lines go into summary.md (bench.studies.sources), not a detail file
 SOURCES_TOPIC = "sources"
+# The studies' lines that belong under the Recommendations (bench.studies.sources.advice_lines:
+# what an open question's study says about which configuration to run)
+ADVICE_TOPIC = "advice"
 
 __all__ = ["config_key", "render_summary", "served_share", "server_version", "write_summary"]
 
@@ -547,6 +550,11 @@ TOPICS = {
         "capacity at a p99 objective and runs at fixed arrival rates (oha), with the knee plots",
     ),
     "studies": ("Studies", "each study's claim, arms, figures and verdict"),
+    "campaign": (
+        "Reference campaign",
+        "make reference: each question of reference.toml answered here or not asked yet, "
+        "with its command",
+    ),
     "noise": (
         "This machine's noise",
         "make noise: variance components of req/s per run, start and round, the A/A race",
@@ -657,6 +665,7 @@ def render_report(
     reference.toml's questions these records answer (bench.report.campaign.summary_lines)."""
     topics = dict(topics or {})
     sources = topics.pop(SOURCES_TOPIC, [])  # in summary.md itself, after At a glance
+    advice = topics.pop(ADVICE_TOPIC, [])  # in summary.md itself, after the recommendations
     details = _details(records, problems, plots or {}, topics)
     hosts = {host_of(r) for r in records}
     links = [f"- [{name}]({DETAILS}/{name}): {holds}" for name, (_, holds) in details.items()]
@@ -670,6 +679,7 @@ def render_report(
         *(campaign_lines or []),
         *arches.summary_lines(records, prices),
         *recommendations_section(records),
+        *advice,
         *standings.summary_lines(records),
         *tuned.summary_lines(records),
         *(answers or []),
@@ -795,6 +805,7 @@ def write_summary(
         + soak_sections(records, results_dir),
         "noise": variance.detail_lines(records),
         "websocket": websocket.websocket_sections(records),
+        "campaign": campaign.detail_lines(results_dir),
     }
     texts = render_report(
         records,

@@ -140,6 +140,8 @@ QUESTIONS = {
     "free-threading": "Does free-threaded Python change which configuration to run?",
     "protocols": "What do HTTP/2, TLS and idle WebSockets cost each ASGI server?",
 }
+# The open questions whose answer is a recommendation (said under the Recommendations too).
+ADVICE = {"free-threading": "Free-threaded Python (PYTHON=3.14t against 3.14 with the GIL)"}
 
 
 def answer_line(found: Sequence[Outcome]) -> str:
@@ -174,3 +176,29 @@ def question_lines(records: list[Record]) -> list[str]:
             lines += [f"Answer on this evidence: {answer_line(found)}", ""]
         lines += study_lines(study, records)
     return lines
+
+
+def advice_lines(records: list[Record]) -> list[str]:
+    """Under the Recommendations: per open question that is a recommendation, where its
+    study says the answer changes (answer_line, the study's own judgement) with the machines
+    it ran on, or that it is not measured here with the command."""
+    lines = []
+    for name, what in ADVICE.items():
+        try:
+            study = load_study(name)
+        except StudyError:
+            continue
+        shown, found = judged(study, records)
+        if not shown:
+            lines.append(
+                f"**{what}**: not measured here — run `make study NAME={name} TRIALS=auto "
+                "BUDGET=30`."
+            )
+            continue
+        hosts = ", ".join(sorted({host_of(r) for r in shown}))
+        answer = answer_line(found) if found else "no check could be judged."
+        lines.append(
+            f"**{what}** (study {name} on {hosts}; the claims beside ours under Open "
+            f"questions): {answer}"
+        )
+    return [*lines, ""] if lines else []

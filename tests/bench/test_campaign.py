@@ -279,14 +279,16 @@ def test_make_reference_refuses_bad_input_before_set_up(
 
 
 def test_summary_says_which_questions_are_answered_and_which_are_not_asked(tmp_path: Path) -> None:
-    """The summary's Reference campaign lines: a question the ledger answered shows its
-    status, machine and records still present; one never asked shows "not asked yet" and its
-    make command; a directory without a ledger (a user's own runs) has no such section."""
+    """The summary's Reference campaign line: how many questions are answered here and which,
+    on which machine, how many are not asked yet (nothing answers them) with a link; its
+    detail file: a question the ledger answered with its status, machine and records still
+    present, one never asked with "not asked yet" and its make command. A directory without a
+    ledger (a user's own runs) has neither."""
     from bench.report import campaign as shown
 
     path = _campaign(tmp_path, BENCH + "\n" + STUDY)
     results = tmp_path / "ref"
-    assert shown.summary_lines(results, path) == []
+    assert shown.summary_lines(results, path) == [] and shown.detail_lines(results, path) == []
     (results / "records").mkdir(parents=True)
     (results / "records" / "a.json").write_text("{}")
     entry = {
@@ -298,9 +300,19 @@ def test_summary_says_which_questions_are_answered_and_which_are_not_asked(tmp_p
         "ended_at": "2026-11-26T12:00:00Z",
     }
     (results / ask.LEDGER).write_text(json.dumps(entry) + "\n")
-    text = "\n".join(shown.summary_lines(results, path))
+    line = "\n".join(shown.summary_lines(results, path))
+    assert line.startswith(
+        "**Reference campaign**: 1 of reference.toml's 2 questions answered here (direct), on "
+        "1 machine(s) (abcdef01 (Test CPU, 2 CPUs)); 1 not asked yet: nothing in this summary "
+        "answers them ([the questions and their commands](details/campaign.md))."
+    )
+    text = "\n".join(shown.detail_lines(results, path))
     row = "| direct | answered | abcdef01 (Test CPU, 2 CPUs) | 2026-11-26T12:00:00Z | 1 of 2 |"
     assert row in text
     assert "| study-sync-vs-gevent | not asked yet |" in text
     assert "- `make study NAME=sync-vs-gevent TRIALS=auto BUDGET=10`" in text
-    assert "1 of them are asked in this directory, on 1 machine(s)" in text
+    failed = dict(entry, status="failed (exit 1)")
+    (results / ask.LEDGER).write_text(json.dumps(failed) + "\n")
+    line = "\n".join(shown.summary_lines(results, path))
+    assert "0 of reference.toml's 2 questions answered here (none)" in line
+    assert "asked but not answered: direct (failed (exit 1))" in line

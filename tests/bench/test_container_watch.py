@@ -3,6 +3,7 @@ OOM-kills is measured (kills counted, the leader followed), never a silent void;
 run's record keeps."""
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -94,8 +95,10 @@ def test_a_container_that_never_answered_has_its_kills_read_before_removal(
     site.run_dir = Path("/nonexistent")
     served.container_cgroup = None
     monkeypatch.setattr(containers.ready, "free_port", lambda: 8000)
+    site.images = {"x": object()}  # type: ignore[dict-item]  # the image the run found
+    spec, opts = SimpleNamespace(id="x"), SimpleNamespace(python=None, proxy=None)
     with pytest.raises(ServeError) as caught:
-        site.serve(None, {}, None, None, "x.log")  # type: ignore[arg-type]
+        site.serve(spec, {}, None, opts, "x.log")  # type: ignore[arg-type]
     assert str(caught.value).endswith("(3 OOM kill(s) in the container's cgroup)")
     assert caught.value.container == {"oom_kills_total": 3}
     assert stopped == ["pwb-1-granian-1"]

@@ -135,3 +135,19 @@ def test_an_open_question_says_where_the_answer_changes_from_its_checks() -> Non
     assert "### Does free-threaded Python change which configuration to run?" in text
     assert "run `make study NAME=free-threading TRIALS=auto BUDGET=30`" in text
     assert "Answer on this evidence" not in text
+
+
+def test_the_recommendations_carry_the_free_threading_answer_or_its_command() -> None:
+    """Under the Recommendations (ADVICE_TOPIC): with no free-threading records, the command
+    that measures it; with them, the study's own answer line and its machine."""
+    assert sources.advice_lines([]) == [
+        "**Free-threaded Python (PYTHON=3.14t against 3.14 with the GIL)**: not measured here "
+        "— run `make study NAME=free-threading TRIALS=auto BUDGET=30`.",
+        "",
+    ]
+    text = "\n".join(
+        render_report([], [], topics={"advice": sources.advice_lines([])})[
+            "summary.md"
+        ].splitlines()
+    )
+    assert "**Free-threaded Python (PYTHON=3.14t against 3.14 with the GIL)**: not measured" in text
