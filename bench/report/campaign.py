@@ -23,10 +23,11 @@ def _machine(identity: object) -> str:
     return f"{mid} ({identity.get('cpu_model', '?')}, {identity.get('cpu_count', '?')} CPUs)"
 
 
-def _rows(results: Path, campaign_file: Path) -> tuple[list, list[str], list[str], set[str]] | str:
+def _rows(
+    results: Path, campaign_file: Path, ledger: list[dict]
+) -> tuple[list, list[str], list[str], set[str]] | str:
     """Each question with its latest ledger line here (or None), the table's rows, the
     commands of those not asked yet, the machines; or why the campaign cannot be read."""
-    ledger = read_ledger(results)
     try:
         questions = load_campaign(campaign_file).questions
     except CampaignError as exc:
@@ -54,17 +55,35 @@ def _rows(results: Path, campaign_file: Path) -> tuple[list, list[str], list[str
     return asked, rows, waiting, machines
 
 
+def report(
+    results: Path, campaign_file: Path = CAMPAIGN_FILE, detail: str = "details/campaign.md"
+) -> tuple[list[str], list[str]]:
+    """The summary's lines and details/campaign.md's, from one reading of the ledger and the
+    campaign file; both empty without a ledger (a user's own runs)."""
+    ledger = read_ledger(results)
+    if not ledger:
+        return [], []
+    found = _rows(results, campaign_file, ledger)
+    if isinstance(found, str):
+        return ["## Reference campaign", "", found, ""], [found, ""]
+    return _summary(found, detail), _detail(found)
+
+
 def summary_lines(
     results: Path, campaign_file: Path = CAMPAIGN_FILE, detail: str = "details/campaign.md"
 ) -> list[str]:
-    """The summary's first lines on the campaign: how many questions these records answer,
-    on which machine(s), which ones, and where the rest are listed (`detail`); empty without
-    a ledger (a user's own runs)."""
-    if not read_ledger(results):
-        return []
-    found = _rows(results, campaign_file)
-    if isinstance(found, str):
-        return ["## Reference campaign", "", found, ""]
+    """The summary's first lines on the campaign (report's first part)."""
+    return report(results, campaign_file, detail)[0]
+
+
+def detail_lines(results: Path, campaign_file: Path = CAMPAIGN_FILE) -> list[str]:
+    """details/campaign.md's lines (report's second part)."""
+    return report(results, campaign_file)[1]
+
+
+def _summary(found: tuple, detail: str) -> list[str]:
+    """How many questions these records answer, on which machine(s), which ones, and where
+    the rest are listed (`detail`)."""
     asked, _, waiting, machines = found
     answered = [q.id for q, last in asked if last and last.get("status") == "answered"]
     other = [
@@ -86,14 +105,9 @@ def summary_lines(
     return [text, ""]
 
 
-def detail_lines(results: Path, campaign_file: Path = CAMPAIGN_FILE) -> list[str]:
-    """details/campaign.md: each question's status, machine, end and records still present,
-    then the commands of the questions not asked yet; empty without a ledger."""
-    if not read_ledger(results):
-        return []
-    found = _rows(results, campaign_file)
-    if isinstance(found, str):
-        return [found, ""]
+def _detail(found: tuple) -> list[str]:
+    """Each question's status, machine, end and records still present, then the commands of
+    the questions not asked yet."""
     _, rows, waiting, _ = found
     lines = [
         "`make reference` asks reference.toml's questions in order, each within one session "

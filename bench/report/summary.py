@@ -797,6 +797,7 @@ def write_summary(
         print(f"report: {problem}", file=sys.stderr)
     results_dir.mkdir(parents=True, exist_ok=True)
     plots = write_plots(results_dir, plot_series(records))
+    ran_campaign = campaign.report(results_dir)  # one reading for the summary and its detail
     topics = {
         "capacity": open_loop_sections(records, results_dir),
         **study_topics(records, sections),
@@ -805,7 +806,7 @@ def write_summary(
         + soak_sections(records, results_dir),
         "noise": variance.detail_lines(records),
         "websocket": websocket.websocket_sections(records),
-        "campaign": campaign.detail_lines(results_dir),
+        "campaign": ran_campaign[1],
     }
     texts = render_report(
         records,
@@ -814,7 +815,7 @@ def write_summary(
         topics,
         price_env(),
         tuned.answers_summary(results_dir),
-        campaign.summary_lines(results_dir),
+        ran_campaign[0],
     )
     for name, text in texts.items():  # summary.md first: if it cannot be written, nothing is
         (results_dir / name).parent.mkdir(exist_ok=True)
