@@ -29,7 +29,8 @@ from bench.core import defaults, variables
 from bench.core.campaign import LEADERS, LEDGER, ROOT, STAND_IN, Campaign, Question, read_ledger
 from bench.core.record import Record, RecordError, session_of
 from bench.host.metadata import cpu_model, machine_id, now_iso
-from bench.report.groups import groups, rank_groups, starved
+from bench.report import standings
+from bench.report.groups import BASELINES, groups, rank_groups, starved
 
 Runner = Callable[[Question, dict[str, str]], int]
 
@@ -93,10 +94,12 @@ def answered(q: Question, results: Path, ledger: list[dict], ident: dict) -> tup
 
 
 def leaders(q: Question, results: Path, ledger: list[dict], ident: dict) -> list[str] | None:
-    """SERVER=@leaders resolved: the servers of the `top` configurations ranked first by
-    req/s (bench.report.groups.rank_groups; starved and baseline servers left out) among
-    the records of the question named, at its scenario and concurrency; None: not known
-    (that question is not answered here). A question whose harness exited 1 counts: a run
+    """SERVER=@leaders resolved: the servers of the `top` configurations ranked first among
+    the records of the question named, at its scenario and concurrency (starved and baseline
+    servers left out): by its race's ranking where it was raced (bench.report.standings, the
+    read-out the recommendations use: those the race left first, then those it screened
+    out), by req/s otherwise (bench.report.groups.rank_groups); None: not known (that
+    question is not answered here). A question whose harness exited 1 counts: a run
     of one server failed (its record says why, the question is asked again next time), the
     others were measured and rank as they would have."""
     assert q.leaders is not None
@@ -112,14 +115,18 @@ def leaders(q: Question, results: Path, ledger: list[dict], ident: dict) -> list
         for r in records
         if r.scenario == q.leaders.scenario and r.concurrency == q.leaders.concurrency
     ]
-    members = {k: g for k, g in groups(point).items() if not starved(g)}
-    by_rps, _ = rank_groups(members)
-    order = sorted(by_rps.values(), key=lambda r: (r.low, r.high))
-    chosen: list[str] = []
-    for ranked in order:
-        server = members[ranked.key][0].server  # type: ignore[index]
-        if server not in chosen:
-            chosen.append(server)
+    members = {
+        k: g for k, g in groups(point).items() if not starved(g) and g[0].server not in BASELINES
+    }
+    runs = [r for g in members.values() for r in g]
+    race = standings.judge_point(runs) if runs and all(r.metadata.get("trials_auto") for r in runs) else None
+    if race is not None:
+        names = [name.split(" ")[0] for name in race.standing.ranking]
+    else:
+        by_rps, _ = rank_groups(members)
+        order = sorted(by_rps.values(), key=lambda r: (r.low, r.high))
+        names = [members[ranked.key][0].server for ranked in order]  # type: ignore[index]
+    chosen = list(dict.fromkeys(names))
     return chosen[: q.leaders.top] if not problem and chosen else None
 
 

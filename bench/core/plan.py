@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -239,12 +239,17 @@ def points(options: Options) -> list[tuple[int, int | None]]:
     ]
 
 
+Spot = tuple[str, int, int | None]  # a measured point: (scenario, connections, offered rate)
+
+
 def rounds(
-    options: Options, racing: Callable[[], Collection[str]] | None = None
+    options: Options,
+    racing: Callable[[], Collection[str] | Mapping[str, Collection[Spot]]] | None = None,
 ) -> Iterator[list[Block]]:
     """Every trial's blocks in turn, servers shuffled within each (one seeded generator, so a
     fixed plan and TRIALS=auto's first rounds run in the same order); endless. `racing`, asked
-    before each round, names the servers still in a race: only they run it."""
+    before each round, names the servers still in a race: only they run it; as a mapping,
+    each server's points still racing: only those are measured."""
     rng = random.Random(options.seed)
     for trial in itertools.count(1):
         still = racing() if racing is not None else None
@@ -252,12 +257,15 @@ def rounds(
         rng.shuffle(order)
         blocks = []
         for server in order:
+            spots = still.get(server) if isinstance(still, Mapping) else None
             runs = tuple(
                 RunSpec(server, scenario, conc, trial, path_of(options, scenario), rate)
                 for scenario in options.scenarios
                 for conc, rate in points(options)
+                if spots is None or (scenario, conc, rate) in spots
             )
-            blocks.append(Block(trial, server, runs))
+            if runs:
+                blocks.append(Block(trial, server, runs))
         yield blocks
 
 

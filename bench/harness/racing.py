@@ -80,6 +80,19 @@ def still_racing(found: list[standings.PointRace]) -> set[str]:
     return {name for race in found for name in race.standing.racing}
 
 
+def racing_spots(found: list[standings.PointRace], servers: Collection[str]) -> dict[str, set]:
+    """Each server still racing and the points where it is (bench.core.plan.rounds measures
+    only those): a server the screen put out at one point is not run there again. A
+    configuration's label is its server id, then its knobs where one server races several."""
+    out: dict[str, set] = {}
+    for race in found:
+        for name in race.standing.racing:
+            server = name.split(" ")[0]
+            if server in servers:
+                out.setdefault(server, set()).add(race.spot)
+    return out
+
+
 def stop_reason(
     decided: bool, done: int, looks: int, next_end_s: float, budget_s: float
 ) -> str | None:
@@ -109,9 +122,9 @@ def race(
     settings = opts.precision
     assert settings is not None and settings.max_looks is not None
     looks = settings.max_looks
-    racing: set[str] = set(opts.servers)
+    racing: dict[str, set] | set[str] = set(opts.servers)
 
-    def who() -> Collection[str]:
+    def who() -> Collection[str] | dict[str, set]:
         return racing
 
     schedule = plan.rounds(opts, who)
@@ -133,7 +146,10 @@ def race(
             why = stop_reason(decided, done, looks, elapsed() + round_s, settings.budget_s)
         if why is not None:
             break
-        racing = still_racing(found) & set(opts.servers)
+        if opts.mode.objective is None:
+            racing = racing_spots(found, opts.servers)
+        else:  # a capacity search's round is its steps: every server still racing runs them
+            racing = still_racing(found) & set(opts.servers)
         blocks = next(schedule)
         before = elapsed()
         if not run_round(blocks):

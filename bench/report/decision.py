@@ -44,6 +44,21 @@ The method (docs/statistics.md, "The race"):
 - Holm over the pairs: each pair's decision p (the smaller of its separation and TOST
   p-values, each scaled by α / the pair's spent level) is compared in Holm's step-down order;
   a pair is decided when its Holm-adjusted p is below α.
+- The screen (judge(screen=True): make bench's races of many servers): before the pairs, a
+  configuration clearly behind the best is screened out, as F-Race does (Birattari et al.,
+  2002; irace): at each look point, over the rounds every configuration still in ran,
+  Friedman's test of the configurations' ranks within rounds (scipy.stats) and, where it
+  rejects, Conover's post-hoc test of each against the best mean rank (scikit-posthocs;
+  Nemenyi's where every round ranked them alike, which leaves Conover's no residual
+  variance), Holm over those; a configuration whose adjusted p is below the look's level is
+  out for good, and the later looks rank only those left. Ranks pool the rounds' evidence
+  over every configuration (df = (rounds − 1)(configurations − 1)), so 3 rounds of 14
+  servers separate the tail from the best where 3 paired ln ratios (df = 2) cannot. The
+  screen spends α/2 over the looks as the pairs do (linear spending, union bound), so a wrong
+  screening and a wrong pair decision at one point stay within 1.5 α together; it stops
+  when fewer than SCREEN_MIN configurations are left (a rank test of 3 in a few rounds has no
+  power). The pairs are then judged among the configurations left only; the screened ones
+  rank after them, each below the best it was screened against.
 - At least 3 paired rounds before any decision. A pair with a configuration that has no
   figure stays undecided, with the reason; so does a pair whose ln ratio did not vary at all
   (figures quantised alike: no spread to test, never "p = 0").
@@ -65,6 +80,8 @@ from scipy import stats
 State = Literal["separated", "equivalent", "undecided"]
 
 MIN_ROUNDS = 3  # paired rounds before any decision (df = 2)
+SCREEN_MIN = 4  # configurations left for the screen to test (fewer: the pairs decide)
+SCREEN_SHARE = 0.5  # the screen's share of α (its own spending over the looks)
 NO_SPREAD = 1e-9  # ln ratios varying less than this did not vary (float rounding)
 ALPHA = 0.05
 MARGIN = 0.05
@@ -97,17 +114,44 @@ class Pair:
 
 
 @dataclass(frozen=True)
+class Screened:
+    """A configuration the screen put out of the race: below `best` at `rounds` rounds."""
+
+    config: str
+    best: str  # the best mean rank at that look
+    rounds: int  # the look point (rounds every configuration still in had run)
+    p: float  # Holm-adjusted over that look's comparisons with the best
+    level: float  # the level that look spent
+    test: str = "Conover"  # or "Nemenyi" (every round ranked them alike)
+
+
+@dataclass(frozen=True)
 class Standing:
     """The race after one look: ranking, adjacent pairs, who still races, whether done."""
 
     ranking: tuple[str, ...]  # best first (by the paired two-way fit of ln figures)
-    pairs: tuple[Pair, ...]  # adjacent pairs of the ranking, in order
+    pairs: tuple[Pair, ...]  # adjacent pairs of the ranking's unscreened part, in order
     racing: frozenset[str]  # configurations with at least one undecided pair
     done: bool  # every adjacent pair decided
     margin: float = MARGIN
+    screened: tuple[Screened, ...] = ()  # out of the race below the best (ranked last)
+    apart: tuple[str, ...] = ()  # baselines beside a screened race, not raced
+
+    def leaders(self) -> tuple[str, ...]:
+        """The best configuration and those not separated from it: the ranking's prefix up to
+        its first separated pair (one name when the best is separated from the next)."""
+        if not self.ranking:
+            return ()
+        out = [self.ranking[0]]
+        for pair in self.pairs:
+            if pair.state == "separated":
+                break
+            out.append(pair.worse)
+        return tuple(out)
 
     def line(self) -> str:
-        """The answer in one line: "granian = uwsgi (±5 %) > uvicorn ? gunicorn-sync"."""
+        """The answer in one line: "granian = uwsgi (±5 %) > uvicorn ? gunicorn-sync", then
+        the screened ones: "≫ waitress, daphne (screened out)"."""
         if not self.ranking:
             return ""
         parts = [self.ranking[0]]
@@ -118,7 +162,12 @@ class Standing:
                 parts.append(f"= {pair.worse} (±{self.margin * 100:.0f} %)")
             else:
                 parts.append(f"? {pair.worse}")
-        return " ".join(parts)
+        if self.screened:
+            out = {s.config for s in self.screened}
+            names = ", ".join(c for c in self.ranking if c in out)
+            parts.append(f"≫ {names} (screened out)")
+        text = " ".join(parts)
+        return f"{text}; not raced: {', '.join(self.apart)}" if self.apart else text
 
 
 LOOK_GROWTH = 1.25  # each look at least a quarter more paired rounds than the one before
@@ -246,6 +295,8 @@ def judge(
     higher_is_better: bool = True,
     look: int,
     max_looks: int,
+    screen: bool = False,
+    exempt: frozenset[str] = frozenset(),
 ) -> Standing:
     """figures: configuration -> {round number -> the trial's figure (req/s, or p99 with
     higher_is_better=False)}. look: how many looks have been taken so far including this one
@@ -253,12 +304,21 @@ def judge(
 
     Each pair's level depends on its own paired rounds and max_looks, not on `look` (checked
     only): a pair frozen by its configurations leaving is judged alike at every later look.
-    max_looks must stay the same for the whole race (the levels are spent against it)."""
+    max_looks must stay the same for the whole race (the levels are spent against it).
+    screen: screen out configurations clearly behind the best first (make bench's races);
+    `exempt`: configurations the screen neither tests nor measures the others against (the
+    baselines: nginx-static is not the best Python server)."""
     if max_looks < 1 or not 1 <= look <= max_looks:
         raise ValueError(f"look must be 1..max_looks ({max_looks}), not {look}")
     if not 0 < alpha < 1 or margin <= 0:
         raise ValueError(f"alpha must be in (0, 1) and margin above 0, not {alpha}, {margin}")
-    logs = {config: _logs(series) for config, series in figures.items()}
+    all_logs = {config: _logs(series) for config, series in figures.items()}
+    contenders = {c: v for c, v in all_logs.items() if c not in exempt}
+    out = screen_out(contenders, higher_is_better, max_looks, alpha) if screen else ()
+    # baselines are not raced where two others are (nginx-static is not a Python server)
+    apart = set(exempt) & set(all_logs) if screen and len(contenders) >= 2 else set()
+    gone = {s.config for s in out}
+    logs = {c: v for c, v in all_logs.items() if c not in gone and c not in apart}
     ranking = _rank(logs, higher_is_better)
     tests, levels = [], []
     for better, worse in itertools.pairwise(ranking):
@@ -278,7 +338,74 @@ def judge(
         racing |= stuck or {pair.better, pair.worse}
     if len(ranking) == 1 and not logs[ranking[0]]:
         racing.add(ranking[0])
-    return Standing(tuple(ranking), tuple(pairs), frozenset(racing), not racing, margin)
+    tail = [c for c in _rank(all_logs, higher_is_better) if c in gone or c in apart]
+    return Standing(
+        (*ranking, *tail),
+        tuple(pairs),
+        frozenset(racing),
+        not racing,
+        margin,
+        tuple(out),
+        tuple(c for c in tail if c in apart),
+    )
+
+
+def screen_out(
+    logs: Mapping[str, Mapping[int, float]],
+    higher_is_better: bool,
+    max_looks: int,
+    alpha: float = ALPHA,
+) -> tuple[Screened, ...]:
+    """The configurations the screen puts out (see the module's docstring), replayed look by
+    look from the figures alone, so the harness and the summary screen alike. `logs`:
+    configuration -> round -> ln figure."""
+    out: list[Screened] = []
+    for n in look_points(max_looks):
+        gone = {s.config for s in out}
+        alive = [c for c in logs if logs[c] and c not in gone]
+        if len(alive) < SCREEN_MIN:
+            break
+        common = sorted(set.intersection(*(set(logs[c]) for c in alive)))
+        if len(common) < n:
+            break
+        level = spent(n, max_looks, alpha * SCREEN_SHARE)
+        matrix = np.array([[logs[c][r] for c in alive] for r in common[:n]])
+        if not higher_is_better:
+            matrix = -matrix  # rank 1: the best figure
+        found = _screen_look(matrix, alive, level)
+        out.extend(replace(s, rounds=n) for s in found)
+    return tuple(out)
+
+
+def _screen_look(matrix: np.ndarray, names: list[str], level: float) -> list[Screened]:
+    """One look: rounds x configurations (higher is better). Friedman's omnibus test first;
+    where it rejects at `level`, each configuration against the best mean rank, Holm."""
+    import scikit_posthocs  # pandas and statsmodels: loaded when a race is judged, not before
+    from statsmodels.stats.multitest import multipletests
+
+    if level <= 0 or np.ptp(matrix, axis=1).max() <= NO_SPREAD:
+        return []
+    if stats.friedmanchisquare(*matrix.T).pvalue >= level:
+        return []
+    ranks = stats.rankdata(-matrix, axis=1)  # 1: the best of the round
+    best = int(np.argmin(ranks.mean(axis=0)))
+    alike = bool((ranks == ranks[0]).all())  # Conover's residual rank variance is 0
+    test = "Nemenyi" if alike else "Conover"
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if alike:
+            table = scikit_posthocs.posthoc_nemenyi_friedman(matrix)
+        else:
+            table = scikit_posthocs.posthoc_conover_friedman(matrix)
+    others = [i for i in range(len(names)) if i != best]
+    raw = np.array([float(table.iloc[best, i]) for i in others])
+    if not np.isfinite(raw).all():
+        return []
+    adjusted = multipletests(raw, method="holm")[1]
+    return [
+        Screened(names[i], names[best], 0, float(p), level, test)
+        for i, p in zip(others, adjusted, strict=True)
+        if p < level
+    ]
 
 
 def _holm(

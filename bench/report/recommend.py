@@ -9,9 +9,17 @@ used, the balancer's idle timeout from proxy/alb.conf.template.
 The rules (the confidence rules of bench.report.stats):
 - A configuration is recommended only where the data decide: it won the capacity race of its
   machine and session (make capacity: each round's capacity paired by round, separated from
-  the next by bench.report.decision; bench.report.capacities), or its rank interval by req/s
-  is exactly 1 (significantly ahead of every other after Holm's correction) at some load and
-  holds 1 at every other load of the workload. Two configurations that each lead somewhere, a
+  the next by bench.report.decision; bench.report.capacities), or it leads at some load and
+  holds the lead at every other load of the workload. Where the loads were raced (make bench
+  TRIALS=auto), the race's read-out decides (bench.report.standings, the lines "Decided by
+  racing" prints): the leaders at a load are the best configuration and those the race did
+  not separate from it; a configuration leads alone where the race separated it from the
+  next. Where at every raced load the race put some configurations below the leaders, and
+  one or more configurations are among the leaders at every load, those are the leading
+  group: the first of them (the best at the highest load) is recommended, the others named
+  beside it as not separated from it, with the command that would race them apart. Other
+  runs (a fixed TRIALS=): the rank interval by req/s, exactly 1 (significantly ahead of
+  every other after Holm's correction) at some load and holding 1 at every other. Two configurations that each lead somewhere, a
   leader whose interval overlaps another's, a leader never measured beside a configuration
   the machine measured for the workload (another session's, another search's), or one that
   left connections unserved (bench.report.groups.starved: its latency times only the
@@ -33,6 +41,7 @@ The rules (the confidence rules of bench.report.stats):
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from collections import defaultdict
@@ -45,6 +54,7 @@ from bench.report import keepalive
 from bench.report.capacities import CapacityRace
 from bench.report.capacities import races as capacity_races
 from bench.report.cells import host_of, knobs_label, num
+from bench.report.decision import rounds_to_decide as decision_rounds
 from bench.report.groups import (
     BASELINES,
     arena_key,
@@ -57,6 +67,7 @@ from bench.report.groups import (
     starved,
     trial_count,
 )
+from bench.report import standings
 from bench.report.limits import RUN as LIMITS_RUN
 from bench.report.limits import advice
 from bench.report.production import recycle_cell, reload_cell
@@ -98,6 +109,8 @@ class Recommendation:
     # make bench's runs of format 11 on: "tuned" (make tune's configuration for this machine
     # and point) or "declared" (server.toml's); "" for older records, which do not say
     configured: str = ""
+    # the leading group's other configurations (the race did not separate them from `server`)
+    tied: tuple[str, ...] = ()
 
 
 def balancer_idle_s() -> int | None:
@@ -177,30 +190,74 @@ class Arena:
 
     members: dict[tuple, list[Record]]
     by_rps: dict
-    order: list[tuple]  # best req/s first
+    order: list[tuple]  # best req/s first (the race's ranking where raced)
+    race: standings.PointRace | None = None  # the race's read-out of a TRIALS=auto point
+    labels: dict[tuple, str] = field(default_factory=dict)  # key -> the race's name for it
 
     @property
     def first(self) -> Record:
         return next(iter(self.members.values()))[0]
 
-    def sole_leader(self) -> tuple | None:
-        """The configuration significantly ahead of every other by req/s, unless it left
-        connections unserved (never "best": its latency times only those it served)."""
-        top = self.order[0] if len(self.order) > 1 else None
-        rank = self.by_rps.get(top) if top else None
-        if rank is None or not rank.low == rank.high == 1 or starved(self.members[top]):
+    def leaders(self) -> list[tuple]:
+        """The best configuration and those not separated from it: the race's (its best and
+        the unseparated ones after it), or those whose rank interval by req/s holds 1."""
+        if self.race is not None:
+            by_label = {label: key for key, label in self.labels.items()}
+            return [by_label[n] for n in self.race.standing.leaders() if n in by_label]
+        return [k for k in self.order if self.by_rps[k].low == 1]
+
+    def separated_some(self) -> bool:
+        """Whether the race put some configuration below the leaders here."""
+        return self.race is not None and len(self.leaders()) < len(self.labels)
+
+    def _ahead(self) -> tuple | None:
+        """The configuration ahead of every other (separated from the next), or None."""
+        if len(self.order) < 2:
             return None
-        return top
+        if self.race is not None:
+            found = self.leaders()
+            return found[0] if len(found) == 1 else None
+        rank = self.by_rps.get(self.order[0])
+        return self.order[0] if rank is not None and rank.low == rank.high == 1 else None
+
+    def sole_leader(self) -> tuple | None:
+        """The configuration ahead of every other by req/s, unless it left connections
+        unserved (never "best": its latency times only the connections it served)."""
+        top = self._ahead()
+        return top if top is not None and not starved(self.members[top]) else None
 
     def starved_leader(self) -> tuple | None:
         """The configuration ahead of every other by req/s that left connections unserved."""
-        top = self.order[0] if len(self.order) > 1 else None
-        rank = self.by_rps.get(top) if top else None
-        ahead = rank is not None and rank.low == rank.high == 1
-        return top if ahead and starved(self.members[top]) else None
+        top = self._ahead()
+        return top if top is not None and starved(self.members[top]) else None
 
     def tied_leaders(self) -> list[tuple]:
-        return [k for k in self.order if self.by_rps[k].low == 1]
+        return self.leaders()
+
+    def beaten(self, key: tuple) -> bool:
+        """Whether another configuration is significantly ahead of `key` here."""
+        if self.race is not None:
+            return key in self.labels and key not in self.leaders()
+        return self.by_rps[key].low > 1
+
+    def position(self, key: tuple) -> str:
+        """`key`'s place in words: its rank interval, or the race's verdict."""
+        if self.race is None:
+            return f"rank {self.by_rps[key].label} of {len(self.order)} by req/s"
+        race = self.race
+        found = self.leaders()
+        rounds = f"raced {race.rounds} round(s)"
+        if found == [key]:
+            pair = race.standing.pairs[0] if race.standing.pairs else None
+            if pair is None:
+                return f"{rounds}: every other screened out below it"
+            how = f"{pair.ratio:.2f}×" + (
+                f" [{pair.low:.2f}–{pair.high:.2f}]" if pair.low is not None else ""
+            )
+            return f"{rounds}: first, separated from {pair.worse} ({how})"
+        if key in found:
+            return f"{rounds}: among the {len(found)} leaders of {len(self.labels)}"
+        return f"{rounds}: below the leaders"
 
 
 def arenas(runs: list[Record]) -> list[Arena]:
@@ -213,9 +270,38 @@ def arenas(runs: list[Record]) -> list[Arena]:
     for members in by_arena.values():
         by_rps, _ = rank_groups(members)
         order = sorted(by_rps, key=lambda k: -rps_estimate(members[k]).center)  # type: ignore[union-attr]
-        if order:
-            out.append(Arena(members, by_rps, order))
+        if not order:
+            continue
+        race, labels = _race_of(members)
+        if race is not None:
+            rank = {name: i for i, name in enumerate(race.standing.ranking)}
+            order.sort(key=lambda k: rank.get(labels.get(k, ""), len(rank)))
+        out.append(Arena(members, by_rps, order, race, labels))
     return sorted(out, key=lambda a: (a.first.scenario, a.first.concurrency))
+
+
+def _race_of(members: dict[tuple, list[Record]]) -> tuple[standings.PointRace | None, dict]:
+    """The race's read-out of an arena whose runs were raced (make bench TRIALS=auto: every
+    run carries metadata.trials_auto), and each configuration's name in it; (None, {})
+    otherwise. The same judge the harness stopped on and "Decided by racing" prints, with
+    the configurations that left connections unserved ranked apart (not in this race: their
+    req/s counts only the connections they served)."""
+    runs = [r for group in members.values() if not starved(group) for r in group]
+    raced = all(r.metadata.get("trials_auto") for r in runs) and not any(
+        k in r.metadata for r in runs for k in ("tune", "capacity")
+    )
+    if not raced or not runs:
+        return None, {}
+    race = standings.judge_point(runs)
+    if race is None:
+        return None, {}
+    several = standings.servers_with_knobs(runs)
+    labels = {
+        key: standings.config_label(group[0], several)
+        for key, group in members.items()
+        if group[0].server not in BASELINES and not starved(group)
+    }
+    return race, labels
 
 
 def _capacity_leader(caps: list[CapacityRace]) -> Record | None:
@@ -235,6 +321,7 @@ class Decision:
     capacities: list[CapacityRace]  # one per machine, session, objective and scenario
     candidates: list[Record]
     why: str = ""  # why an undecided question is undecided, where not "intervals overlap"
+    tied: list[Record] = field(default_factory=list)  # the leading group's others (raced)
 
 
 def _beaten(ident: tuple, arenas_: list[Arena], caps: list[CapacityRace]) -> bool:
@@ -242,7 +329,7 @@ def _beaten(ident: tuple, arenas_: list[Arena], caps: list[CapacityRace]) -> boo
     at a load, or in a capacity race (ranked below a separated pair)."""
     for arena in arenas_:
         for key, group in arena.members.items():
-            if _identity(group[0]) == ident and arena.by_rps[key].low > 1:
+            if _identity(group[0]) == ident and key in arena.order and arena.beaten(key):
                 return True
     return any(
         race.beaten(e.label)
@@ -307,6 +394,10 @@ def decide(runs: list[Record]) -> Decision:
             names = ", ".join(_label(r) for r in list(unmet.values())[:MAX_NAMED])
             why = f"{_label(rec)} leads where it ran but was never measured beside {names}"
             return Decision(None, arenas_, caps, [rec, *unmet.values()], why)
+    if not winners and (group := leading_group(arenas_)):
+        first, *others = group
+        if not _unmet(_identity(first), arenas_, caps):
+            return Decision(first, arenas_, caps, group, tied=others)
     candidates: dict[tuple, Record] = dict(winners)
     for arena in sorted(arenas_, key=lambda a: -a.first.concurrency)[:1]:
         for key in arena.tied_leaders():
@@ -317,16 +408,37 @@ def decide(runs: list[Record]) -> Decision:
     return Decision(None, arenas_, caps, list(candidates.values()), why)
 
 
+def leading_group(arenas_: list[Arena]) -> list[Record]:
+    """The configurations among the race's leaders at every load, best at the highest load
+    first, where every load was raced and the race put some configuration below the leaders
+    at each; [] otherwise (see the module's docstring). One that left connections unserved
+    is never among them."""
+    if not arenas_ or not all(a.separated_some() for a in arenas_):
+        return []
+    common: set[tuple] | None = None
+    for arena in arenas_:
+        found = {
+            _identity(arena.members[k][0])
+            for k in arena.leaders()
+            if not starved(arena.members[k])
+        }
+        common = found if common is None else common & found
+    top = max(arenas_, key=lambda a: a.first.concurrency)
+    return [
+        top.members[k][0]
+        for k in top.order
+        if common and _identity(top.members[k][0]) in common
+    ]
+
+
 def _arena_evidence(arena: Arena, key: tuple) -> str:
     """One configuration's req/s and p99 at one load, with its rank there."""
     group = arena.members[key]
     first = group[0]
-    rank = arena.by_rps[key]
     load = f"c{first.concurrency} ({first.load_tool})"
     return (
         f"{load}: {_interval(rps_estimate(group))} req/s, p99 "
-        f"{_interval(latency_estimate(group), 1)} ms, rank {rank.label} of {len(arena.order)} "
-        "by req/s"
+        f"{_interval(latency_estimate(group), 1)} ms, {arena.position(key)}"
     )
 
 
@@ -353,8 +465,10 @@ def _cap_text(cap: Capacity) -> str:
     return f"{num(cap.center)} [{num(cap.low)}–{num(cap.high)}]"
 
 
-def evidence(decision: Decision) -> str:
-    """The leader's capacity and its figures at the highest load it led or held rank 1."""
+def evidence(decision: Decision, flag: str = "") -> str:
+    """The leader's capacity and its figures at the highest load it led or held rank 1;
+    the leading group's others and the command that would race them apart (`flag`: the
+    deployment's make variable)."""
     leader = decision.leader
     if leader is None:
         return "–"
@@ -366,9 +480,51 @@ def evidence(decision: Decision) -> str:
         for key, group in arena.members.items()
         if _identity(group[0]) == ident and len(arena.order) > 1
     ]
-    held.sort(key=lambda ak: (ak[0].by_rps[ak[1]].high, -ak[0].first.concurrency))
+    held.sort(
+        key=lambda ak: (
+            ak[0].by_rps[ak[1]].high if ak[0].race is None else 1,
+            -ak[0].first.concurrency,
+        )
+    )
     parts += [_arena_evidence(arena, key) for arena, key in held[:2]]
+    if decision.tied:
+        names = ", ".join(_label(r) for r in decision.tied)
+        parts.append(
+            f"leading group: the race did not separate {names} from it at any load; "
+            f"`{group_command(decision)}{flag}` would race them apart"
+        )
     return "; ".join(p for p in parts if p) or "–"
+
+
+def group_command(decision: Decision) -> str:
+    """The make bench race of the leading group alone, at the loads it was raced at, with
+    the minutes its pairs would need as their noise stands (bench.report.decision
+    .rounds_to_decide, at each race's minutes per configuration and round)."""
+    assert decision.leader is not None
+    group = [decision.leader, *decision.tied]
+    idents = {_identity(r) for r in group}
+    minutes = 0.0
+    for arena in decision.arenas:
+        race = arena.race
+        if race is None or not race.minutes or not race.rounds:
+            continue
+        names = {arena.labels[k] for k in arena.order if _identity(arena.members[k][0]) in idents}
+        needed = [
+            decision_rounds(p, race.margin)
+            for p in race.standing.pairs
+            if p.better in names and p.worse in names
+        ]
+        rounds = max((n for n in needed if n is not None), default=race.rounds)
+        per = race.minutes / (race.rounds * max(1, len(race.figures)))
+        minutes += rounds * per * len(names)
+    servers = ",".join(dict.fromkeys(r.server for r in group))
+    scenarios = ",".join(sorted({a.first.scenario for a in decision.arenas}))
+    loads = ",".join(str(c) for c in sorted({a.first.concurrency for a in decision.arenas}))
+    budget = min(1_440, max(5, math.ceil(minutes)))
+    return (
+        f"make bench SERVER={servers} SCENARIO={scenarios} CONCURRENCY={loads} TRIALS=auto "
+        f"BUDGET={budget}"
+    )
 
 
 def avoid(decision: Decision) -> str:
@@ -590,10 +746,11 @@ def _recommend(
         leader.server,
         knobs,
         command_line(leader.server, knobs),
-        evidence(decision),
+        evidence(decision, MAKE_FLAG[deployment]),
         checks(leader.server, [r for r in records if host_of(r) == machine], race),
         avoid(decision),
         configured_as(leader),
+        tuple(_label(r) for r in decision.tied),
     )
 
 
@@ -616,6 +773,17 @@ def _undecided(decision: Decision) -> str:
         len(a.order) < 2 for a in decision.arenas
     ):
         return f"only {names} measured: nothing to compare"
+    raced = [a for a in decision.arenas if a.race is not None]
+    if raced:
+        loads = [a for a in raced if not a.separated_some()]
+        where = ", ".join(f"c{a.first.concurrency}" for a in loads)
+        if loads:
+            rounds = max(a.race.rounds for a in loads)  # type: ignore[union-attr]
+            return (
+                f"raced {rounds} round(s): the race separated no configuration from the "
+                f"leaders at {where}; leaders: {names}"
+            )
+        return f"raced: no configuration leads at every load; leaders: {names}"
     members = [g for a in decision.arenas for g in a.members.values()]
     trials = min((trial_count(g) for g in members), default=None)
     few = f"; {trials} trial(s) per configuration" if trials else ""
@@ -661,10 +829,14 @@ LEGEND = (
     "0.0.0.0 in place of 127.0.0.1 in a container. Evidence: geometric mean over trials "
     "[95 % confidence interval]; `c50 (wrk)`: 50 connections; rank by req/s among the "
     "configurations at that load, `1` = significantly ahead of every other (Welch's t-test, "
-    "Holm-corrected), `1–3` = undecided. A configuration is recommended only where its rank "
-    "is `1` (and holds 1 at every other load) or it won the capacity race of its machine and "
-    "session (each round's capacity paired by round, separated from the next); baselines "
-    "(nginx-static, flask-dev) never."
+    "Holm-corrected), `1–3` = undecided; where the loads were raced (TRIALS=auto), the race's "
+    "verdict instead (\"Decided by racing\" below). A configuration is recommended only where "
+    "it leads (rank `1`, or separated from the next by the race) and holds the lead at every "
+    "other load, or it won the capacity race of its machine and session (each round's "
+    "capacity paired by round, separated from the next); where the race left two or more "
+    "among the leaders at every load and put the rest below them, the best of that leading "
+    "group, the others named beside it (\"not separated from\") with the command that would "
+    "race them apart; baselines (nginx-static, flask-dev) never."
 )
 
 
@@ -683,6 +855,8 @@ def _row(rec: Recommendation) -> list[str]:
         run = f"**{rec.server}** {label}".strip()
         if rec.configured:
             run += f" ({rec.configured})"
+        if rec.tied:
+            run += f"; not separated from {', '.join(rec.tied)}"
         paste = f"`{rec.command}`"
     cells = [rec.workload, rec.deployment, run, paste, rec.evidence, rec.checks, rec.avoid]
     return [_escape(c) for c in cells]

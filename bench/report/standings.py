@@ -24,7 +24,7 @@ from bench.core import defaults
 from bench.core.record import Record
 from bench.report import decision
 from bench.report.cells import host_of
-from bench.report.groups import groups, is_experiment, round_figure, runtime_key
+from bench.report.groups import BASELINES, groups, is_experiment, round_figure, runtime_key
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,7 @@ class PointRace:
     minutes: float | None  # from the first run's start to the last run's end
     margin: float
     lower_is_better: bool
+    spot: tuple = ()  # (scenario, connections, offered rate): where the harness measures it
 
     def line(self) -> str:
         """ "db c50: decided in 12 rounds, 9.4 min: granian = uwsgi (±5 %) > uvicorn"."""
@@ -47,9 +48,19 @@ class PointRace:
         return f"{self.point}: {how} in {self.rounds} round(s){took}: {unit}{self.standing.line()}"
 
     def notes(self) -> list[str]:
-        """Each undecided pair's interval and what would decide it (bench.report.decision)."""
+        """Each undecided pair's interval and what would decide it (bench.report.decision),
+        then who the screen put out, when and below whom."""
         found = (decision.undecided_note(p, self.margin) for p in self.standing.pairs)
-        return [note for note in found if note]
+        screened: dict[tuple, list[decision.Screened]] = defaultdict(list)
+        for s in self.standing.screened:
+            screened[(s.rounds, s.best, s.test, s.level)].append(s)
+        out = [
+            f"screened out after {rounds} round(s), each below {best} ({test}'s test after "
+            f"Friedman's, Holm-adjusted p < {level:.2g}): "
+            + ", ".join(s.config for s in group)
+            for (rounds, best, test, level), group in screened.items()
+        ]
+        return [note for note in found if note] + out
 
 
 def session_of(rec: Record) -> str:
@@ -66,6 +77,14 @@ def config_label(rec: Record, servers_with_knobs: set[str]) -> str:
         return rec.server
     knobs = " ".join(f"{k}={v}" for k, v in sorted((rec.knobs or {}).items()))
     return f"{rec.server} {knobs}".strip()
+
+
+def servers_with_knobs(records: Iterable[Record]) -> set[str]:
+    """The servers of these records that race more than one knob set (named with knobs)."""
+    knobs_by_server: dict[str, set] = defaultdict(set)
+    for rec in records:
+        knobs_by_server[rec.server].add(tuple(sorted((rec.knobs or {}).items())))
+    return {s for s, k in knobs_by_server.items() if len(k) > 1}
 
 
 def _point_key(rec: Record) -> tuple:
@@ -87,6 +106,12 @@ def _point_key(rec: Record) -> tuple:
         host_of(rec),
         runtime_key(rec),
     )
+
+
+def spot(rec: Record) -> tuple[str, int | None, int | None]:
+    """Where a record's point is measured, as bench.core.plan.rounds names it."""
+    rate = int(rec.offered_rps) if rec.offered_rps is not None else None
+    return (rec.scenario, rec.concurrency, rate)
 
 
 def _point_name(rec: Record) -> str:
@@ -138,10 +163,7 @@ def races(records: Iterable[Record], max_looks: int | None = None) -> list[Point
 
 def judge_point(point_records: list[Record], max_looks: int | None = None) -> PointRace | None:
     """One point's race from its records (None: fewer than two configurations)."""
-    knobs_by_server: dict[str, set] = defaultdict(set)
-    for rec in point_records:
-        knobs_by_server[rec.server].add(tuple(sorted((rec.knobs or {}).items())))
-    several = {s for s, k in knobs_by_server.items() if len(k) > 1}
+    several = servers_with_knobs(point_records)
     slices: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for rec in point_records:
         value = _figure(rec)
@@ -166,6 +188,10 @@ def judge_point(point_records: list[Record], max_looks: int | None = None) -> Po
         higher_is_better=not lower,
         look=max(1, min(rounds, looks_cap)),
         max_looks=looks_cap,
+        screen=True,
+        exempt=frozenset(
+            config_label(r, several) for r in point_records if r.server in BASELINES
+        ),
     )
     return PointRace(
         _point_name(point_records[0]),
@@ -175,6 +201,7 @@ def judge_point(point_records: list[Record], max_looks: int | None = None) -> Po
         _minutes(point_records),
         margin,
         lower,
+        spot(point_records[0]),
     )
 
 

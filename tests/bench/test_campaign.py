@@ -182,6 +182,33 @@ def test_leaders_are_the_first_by_req_s_and_never_a_baseline(tmp_path: Path) -> 
         assert (found == chosen) is known, code
 
 
+def test_leaders_of_a_raced_question_follow_its_race(tmp_path: Path) -> None:
+    """A raced question's leaders are its race's (bench.report.standings, the read-out the
+    recommendations use): the configurations it left first, starved ones and baselines
+    apart (tests/fixtures/race-direct: /plaintext c50 of the 2026-11-26 direct race)."""
+    from bench.core.record import Record
+    from bench.report import standings
+    from bench.report.groups import groups, starved
+
+    raced = sorted((ROOT / "tests" / "fixtures" / "race-direct").glob("*_plaintext_c50_*.json"))
+    text = LEADERS.replace('scenario = "db"', 'scenario = "plaintext"').replace("top = 2", "top = 3")
+    campaign = load_campaign(_campaign(tmp_path, BENCH + text))
+    names = [_record(campaign.results, p) for p in raced]
+    ledger = [{"question": "direct", "identity": IDENT, "status": "answered", "records": names}]
+    chosen = ask.leaders(campaign.questions[1], campaign.results, ledger, IDENT)
+    records = [Record.from_dict(json.loads(p.read_text())) for p in raced]
+    kept = [
+        r
+        for g in groups(records).values()
+        if not starved(g) and g[0].server not in {"nginx-static", "flask-dev"}
+        for r in g
+    ]
+    race = standings.judge_point(kept)
+    assert race is not None and race.standing.screened, "the fixture's race screened some out"
+    assert chosen == list(race.standing.ranking[:3])
+    assert not {s.config for s in race.standing.screened} & set(chosen)
+
+
 def _writer(results: Path, statuses: dict[str, int]) -> ask.Runner:
     """A fake harness: writes one real record per question, exits as told."""
     sources = iter(DB_C50)

@@ -77,3 +77,17 @@ def test_a_study_warms_each_server_up_once() -> None:
     arms = [_options(servers=("a", "b")), _options(servers=("b", "c"))]
     warm = [[b.server for b in blocks if b.warmup] for _, blocks in plan.arm_plans(arms)]
     assert sorted(warm[0]) == ["a", "b"] and warm[1] == ["c"]
+
+
+def test_a_race_round_measures_each_server_only_where_it_still_races() -> None:
+    """rounds() given each server's points still racing: a server out of the race at one
+    point is not measured there again, one out everywhere not started; the order's draws
+    are as for the full round (the same seeded shuffle)."""
+    opts = _options()
+    still = {"a": {("db", 10, None)}, "c": {("plaintext", 5, None), ("db", 10, None)}}
+    blocks = next(plan.rounds(opts, lambda: still))
+    assert sorted(b.server for b in blocks) == ["a", "c"]
+    got = {b.server: {(r.scenario, r.concurrency, r.rate) for r in b.runs} for b in blocks}
+    assert got == still
+    full = [b.server for b in next(plan.rounds(opts, lambda: {"a", "c"}))]
+    assert [b.server for b in blocks] == full

@@ -225,3 +225,23 @@ def test_a_rounds_figure_is_its_slices_geometric_mean(
     assert race is not None
     assert race.figures["granian"][1] == pytest.approx(600.0 * 1.01)
     assert race.figures["uvicorn"][2] == pytest.approx(300.0 * 1.02)
+
+
+def test_the_screen_puts_a_slow_tail_out_and_the_leaders_race_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ten servers, two close leaders and a tail at half their rate or less, 10 % noise: the
+    screen puts the tail out after a few rounds (they run no more), the leaders race on, and
+    the closing line names the screened ones; the summary says the same."""
+    leaders = {"granian": 1000.0, "uwsgi": 990.0}
+    tail = ("gunicorn-sync", "gunicorn-gthread", "waitress", "daphne", "hypercorn")
+    tail += ("gunicorn-gevent", "gunicorn-eventlet", "uvicorn")
+    rps = {**leaders, **{name: 500.0 - 30 * i for i, name in enumerate(tail)}}
+    records, err = _race(tmp_path, monkeypatch, capsys, rps, 0.10, budget_s=2_400)
+    rounds = _rounds(records)
+    assert "(screened out)" in err, err[-2000:]
+    out = [s for s in tail if rounds[s] < rounds["granian"]]
+    assert len(out) >= 6, (rounds, err[-2000:])
+    assert rounds["granian"] == rounds["uwsgi"] > max(rounds[s] for s in out)
+    summary = (tmp_path / "results" / "summary.md").read_text()
+    assert "(screened out)" in summary

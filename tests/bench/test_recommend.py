@@ -16,7 +16,16 @@ from scipy import stats
 
 from bench.core.record import Record, load_records
 from bench.report.cells import host_of
-from bench.report.recommend import NOT_ENOUGH, balancer_idle_s, command_line, recommendations
+from bench.report import standings
+from bench.report.groups import BASELINES, groups, starved
+from bench.report.recommend import (
+    NOT_ENOUGH,
+    _deployment_runs,
+    arenas,
+    balancer_idle_s,
+    command_line,
+    recommendations,
+)
 from bench.report.summary import render_report, render_summary, write_summary
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -406,3 +415,56 @@ def test_a_run_command_names_every_server_the_row_compares() -> None:
     direct = _direct(records)
     assert direct.server is None
     assert set(direct.command.split("SERVER=")[1].split()[0].split(",")) == set(servers)
+
+
+# -- raced loads: the race's read-out decides (tests/fixtures/race-direct: the reference's
+# direct race of 2026-11-26 on /plaintext at c10 and c50, 3 rounds of 2 slices, its 13
+# servers and 2 baselines)
+
+
+def _raced() -> list[Record]:
+    records, _ = load_records(FIXTURES / "race-direct")
+    assert records and all(r.metadata.get("trials_auto") for r in records)
+    return records
+
+
+def test_a_raced_workload_recommends_its_leading_group_never_a_starved_server() -> None:
+    """The race put the slow tail below the leaders at both loads: the row recommends the
+    best of the configurations among the leaders at every load (not one that left
+    connections unserved), names the others beside it and the command that would race them
+    apart (naming each of them); without the screen's evidence (the first 2 rounds only, no
+    decision possible) the same row is "not enough evidence"."""
+    records = _raced()
+    row = _direct(records)
+    assert row.server is not None, row
+    starved_servers = {
+        key[0]
+        for key, group in groups([r for r in records if r.server not in BASELINES]).items()
+        if starved(group)
+    }
+    assert row.server not in starved_servers and not set(row.tied) & starved_servers
+    arenas_ = arenas(_deployment_runs(records, host_of(records[0]), ("plaintext", "json"), "direct"))
+    assert len(arenas_) == 2 and all(a.race is not None and a.separated_some() for a in arenas_)
+    for arena in arenas_:
+        leaders = {arena.members[k][0].server for k in arena.leaders()}
+        assert row.server in leaders or row.server in starved_servers
+    if row.tied:
+        command = re.search(r"`(make bench SERVER=[^`]*)`", row.evidence)
+        assert command is not None, row.evidence
+        named = set(command.group(1).split("SERVER=")[1].split()[0].split(","))
+        assert named == {row.server, *(t.split()[0] for t in row.tied)}
+        assert "TRIALS=auto BUDGET=" in command.group(1)
+    early = [r for r in records if r.trial <= 2]
+    assert _direct(early).server is None
+
+
+def test_a_raced_row_judges_as_the_decided_by_racing_lines_say() -> None:
+    """One decision per question: the leaders the recommendation reads are the race's own
+    (bench.report.standings.judge_point over the same runs, starved ones apart)."""
+    records = _raced()
+    for arena in arenas(_deployment_runs(records, host_of(records[0]), ("plaintext",), "direct")):
+        runs = [r for g in arena.members.values() if not starved(g) for r in g]
+        race = standings.judge_point(runs)
+        assert race is not None and arena.race is not None
+        assert race.standing.line() == arena.race.standing.line()
+        assert [arena.labels[k] for k in arena.leaders()] == list(race.standing.leaders())
