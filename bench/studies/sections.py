@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
-from bench.core.record import Record
+from bench.core.record import NEVER_RECYCLED, Record, never_recycled
 from bench.report.cells import figure, host_of
 from bench.report.plots import Panel, plot_study
 from bench.report.production import quota_bound
@@ -285,6 +285,10 @@ def _arm_labels(study: Study, records: list[Record]) -> dict[str, str]:
         if isinstance(searched, dict) and arm in labels and not labels[arm].endswith(")"):
             chosen = (searched.get("recommended") or {}).get("label")
             labels[arm] = f"{labels[arm]} (tuned: {chosen})"
+    for rec in records:  # a recycling arm in which no worker was started: not measured
+        arm = str(rec.metadata.get("study_arm"))
+        if never_recycled(rec) and arm in labels and NEVER_RECYCLED not in labels[arm]:
+            labels[arm] = f"{labels[arm]} ({NEVER_RECYCLED})"
     return labels | _quota_as_run(study, records, labels)
 
 
