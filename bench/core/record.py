@@ -46,7 +46,8 @@ from pathlib import Path
 #    series {interval_s, leader_pid, t_s, rss_mb {pid: [MB per sample]}, rss_total_mb,
 #    rss_slope_mb_per_h {slope, ci_low, ci_high, r}, minutes [{minute, responses_per_s,
 #    non_2xx}]}: make soak.
-#    recycles {max_requests, max_requests_jitter, workers_at_start, workers_started}: RECYCLE=.
+#    recycles {max_requests, max_requests_jitter, workers_at_start, workers_started}: RECYCLE=
+#    (+ late_arrivals, latency_limit_ms, arrivals from 16).
 #    network: the load-balancer studies' namespace facts {namespace, sysctls set inside,
 #      kernel_counters (TCP counter deltas read inside), time_wait_max, listen_queue_max,
 #      proxy_error_reasons (nginx error-log reason -> count), race (the burst pattern)}.
@@ -144,8 +145,15 @@ from pathlib import Path
 #    run freed is reused); websocket.mode "idle" (SCENARIO=websocket-idle: connections held,
 #    no message; requests 0, offered_rps null). Absent on every record before 15: their growth
 #    per connection is not known.
-FORMAT_VERSION = 15
-KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+# 16: (2026-11, issue 32 item 8) lifecycle.late_arrivals and recycles.late_arrivals: the
+#    arrivals of a LIFECYCLE=reload or RECYCLE= run answered 2xx but later than
+#    latency_limit_ms (now in recycles too), with arrivals (those due in the window);
+#    lifecycle.latency_limit_ms is now one fixed limit for every server
+#    (bench.core.defaults.LATE_LIMIT_MS), which recovery_s is judged against too; before 16
+#    it was 3 x the server's own p99 before the signal (at least +100 ms). Older records have
+#    no late_arrivals: the report says "late not recorded".
+FORMAT_VERSION = 16
+KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
 STATUSES = ("ok", "failed", "unsupported")
 UNSUPPORTED = ("scenario", "reload", "recycle", "emulation", "protocol")
 # Before format 6: the reason's opening words (bench/harness/run.py wrote them) -> the code.
@@ -318,6 +326,16 @@ def is_warmup(rec: Record) -> bool:
     """A run of a server's first start in its session (metadata.warmup_start): measured and
     kept, never analysed (docs/method.md)."""
     return rec.metadata.get("warmup_start") is True
+
+
+NEVER_RECYCLED = "not measured: no worker was recycled"
+
+
+def never_recycled(rec: Record) -> bool:
+    """A RECYCLE= run in which no worker was started (recycles.workers_started 0: meinheld's
+    worker ignores max_requests): it measured the server without recycling, not recycling;
+    every renderer says NEVER_RECYCLED instead of its figures."""
+    return rec.recycles is not None and rec.recycles.get("workers_started") == 0
 
 
 def analysed(rec: Record) -> bool:

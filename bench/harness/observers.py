@@ -99,7 +99,7 @@ class Observers:
             "container": self._container(),
             "lifecycle": self._lifecycle(result, rate),
             "series": self._series(result),
-            "recycles": self._recycles(),
+            "recycles": self._recycles(result, rate),
             "foreign": self.foreign.result() if self.foreign is not None else None,
         }
 
@@ -110,11 +110,16 @@ class Observers:
         after = self.container.snapshot()
         return window(self.container, self.container_before, after, self.container_peak_reset)
 
-    def _recycles(self) -> dict[str, int] | None:
-        """The workers started in the window (RECYCLE=)."""
+    def _recycles(self, result: LoadResult, rate: int | None) -> dict[str, object] | None:
+        """The workers started in the window (RECYCLE=), and the arrivals answered late
+        (bench.observe.lifecycle.late: open-loop runs, which keep a per-request file)."""
         if self.workers is None or self.served.server is None:
             return None
-        return self.workers.outcome(self.served.server.knobs)
+        found: dict[str, object] = dict(self.workers.outcome(self.served.server.knobs))
+        if result.per_request is not None and rate is not None:
+            rows = lifecycle.parse_requests(result.per_request)
+            found |= lifecycle.late(rows, rate, self.duration_s)
+        return found
 
     def _cgroup(self) -> dict[str, object] | None:
         """The quota and the throttling since the window started (CPU_QUOTA=)."""

@@ -5,20 +5,26 @@ Input: the planned second and a function that sends the server's reload signal (
 [reload] declaration); after the run, oha's per-request file (each response's intended send
 time, latency from it and status: bench.load.oha.requests_csv) and the run's error counts.
 Output: the record's `lifecycle` {event, signal, planned_at_s, at_s, failed, failed_by_class,
-p99_before_ms, p99_around_ms, p99_after_ms, recovery_s, disrupted_s, ...}.
+p99_before_ms, p99_around_ms, p99_after_ms, latency_limit_ms, late_arrivals, arrivals,
+recovery_s, disrupted_s, ...}; late() also for RECYCLE= runs (the record's `recycles`).
 
 Definitions (all on oha's timeline, in seconds from its first arrival; the trigger's clock
 starts when the load tool is started, a few ms earlier):
 - failed: every request that did not get a 2xx answer, by class as the load tool reports
   them (connect, read, write, timeout, other, non_2xx) plus arrivals never sent (unsent). The
   tool's own cut-off at its deadline (aborted) is not the server's doing and not counted.
+- late_arrivals: arrivals answered 2xx, but later than latency_limit_ms (LATE_LIMIT_MS in
+  bench/core/defaults.py: one fixed limit for every server) from their intended send time:
+  "0 failed" says nothing of the arrivals a stall answered seconds late. arrivals: those due
+  in the window (rate x its length).
 - p99 around the reload: of the responses whose intended send time lies within AROUND_S
   seconds either side of the signal; before/after: the rest of the window on each side.
 - recovery_s: from the signal until the start of the first BIN_S bin from which every bin to
   the end of the window is healthy: at least HEALTHY_SHARE of the arrivals due in the bin
-  answered 2xx within the latency limit (3 × the p99 before the reload, and at least
-  LIMIT_FLOOR_MS above it: a stall shorter than that on this shared machine is noise).
-  0 when the reload disturbed nothing; None when the rate was not served again in the window.
+  answered 2xx within the latency limit (the same fixed LATE_LIMIT_MS; until record format
+  16 it was 3 × the server's own p99 before the reload, at least +100 ms: a noisy baseline
+  moved it). 0 when the reload disturbed nothing; None when the rate was not served again
+  in the window.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from bench.core.defaults import LATE_LIMIT_MS
 from bench.core.outcome import Outcome
 from bench.core.variables import LIFECYCLES
 
@@ -37,7 +44,6 @@ EVENTS = LIFECYCLES  # declared with LIFECYCLE= (bench/core/variables.py)
 AROUND_S = 2.0
 BIN_S = 0.5
 HEALTHY_SHARE = 0.99
-LIMIT_FLOOR_MS = 100.0
 # The last second of a window holds requests cut off by the tool's deadline: not judged.
 TAIL_S = 1.0
 
@@ -140,19 +146,25 @@ def analyse(
     before = [lat for t, lat, _ in rows if t < at_s - AROUND_S]
     around = [lat for t, lat, _ in rows if at_s - AROUND_S <= t < at_s + AROUND_S]
     after = [lat for t, lat, _ in rows if t >= at_s + AROUND_S]
-    baseline = p99(before)
-    limit_ms = (
-        max(3 * baseline, baseline + LIMIT_FLOOR_MS) if baseline is not None else LIMIT_FLOOR_MS
-    )
-    recovery_s, disrupted_s = recovery(rows, rate, duration_s, at_s, limit_ms)
+    recovery_s, disrupted_s = recovery(rows, rate, duration_s, at_s, LATE_LIMIT_MS)
     by_class = failed_by_class(errors)
     return {
         "failed": sum(by_class.values()),
         "failed_by_class": by_class,
-        "p99_before_ms": baseline,
+        "p99_before_ms": p99(before),
         "p99_around_ms": p99(around),
         "p99_after_ms": p99(after),
-        "latency_limit_ms": round(limit_ms, 3),
         "recovery_s": recovery_s,
         "disrupted_s": disrupted_s,
+    } | late(rows, rate, duration_s)
+
+
+def late(rows: list[tuple[float, float, int]], rate: float, duration_s: float) -> dict[str, object]:
+    """The window's late arrivals (answered 2xx past LATE_LIMIT_MS), the limit and the
+    arrivals due: the fields a reload's and a recycling run's record carry."""
+    count = sum(1 for _, latency, status in rows if 200 <= status < 300 and latency > LATE_LIMIT_MS)
+    return {
+        "late_arrivals": count,
+        "latency_limit_ms": LATE_LIMIT_MS,
+        "arrivals": due(rate, 0, duration_s),
     }

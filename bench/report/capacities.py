@@ -23,13 +23,20 @@ item 9). A round whose steps all passed, or whose lowest rate failed, has no cro
 gives that configuration no figure, and its pairs are judged on the rounds both have one.
 Baselines (nginx-static, flask-dev) are left out of the summary's comparisons; the harness
 races every server it was asked to (`baselines=True`).
+
+Not ranked as a capacity (issue 32 item 3): a configuration whose knee came while the server
+was idle, its median CPU over the steps at the knee (those inside the capacity's interval)
+under IDLE_KNEE_CPU_PCT of one CPU: the objective failed on something other than the
+server's work (nginx-static failed p99 ≤ 50 ms at 16k req/s at 18 % of one CPU: the VM's
+jitter). It is kept in CapacityRace.unranked, with that CPU, and said, never raced; the
+harness's own race (point_races) still races it, as before.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from bench.core import defaults
@@ -37,7 +44,13 @@ from bench.core.record import Record, session_of
 from bench.report import decision
 from bench.report.cells import host_of
 from bench.report.groups import BASELINES, runtime_key
-from bench.report.openloop import capacity_estimate, capacity_outcomes, searches
+from bench.report.openloop import (
+    IDLE_KNEE_CPU_PCT,
+    capacity_estimate,
+    capacity_outcomes,
+    knee_cpu_pct,
+    searches,
+)
 from bench.report.standings import PointRace, config_label
 from bench.report.stats import Capacity, crossing
 
@@ -50,6 +63,12 @@ class Entrant:
     record: Record  # its first step: server, knobs, machine, session
     capacity: Capacity  # 95 % interval
     rounds: dict[int, float | None]  # trial -> that round's crossing (None: none)
+    knee_cpu_pct: float | None = None  # the server's median CPU at the knee (100 = one CPU)
+
+    @property
+    def idle_knee(self) -> bool:
+        """Whether the knee came with the server under IDLE_KNEE_CPU_PCT: not its limit."""
+        return self.knee_cpu_pct is not None and self.knee_cpu_pct < IDLE_KNEE_CPU_PCT
 
 
 @dataclass(frozen=True)
@@ -61,6 +80,8 @@ class CapacityRace:
     machine: str
     entrants: dict[str, Entrant]  # by label
     race: PointRace | None  # None: one configuration, nothing to compare
+    # knees at an idle server (Entrant.idle_knee): shown with their CPU, never ranked
+    unranked: dict[str, Entrant] = field(default_factory=dict)
 
     def ranking(self) -> list[Entrant]:
         """Best first: the race's ranking (paired two-way fit), or the capacity alone."""
@@ -142,11 +163,20 @@ def _race(point: str, entrants: dict[str, Entrant], steps: list[Record], looks: 
     return PointRace(point, figures, standing, rounds, _minutes(steps), margin, False)
 
 
+def _entrant(label: str, steps: list[Record]) -> Entrant:
+    cap = capacity_estimate(steps)
+    return Entrant(label, steps[0], cap, round_capacities(steps), knee_cpu_pct(steps, cap))
+
+
 def races(
-    records: Iterable[Record], max_looks: int | None = None, baselines: bool = False
+    records: Iterable[Record],
+    max_looks: int | None = None,
+    baselines: bool = False,
+    idle_knees: bool = False,
 ) -> list[CapacityRace]:
     """Every arena's capacities and race, by machine, objective and scenario (`max_looks`:
-    the running race's; None: from the records' trials_auto, or the rounds run)."""
+    the running race's; None: from the records' trials_auto, or the rounds run). A knee at
+    an idle server is left unranked (CapacityRace.unranked) unless `idle_knees`."""
     arenas: dict[tuple, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
     for by_search in searches(list(records)).values():
         for steps in by_search.values():
@@ -162,20 +192,20 @@ def races(
         by_config: dict[str, list[Record]] = defaultdict(list)
         for steps in by_search.values():  # one configuration's searches: its rounds, pooled
             by_config[config_label(steps[0], several)].extend(steps)
-        entrants = {
-            label: Entrant(label, steps[0], capacity_estimate(steps), round_capacities(steps))
-            for label, steps in by_config.items()
-        }
+        found = {label: _entrant(label, steps) for label, steps in by_config.items()}
+        entrants = {k: e for k, e in found.items() if idle_knees or not e.idle_knee}
+        unranked = {k: e for k, e in found.items() if k not in entrants}
         first = next(iter(by_config.values()))[0]
         p99_ms, scenario = float(key[4]), str(key[6])
         point = f"capacity at p99 ≤ {p99_ms:g} ms, {scenario}"
-        every = [s for steps in by_config.values() for s in steps]
+        every = [s for label in entrants for s in by_config[label]]
         race = _race(point, entrants, every, max_looks) if len(entrants) > 1 else None
-        out.append(CapacityRace(p99_ms, scenario, host_of(first), entrants, race))
+        out.append(CapacityRace(p99_ms, scenario, host_of(first), entrants, race, unranked))
     return sorted(out, key=lambda r: (r.machine, r.objective_ms, r.scenario))
 
 
 def point_races(records: Iterable[Record], max_looks: int) -> list[PointRace]:
     """make capacity TRIALS=auto's standings after a round (bench.harness.racing): every
     arena with two or more configurations, baselines included."""
-    return [r.race for r in races(records, max_looks, baselines=True) if r.race is not None]
+    found = races(records, max_looks, baselines=True, idle_knees=True)
+    return [r.race for r in found if r.race is not None]

@@ -13,7 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from bench.core.outcome import Outcome
-from bench.core.record import Record, latest_per_arm
+from bench.core.record import NEVER_RECYCLED, Record, latest_per_arm, never_recycled
 from bench.load import per_request_files
 from bench.observe.lifecycle import BIN_S, TAIL_S, due, parse_requests
 from bench.report.plots import plot_bars, plot_race, plot_timelines
@@ -91,11 +91,23 @@ def recycle_data(records: list[Record]) -> dict[str, dict[str, tuple]]:
         if not arm.endswith("-recycle") or arm.removesuffix("-recycle") not in by_arm:
             continue
         base = by_arm[arm.removesuffix("-recycle")]
+        if never_recycled(rec):
+            continue  # no worker was started: no figure of recycling (unrecycled() names it)
         for name, run in ((f"{rec.server}, recycling", rec), (f"{rec.server}, without", base)):
             out["p99 ms (open loop, log scale)"][name] = ((run.latency_ms or {}).get("p99"), None)
             # arrivals never sent count too, as in the production table (Outcome.unserved)
             out["arrivals without a 2xx answer"][name] = (Outcome.of_record(run).unserved, None)
     return dict(out)
+
+
+def unrecycled(records: list[Record]) -> list[str]:
+    """The servers of the recycle study's latest run whose recycling arm started no worker:
+    left out of the figure, named under it."""
+    return sorted(
+        r.server
+        for r in _latest_run(records, RECYCLE_STUDY)
+        if str(r.metadata.get("study_arm")).endswith("-recycle") and never_recycled(r)
+    )
 
 
 def figure_sections(records: list[Record], results: Path) -> list[str]:
@@ -126,8 +138,10 @@ def figure_sections(records: list[Record], results: Path) -> list[str]:
             "![reload timeline](plots/reload-timeline.png)",
             "",
             "Reload: per server's latest LIFECYCLE=reload run, the arrivals of each "
-            f"{BIN_S:g} s bin that got no 2xx answer within the run's latency limit (3 × the "
-            "p99 before the signal, at least +100 ms), from oha's per-request file.",
+            f"{BIN_S:g} s bin that got no 2xx answer within the run's latency limit (its "
+            "lifecycle.latency_limit_ms: LATE_LIMIT_MS for every server from record format 16, "
+            "before it 3 × the server's own p99 before the signal, at least +100 ms), from "
+            "oha's per-request file.",
             "",
         ]
     recycle = recycle_data(records)
@@ -144,7 +158,10 @@ def figure_sections(records: list[Record], results: Path) -> list[str]:
             "",
             "Recycling: per server of the latest recycle study run, p99 and the arrivals "
             "without a 2xx answer with the server's own max-requests recycling and in the "
-            "same run without.",
+            "same run without."
+            + "".join(
+                f" {server}: {NEVER_RECYCLED} (not drawn)." for server in unrecycled(records)
+            ),
             "",
         ]
     return ["## Figures: production behaviours", "", *lines] if lines else []

@@ -191,6 +191,14 @@ def _capacity_line(race: CapacityRace, sessions: bool) -> list[str]:
     paired ratio to the next with the race's verdict, the whole ranking, and what would
     decide an undecided pair."""
     ranking = race.ranking()
+    idle = "".join(
+        f" Not ranked: {_label(e.record)} {capacity_cell(e.capacity)} req/s, knee at "
+        f"{e.knee_cpu_pct:.0f} % server CPU (idle: the machine's jitter, not its limit)."
+        for e in race.unranked.values()
+        if e.knee_cpu_pct is not None
+    )
+    if not ranking:
+        return [f"- Capacity at p99 ≤ {race.objective_ms:g} ms, {race.scenario}:{idle}"]
     best = ranking[0].record
     where = f" ({via_label(best)})" if via_label(best) != "direct" else ""
     quota = (best.cgroup or {}).get("cpu_quota")
@@ -201,7 +209,7 @@ def _capacity_line(race: CapacityRace, sessions: bool) -> list[str]:
         f"**{_label(best)}** {capacity_cell(ranking[0].capacity)} req/s"
     )
     if race.race is None:
-        return [text + " (the only configuration searched here: nothing to compare)."]
+        return [text + " (the only configuration searched here: nothing to compare)." + idle]
     pair, nxt = race.pairs()[0], ranking[1]
     interval = f" [{pair.low:.2f}–{pair.high:.2f}]" if pair.low is not None else ""
     state = {
@@ -213,7 +221,7 @@ def _capacity_line(race: CapacityRace, sessions: bool) -> list[str]:
     text += (
         f", {pair.ratio:.2f}×{interval} {_label(nxt.record)} "
         f"({capacity_cell(nxt.capacity)} req/s): {state}; paired by round, {how} in "
-        f"{race.race.rounds} round(s): {race.race.standing.line()}."
+        f"{race.race.rounds} round(s): {race.race.standing.line()}.{idle}"
     )
     return [text, *(f"  - {note}" for note in race.race.notes())]
 

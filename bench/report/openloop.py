@@ -9,6 +9,7 @@ RESULTS/plots/knee-<scenario>-<objective>.png with each capacity's crossing mark
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from pathlib import Path
 
@@ -80,6 +81,11 @@ CAPACITY_NOTE = (
     "log rate); the 95 % interval is a bootstrap over each rate's trials, never narrower than "
     "the highest rate where every trial passed and the lowest where every trial failed. "
     "Trials at the knee: the steps between those two rates."
+)
+IDLE_NOTE = (
+    "⚐: the objective failed while the server was idle (its median CPU over the steps at the "
+    "knee under half of one CPU): the knee is not the server's limit but the machine's "
+    "jitter (or a wait the scenario makes); not ranked as a capacity."
 )
 BRACKET_NOTE = (
     "‡: no rate around the crossing was stepped 3 times (a search without repeats at the "
@@ -190,6 +196,27 @@ def _step_cells(steps: list[Record], phase: str, factor: float, found: float) ->
     return cell + (" ◇" if rec.metadata["capacity"].get("passed") else "")
 
 
+# Under half of one CPU at the knee (resources.server_cpu_pct, 100 = one CPU): the servers
+# this suite's capacities compare use one CPU or more at theirs on a 2-CPU machine shared
+# with the load tool (granian ~110 %, gunicorn-sync 70-100 % on /db), nginx-static 18 %.
+IDLE_KNEE_CPU_PCT = 50.0
+
+
+def knee_cpu_pct(steps: list[Record], cap: Capacity) -> float | None:
+    """The server's median CPU (% of one CPU) over the steps at the knee: those whose offered
+    rate lies within the capacity's 95 % interval. None: no capacity or no CPU figure."""
+    if cap.center is None or cap.low is None or cap.high is None:
+        return None
+    cpu = [
+        float(step.resources["server_cpu_pct"])
+        for step in steps
+        if step.offered_rps is not None
+        and cap.low <= step.offered_rps <= cap.high
+        and (step.resources or {}).get("server_cpu_pct") is not None
+    ]
+    return statistics.median(cpu) if cpu else None
+
+
 def capacity_cell(cap: Capacity, passed_max: float | None = None) -> str:
     """`2,950 [2,900–3,100]`, the capacity and its 95 % interval, or why there is none."""
     if cap.center is None:
@@ -216,10 +243,12 @@ def _capacity_row(steps: list[Record]) -> list[str]:
         ]
         profile.append(figure((match[-1].latency_ms or {}).get("p99")) if match else "–")
     passed = [s.offered_rps for s in steps if s.metadata["capacity"].get("passed")]
+    cpu = knee_cpu_pct(steps, cap)
+    idle = f" ⚐ knee at {cpu:.0f} % CPU" if cpu is not None and cpu < IDLE_KNEE_CPU_PCT else ""
     return [
         first.server,
         knobs_label(first.knobs or {}),
-        capacity_cell(cap, max(passed, default=None)),
+        capacity_cell(cap, max(passed, default=None)) + idle,
         str(cap.trials_at_knee) if cap.center is not None else "–",
         num(min(erring)) if erring else "none seen",
         *profile,
@@ -286,6 +315,8 @@ def capacity_sections(records: list[Record], results: Path, plots: dict[str, str
             lines += [BRACKET_NOTE, ""]
         if any("◇" in cell for row in rows for cell in row):
             lines += [PAST_NOTE, ""]
+        if any("⚐" in cell for row in rows for cell in row):
+            lines += [IDLE_NOTE, ""]
     return lines
 
 

@@ -11,6 +11,10 @@ Every figure keeps to one palette (Okabe–Ito: told apart with the common colou
 deficiencies, with a marker per series as a second cue) and at most MAX_SERIES series per
 axes: the leading configurations are drawn, the rest are left to the tables (the title says
 how many), baselines (nginx-static, flask-dev) are grey reference lines, not series.
+A configuration that left connections unserved (bench.report.groups.starved: its p99 times
+only the requests it accepted) is never drawn as a contender: grey, dashed or hatched, with
+STARVED in its label, in every figure it appears in. Labels longer than WRAP_CHARS wrap, and
+every bar axis leaves room for its values' labels, so all text stays inside the canvas.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +31,13 @@ from typing import Any
 from bench.core.record import safe_name
 from bench.report.cells import figure
 
-Point = tuple  # (concurrency, req/s, p99 ms[, (low, high) of req/s, (low, high) of p99])
+# (concurrency, req/s, p99 ms[, (low, high) of req/s, (low, high) of p99[, starved]])
+Point = tuple
+STARVED_AT = 5  # a Point's flag: the configuration left connections unserved there
+STARVED = "starved: left connections unserved"
+STARVED_STYLE = {"color": "#999999", "linestyle": "--", "markerfacecolor": "white"}
+STARVED_BAR = {"color": "#DDDDDD", "edgecolor": "#777777", "hatch": "//"}
+WRAP_CHARS = 40  # a tick or legend label wraps past this many characters
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable with protanopia,
 # deuteranopia and tritanopia. Yellow last: faint on white, used only by an eighth series.
@@ -52,6 +63,21 @@ def _pyplot() -> Any:
 def style(index: int) -> dict[str, object]:
     """Colour and marker of the index-th series of an axes."""
     return {"color": PALETTE[index % len(PALETTE)], "marker": MARKERS[index % len(MARKERS)]}
+
+
+def wrap(label: str) -> str:
+    """A long label on lines of at most WRAP_CHARS characters (it stays inside the canvas)."""
+    return textwrap.fill(label, WRAP_CHARS, break_long_words=False, break_on_hyphens=False)
+
+
+def is_starved(points: Sequence[Point]) -> bool:
+    """Whether a configuration's series holds a point where it left connections unserved."""
+    return any(len(p) > STARVED_AT and p[STARVED_AT] for p in points)
+
+
+def starved_label(label: str) -> str:
+    """A starved configuration's label: its name and STARVED."""
+    return f"{label} ({STARVED})"
 
 
 def is_baseline(label: str) -> bool:
@@ -150,8 +176,12 @@ def _scenario_lines(
         rps, p99 = [p[1] for p in points], [p[2] for p in points]
         rps_err = _errors(rps, [p[3] if len(p) > 3 else None for p in points])
         p99_err = _errors(p99, [p[4] if len(p) > 4 else None for p in points])
-        ax_rps.errorbar(conc, rps, yerr=rps_err, capsize=3, label=label, **style(index))
-        ax_p99.errorbar(conc, p99, yerr=p99_err, capsize=3, **style(index))
+        look = style(index)
+        name = label
+        if is_starved(points):  # grey and dashed, hollow markers: not a contender
+            look, name = look | STARVED_STYLE, starved_label(label)
+        ax_rps.errorbar(conc, rps, yerr=rps_err, capsize=3, label=wrap(name), **look)
+        ax_p99.errorbar(conc, p99, yerr=p99_err, capsize=3, **look)
     top = 1.15 * max(_high(p, 1, 3) for s in shown for p in lines[s])
     ax_rps.set_ylim(0, top)
     p99_values = [p[2] for s in shown for p in lines[s] if p[2]]
@@ -217,14 +247,22 @@ def plot_scenario(scenario: str, lines: dict[str, list[Point]], path: Path) -> N
 
 
 def _bar_panels(lines: dict[str, list[Point]]) -> list[tuple[str, dict[str, tuple]]]:
-    """One point per configuration -> (req/s, p99) bar panels: value and interval per label."""
+    """One point per configuration -> (req/s, p99) bar panels: value and interval per label
+    (a starved configuration's label says so: bars_figure hatches it)."""
     shown = leading(lines) + sorted(label for label in lines if is_baseline(label))
+    names = {label: starved_label(label) if is_starved(lines[label]) else label for label in shown}
     rps = {
-        label: (lines[label][0][1], lines[label][0][3] if len(lines[label][0]) > 3 else None)
+        names[label]: (
+            lines[label][0][1],
+            lines[label][0][3] if len(lines[label][0]) > 3 else None,
+        )
         for label in shown
     }
     p99 = {
-        label: (lines[label][0][2], lines[label][0][4] if len(lines[label][0]) > 4 else None)
+        names[label]: (
+            lines[label][0][2],
+            lines[label][0][4] if len(lines[label][0]) > 4 else None,
+        )
         for label in shown
     }
     return [
@@ -240,31 +278,62 @@ def _bar_colour(label: str, groups: Sequence[str]) -> str:
     return PALETTE[index % len(PALETTE)]
 
 
+def _value_room(ax: Any, highs: list[float], log: bool) -> None:
+    """The bar axis ends past its longest bar (or interval): room for the value's label."""
+    top = max(highs, default=0.0)
+    if top <= 0:
+        return
+    if log:
+        ax.set_xlim(right=top * VALUE_ROOM**4)
+    else:
+        ax.set_xlim(0, top * VALUE_ROOM)
+
+
 def bars_figure(
     title: str, panels: Sequence[tuple[str, dict[str, tuple]]], groups: Sequence[str] = ()
 ) -> Any:
-    """Side-by-side horizontal bar panels; each maps a label to (value, (low, high) or None).
-    Baselines are grey; labels ending in groups[i] take the i-th colour; a metric named
-    "... log scale" gets a log axis."""
+    """Side-by-side horizontal bar panels sharing their labels (named once, on the left,
+    wrapped); each maps a label to (value, (low, high) or None). Baselines are grey, a
+    starved configuration (STARVED in its label) hatched grey; labels ending in groups[i]
+    take the i-th colour; a metric named "... log scale" gets a log axis."""
     plt = _pyplot()
     labels = list(dict.fromkeys(label for _, values in panels for label in values))
-    height = max(3.5, 0.35 * len(labels) + 1.8)
+    wrapped = [wrap(label) for label in labels]
+    lines = sum(w.count("\n") + 1 for w in wrapped)
+    widest = max((len(line) for w in wrapped for line in w.split("\n")), default=0)
+    height = max(3.5, 0.3 * lines + 0.25 * len(labels) + 1.8)
+    width = INCH_PER_CHAR * widest + 5.0 * len(panels) + 0.5
     fig, axes = plt.subplots(
-        1, len(panels), figsize=(6.5 * len(panels), height), squeeze=False, layout="constrained"
+        1,
+        len(panels),
+        figsize=(width, height),
+        squeeze=False,
+        sharey=True,
+        layout="constrained",
     )
     for ax, (metric, values) in zip(axes[0], panels, strict=True):
-        shown = [label for label in labels if label in values and values[label][0] is not None]
-        centers = [float(values[label][0]) for label in shown]
-        err = _errors(centers, [values[label][1] for label in shown])
-        colours = [_bar_colour(label, groups) for label in shown]
-        ax.barh(shown, centers, xerr=err, color=colours, capsize=3)
-        ax.set_xlabel(metric)
-        if "log scale" in metric:
+        shown = [i for i, label in enumerate(labels) if values.get(label, (None,))[0] is not None]
+        centers = [float(values[labels[i]][0]) for i in shown]
+        err = _errors(centers, [values[labels[i]][1] for i in shown])
+        for y, value, label in zip(shown, centers, [labels[i] for i in shown], strict=True):
+            look = STARVED_BAR if STARVED in label else {"color": _bar_colour(label, groups)}
+            ax.barh([y], [value], **look)
+        if err is not None:
+            ax.errorbar(centers, shown, xerr=err, fmt="none", ecolor="black", capsize=3)
+        ax.set_xlabel(wrap(metric))
+        log = "log scale" in metric
+        if log:
             ax.set_xscale("log")
-        ax.invert_yaxis()
+        highs = [
+            float(values[labels[i]][1][1]) if values[labels[i]][1] else c
+            for i, c in zip(shown, centers, strict=True)
+        ]
+        _value_room(ax, highs, log)
         ax.grid(True, axis="x", alpha=0.3)
-        for y, value in enumerate(centers):
+        for y, value in zip(shown, centers, strict=True):
             ax.annotate(f" {figure(value)}", (value, y), va="center", fontsize="small")
+    axes[0][0].set_yticks(range(len(labels)), wrapped)
+    axes[0][0].invert_yaxis()
     fig.suptitle(title, fontsize="medium")
     return fig
 
@@ -302,6 +371,8 @@ class Panel:
     metric: str
     x_label: str
     series: dict[str, list[tuple]]
+    # the series (labels) of configurations that left connections unserved: drawn grey
+    starved: frozenset[str] = frozenset()
 
 
 def _grid(count: int, columns: int) -> tuple[int, int]:
@@ -311,7 +382,11 @@ def _grid(count: int, columns: int) -> tuple[int, int]:
 def _panel_bars(ax: Any, panel: Panel) -> None:
     labels = sorted(panel.series)
     values = [float(panel.series[label][0][1] or 0.0) for label in labels]
-    ax.barh(labels, values, color=PALETTE[0])
+    for y, (label, value) in enumerate(zip(labels, values, strict=True)):
+        look = STARVED_BAR if label in panel.starved else {"color": PALETTE[0]}
+        ax.barh([y], [value], **look)
+    names = [starved_label(label) if label in panel.starved else label for label in labels]
+    ax.set_yticks(range(len(labels)), names)
     ax.invert_yaxis()
     ax.set_xlabel(panel.metric)
     ax.grid(True, axis="x", alpha=0.3)
@@ -324,7 +399,10 @@ def _panel_bars(ax: Any, panel: Panel) -> None:
 def _panel_lines(ax: Any, panel: Panel, labels: list[str]) -> None:
     for index, label in enumerate(labels):
         points = sorted(p for p in panel.series[label] if p[1] is not None)
-        ax.plot([p[0] for p in points], [p[1] for p in points], label=label, **style(index))
+        look, name = style(index), label
+        if label in panel.starved:
+            look, name = look | STARVED_STYLE, starved_label(label)
+        ax.plot([p[0] for p in points], [p[1] for p in points], label=wrap(name), **look)
     ax.set(xlabel=panel.x_label, ylabel=panel.metric)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="x-small")
@@ -363,7 +441,15 @@ def study_figure(title: str, panels: Sequence[Panel]) -> Any:
     axes_data = _panel_axes([p for p in panels if p.series and not _all_zero(p)])
     # long bar labels (an arm's label and its limits) beside a second column's labels overlap
     # it: such panels go one above the other, the figure as wide as the labels need
-    longest = max((len(s) for p, lab in axes_data if lab is None for s in p.series), default=0)
+    longest = max(
+        (
+            len(starved_label(s) if s in p.starved else s)
+            for p, lab in axes_data
+            if lab is None
+            for s in p.series
+        ),
+        default=0,
+    )
     rows, cols = _grid(len(axes_data), 1 if longest > LONG_LABEL else 2)
     bars = max((len(p.series) for p, labels in axes_data if labels is None), default=0)
     height = max(4.5, 0.28 * bars + 1.5) * rows

@@ -6,8 +6,10 @@ each cell a measured figure, "not supported by the server" (with the declaration
 or "not measured" with the command that measures it — never blank.
 
 - reload: the latest LIFECYCLE=reload record per server: requests failed (the load tool's
-  failed count over the whole window), the time until the offered rate was served again and
-  the p99 within 2 s of the signal.
+  failed count over the whole window), arrivals answered late (lifecycle.late_arrivals, past
+  its latency_limit_ms; "late not recorded" before format 16), the time until the offered
+  rate was served again and the p99 within 2 s of the signal; other reload runs of the server
+  that failed are said beside it.
 - CPU quota: CPU_QUOTA= records (record.cgroup) on /db of two worker rules, `cpus` (the
   server's rule: workers = the CPUs os.cpu_count() sees) and `quota` (the same rule counted
   from the quota), each rule's trials from one study run (metadata.workers_rule) or from plain
@@ -18,7 +20,7 @@ or "not measured" with the command that measures it — never blank.
 - recycling: a RECYCLE= record (record.recycles: the server's own max-requests setting) and
   the steady record (no recycles, lifecycle or cgroup) of the same study run and scenario, or
   for a plain run the latest plain one of the same machine, scenario and offered rate:
-  failed requests, workers started and p99.
+  failed and late requests (recycles.late_arrivals), workers started and p99.
 
 - container limits: records with a `container` and a metadata.workers_rule (the
   container-limits study): per set of limits, the rule the intervals favour
@@ -35,6 +37,7 @@ import math
 import statistics
 from collections.abc import Callable
 
+from bench.core.defaults import LATE_LIMIT_MS
 from bench.core.outcome import Outcome
 from bench.core.record import Record, unsupported_code
 from bench.core.registry import ServerSpec, load_all
@@ -68,8 +71,29 @@ def _latest(records: list[Record]) -> Record | None:
     return max(records, key=lambda r: str(r.metadata.get("started_at", ""))) if records else None
 
 
+def late_text(found: dict) -> str:
+    """A reload's or a recycling run's late arrivals (record.lifecycle or record.recycles):
+    "M late (past X ms)"; "late not recorded" for a record before format 16."""
+    late, limit = found.get("late_arrivals"), found.get("latency_limit_ms")
+    if late is None or limit is None:
+        return "late not recorded"
+    return f"{int(late):,} late (past {float(limit):,.0f} ms)"
+
+
+def _failed_beside(rec: Record, mine: list[Record]) -> str:
+    """The other runs of the same kind that failed, said beside the one shown: one reading
+    per server (uwsgi's study reload failed while a later run measured 15 failed)."""
+    failed = [r for r in mine if r is not rec and r.status == "failed"]
+    if not failed:
+        return ""
+    latest = _latest(failed)
+    reason = latest.reason if latest is not None else ""
+    return f"; {len(failed)} other such run(s) failed, the latest: {reason}"
+
+
 def reload_cell(server: str, records: list[Record], why: str | None) -> str:
-    """Requests failed on reload, recovery and p99 around it; or why there is none."""
+    """Requests failed and answered late on reload, recovery and p99 around it; or why there
+    is none."""
     mine = [
         r
         for r in records
@@ -88,16 +112,28 @@ def reload_cell(server: str, records: list[Record], why: str | None) -> str:
     if "failed" not in life:
         return f"not measured ({life.get('error', rec.reason or 'run failed')})"
     recovery = life.get("recovery_s")
-    recovered = "not recovered in the window" if recovery is None else f"recovered in {recovery} s"
-    disrupted, limit = life.get("disrupted_s"), life.get("latency_limit_ms")
-    if disrupted and limit:
-        # "0 failed" counts answers that never came: arrivals answered late are the rest of
-        # what the reload cost (gunicorn-sync: 0 failed, ~1,430 of 6,000 arrivals late)
+    limit = life.get("latency_limit_ms")
+    before = life.get("p99_before_ms")
+    if recovery is None and limit and isinstance(before, (int, float)) and before > limit:
+        recovered = (
+            f"recovery not judged (p99 before the signal {before:,.0f} ms, already past "
+            f"{limit:,.0f} ms)"
+        )
+    elif recovery is None:
+        recovered = "not recovered in the window"
+    else:
+        recovered = f"recovered in {recovery} s"
+    disrupted = life.get("disrupted_s")
+    if disrupted and limit and life.get("late_arrivals") is None:
+        # before format 16 the late arrivals are not a figure: the time they took is
         recovered += f" ({disrupted:.1f} s with arrivals late past {limit:,.0f} ms or failed)"
     around = life.get("p99_around_ms")
     p99 = f", p99 ±2 s {around:,.0f} ms" if isinstance(around, (int, float)) else ""
     rate = f" at {rec.offered_rps:g} req/s" if rec.offered_rps else ""
-    return f"{int(life['failed']):,} failed{rate}, {recovered}{p99}"
+    return (
+        f"{int(life['failed']):,} failed, {late_text(life)}{rate}, {recovered}{p99}"
+        + _failed_beside(rec, mine)
+    )
 
 
 def _rule_of(rec: Record) -> str | None:
@@ -272,7 +308,8 @@ def recycle_cell(server: str, records: list[Record], why: str | None) -> str:
     p99_off = (off.latency_ms or {}).get("p99")
     p99 = f", p99 {p99_on:,.0f} vs {p99_off:,.0f} ms" if p99_on and p99_off else ""
     workers = f"{int(started):,} workers started"
-    return f"{_failed(on):,} failed vs {_failed(off):,} without ({workers}){p99}"
+    late = late_text(on.recycles or {})
+    return f"{_failed(on):,} failed, {late} vs {_failed(off):,} failed without ({workers}){p99}"
 
 
 def memory_cell(server: str, records: list[Record]) -> str:
@@ -341,8 +378,10 @@ def production_sections(records: list[Record]) -> list[str]:
         "",
         "Reload: the server's own reload signal (servers/<id>/server.toml [reload]) in the "
         "middle of an open-loop window (oha); failed = every request without a 2xx answer in "
-        "the window, recovered = until the offered rate is served again (2xx within 3 × the "
-        "p99 before the signal, at least +100 ms). CPU quota: the server's rule (workers = "
+        "the window, late = answered 2xx past one fixed limit for every server (LATE_LIMIT_MS, "
+        f"{LATE_LIMIT_MS:g} ms; records before format 16: 3 × the server's own p99 before the "
+        "signal, at least +100 ms, and no late count), recovered = until 99 % of the offered "
+        "rate is answered 2xx within that limit again. CPU quota: the server's rule (workers = "
         "the CPUs os.cpu_count() sees) against the same rule counted from a cgroup CPU quota "
         "(the quota the records ran at is named in the cell; study cpu-quota or two make bench "
         "runs; each quota its own comparison), shown only where the quota bound "

@@ -731,7 +731,8 @@ def render_system(records: list[Record]) -> str:
 
 def plot_series(records: list[Record]) -> dict[str, dict[str, list[tuple]]]:
     """Per scenario, per configuration (and machine): (concurrency, req/s, p99, their 95 %
-    intervals) for the plots. Emulated runs are left out, as in the tables."""
+    intervals, starved) for the plots (bench.report.plots.Point). Emulated runs are left out,
+    as in the tables."""
     series: dict[str, dict[str, list[tuple]]] = defaultdict(lambda: defaultdict(list))
     hosts = {scope_label(r) for r in records}
     main = [
@@ -762,6 +763,7 @@ def plot_series(records: list[Record]) -> dict[str, dict[str, list[tuple]]]:
                 p99.center if p99 else None,
                 (rps.low, rps.high) if rps and rps.low is not None else None,
                 (p99.low, p99.high) if p99 and p99.low is not None else None,
+                starved(group),  # left connections unserved: marked in the plot
             )
         )
     return {scenario: dict(lines) for scenario, lines in series.items()}

@@ -182,7 +182,8 @@ def summary_lines(records: list[Record]) -> list[str]:
     items = []
     for server, knobs, source in sorted(seen):
         how = f"tuned ({source})" if source else "declared"
-        items.append(f"{server} {knobs}: {how}")
+        # a server without knobs (daphne, flask-dev) is its name alone, never "daphne : …"
+        items.append(f"{' '.join(part for part in (server, knobs) if part)}: {how}")
     return [
         "**Configurations** (`w` workers, `t` threads, `b` backlog; tuned: the one `make tune` "
         "found for this machine, scenario and concurrency; declared: server.toml's, with "

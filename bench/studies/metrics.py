@@ -11,7 +11,7 @@ import statistics
 from collections import defaultdict
 
 from bench.core.outcome import Outcome
-from bench.core.record import Record, is_warmup, latest_per_arm
+from bench.core.record import Record, is_warmup, latest_per_arm, never_recycled
 from bench.report.websocket import rss_growth
 
 # held_in_limit's declared memory limit: the server's RSS may grow to this (MB; 1 GiB, a
@@ -78,6 +78,8 @@ def counted(rec: Record, metric: str) -> bool:
     its repeat replaced."""
     if is_warmup(rec) or (rec.foreign_load is True and not rec.metadata.get("repeat_of")):
         return False
+    if never_recycled(rec) and metric != "workers_started":
+        return False  # no worker was replaced: not a figure of recycling
     return rec.status == "ok" or (rec.status == "failed" and metric in ON_FAILED_RUNS)
 
 

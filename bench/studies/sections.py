@@ -13,8 +13,9 @@ from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
-from bench.core.record import Record
+from bench.core.record import NEVER_RECYCLED, Record, never_recycled
 from bench.report.cells import figure, host_of
+from bench.report.groups import starved
 from bench.report.plots import Panel, plot_study
 from bench.report.production import quota_bound
 from bench.report.table import markdown_table
@@ -285,6 +286,10 @@ def _arm_labels(study: Study, records: list[Record]) -> dict[str, str]:
         if isinstance(searched, dict) and arm in labels and not labels[arm].endswith(")"):
             chosen = (searched.get("recommended") or {}).get("label")
             labels[arm] = f"{labels[arm]} (tuned: {chosen})"
+    for rec in records:  # a recycling arm in which no worker was started: not measured
+        arm = str(rec.metadata.get("study_arm"))
+        if never_recycled(rec) and arm in labels and NEVER_RECYCLED not in labels[arm]:
+            labels[arm] = f"{labels[arm]} ({NEVER_RECYCLED})"
     return labels | _quota_as_run(study, records, labels)
 
 
@@ -429,18 +434,37 @@ def study_series(study: Study, records: list[Record]) -> list[Panel]:
     """Plot data: a panel per metric the verdict's checks judge (per load model), each arm
     (and route) a series of the metric by concurrency, or by offered rate open loop."""
     labels = {a.id: a.label for a in study.arms}
+    hungry = starved_arms(records)
+    starved_labels = frozenset(labels.get(arm, arm) for arm in hungry)
     panels = []
     for opened in (False, True):
         part = [r for r in records if (r.offered_rps is not None) == opened]
         judged = [c["metric"] for c in study.checks if study.check_is_open(c) == opened]
         metrics = list(dict.fromkeys(judged or ([] if opened else [study.plot_metric])))
         for metric in metrics if part else []:
-            panels += _metric_panels(metric, measured(part, metric), labels, opened)
+            panels += _metric_panels(metric, measured(part, metric), labels, opened, starved_labels)
     return panels
 
 
-def _metric_panels(metric: str, values: dict, labels: dict[str, str], opened: bool) -> list[Panel]:
-    """One metric's panels: several routes get a panel each (small multiples)."""
+def starved_arms(records: list[Record]) -> set[str]:
+    """The arms that left connections unserved at some route and concurrency (closed loop,
+    bench.report.groups.starved): their p99 times only the requests they accepted."""
+    cells: dict[tuple, list[Record]] = defaultdict(list)
+    for rec in records:
+        if rec.status == "ok" and rec.offered_rps is None:
+            cells[(str(rec.metadata.get("study_arm")), rec.scenario, rec.concurrency)].append(rec)
+    return {arm for (arm, _, _), group in cells.items() if starved(group)}
+
+
+def _metric_panels(
+    metric: str,
+    values: dict,
+    labels: dict[str, str],
+    opened: bool,
+    starved_labels: frozenset[str] = frozenset(),
+) -> list[Panel]:
+    """One metric's panels: several routes get a panel each (small multiples); a starved
+    arm's series is marked (Panel.starved) in every panel it appears in."""
     routes = sorted({scenario for _, scenario, _, _ in values})
     panels = []
     for route in routes:
@@ -451,7 +475,7 @@ def _metric_panels(metric: str, values: dict, labels: dict[str, str], opened: bo
         name = METRICS[metric] + (" (open loop)" if opened else "")
         name += f", {route}" if len(routes) > 1 else ""
         x_label = "offered req/s" if opened else "concurrency (connections)"
-        panels.append(Panel(name, x_label, dict(series)))
+        panels.append(Panel(name, x_label, dict(series), starved_labels & set(series)))
     return panels
 
 

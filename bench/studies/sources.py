@@ -6,7 +6,10 @@ check's claim (the study file's, with the published figure), ours with its inter
 verdict come from the study's own judgement (bench.studies.verdict.outcomes over the records
 its section shows: the latest run of each arm, a worker sweep collapsed to each server's
 best), and the keep-alive race's from its fix decision (bench.studies.network): nothing is
-judged here. A document's verdict: reproduced or not reproduced when all its decided checks
+judged here. The command for a study not measured yet is the reference.toml question that asks
+it (bench.core.campaign: its make line, with that question's BUDGET), or, where no question
+does, `make study NAME=… TRIALS=auto` at the default budget (AUTO_BUDGET_MIN minutes).
+A document's verdict: reproduced or not reproduced when all its decided checks
 agree, "differs" when they went both ways (with how our set-up differs, from the study file),
 undecided when none was decided (with the reason per check); "not measured here" with the
 command when its studies have no records.
@@ -16,7 +19,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
 
+from bench.core.campaign import CAMPAIGN_FILE, CampaignError, load_campaign
+from bench.core.defaults import AUTO_BUDGET_MIN
 from bench.core.record import Record
 from bench.report.cells import host_of
 from bench.report.table import markdown_table
@@ -42,6 +49,27 @@ WORDS = {
     "inconclusive": "undecided",
     ONE_TRIAL: "undecided (one trial: cannot decide)",
 }
+
+
+@cache
+def asked(path: Path = CAMPAIGN_FILE) -> dict[str, str]:
+    """Study name -> the make line of the campaign question that asks it (reference.toml,
+    read by bench.core.campaign); {} where the file cannot be read."""
+    try:
+        questions = load_campaign(path).questions
+    except CampaignError:
+        return {}
+    found: dict[str, str] = {}
+    for q in questions:
+        if q.target == "study" and "NAME" in q.variables:
+            found.setdefault(q.variables["NAME"], q.make_line())
+    return found
+
+
+def study_command(name: str, path: Path = CAMPAIGN_FILE) -> str:
+    """The command that measures a study: its campaign question's (with the question's
+    BUDGET), else the race at the default budget."""
+    return asked(path).get(name, f"make study NAME={name} TRIALS=auto BUDGET={AUTO_BUDGET_MIN}")
 
 
 def documents() -> dict[str, list[Study]]:
@@ -94,7 +122,7 @@ def study_lines(study: Study, records: list[Record]) -> list[str]:
     """One study's part of its document's block."""
     shown, found = judged(study, records)
     head = f"**{study.name}** — {study.title}"
-    command = f"`make study NAME={study.name} TRIALS=auto BUDGET=30`"
+    command = f"`{study_command(study.name)}`"
     if not shown:
         return [f"{head}: not measured here; run {command}.", ""]
     hosts = ", ".join(sorted({host_of(r) for r in shown}))
@@ -190,10 +218,7 @@ def advice_lines(records: list[Record]) -> list[str]:
             continue
         shown, found = judged(study, records)
         if not shown:
-            lines.append(
-                f"**{what}**: not measured here — run `make study NAME={name} TRIALS=auto "
-                "BUDGET=30`."
-            )
+            lines.append(f"**{what}**: not measured here — run `{study_command(name)}`.")
             continue
         hosts = ", ".join(sorted({host_of(r) for r in shown}))
         answer = answer_line(found) if found else "no check could be judged."

@@ -21,6 +21,9 @@ from bench.report.openloop import knee_series
 from bench.report.plots import (
     BASELINE_STYLE,
     MAX_SERIES,
+    STARVED,
+    STARVED_BAR,
+    STARVED_STYLE,
     Knee,
     Panel,
     knee_figure,
@@ -31,6 +34,7 @@ from bench.report.plots import (
     scenario_figure,
     study_figure,
 )
+from bench.studies import schema, sections
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -366,3 +370,94 @@ def test_every_label_of_a_study_figure_is_inside_the_canvas(drawn: list[Any]) ->
                     assert not box.overlaps(other.get_window_extent(renderer)), label.get_text()
         for text in ax.texts:
             assert _inside(text.get_window_extent(renderer), ax.get_window_extent(renderer))
+
+
+SAAS_HOST = "[vm [kernel 6.18.44-fc-v669, AMD EPYC] · legacy e89897]"
+
+
+def test_every_label_of_a_bar_figure_is_inside_the_canvas(drawn: list[Any]) -> None:
+    """saas at one concurrency: labels of configuration and machine (about 80 characters)
+    ran off the canvas's left edge and over the next panel, the values past the axes. Drawn
+    now, every tick label (wrapped) and every value label lies inside the figure, and the
+    second panel repeats no label."""
+    lines = {
+        f"{name} {SAAS_HOST}": [(20, rps, p99, None, None)]
+        for name, rps, p99 in (
+            ("gunicorn-gevent w2 c1000 b2048", 16.0, 3000.0),
+            ("uvicorn w2 b2048", 16.0, 3000.0),
+            ("granian w2 t4 b1024", 8.5, 12000.0),
+            ("gunicorn-sync w2 b2048", 2.4, 24000.0),
+        )
+    }
+    fig = scenario_figure("saas", lines)
+    drawn.append(fig)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    rps, p99 = fig.axes[:2]
+    ticks = [t for t in rps.get_yticklabels() if t.get_text()]
+    assert len(ticks) == 4 and all("\n" in t.get_text() for t in ticks)
+    assert not [t for t in p99.get_yticklabels() if t.get_text() and t.get_visible()]
+    for ax in (rps, p99):
+        for text in [*ticks, ax.xaxis.label]:
+            assert _inside(text.get_window_extent(renderer), fig.bbox), text.get_text()
+        for text in ax.texts:
+            assert _inside(text.get_window_extent(renderer), ax.get_window_extent(renderer))
+
+
+def test_a_starved_configuration_is_marked_in_the_scenario_lines(drawn: list[Any]) -> None:
+    """uwsgi left connections unserved at c50 (bench.report.groups.starved, the Point's
+    flag): its series is grey and dashed with hollow markers, "starved" in its legend
+    label, never styled as a contender; the others keep their colours."""
+    lines = _scenario_lines(3)
+    lines["uwsgi w2"] = [(c, 9e3, 2.0, None, None, c == 100) for c in (10, 30, 100)]
+    fig = scenario_figure("db", lines)
+    drawn.append(fig)
+    series = {label: s for label, *s in _series(fig.axes[0])}
+    (label,) = [label for label in series if STARVED in label.replace("\n", " ")]
+    assert label.replace("\n", " ").startswith("uwsgi w2")
+    container = next(c for c in fig.axes[0].containers if c.get_label() == label)
+    line = container.lines[0]
+    assert line.get_color() == STARVED_STYLE["color"] and line.get_linestyle() == "--"
+    assert line.get_markerfacecolor() == "white"
+    others = [c.lines[0] for c in fig.axes[0].containers if c.get_label() != label]
+    assert all(other.get_color() != STARVED_STYLE["color"] for other in others)
+
+
+def test_a_starved_configuration_is_hatched_in_the_bars(drawn: list[Any]) -> None:
+    """At one concurrency the starved configuration's bars are hatched grey, with "starved"
+    in its label; the others are coloured."""
+    lines = {
+        "a w1": [(10, 300.0, 9.0, None, None, False)],
+        "uwsgi w2": [(10, 900.0, 1.0, None, None, True)],
+    }
+    fig = scenario_figure("db", lines)
+    drawn.append(fig)
+    rps = fig.axes[0]
+    names = [t.get_text().replace("\n", " ") for t in rps.get_yticklabels()]
+    assert names == [f"uwsgi w2 ({STARVED})", "a w1"]
+    hatched = [bar.get_hatch() for bar in rps.patches]
+    assert hatched == [STARVED_BAR["hatch"], None]
+
+
+def test_a_starved_study_arm_is_marked_in_its_panels(drawn: list[Any]) -> None:
+    """sync-vs-async-p99 in the previous reference: uWSGI served under half its connections
+    (its p99 3.5 ms was the best bar). starved_arms finds its arms from the records; each
+    panel marks them (Panel.starved), drawn hatched with "starved" in the label."""
+    records, _ = load_records(FIXTURES / "reference-2026-11")
+    mine = [r for r in records if r.metadata.get("study") == "sync-vs-async-p99"]
+    study = schema.load_study("sync-vs-async-p99")
+    records_shown, _ = sections.collapse_groups(study, mine)
+    hungry = sections.starved_arms(mine)
+    assert hungry and all(arm.startswith("uwsgi") for arm in hungry)
+    panels = sections.study_series(study, mine)
+    closed = [p for p in panels if "open loop" not in p.metric]
+    assert closed and all(p.starved and all("uWSGI" in s for s in p.starved) for p in closed)
+    fig = study_figure(study.title, closed)
+    drawn.append(fig)
+    ax = next(ax for ax in fig.axes if ax.get_visible())
+    names = [t.get_text() for t in ax.get_yticklabels()]
+    marked = [i for i, name in enumerate(names) if STARVED in name]
+    assert marked and all("uWSGI" in names[i] for i in marked)
+    assert all(ax.patches[i].get_hatch() == STARVED_BAR["hatch"] for i in marked)
+    assert all(ax.patches[i].get_hatch() is None for i in range(len(names)) if i not in marked)
+    assert records_shown  # the section's own records hold the same arms

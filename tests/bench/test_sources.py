@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.core.campaign import load_campaign
+from bench.core.defaults import AUTO_BUDGET_MIN
 from bench.core.record import Record
 from bench.report.summary import SOURCES_TOPIC, render_report
 from bench.studies import sources
@@ -67,7 +69,33 @@ def test_a_document_without_records_says_not_measured_here_with_the_command() ->
     records = [r for r in study_records() if r.metadata.get("study") != "sync-vs-gevent"]
     block = _block(sources.source_lines(records), "000")
     assert "### 000 (`000_a12100bfbd571bdb.txt`): not measured here" in block
-    assert "run `make study NAME=sync-vs-gevent TRIALS=auto BUDGET=30`" in block
+    assert f"run `{_question_line('sync-vs-gevent')}`" in block
+
+
+def _question_line(name: str) -> str:
+    """The make line of the reference.toml question that asks study `name`."""
+    return next(q.make_line() for q in load_campaign().questions if q.variables.get("NAME") == name)
+
+
+def test_the_command_takes_its_budget_from_the_question_that_asks_the_study(
+    tmp_path: Path,
+) -> None:
+    """Issue 32: "BUDGET=30" was typed for every study. The command is the question's own
+    make line (its BUDGET, from reference.toml through bench.core.campaign), and for a study
+    no question asks, the race at the default budget (AUTO_BUDGET_MIN)."""
+    line = _question_line("sync-vs-gevent")
+    budget = next(
+        q.variables["BUDGET"]
+        for q in load_campaign().questions
+        if q.variables.get("NAME") == "sync-vs-gevent"
+    )
+    assert sources.study_command("sync-vs-gevent") == line
+    assert line.endswith(f"BUDGET={budget}") and "NAME=sync-vs-gevent" in line
+    empty = tmp_path / "reference.toml"
+    empty.write_text('results = "results/x"\n')  # no question: CampaignError, no command
+    assert sources.study_command("sync-vs-gevent", empty) == (
+        f"make study NAME=sync-vs-gevent TRIALS=auto BUDGET={AUTO_BUDGET_MIN}"
+    )
 
 
 def _outcome(result: str, held: str) -> Outcome:
@@ -133,7 +161,7 @@ def test_an_open_question_says_where_the_answer_changes_from_its_checks() -> Non
     text = "\n".join(sources.question_lines([]))
     assert text.startswith(sources.QUESTIONS_HEADING)
     assert "### Does free-threaded Python change which configuration to run?" in text
-    assert "run `make study NAME=free-threading TRIALS=auto BUDGET=30`" in text
+    assert f"run `{_question_line('free-threading')}`" in text
     assert "Answer on this evidence" not in text
 
 
@@ -142,7 +170,7 @@ def test_the_recommendations_carry_the_free_threading_answer_or_its_command() ->
     that measures it; with them, the study's own answer line and its machine."""
     assert sources.advice_lines([]) == [
         "**Free-threaded Python (PYTHON=3.14t against 3.14 with the GIL)**: not measured here "
-        "— run `make study NAME=free-threading TRIALS=auto BUDGET=30`.",
+        f"— run `{_question_line('free-threading')}`.",
         "",
     ]
     text = "\n".join(

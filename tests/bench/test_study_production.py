@@ -5,7 +5,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from bench.core.record import Record
+from bench.core.record import NEVER_RECYCLED, Record, load_records
+from bench.report import figures
 from bench.studies import schema, sections
 from bench.studies.verdict import outcome
 
@@ -62,3 +63,47 @@ def test_counts_with_zeros_are_decided_on_their_own_scale() -> None:
     assert judged.result == "inconclusive" and "not separated yet" in judged.line
     worse = [*_trials("granian", [30, 35, 40]), *_trials("gunicorn-sync", [0, 1, 0])]
     assert outcome(check, worse, family=2).result == "not reproduced"
+
+
+REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "reference-2026-11"
+
+
+def _recycle_study() -> list[Record]:
+    """The previous reference's recycle study run (captured): meinheld's recycling arm
+    started 0 workers (its worker ignores max_requests)."""
+    records, _ = load_records(REFERENCE)
+    return [r for r in records if r.metadata.get("study") == "recycle"]
+
+
+def test_a_recycling_arm_that_recycled_nothing_is_not_tabled_as_measured() -> None:
+    """Issue 32 item 8: meinheld's "workers recycled" row read like a measurement (p99 8.5 ms,
+    0 failed, 0 workers started). Its label says "not measured: no worker was recycled" and
+    its figures are not shown; the arms that recycled keep theirs."""
+    records = _recycle_study()
+    rows = {
+        line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+        for line in sections.study_section(schema.load_study("recycle"), records, None)
+        if line.startswith("| ") and "recycl" in line
+    }
+    meinheld = next(cells for label, cells in rows.items() if label.startswith("meinheld, workers"))
+    label = next(label for label in rows if label.startswith("meinheld, workers"))
+    assert NEVER_RECYCLED in label
+    p99, failed, started = meinheld[-3:]
+    assert (p99, failed, started) == ("–", "–", "0")
+    sync = next(
+        cells for label, cells in rows.items() if label.startswith("gunicorn-sync, workers")
+    )
+    assert sync[-3] != "–" and int(sync[-1]) > 0
+
+
+def test_the_recycling_figure_leaves_out_a_server_that_recycled_nothing(tmp_path: Path) -> None:
+    """The recycling figure draws no bar for meinheld's recycling arm (0 workers started)
+    and names it under the figure instead."""
+    records = _recycle_study()
+    data = figures.recycle_data(records)
+    drawn = {name for panel in data.values() for name in panel}
+    assert not any(name.startswith("meinheld") for name in drawn)
+    assert "gunicorn-sync, recycling" in drawn
+    assert figures.unrecycled(records) == ["meinheld"]
+    text = "\n".join(figures.figure_sections(records, tmp_path))
+    assert f"meinheld: {NEVER_RECYCLED} (not drawn)." in text

@@ -114,3 +114,12 @@ def test_the_summary_says_tuned_or_declared() -> None:
     )
     line = tuned.summary_lines([one, other])[0]
     assert f": tuned ({source})" in line and "uvicorn w2: declared" in line
+
+
+def test_a_server_without_knobs_is_named_without_an_empty_part() -> None:
+    """Issue 32 (plots and labels): daphne has no knobs; its item read "daphne : declared"
+    (the empty knobs part left a space). It reads "daphne: declared"."""
+    rec = _fixture_record()
+    daphne = replace(rec, server="daphne", knobs={}, metadata={**rec.metadata, "tuned": None})
+    line = tuned.summary_lines([daphne])[0]
+    assert line.endswith("daphne: declared") and " : " not in line
