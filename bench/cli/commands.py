@@ -58,13 +58,6 @@ def _sections(results: Path) -> Callable[[list], list[str]]:
     return sections_for(results)
 
 
-def _limit_checks(records: list) -> dict:
-    """The container study's verdicts on its pairs, for report.write_summary."""
-    from bench.studies.sources import limit_checks
-
-    return limit_checks(records)
-
-
 def _os_problem(exc: OSError) -> str:
     """An OSError in one line: what and where, without the errno."""
     where = exc.filename2 or exc.filename  # a rename fails on its target
@@ -170,7 +163,7 @@ def do_report(args: argparse.Namespace) -> int:
     results = validate_results(args.results)
     inputs.check_report(results, args.results)  # nothing to report: one line, exit 2
     try:
-        path = report.write_summary(results, _sections(results), _limit_checks)
+        path = report.write_summary(results, _sections(results))
     except OSError as exc:
         raise UsageError(f"RESULTS={args.results!r}: {_os_problem(exc)}") from None
     print(f"wrote {path}")
@@ -185,8 +178,7 @@ def _finish_reference(results: Path) -> int:
     from bench.report import picture
     from bench.report import summary as report
 
-    written = report.write_summary(results, _sections(results), _limit_checks)
-    print(f"reference: wrote {written}")
+    print(f"reference: wrote {report.write_summary(results, _sections(results))}")
     problem = picture.take(results / "index.html", ROOT / "docs" / "report.png")
     if problem is not None:
         print(f"reference: docs/report.png not taken: {problem}", file=sys.stderr)

@@ -12,6 +12,7 @@ import os
 import sys
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.core.record import Record, load_records, replace_text, session_of
@@ -776,25 +777,37 @@ def price_env() -> dict[str, float]:
     return parse_price(raw) if raw else {}
 
 
-def study_topics(
-    records: list[Record],
-    sections: Callable[[list[Record]], list[str] | dict[str, list[str]]] | None,
-) -> dict[str, list[str]]:
-    """The studies' topics: `sections` renders details/studies.md's lines, or topic -> lines
-    (SOURCES_TOPIC: summary.md's source documents)."""
+@dataclass(frozen=True)
+class StudyParts:
+    """What the studies give the report (bench.studies.runner.sections_for): topic -> lines,
+    and the container study's verdicts on its pairs, which Production behaviours and the
+    recommendations show as the study's section does (bench.report.limits)."""
+
+    topics: dict[str, list[str]]
+    limit_checks: Checks = field(default_factory=dict)
+
+
+Sections = Callable[[list[Record]], list[str] | dict[str, list[str]] | StudyParts]
+
+
+def study_parts(records: list[Record], sections: Sections | None) -> StudyParts:
+    """The studies' parts: `sections` renders details/studies.md's lines, topic -> lines
+    (SOURCES_TOPIC: summary.md's source documents), or StudyParts."""
     found = sections(records) if sections is not None else []
-    return found if isinstance(found, dict) else {"studies": found}
+    if isinstance(found, StudyParts):
+        return found
+    return StudyParts(found if isinstance(found, dict) else {"studies": found})
 
 
-def write_summary(
-    results_dir: Path,
-    sections: Callable[[list[Record]], list[str] | dict[str, list[str]]] | None = None,
-    limit_checks: Callable[[list[Record]], Checks] | None = None,
-) -> Path:
+def study_topics(records: list[Record], sections: Sections | None) -> dict[str, list[str]]:
+    """The studies' topics (study_parts)."""
+    return study_parts(records, sections).topics
+
+
+def write_summary(results_dir: Path, sections: Sections | None = None) -> Path:
     """Rebuild results_dir/summary.md and its detail files from the records on disk (each
     replaced atomically, world-readable); `sections` renders the studies' parts
-    (study_topics); `limit_checks` gives the container study's verdicts on its pairs, which
-    Production behaviours and the recommendations show (bench.studies.sources.limit_checks)."""
+    (study_parts: their topics and the container study's verdicts)."""
     # REFERENCE=1 (the Makefile exports it): the shipped reference merged into the user's set
     with_reference = os.environ.get("PYWEBBENCH_REFERENCE") == "1"
     records, problems = load_records(results_dir, with_reference)
@@ -803,10 +816,11 @@ def write_summary(
     results_dir.mkdir(parents=True, exist_ok=True)
     plots = write_plots(results_dir, plot_series(records))
     ran_campaign = campaign.report(results_dir)  # one reading for the summary and its detail
-    checks = limit_checks(records) if limit_checks is not None else None
+    parts = study_parts(records, sections)
+    checks = parts.limit_checks
     topics = {
         "capacity": open_loop_sections(records, results_dir),
-        **study_topics(records, sections),
+        **parts.topics,
         "production": production_sections(records, checks)
         + figure_sections(records, results_dir)
         + soak_sections(records, results_dir),
