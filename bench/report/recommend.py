@@ -374,7 +374,10 @@ def evidence(decision: Decision) -> str:
 def avoid(decision: Decision) -> str:
     """The slowest configuration of another server significantly behind the fastest at the
     highest load, with both figures and the Holm-corrected ratio (against the recommended one,
-    if any)."""
+    if any). Why another server only: one server's knobs against each other are the arithmetic
+    of its settings wherever a route waits (a sync worker serves one request per 100 ms sleep:
+    w1 against w5 is 5×, under a CPU quota or not), not a finding about what to avoid; which
+    knobs to run is the recommendation's and the studies' question (issue 32 item 6)."""
     leader = _identity(decision.leader) if decision.leader is not None else None
     for arena in sorted(decision.arenas, key=lambda a: -a.first.concurrency):
         if len(arena.order) < 2:
