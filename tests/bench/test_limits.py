@@ -1,6 +1,6 @@
 """bench.report.limits: workers as a function of a container's limits, from records that carry
-a container and a workers rule — pairs found by what they carry, each limit judged by its
-intervals, the advice per server, and the lines the study, Production behaviours and the
+a container and a workers rule — pairs found by what they carry, each limit judged by the
+study's checks of it, the advice per server, and the lines the study, Production behaviours and the
 recommendations show."""
 
 import dataclasses
