@@ -6,40 +6,45 @@ metadata.workers_rule (a study arm's workers knob as written: "cpus", "2*cpus+1"
 records are found by what they carry, never by study or arm name. Output: per server and set
 of limits (--cpus, --memory) the two rules' trials (`Pair`), what each rule measured there
 (`Side`: workers, req/s and p99 with their 95 % intervals over trials, throttled time, OOM
-kills, failed requests, failed runs), which rule the intervals favour at that limit
+kills, failed requests, failed runs), which rule the study's checks of that pair favour
 (`Judged`), and per server the rule to use under a limit (`Advice`), or why the data do not
 decide and the command that would.
 
-The rules (bench.report.stats; each interval Bonferroni-corrected over the server's tests):
-- Under a CPU limit alone: the quota rule is favoured where its p99 is lower (the ratio's
-  interval wholly below 1) and its req/s is not lower by more than 5 % (that interval not
-  wholly below 0.95); the default rule where the reverse holds (its p99 lower, or the quota
-  rule's req/s more than 5 % lower) and the quota rule's p99 is not lower; both at once is a
-  trade-off, not a decision. A limit that throttled neither rule in any trial decides nothing.
-- Under a memory limit: the quota rule is favoured where the default rule's OOM kills exceed
-  its own (the difference of means with its interval, counts have no log), or where every
-  run of the default rule failed and none of the quota rule's did; where the kills do not
-  decide (a limit reached without a kill: the container thrashes), p99 and req/s decide as
-  under a CPU limit.
+One comparison, one verdict: a limit is decided by the study's own checks of that pair
+(`Check`: bench.studies.verdict's outcome, the line the study's section shows, given by the
+studies layer as `checks`: bench.studies.container.checks_of), never by intervals of this
+module's own (a family of 5 here favoured what Holm over the study's 28 checks left
+inconclusive).
+- Under a CPU limit alone: the p99 check (the quota rule's p99 below the default's) and the
+  req/s check (the default rule's no more than 5 % above). The rule a held check favours, or
+  the other one where the engine separated the sides against it; a lower p99 for one rule and
+  more req/s for the other is a trade-off, not a decision.
+- Under a memory limit: the OOM kills check; a rule whose every run failed is said beside it.
+- No check of the study compares a pair, or its checks are inconclusive: undecided.
+- An arm that served fewer than MIN_REQUESTS requests in a trial's window (thrashing) shows
+  its counts, never a figure with an interval.
 - The advice: the rule every decided limit favours; several rules: "depends on the limit";
   none decided: not enough evidence.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bench.core.outcome import Outcome
 from bench.core.record import Record
 from bench.report.cells import num
-from bench.report.stats import Estimate, decide, estimate, shift
+from bench.report.stats import Estimate, central, estimate
 
 RULE_QUOTA = "quota"
 RUN = "make study NAME=container-limits"
 NOT_ENOUGH = "not enough evidence — run:"
-RPS_MARGIN = 0.95  # the quota rule may serve up to 5 % less and still be favoured on p99
+# Fewer requests than this in a trial's window: its p99 is its slowest request and its req/s
+# a handful (granian's 5 workers thrashing under --memory=121m: 17, 54 and 33 requests), so
+# the arm is marked with its counts, never shown as a figure with an interval or a ratio.
+MIN_REQUESTS = 100
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,15 @@ class Side:
                 kills.append(float(value))
         return kills
 
+    def requests(self) -> list[int]:
+        """Requests answered in each ok trial's window."""
+        return [int(r.requests) for r in self.ok if r.requests is not None]
+
+    def thin(self) -> bool:
+        """Whether some ok trial served fewer than MIN_REQUESTS requests (a thrashing arm):
+        too few to measure a p99 or a rate from."""
+        return any(n < MIN_REQUESTS for n in self.requests())
+
     def failed_pct(self) -> list[float]:
         """Requests without a 2xx answer, % of those sent, per ok run."""
         values = []
@@ -130,9 +144,19 @@ class Pair:
     limit: Limit
     default: Side
     quota: Side
+    run: object = None  # the study run (or machine) the pair's trials come from
 
 
-def _key(rec: Record) -> tuple | None:
+def thin_text(side: Side) -> str:
+    """A thrashing arm in words, with its counts: "too few requests to measure (17, 54, 33
+    requests per window; thrashing)"."""
+    counts = ", ".join(f"{n:,}" for n in side.requests())
+    return f"too few requests to measure ({counts} requests per window; thrashing)"
+
+
+def pair_key(rec: Record) -> tuple | None:
+    """(server, limits, study run) of a record of a rule under a container's limits on /db,
+    or None for any other record."""
     box = rec.container or {}
     rule = rec.metadata.get("workers_rule")
     if rec.status not in ("ok", "failed") or not box or rule is None or rec.scenario != "db":
@@ -148,104 +172,116 @@ def pairs(records: list[Record]) -> list[Pair]:
     """Every server's latest pair of rules at each set of limits, in server and limit order."""
     found: dict[tuple, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
     for rec in records:
-        key = _key(rec)
+        key = pair_key(rec)
         if key is not None:
             found[key][str(rec.metadata["workers_rule"])].append(rec)
-    latest: dict[tuple, tuple[str, dict[str, list[Record]]]] = {}
-    for (server, limit, _run), rules in found.items():
+    latest: dict[tuple, tuple[str, object, dict[str, list[Record]]]] = {}
+    for (server, limit, run), rules in found.items():
         defaults = [r for r in rules if r != RULE_QUOTA]
         if RULE_QUOTA not in rules or len(defaults) != 1:
             continue
         when = max(str(r.metadata.get("started_at", "")) for rs in rules.values() for r in rs)
         if (server, limit) not in latest or when > latest[(server, limit)][0]:
-            latest[(server, limit)] = (when, rules)
+            latest[(server, limit)] = (when, run, rules)
     out = []
-    for (server, limit), (_, rules) in latest.items():
+    for (server, limit), (_, run, rules) in latest.items():
         default = next(r for r in rules if r != RULE_QUOTA)
         quota = Side(RULE_QUOTA, rules[RULE_QUOTA])
-        out.append(Pair(server, limit, Side(default, rules[default]), quota))
+        out.append(Pair(server, limit, Side(default, rules[default]), quota, run))
     return sorted(out, key=lambda p: (p.server, p.limit.sort_key()))
 
 
 @dataclass(frozen=True)
+class Check:
+    """The study's verdict on one comparison of a pair (bench.studies.verdict, the line its
+    section shows): its metric and kind, which rule its `a` side ran, the result word, whether
+    the engine separated the two sides, and the words it rests on."""
+
+    metric: str  # "p99_ms", "rps", "throttled_ms", "oom_kills"
+    kind: str  # "less" (a below b) or "at_most" (a no more than factor × b)
+    a_rule: str
+    b_rule: str
+    result: str  # reproduced, not reproduced, inconclusive
+    separated: bool
+    held: str  # holds, does not hold, inconclusive, one trial, not measured
+    why: str
+
+    def favours(self) -> str | None:
+        """The rule this check's result favours: a lower p99, throttled time or OOM count
+        (`less` held: a's; decided the other way, separated: b's); more req/s (`at_most`
+        not held: a serves more than factor × b's, a's). None: it favours neither."""
+        if self.kind == "less":
+            if self.result == "reproduced":
+                return self.a_rule
+            return self.b_rule if self.result == "not reproduced" and self.separated else None
+        if self.kind == "at_most" and self.result == "not reproduced" and self.separated:
+            return self.a_rule
+        return None
+
+    def text(self) -> str:
+        """`p99: holds (a/b 0.67× [0.57–0.79], …)`, as the study's line says it."""
+        name = METRIC_WORDS.get(self.metric, self.metric)
+        if not self.why:
+            return f"{name}: {self.held}"
+        tail = f": {self.why}" if self.held in ("inconclusive", "one trial") else f" ({self.why})"
+        return f"{name} {self.held}{tail}"
+
+
+METRIC_WORDS = {"p99_ms": "p99", "rps": "req/s", "throttled_ms": "throttled", "oom_kills": "OOM"}
+# The checks that decide a limit (throttled time explains a p99, it does not favour a rule)
+DECIDING = {"cpu": ("p99_ms", "rps"), "memory": ("oom_kills",)}
+# (server, limits, study run) -> the study's verdicts on that pair's comparisons
+Checks = Mapping[tuple[str, Limit, object], list[Check]]
+
+
+@dataclass(frozen=True)
 class Judged:
-    """What the intervals say at one limit: the favoured rule (None: undecided) and why."""
+    """What the study's checks say at one limit: the favoured rule (None: undecided) and why."""
 
     pair: Pair
     favoured: str | None
     evidence: str
 
 
-def _ratio_text(name: str, verdict) -> str:
-    diff = verdict.difference
-    if diff.ratio is None:
-        return f"{name} –"
-    if diff.low is None or diff.high is None:
-        return f"{name} {diff.ratio:.2f}× (no interval)"
-    return f"{name} {diff.ratio:.2f}× [{diff.low:.2f}–{diff.high:.2f}]"
+def _failed_note(pair: Pair) -> str:
+    """Every run of a rule failed: what its first failure said (beside the verdict)."""
+    for side in (pair.default, pair.quota):
+        if side.records and not side.ok:
+            reason = (side.failed[0].reason or "failed")[:100]
+            return f"every run of the {_side_name(pair, side)} rule failed ({reason}); "
+    return ""
 
 
-def _judge_cpu(pair: Pair, family: int, need_throttling: bool = True) -> Judged:
-    """A CPU limit alone: p99 and req/s of the quota rule against the default's."""
-    d, q = pair.default, pair.quota
-    if min(len(d.p99()), len(q.p99())) < 2:
-        return Judged(pair, None, "fewer than 2 ok trials a side: no interval")
-    if need_throttling and not any(v > 0 for v in [*d.throttled_ms(), *q.throttled_ms()]):
-        return Judged(pair, None, "the CPU limit did not bind (0 ms throttled in every trial)")
-    p99 = decide(d.p99(), q.p99(), "lower", family=family)
-    p99_up = decide(q.p99(), d.p99(), "lower", family=family)
-    rps_short = decide(d.rps(), [v / RPS_MARGIN for v in q.rps()], "lower", family=family)
-    text = f"{_ratio_text('p99 quota/default', p99)}, " + _ratio_text(
-        "req/s quota/default", decide(d.rps(), q.rps(), "lower", family=family)
-    )
-    quota_better = p99.outcome == "reproduced"
-    default_better = p99_up.outcome == "reproduced" or rps_short.outcome == "reproduced"
-    if quota_better and rps_short.outcome == "reproduced":
-        return Judged(pair, None, f"{text}: a trade-off (lower p99, less than 95 % of the req/s)")
-    if quota_better:
-        return Judged(pair, RULE_QUOTA, text)
-    if default_better:
-        return Judged(pair, d.rule, text)
-    return Judged(pair, None, f"{text}: the intervals do not decide")
+def _side_name(pair: Pair, side: Side) -> str:
+    return "quota" if side is pair.quota else "default"
 
 
-def _judge_memory(pair: Pair, family: int) -> Judged:
-    """A memory limit: OOM kills, and whether every run of a rule failed."""
-    d, q = pair.default, pair.quota
-    kills = f"OOM kills {_mean(d.oom_kills())} vs {_mean(q.oom_kills())} a trial"
-    if d.records and not d.ok and q.ok and not q.failed:
-        reason = (d.failed[0].reason or "failed")[:100]
-        return Judged(pair, RULE_QUOTA, f"every run of the default rule failed ({reason}); {kills}")
-    moved = shift(d.oom_kills(), q.oom_kills(), family)
-    if moved is None:
-        return Judged(pair, None, f"{kills}: fewer than 2 trials a side with a count")
-    text = f"{kills}, quota − default {moved.diff:+.3g} [{moved.low:+.3g}, {moved.high:+.3g}]"
-    if moved.high < 0:
-        return Judged(pair, RULE_QUOTA, text)
-    if moved.low > 0:
-        return Judged(pair, d.rule, text)
-    if min(len(d.p99()), len(q.p99())) >= 2:
-        # No kill to tell them apart (a limit reached without a kill thrashes: the code's
-        # pages evicted and read again): what the load saw decides, as under a CPU limit.
-        served = _judge_cpu(pair, family, need_throttling=False)
-        return Judged(pair, served.favoured, f"{text}; {served.evidence}")
-    return Judged(pair, None, f"{text}: the interval contains 0")
+def judge_pair(pair: Pair, checks: Sequence[Check]) -> Judged:
+    """One limit judged by the study's checks of that pair, the one verdict every renderer
+    shows: under a CPU limit alone the p99 check and the req/s check (a lower p99 for one
+    rule and more req/s for the other: a trade-off, no rule); under a memory limit the OOM
+    kills check. No check of the study compares the pair: undecided."""
+    which = "memory" if pair.limit.memory_bytes is not None else "cpu"
+    deciding = [c for c in checks if c.metric in DECIDING[which]]
+    note = _failed_note(pair)
+    thin = [s for s in (pair.default, pair.quota) if s.thin()]
+    note += "".join(f"{_side_name(pair, s)} rule: {thin_text(s)}; " for s in thin)
+    if not deciding:
+        return Judged(pair, None, f"{note}no check of the study compares them")
+    text = note + "; ".join(c.text() for c in deciding)
+    favoured = {c.favours() for c in deciding} - {None}
+    if len(favoured) > 1:
+        return Judged(pair, None, f"{text}: a trade-off (a lower p99 against more req/s)")
+    if favoured:
+        return Judged(pair, favoured.pop(), text)
+    return Judged(pair, None, text)
 
 
-def _mean(values: list[float]) -> str:
-    if not values:
-        return "–"
-    return num(statistics.mean(values), 1)
-
-
-def judge(server_pairs: list[Pair]) -> list[Judged]:
-    """Each pair of one server judged, the intervals corrected over the server's tests (two
-    at a CPU limit, one at a memory limit)."""
-    family = sum(1 if p.limit.memory_bytes is not None else 2 for p in server_pairs) or 1
-    return [
-        _judge_memory(p, family) if p.limit.memory_bytes is not None else _judge_cpu(p, family)
-        for p in server_pairs
-    ]
+def judge(server_pairs: list[Pair], checks: Checks | None = None) -> list[Judged]:
+    """Each pair of one server judged by the study's checks of it (`checks`: the study
+    engine's verdicts, bench.studies.container.limit_checks; none given: undecided)."""
+    found = checks or {}
+    return [judge_pair(p, found.get((p.server, p.limit, p.run), [])) for p in server_pairs]
 
 
 @dataclass(frozen=True)
@@ -258,14 +294,15 @@ class Advice:
     judged: list[Judged] = field(default_factory=list)
 
 
-def advice(records: list[Record]) -> list[Advice]:
-    """Per server with pairs: the rule to use under a limit, or why the data do not decide."""
+def advice(records: list[Record], checks: Checks | None = None) -> list[Advice]:
+    """Per server with pairs: the rule to use under a limit, or why the data do not decide
+    (`checks`: the study's verdicts on each pair, bench.studies.container.limit_checks)."""
     by_server: dict[str, list[Pair]] = defaultdict(list)
     for pair in pairs(records):
         by_server[pair.server].append(pair)
     out = []
     for server, server_pairs in sorted(by_server.items()):
-        judged = judge(server_pairs)
+        judged = judge(server_pairs, checks)
         favoured = {j.favoured for j in judged if j.favoured is not None}
         at = "; ".join(
             f"{j.pair.limit.label()}: {_favoured_words(j)} ({j.evidence})" for j in judged
@@ -301,19 +338,26 @@ def interval_text(est: Estimate | None, digits: int = 0) -> str:
 
 
 def side_cells(side: Side) -> list[str]:
-    """One rule's row cells: workers, req/s and p99 with intervals, throttled ms (median),
-    OOM kills (per trial), failed requests % (median), failed runs."""
+    """One rule's row cells: workers, req/s and p99 with intervals (a thrashing arm: its
+    request counts instead), throttled ms, OOM kills (per trial), failed requests %, failed
+    runs; every figure over trials the geometric mean (the arithmetic mean where one is 0),
+    the statistic of the study's results table."""
     throttled = side.throttled_ms()
     kills = side.oom_kills()
     failed = side.failed_pct()
     runs = f"{len(side.failed)} of {len(side.records)}" if side.failed else "0"
+    if side.thin():
+        rps = p99 = thin_text(side)
+    else:
+        rps = interval_text(estimate(side.rps()))
+        p99 = interval_text(estimate(side.p99()), 1)
     return [
         f"{rule_words(side.rule)} ({side.workers if side.workers is not None else '?'})",
-        interval_text(estimate(side.rps())),
-        interval_text(estimate(side.p99()), 1),
-        num(statistics.median(throttled)) if throttled else "–",
+        rps,
+        p99,
+        num(central(throttled)) if throttled else "–",
         ", ".join(num(k) for k in kills) or "–",
-        f"{statistics.median(failed):.2f}" if failed else "–",
+        f"{central(failed):.2f}" if failed else "–",
         runs,
     ]
 

@@ -23,8 +23,8 @@ or "not measured" with the command that measures it — never blank.
   failed and late requests (recycles.late_arrivals), workers started and p99.
 
 - container limits: records with a `container` and a metadata.workers_rule (the
-  container-limits study): per set of limits, the rule the intervals favour
-  (bench.report.limits), or why they do not decide.
+  container-limits study): per set of limits, the rule the study's checks of that pair favour
+  (bench.report.limits, the verdicts given as `checks`), or why they do not decide.
 
 Records are found by what they carry, never by study or arm names; "not supported" by
 metadata.unsupported (record.unsupported_code, which reads records older than format 6 too).
@@ -42,7 +42,7 @@ from bench.core.outcome import Outcome
 from bench.core.record import Record, unsupported_code
 from bench.core.registry import ServerSpec, load_all
 from bench.report.limits import RUN as LIMITS_RUN
-from bench.report.limits import advice
+from bench.report.limits import Checks, advice
 from bench.report.soak import later_slope_text, slope_text, soak_records
 from bench.report.stats import difference
 from bench.report.table import markdown_table
@@ -344,8 +344,9 @@ def _row(server: str, spec: ServerSpec, records: list[Record], limits: dict[str,
     ]
 
 
-def production_sections(records: list[Record]) -> list[str]:
-    """The section, when any record of a production behaviour exists."""
+def production_sections(records: list[Record], checks: Checks | None = None) -> list[str]:
+    """The section, when any record of a production behaviour exists (`checks`: the container
+    study's verdicts on its pairs, bench.studies.sources.limit_checks)."""
     relevant = [
         r
         for r in records
@@ -359,7 +360,7 @@ def production_sections(records: list[Record]) -> list[str]:
     if not relevant:
         return []
     specs = load_all()
-    limits = {a.server: a.text for a in advice(records)}
+    limits = {a.server: a.text for a in advice(records, checks)}
     rows = [
         _row(server, spec, records, limits)
         for server, spec in sorted(specs.items())
@@ -388,8 +389,9 @@ def production_sections(records: list[Record]) -> list[str]:
         "(the kernel throttled the server: throttled ms > 0); + means the rule that ignores "
         "the quota served more, [interval] over trials. Container limits: each server in its "
         "image under the engine's --cpus (and --memory), its default worker rule against "
-        "workers = the CPU limit rounded up; the rule the 95 % intervals favour at each "
-        "limit (p99 and req/s under a CPU limit, OOM kills under a memory limit).",
+        "workers = the CPU limit rounded up; the rule the study's checks favour at each "
+        "limit, as its section judges them (p99 and req/s under a CPU limit, OOM kills under "
+        "a memory limit).",
         "",
         *markdown_table(header, rows, "llllll"),
         "",

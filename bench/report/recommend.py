@@ -69,7 +69,7 @@ from bench.report.groups import (
 )
 from bench.report import standings
 from bench.report.limits import RUN as LIMITS_RUN
-from bench.report.limits import advice
+from bench.report.limits import Checks, advice
 from bench.report.production import recycle_cell, reload_cell
 from bench.report.stats import Capacity, pairwise
 from bench.report.table import markdown_table
@@ -530,7 +530,10 @@ def group_command(decision: Decision) -> str:
 def avoid(decision: Decision) -> str:
     """The slowest configuration of another server significantly behind the fastest at the
     highest load, with both figures and the Holm-corrected ratio (against the recommended one,
-    if any)."""
+    if any). Why another server only: one server's knobs against each other are the arithmetic
+    of its settings wherever a route waits (a sync worker serves one request per 100 ms sleep:
+    w1 against w5 is 5×, under a CPU quota or not), not a finding about what to avoid; which
+    knobs to run is the recommendation's and the studies' question (issue 32 item 6)."""
     leader = _identity(decision.leader) if decision.leader is not None else None
     for arena in sorted(decision.arenas, key=lambda a: -a.first.concurrency):
         if len(arena.order) < 2:
@@ -862,22 +865,25 @@ def _row(rec: Recommendation) -> list[str]:
     return [_escape(c) for c in cells]
 
 
-def limits_lines(records: list[Record]) -> list[str]:
+def limits_lines(records: list[Record], checks: Checks | None = None) -> list[str]:
     """Workers as a function of a container's limits: a line per server the study measured
-    (the rule where its intervals decide, else the run that would), or one line to run it."""
-    found = advice(records)
+    (the rule where the study's checks decide, `checks`: bench.studies.sources.limit_checks;
+    else the run that would), or one line to run it."""
+    found = advice(records, checks)
     head = "Workers under a container's CPU and memory limits (default rule vs the limit's):"
     if not found:
         return [f"{head} {NOT_ENOUGH} `{LIMITS_RUN}`.", ""]
     return [head, "", *(f"- **{a.server}**: {_escape(a.text)}." for a in found), ""]
 
 
-def recommendations_section(records: list[Record]) -> list[str]:
-    """summary.md's first section: a table per machine, then what is not measured yet."""
+def recommendations_section(records: list[Record], checks: Checks | None = None) -> list[str]:
+    """summary.md's first section: a table per machine, then what is not measured yet
+    (`checks`: the container study's verdicts, for the worker rule under limits)."""
     recs, missing = recommendations(records)
     if not recs:
         # Only a container study's runs (no steady run to rank): its worker rule alone.
-        return ["## Recommendations", "", *limits_lines(records)] if advice(records) else []
+        found = limits_lines(records, checks)
+        return ["## Recommendations", "", *found] if advice(records) else []
     lines = ["## Recommendations", ""]
     by_machine: dict[str, list[Recommendation]] = defaultdict(list)
     for rec in recs:
@@ -885,7 +891,7 @@ def recommendations_section(records: list[Record]) -> list[str]:
     for machine, rows in by_machine.items():
         lines += [f"**Machine {machine}**", ""]
         lines += [*markdown_table(HEADER, [_row(r) for r in rows], "lllllll"), ""]
-        lines += limits_lines([r for r in records if host_of(r) == machine])
+        lines += limits_lines([r for r in records if host_of(r) == machine], checks)
         if missing.get(machine):
             lines += ["Not measured yet: " + "; ".join(missing[machine]) + ".", ""]
     return [*lines, LEGEND, ""]

@@ -41,6 +41,7 @@ possible p is 0.10, so no difference could ever be called real at the default tr
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -114,6 +115,15 @@ def estimate(values: Sequence[float]) -> Estimate | None:
         return Estimate(center, center, center, int(logs.size))
     low, high = stats.t.interval(CONFIDENCE, logs.size - 1, loc=logs.mean(), scale=sem)
     return Estimate(center, math.exp(low), math.exp(high), int(logs.size))
+
+
+def central(values: Sequence[float]) -> float:
+    """Trials' figures in one number without an interval: the geometric mean (estimate's
+    centre), the arithmetic mean where one is 0 (a log has no 0) — what every table says of an
+    arm, so one arm never shows a median in one table and a geometric mean in the next."""
+    if min(values) > 0:
+        return statistics.geometric_mean(values)
+    return statistics.fmean(values)
 
 
 def _interval(diff: float, se: float, df: int, level_alpha: float) -> tuple[float, float]:

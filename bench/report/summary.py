@@ -12,6 +12,7 @@ import os
 import sys
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.core.record import Record, load_records, replace_text, session_of
@@ -62,6 +63,7 @@ from bench.report.groups import (
     trial_count,
 )
 from bench.report.html import write_html
+from bench.report.limits import Checks
 from bench.report.openloop import open_loop_sections
 from bench.report.plots import safe_name, write_plots
 from bench.report.production import production_sections
@@ -657,12 +659,14 @@ def render_report(
     prices: dict[str, float] | None = None,
     answers: list[str] | None = None,
     campaign_lines: list[str] | None = None,
+    checks: Checks | None = None,
 ) -> dict[str, str]:
     """summary.md and its detail files (path relative to RESULTS -> text). `topics`: more
     detail files by topic (capacity, studies, production); At a glance takes the studies'
     verdicts from them. `prices`: dollars per hour by arch or machine (PRICE=). `answers`:
     make tune's answers (bench.report.tuned.answers_summary). `campaign_lines`: which of
-    reference.toml's questions these records answer (bench.report.campaign.summary_lines)."""
+    reference.toml's questions these records answer (bench.report.campaign.summary_lines).
+    `checks`: the container study's verdicts on its pairs (bench.report.limits)."""
     topics = dict(topics or {})
     sources = topics.pop(SOURCES_TOPIC, [])  # in summary.md itself, after At a glance
     advice = topics.pop(ADVICE_TOPIC, [])  # in summary.md itself, after the recommendations
@@ -678,7 +682,7 @@ def render_report(
         "",
         *(campaign_lines or []),
         *arches.summary_lines(records, prices),
-        *recommendations_section(records),
+        *recommendations_section(records, checks),
         *advice,
         *standings.summary_lines(records),
         *tuned.summary_lines(records),
@@ -775,23 +779,37 @@ def price_env() -> dict[str, float]:
     return parse_price(raw) if raw else {}
 
 
-def study_topics(
-    records: list[Record],
-    sections: Callable[[list[Record]], list[str] | dict[str, list[str]]] | None,
-) -> dict[str, list[str]]:
-    """The studies' topics: `sections` renders details/studies.md's lines, or topic -> lines
-    (SOURCES_TOPIC: summary.md's source documents)."""
+@dataclass(frozen=True)
+class StudyParts:
+    """What the studies give the report (bench.studies.runner.sections_for): topic -> lines,
+    and the container study's verdicts on its pairs, which Production behaviours and the
+    recommendations show as the study's section does (bench.report.limits)."""
+
+    topics: dict[str, list[str]]
+    limit_checks: Checks = field(default_factory=dict)
+
+
+Sections = Callable[[list[Record]], list[str] | dict[str, list[str]] | StudyParts]
+
+
+def study_parts(records: list[Record], sections: Sections | None) -> StudyParts:
+    """The studies' parts: `sections` renders details/studies.md's lines, topic -> lines
+    (SOURCES_TOPIC: summary.md's source documents), or StudyParts."""
     found = sections(records) if sections is not None else []
-    return found if isinstance(found, dict) else {"studies": found}
+    if isinstance(found, StudyParts):
+        return found
+    return StudyParts(found if isinstance(found, dict) else {"studies": found})
 
 
-def write_summary(
-    results_dir: Path,
-    sections: Callable[[list[Record]], list[str] | dict[str, list[str]]] | None = None,
-) -> Path:
+def study_topics(records: list[Record], sections: Sections | None) -> dict[str, list[str]]:
+    """The studies' topics (study_parts)."""
+    return study_parts(records, sections).topics
+
+
+def write_summary(results_dir: Path, sections: Sections | None = None) -> Path:
     """Rebuild results_dir/summary.md and its detail files from the records on disk (each
     replaced atomically, world-readable); `sections` renders the studies' parts
-    (study_topics)."""
+    (study_parts: their topics and the container study's verdicts)."""
     # REFERENCE=1 (the Makefile exports it): the shipped reference merged into the user's set
     with_reference = os.environ.get("PYWEBBENCH_REFERENCE") == "1"
     records, problems = load_records(results_dir, with_reference)
@@ -800,10 +818,12 @@ def write_summary(
     results_dir.mkdir(parents=True, exist_ok=True)
     plots = write_plots(results_dir, plot_series(records))
     ran_campaign = campaign.report(results_dir)  # one reading for the summary and its detail
+    parts = study_parts(records, sections)
+    checks = parts.limit_checks
     topics = {
         "capacity": open_loop_sections(records, results_dir),
-        **study_topics(records, sections),
-        "production": production_sections(records)
+        **parts.topics,
+        "production": production_sections(records, checks)
         + figure_sections(records, results_dir)
         + soak_sections(records, results_dir),
         "noise": variance.detail_lines(records),
@@ -818,6 +838,7 @@ def write_summary(
         price_env(),
         tuned.answers_summary(results_dir),
         ran_campaign[0],
+        checks,
     )
     for name, text in texts.items():  # summary.md first: if it cannot be written, nothing is
         (results_dir / name).parent.mkdir(exist_ok=True)

@@ -1,8 +1,9 @@
 """What a study measures: its metrics read from records, per arm and cell.
 
 Input: records (a study's, of one run). Output: METRICS (metric -> its column name), one
-record's value of a metric, the median per (arm, scenario, concurrency, offered rate) cell
-or per arm, the offered rates of derived arms, and figures formatted for a table.
+record's value of a metric, the geometric mean over trials per (arm, scenario, concurrency,
+offered rate) cell (the median of those per arm), the offered rates of derived arms, and
+figures formatted for a table.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections import defaultdict
 
 from bench.core.outcome import Outcome
 from bench.core.record import Record, is_warmup, latest_per_arm, never_recycled
+from bench.report.stats import central
 from bench.report.websocket import rss_growth
 
 # held_in_limit's declared memory limit: the server's RSS may grow to this (MB; 1 GiB, a
@@ -237,8 +239,9 @@ def runs_text(records: list[Record]) -> str:
 
 
 def measured(records: list[Record], metric: str) -> dict[Cell, float | None]:
-    """Median over trials of a metric per (arm, scenario, concurrency, offered rate), ok runs
-    only."""
+    """A metric over trials per (arm, scenario, concurrency, offered rate), ok runs only: the
+    geometric mean (bench.report.stats.central: the arithmetic mean where a trial is 0), the
+    statistic of every other table of the summary for the same arm."""
     cells: dict[Cell, list[float]] = defaultdict(list)
     seen: set[Cell] = set()
     for rec in records:
@@ -249,7 +252,7 @@ def measured(records: list[Record], metric: str) -> dict[Cell, float | None]:
         value = metric_value(rec, metric)
         if value is not None:
             cells[cell].append(value)
-    return {c: statistics.median(cells[c]) if cells[c] else None for c in seen}
+    return {c: central(cells[c]) if cells[c] else None for c in seen}
 
 
 def fraction_rates(records: list[Record]) -> dict[tuple[str, str], float]:

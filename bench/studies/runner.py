@@ -31,18 +31,18 @@ from bench.host.procs import Interrupted, ProcessTable, StartError
 from bench.host.venv import tool_version
 from bench.load import LoadError, open_loop_name, tools
 from bench.report import tuned
-from bench.report.summary import ADVICE_TOPIC, SOURCES_TOPIC
+from bench.report.summary import ADVICE_TOPIC, SOURCES_TOPIC, StudyParts
 from bench.studies import rounds as studyrounds
 from bench.studies import tuning
 from bench.studies.arms import arm_options, base_options, derived_options, new_run_id
 from bench.studies.namespace import facts_of, measure_arm, record_arm, run_spec
 from bench.studies.schema import Arm, Study, StudyError, in_namespace, load_runnable
 from bench.studies.sections import summary_sections
-from bench.studies.sources import advice_lines, question_lines, source_lines
+from bench.studies.sources import advice_lines, limit_checks, question_lines, source_lines
 
 # The studies' parts of the report: details/studies.md's sections and summary.md's source
 # documents (bench.report.summary.write_summary takes either a list or topic -> lines).
-Sections = Callable[[list[Record]], list[str] | dict[str, list[str]]]
+Sections = Callable[[list[Record]], list[str] | dict[str, list[str]] | StudyParts]
 Execute = Callable[[Sequence[plan.Options], Sections], int]
 Batch = list[tuple[Arm, plan.Options]]
 
@@ -149,12 +149,16 @@ def _in_container(study: Study, arm: Arm) -> bool:
 
 
 def sections_for(results: Path) -> Sections:
-    """The studies' summary sections, plots under `results`, for report.write_summary."""
-    return lambda records: {
-        "studies": summary_sections(records, results),
-        SOURCES_TOPIC: source_lines(records) + question_lines(records),
-        ADVICE_TOPIC: advice_lines(records),
-    }
+    """The studies' summary sections, plots under `results`, and the container study's
+    verdicts on its pairs (sources.limit_checks), for report.write_summary."""
+    return lambda records: StudyParts(
+        {
+            "studies": summary_sections(records, results),
+            SOURCES_TOPIC: source_lines(records) + question_lines(records),
+            ADVICE_TOPIC: advice_lines(records),
+        },
+        limit_checks(records),
+    )
 
 
 def _batches(study: Study, options: list[tuple[Arm, plan.Options]]) -> list[Batch]:

@@ -423,7 +423,7 @@ def study_section(study: Study, records: list[Record], plot: str | None) -> list
         lines += ["Worker sweep (the best of each server is kept below):", "", *sweep_lines, ""]
     lines += search_lines(_arm_labels(study, records), records)
     lines += _results_table(study, records)
-    per_server = per_server_lines(records)
+    per_server = per_server_lines(study, records)
     lines += ["", *per_server] if per_server else []
     lines += not_run_table(study)
     lines += _failed_lines(records)

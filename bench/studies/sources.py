@@ -28,6 +28,7 @@ from bench.core.record import Record
 from bench.report.cells import host_of
 from bench.report.table import markdown_table
 from bench.studies import network
+from bench.studies.container import checks_of
 from bench.studies.metrics import latest_run
 from bench.studies.schema import Study, StudyError, load_study, study_names
 from bench.studies.sections import collapse_groups
@@ -204,6 +205,28 @@ def question_lines(records: list[Record]) -> list[str]:
             lines += [f"Answer on this evidence: {answer_line(found)}", ""]
         lines += study_lines(study, records)
     return lines
+
+
+def limit_checks(records: list[Record]) -> dict[tuple, list]:
+    """The verdicts of every study that compared worker rules under a container's limits, on
+    each such pair (bench.studies.container.checks_of), judged as its section judges them:
+    Production behaviours and the recommendations show these, never a judgement of their
+    own (bench.report.limits)."""
+    names = {
+        str(r.metadata.get("study"))
+        for r in records
+        if r.container and r.metadata.get("workers_rule") is not None
+    }
+    found: dict[tuple, list] = {}
+    for name in sorted(names & set(study_names())):
+        try:
+            study = load_study(name)
+        except StudyError:
+            continue
+        shown, judged_checks = judged(study, records)
+        for key, checks in checks_of(judged_checks, shown).items():
+            found.setdefault(key, []).extend(checks)
+    return found
 
 
 def advice_lines(records: list[Record]) -> list[str]:

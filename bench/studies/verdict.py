@@ -32,6 +32,7 @@ from bench.report import decision
 from bench.report.cells import figure
 from bench.report.groups import starved
 from bench.report.production import quota_bound
+from bench.report.stats import central
 from bench.studies.metrics import COUNT_METRICS, count_of, counted, fraction_rates, metric_value
 from bench.studies.schema import Study
 from bench.studies.tunespec import as_judged
@@ -268,13 +269,14 @@ HELD = {
 
 
 def _head(check: dict, records: list[Record]) -> str:
-    """Published vs ours (a ratio check), or the two sides' medians."""
+    """Published vs ours (a ratio check), or the two sides' figures over trials (the geometric
+    mean, bench.report.stats.central, as the results table says each arm)."""
     rates = fraction_rates(records)
     metric = check["metric"]
     a, b = (
         trial_values(side_records(records, check[s], rates, metric) or [], metric) for s in "ab"
     )
-    med_a, med_b = statistics.median(a), statistics.median(b)
+    med_a, med_b = central(a), central(b)
     if check["kind"] == "ratio":
         published, band = float(check["published"]), float(check.get("band", 2.0))
         ours = f"ours {med_a / med_b:.2f}×" if med_b else "ours –"

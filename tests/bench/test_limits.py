@@ -1,6 +1,6 @@
 """bench.report.limits: workers as a function of a container's limits, from records that carry
-a container and a workers rule — pairs found by what they carry, each limit judged by its
-intervals, the advice per server, and the lines the study, Production behaviours and the
+a container and a workers rule — pairs found by what they carry, each limit judged by the
+study's checks of it, the advice per server, and the lines the study, Production behaviours and the
 recommendations show."""
 
 import dataclasses
@@ -12,6 +12,8 @@ from bench.report import limits
 from bench.report.production import limits_cell
 from bench.report.recommend import limits_lines
 from bench.studies.container import per_server_lines
+from bench.studies.schema import load_study
+from bench.studies.sections import study_section
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "container_records"
 BASE = Record.from_dict(json.loads((FIXTURE / "granian-db-docker-cpus1.json").read_text()))
@@ -88,77 +90,80 @@ def test_pairs_are_found_by_what_records_carry() -> None:
     assert pair.quota.workers == 1 and pair.default.workers == 5
 
 
-def test_a_cpu_limit_favours_the_rule_with_the_lower_p99() -> None:
-    """p99 decided lower for the quota rule and its req/s within 5 %: workers = the limit."""
-    recs = _trials("cpus", [{"p99": v} for v in (40.0, 42.0, 41.0)]) + _trials(
-        "quota", [{"p99": v} for v in (20.0, 21.0, 20.5)]
-    )
-    (advice,) = limits.advice(recs)
-    assert advice.rule == "quota"
-    assert advice.text.startswith(
-        "workers = the CPU limit rounded up, at least 1 — --cpus=0.5: 1 worker (the CPU limit "
-        "rounded up) favoured (p99 quota/default 0.50×"
-    )
-    assert "p99 quota/default 0.50×" in advice.text
+def _check(metric: str, kind: str, result: str, *, separated: bool = True, a: str = "quota"):
+    """The study's verdict on one comparison (a = the quota rule unless said)."""
+    b = "cpus" if a == "quota" else "quota"
+    held = {"reproduced": "holds", "not reproduced": "does not hold"}.get(result, result)
+    return limits.Check(metric, kind, a, b, result, separated, held, "a/b 0.50× [0.40–0.60]")
 
 
-def test_lower_p99_at_a_fifth_less_req_s_is_a_trade_off() -> None:
-    """The quota rule's p99 lower but its req/s decided below 95 % of the default's: no rule."""
-    recs = _trials("cpus", [{"p99": 40.0 + n, "rps": 1000.0 + n} for n in range(3)]) + _trials(
-        "quota", [{"p99": 20.0 + n, "rps": 600.0 + n} for n in range(3)]
+def _judged(recs: list[Record], *checks: limits.Check) -> limits.Judged:
+    (pair,) = limits.pairs(recs)
+    return limits.judge_pair(pair, list(checks))
+
+
+CPU = _trials("cpus", [{"p99": 40.0 + n} for n in range(3)]) + _trials(
+    "quota", [{"p99": 20.0 + n} for n in range(3)]
+)
+
+
+def test_a_cpu_limit_favours_the_rule_the_studys_p99_check_holds_for() -> None:
+    """The study's p99 check held (the quota rule's p99 below the default's) and its req/s
+    check did not go against it: 1 worker is favoured, with the study's words."""
+    judged = _judged(
+        CPU,
+        _check("p99_ms", "less", "reproduced"),
+        _check("rps", "at_most", "reproduced", separated=False, a="cpus"),
     )
-    (advice,) = limits.advice(recs)
+    assert judged.favoured == "quota"
+    assert judged.evidence.startswith("p99 holds (a/b 0.50× [0.40–0.60]); req/s holds (")
+
+
+def test_lower_p99_and_more_req_s_for_the_other_rule_is_a_trade_off() -> None:
+    """p99 check held for the quota rule, the req/s check separated against it (the default
+    serves more than 5 % more): no rule."""
+    judged = _judged(
+        CPU,
+        _check("p99_ms", "less", "reproduced"),
+        _check("rps", "at_most", "not reproduced", a="cpus"),
+    )
+    assert judged.favoured is None and "a trade-off" in judged.evidence
+
+
+def test_an_inconclusive_check_decides_nothing_and_no_check_is_undecided() -> None:
+    """The study's check inconclusive (or one trial): undecided, never "favoured"; a pair no
+    check of the study compares: undecided too (the tables judge nothing of their own)."""
+    judged = _judged(CPU, _check("p99_ms", "less", "inconclusive", separated=False))
+    assert judged.favoured is None and judged.evidence.startswith("p99 inconclusive: a/b")
+    assert _judged(CPU).favoured is None
+    assert _judged(CPU).evidence == "no check of the study compares them"
+    (advice,) = limits.advice(CPU)
     assert advice.rule is None
-    assert "a trade-off" in advice.text
     assert advice.text.startswith("not enough evidence — run: `make study NAME=container-limits`")
 
 
-def test_a_limit_that_never_throttled_decides_nothing() -> None:
-    """0 ms throttled in every trial of both rules: the limit did not bind."""
-    recs = _trials("cpus", [{"p99": 40.0 + n, "throttled": 0.0} for n in range(3)]) + _trials(
-        "quota", [{"p99": 20.0 + n, "throttled": 0.0} for n in range(3)]
-    )
-    (judged,) = limits.advice(recs)[0].judged
-    assert judged.favoured is None and "did not bind" in judged.evidence
-
-
-def test_oom_kills_of_the_default_rule_favour_the_limit() -> None:
-    """Under a memory limit: the default rule's kills against none: the difference's interval
-    lies below 0 (counts: no log)."""
-    memory = 160 * MiB
-    recs = _trials("2*cpus+1", [{"kills": k} for k in (12, 9, 14)], memory=memory) + _trials(
-        "quota", [{"kills": 0}] * 3, memory=memory
-    )
-    (advice,) = limits.advice(recs)
-    (judged,) = advice.judged
-    assert judged.pair.limit.label() == "--cpus=0.5 --memory=160m"
-    assert judged.favoured == "quota"
-    assert "OOM kills 12 vs 0 a trial" not in judged.evidence  # a mean, not the first trial
-    assert "OOM kills 11.7 vs 0.0 a trial, quota − default -11.7 [" in judged.evidence
-
-
-def test_a_default_rule_that_failed_every_run_counts_its_kills() -> None:
-    """Every run of the default rule failed (the server exited after OOM kills), the quota
-    rule's all ran: the quota rule is favoured and the failed runs' kills are shown."""
+def test_a_memory_limit_is_decided_by_the_oom_check() -> None:
+    """Under a memory limit the OOM kills check decides (p99 checks of it do not); a default
+    rule whose every run failed is said beside the verdict, not instead of it."""
     memory = 160 * MiB
     recs = _trials("cpus", [{"kills": 3, "status": "failed"}] * 3, memory=memory) + _trials(
         "quota", [{}] * 3, memory=memory
     )
-    (advice,) = limits.advice(recs)
-    assert advice.rule == "quota"
-    assert "every run of the default rule failed (server exited with code 1" in advice.text
+    held = _judged(recs, _check("oom_kills", "less", "reproduced"))
+    assert held.favoured == "quota"
+    assert held.evidence.startswith("every run of the default rule failed (server exited with")
+    undecided = _judged(
+        recs,
+        _check("oom_kills", "less", "inconclusive", separated=False),
+        _check("p99_ms", "less", "reproduced"),
+    )
+    assert undecided.favoured is None
     assert limits.Side("cpus", recs[:3]).oom_kills() == [3.0, 3.0, 3.0]
 
 
-def test_one_trial_is_not_enough_evidence() -> None:
-    recs = [_rec("cpus", 1, p99=40.0), _rec("quota", 1, p99=20.0)]
-    (advice,) = limits.advice(recs)
-    assert advice.rule is None and "fewer than 2 ok trials a side" in advice.text
-
-
 def test_rules_favoured_at_different_limits_depend_on_the_limit() -> None:
-    """The default rule wins on p99 at a CPU limit, the quota rule on OOM kills at a memory
-    limit: the advice names both, not one rule."""
+    """The default rule's p99 decided lower at a CPU limit, the quota rule's OOM kills at a
+    memory limit: the advice names both, not one rule."""
     memory = 160 * MiB
     recs = (
         _trials("cpus", [{"p99": 20.0 + n} for n in range(3)])
@@ -166,7 +171,12 @@ def test_rules_favoured_at_different_limits_depend_on_the_limit() -> None:
         + _trials("cpus", [{"kills": k} for k in (5, 6, 7)], memory=memory)
         + _trials("quota", [{}] * 3, memory=memory)
     )
-    (advice,) = limits.advice(recs)
+    cpu, mem = limits.pairs(recs)
+    checks = {
+        (cpu.server, cpu.limit, cpu.run): [_check("p99_ms", "less", "not reproduced")],
+        (mem.server, mem.limit, mem.run): [_check("oom_kills", "less", "reproduced")],
+    }
+    (advice,) = limits.advice(recs, checks)
     assert advice.rule is None
     assert advice.text.startswith(
         "depends on the limit — --cpus=0.5: 5 workers (os.cpu_count()) favoured"
@@ -174,57 +184,106 @@ def test_rules_favoured_at_different_limits_depend_on_the_limit() -> None:
     assert "--cpus=0.5 --memory=160m: 1 worker (the CPU limit rounded up) favoured" in advice.text
 
 
-def test_the_three_renderers_say_the_same_rule() -> None:
-    """The study's per-server block, Production behaviours' cell and the recommendations'
-    line carry the same advice text; no record: the command that measures it."""
-    recs = _trials("cpus", [{"p99": v} for v in (40.0, 42.0, 41.0)]) + _trials(
-        "quota", [{"p99": v} for v in (20.0, 21.0, 20.5)]
-    )
-    (advice,) = limits.advice(recs)
-    block = per_server_lines(recs)
-    assert f"Worker rule under a limit: {advice.text}." in block
-    assert "| --cpus=0.5 | os.cpu_count() (5) |" in "\n".join(block)
-    assert limits_cell("granian", {"granian": advice.text}, True) == advice.text
-    assert limits_lines(recs)[2] == f"- **granian**: {advice.text}."
-    assert limits_lines([]) == [
-        "Workers under a container's CPU and memory limits (default rule vs the limit's): "
-        "not enough evidence — run: `make study NAME=container-limits`.",
-        "",
+REFERENCE = Path(__file__).parent.parent / "fixtures" / "reference-2026-11" / "records"
+
+
+def _reference() -> tuple[list[Record], dict]:
+    """The previous reference's container-limits run (72 records) and the study's verdicts on
+    its pairs, judged as its section judges them."""
+    from bench.studies.sources import limit_checks
+
+    recs = [
+        Record.from_dict(json.loads(p.read_text()))
+        for p in sorted(REFERENCE.glob("20261124T04*_vm_*_db_c10_*.json"))
     ]
-    assert limits_cell("waitress", {}, False).startswith("not supported by the server")
+    recs = [r for r in recs if r.metadata.get("study") == "container-limits"]
+    return recs, limit_checks(recs)
+
+
+def test_the_tables_and_the_studys_checks_give_one_verdict() -> None:
+    """The previous reference: the study's check said gunicorn-gthread's p99 at --cpus=0.5
+    "inconclusive" (0.84× [0.69–1.02], Holm over 28) while the tables' own intervals (a
+    family of 5) said "1 worker favoured". Now every renderer shows the study's check: the
+    per-server block, Production behaviours' cell and the recommendations' line."""
+    recs, checks = _reference()
+    assert len(recs) == 72
+    found = {a.server: a for a in limits.advice(recs, checks)}
+    gthread = {j.pair.limit.label(): j for j in found["gunicorn-gthread"].judged}
+    assert gthread["--cpus=0.5"].favoured is None
+    assert "p99 inconclusive: a/b 0.84× [0.69–1.02]" in gthread["--cpus=0.5"].evidence
+    sync = {j.pair.limit.label(): j for j in found["gunicorn-sync"].judged}
+    assert sync["--cpus=0.5"].favoured == "quota"
+    assert "p99 holds (a/b 0.67× [0.57–0.79], 3 rounds paired, Holm over 28 checks)" in (
+        sync["--cpus=0.5"].evidence
+    )
+    study = load_study("container-limits")
+    block = "\n".join(per_server_lines(study, recs))
+    for advice in found.values():
+        assert f"Worker rule under a limit: {advice.text}." in block
+        assert limits_cell(advice.server, {advice.server: advice.text}, True) == advice.text
+    assert f"- **gunicorn-gthread**: {found['gunicorn-gthread'].text}." in limits_lines(
+        recs, checks
+    )
+
+
+def test_a_thrashing_arm_shows_its_requests_never_a_ratio() -> None:
+    """Granian's 5 workers under --memory=121m served 17, 54 and 33 requests in its windows:
+    its cells say so with the counts; no interval such as "128.37× [4.62–3565.55]"."""
+    recs, checks = _reference()
+    block = "\n".join(per_server_lines(load_study("container-limits"), recs))
+    marked = "too few requests to measure (17, 54, 33 requests per window; thrashing)"
+    assert f"| --cpus=0.5 --memory=121m | 2 × os.cpu_count() + 1 (5) | {marked} | {marked} |" in (
+        block
+    )
+    assert "128.37" not in block and "3565" not in block
+    (granian,) = [a for a in limits.advice(recs, checks) if a.server == "granian"]
+    assert (
+        f"default rule: {marked}" in granian.text
+        and "×" not in granian.text.split("--memory=121m")[1].split("OOM")[0]
+    )
+
+
+def test_an_arm_has_one_statistic_in_both_tables() -> None:
+    """The study's results table and the per-server table say the same req/s and p99 of an
+    arm (the geometric mean over trials), not a median in one and a geometric mean in the
+    other (granian at --cpus=0.5, the quota rule: 1,428 median vs 1,535 geometric mean)."""
+    recs, _ = _reference()
+    study = load_study("container-limits")
+    lines = study_section(study, recs, None)
+    arm = next(
+        line
+        for line in lines
+        if line.startswith("| granian, workers = the CPU limit, --cpus=0.5 |")
+    )
+    per_server = next(
+        line
+        for line in lines
+        if line.startswith("| --cpus=0.5 | the CPU limit rounded up (1) |") and "1,535" in line
+    )
+    assert "| 1,535 | 46.3 |" in arm, arm
+    assert per_server.split(" | ")[2].startswith("1,535 [")
+    assert per_server.split(" | ")[3].startswith("46.3 [")
 
 
 def test_real_records_of_gunicorn_sync_at_half_a_cpu() -> None:
     """Six records of the study's run here (gunicorn-sync at --cpus=0.5, 2 workers from
-    os.cpu_count() against 1 from the limit, 3 trials each): the limit bound in every trial,
-    and the intervals (Bonferroni over this pair's two tests) favour 1 worker on p99, its req/s
-    not decided below 95 % of the default's."""
+    os.cpu_count() against 1 from the limit, 3 trials each), judged by the study's engine:
+    its p99 check holds and decides the limit."""
+    from bench.studies.container import checks_of
+    from bench.studies.verdict import outcomes
+
     paths = sorted((FIXTURE / "limits").glob("*.json"))
     recs = [Record.from_dict(json.loads(p.read_text())) for p in paths]
     assert len(recs) == 6 and {r.format_version for r in recs} == {9}
-    (advice,) = limits.advice(recs)
+    checks = checks_of(outcomes(load_study("container-limits"), recs), recs)
+    (advice,) = limits.advice(recs, checks)
     (judged,) = advice.judged
-    assert judged.favoured == "quota"
+    assert judged.favoured == "quota", judged.evidence
     assert advice.text.startswith(
         "workers = the CPU limit rounded up, at least 1 — --cpus=0.5: 1 worker (the CPU limit "
-        "rounded up) favoured (p99 quota/default 0.66× [0.61–0.71], req/s quota/default 1.05× "
-        "[0.99–1.13])"
+        "rounded up) favoured (p99 holds ("
     )
     assert all(v > 0 for v in judged.pair.default.throttled_ms())
-
-
-def test_a_thrashing_default_rule_without_kills_is_judged_by_what_the_load_saw() -> None:
-    """Granian's 5 workers under its limit: no kill, but the runs crawl (p99 seconds): the
-    kills do not decide, p99 and req/s do."""
-    memory = 121 * MiB
-    recs = _trials(
-        "2*cpus+1", [{"p99": 1700.0 + 100 * n, "rps": 10.0 + n} for n in range(3)], memory=memory
-    ) + _trials("quota", [{"p99": 53.0 + n, "rps": 1300.0 + n} for n in range(3)], memory=memory)
-    (judged,) = limits.advice(recs)[0].judged
-    assert judged.favoured == "quota"
-    assert judged.evidence.startswith(
-        "OOM kills 0.0 vs 0.0 a trial, quota − default +0 [+0, +0]; p99"
-    )
 
 
 def test_the_recommendations_show_the_rule_without_steady_runs() -> None:
@@ -232,10 +291,9 @@ def test_the_recommendations_show_the_rule_without_steady_runs() -> None:
     still gives each server's worker rule under a limit."""
     from bench.report.recommend import recommendations_section
 
-    recs = _trials("cpus", [{"p99": v} for v in (40.0, 42.0, 41.0)]) + _trials(
-        "quota", [{"p99": v} for v in (20.0, 21.0, 20.5)]
-    )
-    lines = recommendations_section(recs)
+    (pair,) = limits.pairs(CPU)
+    checks = {(pair.server, pair.limit, pair.run): [_check("p99_ms", "less", "reproduced")]}
+    lines = recommendations_section(CPU, checks)
     assert lines[0] == "## Recommendations"
     assert lines[4].startswith("- **granian**: workers = the CPU limit rounded up, at least 1")
     assert recommendations_section([]) == []
