@@ -102,6 +102,10 @@ class Scenario:
     # Whether WARMUP= runs before its measured run (False: the warmup's connections, opened
     # and closed, would leave memory the measured ones reuse: what websocket-idle measures)
     warms: bool = True
+    # Whether its requests wait in the worker (a sleep, an upstream call): its capacity is
+    # the workers' over the wait, reached with the server's CPU idle (not the machine's
+    # jitter: bench.report.capacities ranks it as any other)
+    waits: bool = False
 
 
 def escape_html(text: str) -> str:
@@ -283,6 +287,7 @@ _ALL = (
         "/upstream?ms=100",
         "a real HTTP call to a stub answering after 100 ms",
         (Check(f"/upstream?ms={UPSTREAM_MS}", JSON, _upstream),),
+        waits=True,
     ),
     Scenario(
         "compute",
@@ -295,6 +300,7 @@ _ALL = (
         f"/sleep?ms={SLEEP_MS}",
         f"a {SLEEP_MS} ms wait in the worker: capacity known by construction (workers / wait)",
         (Check(f"/sleep?ms={SLEEP_MS}", JSON, _sleep),),
+        waits=True,
     ),
     Scenario(
         "websocket",

@@ -29,7 +29,9 @@ was idle, its median CPU over the steps at the knee (those inside the capacity's
 under IDLE_KNEE_CPU_PCT of one CPU: the objective failed on something other than the
 server's work (nginx-static failed p99 ≤ 50 ms at 16k req/s at 18 % of one CPU: the VM's
 jitter). It is kept in CapacityRace.unranked, with that CPU, and said, never raced; the
-harness's own race (point_races) still races it, as before.
+harness's own race (point_races) still races it, as before. Not on a route whose requests
+wait in the worker (bench.core.scenario's `waits`: /sleep, /upstream): there the knee is the
+workers over the wait, reached with the CPU idle by construction.
 """
 
 from __future__ import annotations
@@ -45,9 +47,9 @@ from bench.report import decision
 from bench.report.cells import host_of
 from bench.report.groups import BASELINES, runtime_key
 from bench.report.openloop import (
-    IDLE_KNEE_CPU_PCT,
     capacity_estimate,
     capacity_outcomes,
+    idle_knee,
     knee_cpu_pct,
     searches,
 )
@@ -68,7 +70,7 @@ class Entrant:
     @property
     def idle_knee(self) -> bool:
         """Whether the knee came with the server under IDLE_KNEE_CPU_PCT: not its limit."""
-        return self.knee_cpu_pct is not None and self.knee_cpu_pct < IDLE_KNEE_CPU_PCT
+        return idle_knee(self.knee_cpu_pct, self.record.scenario)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 from bench.core.outcome import Outcome
 from bench.core.parse import ParseError
 from bench.core.record import Record, analysed, is_warmup, session_of
+from bench.core.scenario import SCENARIOS
 from bench.load import per_request_files, read_per_request_ms
 from bench.report.cells import (
     figure,
@@ -92,6 +93,16 @@ BRACKET_NOTE = (
     "knee, or with TRIALS below 3): the interval rests on single steps, and a repeat may "
     "land outside it."
 )
+
+
+def idle_knee(cpu_pct: float | None, scenario: str) -> bool:
+    """Whether a capacity's knee came with the server idle (its median CPU at the knee under
+    IDLE_KNEE_CPU_PCT of one CPU): not the server's limit but the machine's jitter. Never on a
+    route whose requests wait in the worker (bench.core.scenario's `waits`: /sleep,
+    /upstream), where the knee is the workers over the wait, reached idle by construction."""
+    spec = SCENARIOS.get(scenario)
+    waits = spec is not None and spec.waits
+    return cpu_pct is not None and cpu_pct < IDLE_KNEE_CPU_PCT and not waits
 
 
 def failed_requests(rec: Record) -> int:
@@ -244,7 +255,7 @@ def _capacity_row(steps: list[Record]) -> list[str]:
         profile.append(figure((match[-1].latency_ms or {}).get("p99")) if match else "–")
     passed = [s.offered_rps for s in steps if s.metadata["capacity"].get("passed")]
     cpu = knee_cpu_pct(steps, cap)
-    idle = f" ⚐ knee at {cpu:.0f} % CPU" if cpu is not None and cpu < IDLE_KNEE_CPU_PCT else ""
+    idle = f" ⚐ knee at {cpu:.0f} % CPU" if idle_knee(cpu, first.scenario) else ""
     return [
         first.server,
         knobs_label(first.knobs or {}),

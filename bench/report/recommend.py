@@ -19,12 +19,13 @@ The rules (the confidence rules of bench.report.stats):
   group: the first of them (the best at the highest load) is recommended, the others named
   beside it as not separated from it, with the command that would race them apart. Other
   runs (a fixed TRIALS=): the rank interval by req/s, exactly 1 (significantly ahead of
-  every other after Holm's correction) at some load and holding 1 at every other. Two configurations that each lead somewhere, a
-  leader whose interval overlaps another's, a leader never measured beside a configuration
-  the machine measured for the workload (another session's, another search's), or one that
-  left connections unserved (bench.report.groups.starved: its latency times only the
-  connections it served): "not enough evidence — run: <command>", the command naming at least
-  two servers (a one-server run decides nothing).
+  every other after Holm's correction) at some load and holding 1 at every other. Two
+  configurations that each lead somewhere, a leader whose interval overlaps another's, a
+  leader never measured beside a configuration the machine measured for the workload
+  (another session's, another search's), or one that left connections unserved
+  (bench.report.groups.starved: its latency times only the connections it served): "not
+  enough evidence — run: <command>", the command naming at least two servers (a one-server
+  run decides nothing).
 - One question, one kind of evidence: make bench's runs where there are any; make tune's
   search runs (metadata.tune: many knob sets, few trials each) only where nothing else
   measured the workload and deployment (the search's answer reaches the recommendations
@@ -50,7 +51,7 @@ from dataclasses import dataclass, field
 
 from bench.core.record import Record, analysed
 from bench.core.registry import APPS, ROOT, load_all
-from bench.report import keepalive
+from bench.report import keepalive, standings
 from bench.report.capacities import CapacityRace
 from bench.report.capacities import races as capacity_races
 from bench.report.cells import host_of, knobs_label, num
@@ -67,7 +68,6 @@ from bench.report.groups import (
     starved,
     trial_count,
 )
-from bench.report import standings
 from bench.report.limits import RUN as LIMITS_RUN
 from bench.report.limits import Checks, advice
 from bench.report.production import recycle_cell, reload_cell
@@ -418,16 +418,12 @@ def leading_group(arenas_: list[Arena]) -> list[Record]:
     common: set[tuple] | None = None
     for arena in arenas_:
         found = {
-            _identity(arena.members[k][0])
-            for k in arena.leaders()
-            if not starved(arena.members[k])
+            _identity(arena.members[k][0]) for k in arena.leaders() if not starved(arena.members[k])
         }
         common = found if common is None else common & found
     top = max(arenas_, key=lambda a: a.first.concurrency)
     return [
-        top.members[k][0]
-        for k in top.order
-        if common and _identity(top.members[k][0]) in common
+        top.members[k][0] for k in top.order if common and _identity(top.members[k][0]) in common
     ]
 
 
@@ -833,12 +829,12 @@ LEGEND = (
     "[95 % confidence interval]; `c50 (wrk)`: 50 connections; rank by req/s among the "
     "configurations at that load, `1` = significantly ahead of every other (Welch's t-test, "
     "Holm-corrected), `1–3` = undecided; where the loads were raced (TRIALS=auto), the race's "
-    "verdict instead (\"Decided by racing\" below). A configuration is recommended only where "
+    'verdict instead ("Decided by racing" below). A configuration is recommended only where '
     "it leads (rank `1`, or separated from the next by the race) and holds the lead at every "
     "other load, or it won the capacity race of its machine and session (each round's "
     "capacity paired by round, separated from the next); where the race left two or more "
     "among the leaders at every load and put the rest below them, the best of that leading "
-    "group, the others named beside it (\"not separated from\") with the command that would "
+    'group, the others named beside it ("not separated from") with the command that would '
     "race them apart; baselines (nginx-static, flask-dev) never."
 )
 

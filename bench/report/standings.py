@@ -56,8 +56,7 @@ class PointRace:
             screened[(s.rounds, s.best, s.test, s.level)].append(s)
         out = [
             f"screened out after {rounds} round(s), each below {best} ({test}'s test after "
-            f"Friedman's, Holm-adjusted p < {level:.2g}): "
-            + ", ".join(s.config for s in group)
+            f"Friedman's, Holm-adjusted p < {level:.2g}): " + ", ".join(s.config for s in group)
             for (rounds, best, test, level), group in screened.items()
         ]
         return [note for note in found if note] + out
@@ -189,9 +188,7 @@ def judge_point(point_records: list[Record], max_looks: int | None = None) -> Po
         look=max(1, min(rounds, looks_cap)),
         max_looks=looks_cap,
         screen=True,
-        exempt=frozenset(
-            config_label(r, several) for r in point_records if r.server in BASELINES
-        ),
+        exempt=frozenset(config_label(r, several) for r in point_records if r.server in BASELINES),
     )
     return PointRace(
         _point_name(point_records[0]),

@@ -191,7 +191,9 @@ def test_leaders_of_a_raced_question_follow_its_race(tmp_path: Path) -> None:
     from bench.report.groups import groups, starved
 
     raced = sorted((ROOT / "tests" / "fixtures" / "race-direct").glob("*_plaintext_c50_*.json"))
-    text = LEADERS.replace('scenario = "db"', 'scenario = "plaintext"').replace("top = 2", "top = 3")
+    text = LEADERS.replace('scenario = "db"', 'scenario = "plaintext"').replace(
+        "top = 2", "top = 3"
+    )
     campaign = load_campaign(_campaign(tmp_path, BENCH + text))
     names = [_record(campaign.results, p) for p in raced]
     ledger = [{"question": "direct", "identity": IDENT, "status": "answered", "records": names}]

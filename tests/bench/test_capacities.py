@@ -27,7 +27,7 @@ from bench.core.record import Record, load_records
 from bench.harness import racing
 from bench.report import capacities, decision
 from bench.report.glance import glance_section
-from bench.report.openloop import open_loop_sections
+from bench.report.openloop import IDLE_KNEE_CPU_PCT, open_loop_sections
 from bench.report.recommend import recommendations
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -186,11 +186,11 @@ def test_a_knee_at_an_idle_server_is_flagged_not_ranked(tmp_path: Path) -> None:
     plain = next(r for r in found if "v595" in r.machine and r.scenario == "plaintext")
     assert list(plain.unranked) == ["nginx-static"]
     idle = plain.unranked["nginx-static"]
-    assert idle.knee_cpu_pct is not None and idle.knee_cpu_pct < capacities.IDLE_KNEE_CPU_PCT
+    assert idle.knee_cpu_pct is not None and idle.knee_cpu_pct < IDLE_KNEE_CPU_PCT
     assert "nginx-static" not in {e.label for e in plain.ranking()}
     assert all(not e.idle_knee for r in found for e in r.entrants.values())
     assert all(
-        e.knee_cpu_pct is not None and e.knee_cpu_pct > capacities.IDLE_KNEE_CPU_PCT
+        e.knee_cpu_pct is not None and e.knee_cpu_pct > IDLE_KNEE_CPU_PCT
         for r in found
         for e in r.entrants.values()
     )

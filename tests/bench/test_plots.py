@@ -300,7 +300,7 @@ def test_no_interval_is_claimed_from_one_trial(drawn: list[Any]) -> None:
     single = {"a w1": [(20, 300.0, 9.0, None, None)], "b w1": [(20, 500.0, 4.0, None, None)]}
     fig = scenario_figure("saas", single)
     drawn.append(fig)
-    labels = [ax.get_xlabel() for ax in fig.axes[:2]]
+    labels = [" ".join(ax.get_xlabel().split()) for ax in fig.axes[:2]]  # wrapped to fit
     assert all("95 % CI" not in label and "one trial: no interval" in label for label in labels)
     spread = {
         k: [(20, rps, p99, (0.8 * rps, 1.2 * rps), (0.8 * p99, 1.2 * p99))]

@@ -15,8 +15,8 @@ import pytest
 from scipy import stats
 
 from bench.core.record import Record, load_records
-from bench.report.cells import host_of
 from bench.report import standings
+from bench.report.cells import host_of
 from bench.report.groups import BASELINES, groups, starved
 from bench.report.recommend import (
     NOT_ENOUGH,
@@ -443,7 +443,9 @@ def test_a_raced_workload_recommends_its_leading_group_never_a_starved_server() 
         if starved(group)
     }
     assert row.server not in starved_servers and not set(row.tied) & starved_servers
-    arenas_ = arenas(_deployment_runs(records, host_of(records[0]), ("plaintext", "json"), "direct"))
+    arenas_ = arenas(
+        _deployment_runs(records, host_of(records[0]), ("plaintext", "json"), "direct")
+    )
     assert len(arenas_) == 2 and all(a.race is not None and a.separated_some() for a in arenas_)
     for arena in arenas_:
         leaders = {arena.members[k][0].server for k in arena.leaders()}

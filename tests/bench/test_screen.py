@@ -76,7 +76,9 @@ def test_the_screen_stops_with_fewer_than_its_minimum_left() -> None:
 def test_the_same_ranking_every_round_is_judged_by_nemenyi_not_a_zero_p() -> None:
     """Rounds that rank 8 configurations alike leave Conover's test no residual variance (its
     p would be 0): Nemenyi's studentized range judges them, each p above 0."""
-    figures = {f"c{i}": {r: 1000.0 / (i + 1) * (1 + 0.01 * r) for r in range(1, 8)} for i in range(8)}
+    figures = {
+        f"c{i}": {r: 1000.0 / (i + 1) * (1 + 0.01 * r) for r in range(1, 8)} for i in range(8)
+    }
     out = screen_out(_logs(figures), True, 20)
     assert out, "the last configurations are far behind, every round"
     assert {s.test for s in out} == {"Nemenyi"}
@@ -99,9 +101,7 @@ def test_judge_races_only_those_left_and_names_the_screened_and_the_baselines() 
     others are measured against, nor raced."""
     rng = np.random.default_rng(44)
     figures = _figures(rng, {**FIELD, "nginx-static": 20_000.0}, 3)
-    standing = judge(
-        figures, look=3, max_looks=20, screen=True, exempt=frozenset({"nginx-static"})
-    )
+    standing = judge(figures, look=3, max_looks=20, screen=True, exempt=frozenset({"nginx-static"}))
     gone = {s.config for s in standing.screened}
     assert gone and "nginx-static" not in gone
     assert all(s.best != "nginx-static" for s in standing.screened)

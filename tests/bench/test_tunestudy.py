@@ -293,4 +293,4 @@ def test_the_section_shows_each_tuned_arms_search_and_the_tuned_checks() -> None
     assert "threads=8 workers=4 – (out: 1.5 % failed)" in text
     assert "`tuned/test-01234567/study-default-rule-vs-tuned/tuned.json`" in text
     assert "- req/s, tuned above the 2×CPU+1 rule: " in text
-    assert "tuned above the 2×CPU+1 rule: 211 vs 100 — holds (b/a 0.47× [" in text
+    assert "tuned above the 2×CPU+1 rule: 212 vs 100 — holds (b/a 0.47× [" in text
