@@ -11,7 +11,10 @@ still asked), 130 interrupted (stopped between questions).
 
 A question is answered, and skipped, when the ledger's latest line for it on this machine
 says it exited 0 with the same fingerprint (same target and variables), and every record
-file it names is still in RESULTS/records, loads, and carries this machine's identity.
+file it names is still in RESULTS/records, loads, and carries this machine's identity. A
+question asked again because its command changed retires the records of its earlier command
+on this machine first (`retire`: the summary reads every record below RESULTS, and the old
+session would be judged beside the new one); the ledger line names them.
 """
 
 from __future__ import annotations
@@ -235,9 +238,38 @@ class Stop:
         self.asked = True
 
 
+def retire(q: Question, results: Path, ident: dict) -> list[str]:
+    """The records of this question's earlier askings on this machine under another command
+    (its variables changed), removed from RESULTS with their raw files as it is asked again:
+    the summary reads every record below RESULTS, and a superseded session beside the new
+    one would be judged beside it (git keeps the old ones). Those it removed, by name."""
+    gone: list[str] = []
+    for entry in read_ledger(results):
+        if (
+            entry.get("question") != q.id
+            or entry.get("identity") != ident
+            or entry.get("fingerprint") == q.fingerprint()
+        ):
+            continue
+        for name in entry.get("records", []):
+            path = results / "records" / name
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            for raw in data.get("raw_files") or []:
+                (results / raw).unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
+            gone.append(name)
+    return gone
+
+
 def ask(q: Question, step: Step, results: Path, ident: dict, runner: Runner) -> int:
     """One question asked and its ledger line written: the exit status of its harness."""
     records = results / "records"
+    retired = retire(q, results, ident)
+    if retired:
+        print(f"reference: {q.id}: {len(retired):,} records of its earlier command retired")
     before = set(records.glob("*.json")) if records.is_dir() else set()
     started = now_iso()
     print(f"reference: {q.id}: {q.make_line(','.join(step.servers) if step.servers else None)}")
@@ -255,6 +287,7 @@ def ask(q: Question, step: Step, results: Path, ident: dict, runner: Runner) -> 
         "status": word,
         "exit": status,
         "records": written,
+        "retired": retired,
         "started_at": started,
         "ended_at": now_iso(),
     }

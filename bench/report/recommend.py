@@ -14,10 +14,11 @@ The rules (the confidence rules of bench.report.stats):
   TRIALS=auto), the race's read-out decides (bench.report.standings, the lines "Decided by
   racing" prints): the leaders at a load are the best configuration and those the race did
   not separate from it; a configuration leads alone where the race separated it from the
-  next. Where at every raced load the race put some configurations below the leaders, and
+  next. Where the race put some configurations below the leaders at one load at least, and
   one or more configurations are among the leaders at every load, those are the leading
-  group: the first of them (the best at the highest load) is recommended, the others named
-  beside it as not separated from it, with the command that would race them apart. Other
+  group (as a sole leader leads at some load and holds the lead at every other): the first
+  of them (the best at the highest load) is recommended, the others named beside it as not
+  separated from it, with the command that would race them apart. Other
   runs (a fixed TRIALS=): the rank interval by req/s, exactly 1 (significantly ahead of
   every other after Holm's correction) at some load and holding 1 at every other. Two
   configurations that each lead somewhere, a leader whose interval overlaps another's, a
@@ -410,10 +411,10 @@ def decide(runs: list[Record]) -> Decision:
 
 def leading_group(arenas_: list[Arena]) -> list[Record]:
     """The configurations among the race's leaders at every load, best at the highest load
-    first, where every load was raced and the race put some configuration below the leaders
-    at each; [] otherwise (see the module's docstring). One that left connections unserved
-    is never among them."""
-    if not arenas_ or not all(a.separated_some() for a in arenas_):
+    first, where the race put some configuration below the leaders at one load at least (as
+    a sole leader leads at some load and holds the lead at every other); [] otherwise (see
+    the module's docstring). One that left connections unserved is never among them."""
+    if not any(a.separated_some() for a in arenas_):
         return []
     common: set[tuple] | None = None
     for arena in arenas_:
@@ -498,9 +499,22 @@ def group_command(decision: Decision) -> str:
     .rounds_to_decide, at each race's minutes per configuration and round)."""
     assert decision.leader is not None
     group = [decision.leader, *decision.tied]
-    idents = {_identity(r) for r in group}
+    servers = ",".join(dict.fromkeys(r.server for r in group))
+    scenarios = ",".join(sorted({a.first.scenario for a in decision.arenas}))
+    loads = ",".join(str(c) for c in sorted({a.first.concurrency for a in decision.arenas}))
+    budget = race_budget(decision.arenas, {_identity(r) for r in group})
+    return (
+        f"make bench SERVER={servers} SCENARIO={scenarios} CONCURRENCY={loads} TRIALS=auto "
+        f"BUDGET={budget}"
+    )
+
+
+def race_budget(arenas_: list[Arena], idents: set[tuple]) -> int:
+    """The minutes a race of these configurations alone would need at the raced loads, as
+    their pairs' noise stands (bench.report.decision.rounds_to_decide; a pair the estimate
+    cannot bound, the rounds run), at each race's minutes per configuration and round."""
     minutes = 0.0
-    for arena in decision.arenas:
+    for arena in arenas_:
         race = arena.race
         if race is None or not race.minutes or not race.rounds:
             continue
@@ -513,14 +527,7 @@ def group_command(decision: Decision) -> str:
         rounds = max((n for n in needed if n is not None), default=race.rounds)
         per = race.minutes / (race.rounds * max(1, len(race.figures)))
         minutes += rounds * per * len(names)
-    servers = ",".join(dict.fromkeys(r.server for r in group))
-    scenarios = ",".join(sorted({a.first.scenario for a in decision.arenas}))
-    loads = ",".join(str(c) for c in sorted({a.first.concurrency for a in decision.arenas}))
-    budget = min(1_440, max(5, math.ceil(minutes)))
-    return (
-        f"make bench SERVER={servers} SCENARIO={scenarios} CONCURRENCY={loads} TRIALS=auto "
-        f"BUDGET={budget}"
-    )
+    return min(1_440, max(5, math.ceil(minutes)))
 
 
 def avoid(decision: Decision) -> str:
@@ -644,6 +651,14 @@ def run_command(
     servers = servers or ["all"]
     measured = sorted({r.scenario for r in decision.candidates}) or [scenarios[0]]
     flag = MAKE_FLAG[deployment]
+    raced = [a for a in decision.arenas if a.race is not None]
+    if raced:  # a race of the candidates at the loads raced, as long as their noise needs
+        loads = ",".join(str(c) for c in sorted({a.first.concurrency for a in raced}))
+        idents = {_identity(r) for r in decision.candidates}
+        return (
+            f"make bench SERVER={','.join(servers)} SCENARIO={','.join(measured)} "
+            f"CONCURRENCY={loads} TRIALS=auto BUDGET={race_budget(raced, idents)}{flag}"
+        )
     if decision.arenas or not decision.capacities:
         conc = max((a.first.concurrency for a in decision.arenas), default=None)
         load = " LOAD=locust" if measured == ["saas"] else ""
@@ -833,9 +848,9 @@ LEGEND = (
     "it leads (rank `1`, or separated from the next by the race) and holds the lead at every "
     "other load, or it won the capacity race of its machine and session (each round's "
     "capacity paired by round, separated from the next); where the race left two or more "
-    "among the leaders at every load and put the rest below them, the best of that leading "
-    'group, the others named beside it ("not separated from") with the command that would '
-    "race them apart; baselines (nginx-static, flask-dev) never."
+    "among the leaders at every load and put the rest below them at one load at least, the "
+    'best of that leading group, the others named beside it ("not separated from") with the '
+    "command that would race them apart; baselines (nginx-static, flask-dev) never."
 )
 
 

@@ -211,6 +211,39 @@ def test_leaders_of_a_raced_question_follow_its_race(tmp_path: Path) -> None:
     assert not {s.config for s in race.standing.screened} & set(chosen)
 
 
+def test_a_question_asked_again_under_a_new_command_retires_its_old_records(
+    tmp_path: Path,
+) -> None:
+    """behind-nginx asked with BUDGET 5, then with 6: the first asking's records and raw
+    files leave RESULTS before the second runs (the summary would judge both sessions side
+    by side), the ledger line names them; a question asked again under the same command (a
+    record went missing) retires nothing, nor does another machine's or question's."""
+    campaign = load_campaign(_campaign(tmp_path, BENCH))
+    results = campaign.results
+    first = [_record(results, p) for p in DB_C50[:2]]
+    for name in first:
+        data = json.loads((results / "records" / name).read_text())
+        for raw in data.get("raw_files") or []:
+            (results / raw).parent.mkdir(parents=True, exist_ok=True)
+            (results / raw).write_text("raw output")
+    q = campaign.questions[0]
+    entry = {"question": q.id, "identity": IDENT, "fingerprint": q.fingerprint(), "exit": 0}
+    ask.append_ledger(results, {**entry, "records": first})
+    other = {**entry, "identity": {**IDENT, "machine_id": "another"}, "fingerprint": "x"}
+    ask.append_ledger(results, {**other, "records": [first[0]]})
+    assert ask.retire(q, results, IDENT) == []  # same command: nothing retired
+    changed = load_campaign(_campaign(tmp_path, BENCH.replace('"5"', '"6"'))).questions[0]
+    raws = [
+        results / raw
+        for name in first
+        for raw in json.loads((results / "records" / name).read_text()).get("raw_files") or []
+    ]
+    assert raws and all(p.exists() for p in raws)
+    assert ask.retire(changed, results, IDENT) == first
+    assert not any((results / "records" / n).exists() for n in first)
+    assert not any(p.exists() for p in raws)
+
+
 def _writer(results: Path, statuses: dict[str, int]) -> ask.Runner:
     """A fake harness: writes one real record per question, exits as told."""
     sources = iter(DB_C50)
