@@ -320,24 +320,8 @@ def judge(
     gone = {s.config for s in out}
     logs = {c: v for c, v in all_logs.items() if c not in gone and c not in apart}
     ranking = _rank(logs, higher_is_better)
-    tests, levels = [], []
-    for better, worse in itertools.pairwise(ranking):
-        common = sorted(set(logs[better]) & set(logs[worse]))
-        # the first rounds up to the pair's last look point: between looks it keeps that test
-        used = common[: tested_at(len(common), max_looks)] if len(common) >= MIN_ROUNDS else common
-        diffs = np.array([logs[better][r] - logs[worse][r] for r in used], dtype=float)
-        tests.append(_test(diffs, margin, not logs[better] or not logs[worse]))
-        levels.append(spent(diffs.size, max_looks, alpha))
-    pairs = _holm(list(itertools.pairwise(ranking)), tests, levels, alpha)
-    undecided = [p for p in pairs if p.state == "undecided"]
-    racing: set[str] = set()
-    for pair in undecided:
-        # a pair with a failed configuration waits on that one alone: more rounds of the
-        # other could not decide it
-        stuck = {c for c in (pair.better, pair.worse) if not logs[c]}
-        racing |= stuck or {pair.better, pair.worse}
-    if len(ranking) == 1 and not logs[ranking[0]]:
-        racing.add(ranking[0])
+    pairs = _adjacent_pairs(logs, ranking, margin, alpha, max_looks)
+    racing = _racing(logs, ranking, pairs)
     tail = [c for c in _rank(all_logs, higher_is_better) if c in gone or c in apart]
     return Standing(
         (*ranking, *tail),
@@ -348,6 +332,42 @@ def judge(
         tuple(out),
         tuple(c for c in tail if c in apart),
     )
+
+
+def _adjacent_pairs(
+    logs: Mapping[str, Mapping[int, float]],
+    ranking: list[str],
+    margin: float,
+    alpha: float,
+    max_looks: int,
+) -> list[Pair]:
+    """Each adjacent pair of the ranking tested on its paired ln ratios, Holm over them."""
+    tests, levels = [], []
+    for better, worse in itertools.pairwise(ranking):
+        common = sorted(set(logs[better]) & set(logs[worse]))
+        # the first rounds up to the pair's last look point: between looks it keeps that test
+        used = common[: tested_at(len(common), max_looks)] if len(common) >= MIN_ROUNDS else common
+        diffs = np.array([logs[better][r] - logs[worse][r] for r in used], dtype=float)
+        tests.append(_test(diffs, margin, not logs[better] or not logs[worse]))
+        levels.append(spent(diffs.size, max_looks, alpha))
+    return _holm(list(itertools.pairwise(ranking)), tests, levels, alpha)
+
+
+def _racing(
+    logs: Mapping[str, Mapping[int, float]], ranking: list[str], pairs: list[Pair]
+) -> set[str]:
+    """The configurations an undecided pair still needs."""
+    racing: set[str] = set()
+    for pair in pairs:
+        if pair.state != "undecided":
+            continue
+        # a pair with a failed configuration waits on that one alone: more rounds of the
+        # other could not decide it
+        stuck = {c for c in (pair.better, pair.worse) if not logs[c]}
+        racing |= stuck or {pair.better, pair.worse}
+    if len(ranking) == 1 and not logs[ranking[0]]:
+        racing.add(ranking[0])
+    return racing
 
 
 def screen_out(
