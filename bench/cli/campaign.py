@@ -121,12 +121,7 @@ def leaders(q: Question, results: Path, ledger: list[dict], ident: dict) -> list
     members = {
         k: g for k, g in groups(point).items() if not starved(g) and g[0].server not in BASELINES
     }
-    runs = [r for g in members.values() for r in g]
-    race = (
-        standings.judge_point(runs)
-        if runs and all(r.metadata.get("trials_auto") for r in runs)
-        else None
-    )
+    race = standings.raced_point(members)
     if race is not None:
         names = [name.split(" ")[0] for name in race.standing.ranking]
     else:

@@ -282,20 +282,13 @@ def arenas(runs: list[Record]) -> list[Arena]:
 
 
 def _race_of(members: dict[tuple, list[Record]]) -> tuple[standings.PointRace | None, dict]:
-    """The race's read-out of an arena whose runs were raced (make bench TRIALS=auto: every
-    run carries metadata.trials_auto), and each configuration's name in it; (None, {})
-    otherwise. The same judge the harness stopped on and "Decided by racing" prints, with
-    the configurations that left connections unserved ranked apart (not in this race: their
-    req/s counts only the connections they served)."""
-    runs = [r for group in members.values() if not starved(group) for r in group]
-    raced = all(r.metadata.get("trials_auto") for r in runs) and not any(
-        k in r.metadata for r in runs for k in ("tune", "capacity")
-    )
-    if not raced or not runs:
-        return None, {}
-    race = standings.judge_point(runs)
+    """The race's read-out of an arena whose runs were raced (standings.raced_point: the
+    judge the harness stopped on and "Decided by racing" prints, starved configurations
+    ranked apart), and each configuration's name in it; (None, {}) otherwise."""
+    race = standings.raced_point(members)
     if race is None:
         return None, {}
+    runs = [r for group in members.values() if not starved(group) for r in group]
     several = standings.servers_with_knobs(runs)
     labels = {
         key: standings.config_label(group[0], several)

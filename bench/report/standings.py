@@ -24,7 +24,14 @@ from bench.core import defaults
 from bench.core.record import Record
 from bench.report import decision
 from bench.report.cells import host_of
-from bench.report.groups import BASELINES, groups, is_experiment, round_figure, runtime_key
+from bench.report.groups import (
+    BASELINES,
+    groups,
+    is_experiment,
+    round_figure,
+    runtime_key,
+    starved,
+)
 
 
 @dataclass(frozen=True)
@@ -200,6 +207,21 @@ def judge_point(point_records: list[Record], max_looks: int | None = None) -> Po
         lower,
         spot(point_records[0]),
     )
+
+
+def raced_point(members: dict[tuple, list[Record]]) -> PointRace | None:
+    """The race's read-out of one point's configurations (groups of runs by configuration)
+    where make bench raced them (TRIALS=auto: every run carries metadata.trials_auto; make
+    tune's and capacity's runs are other races): judge_point over the configurations that
+    served every connection. Those that left connections unserved are ranked apart, never in
+    it (their req/s counts only the connections they served); None: not raced, or fewer than
+    two configurations. The one reading of "who leads here" the recommendations and the
+    campaign's @leaders share."""
+    runs = [r for group in members.values() if not starved(group) for r in group]
+    raced = all(r.metadata.get("trials_auto") for r in runs) and not any(
+        k in r.metadata for r in runs for k in ("tune", "capacity")
+    )
+    return judge_point(runs) if runs and raced else None
 
 
 def summary_lines(records: list[Record]) -> list[str]:

@@ -48,11 +48,14 @@ def test_tune_saves_the_answer_and_bench_measures_it(tmp_path: Path) -> None:
     assert {"threads=2 workers=1", "threads=2 workers=2"} <= labels
     assert labels <= {"threads=2 workers=1", "threads=2 workers=2", "threads=4 workers=2"}
     recommended = answer["recommended"]
-    assert recommended["knobs"]["threads"] == 2 and recommended["knobs"]["workers"] in (1, 2)
+    # any configuration raced may be recommended, the declared one included when it won the
+    # final race (CI of 0706fd9 saw w2 t4 recommended: a machine's business, not the test's)
+    knobs = recommended["knobs"]
+    assert f"threads={knobs['threads']} workers={knobs['workers']}" in labels
     paste = recommended["paste"]
     assert paste["make"].startswith("make bench SERVER=gunicorn-gthread SCENARIO=db")
-    assert f"WORKERS={recommended['knobs']['workers']}" in paste["make"]
-    assert "--threads 2" in paste["argv"]
+    assert f"WORKERS={knobs['workers']}" in paste["make"]
+    assert f"--threads {knobs['threads']}" in paste["argv"]
     assert "tune gunicorn-gthread db c10 (rps)" in proc.stdout
     assert "paste: make bench" in proc.stdout and "round" in proc.stderr
     searched = [json.loads(p.read_text()) for p in (results / "records").glob("*.json")]
@@ -69,8 +72,8 @@ def test_tune_saves_the_answer_and_bench_measures_it(tmp_path: Path) -> None:
     ]
     source = str(files[0].relative_to(results))
     assert benched and all(r["metadata"]["tuned"] == source for r in benched)
-    assert all(r["knobs"]["workers"] == recommended["knobs"]["workers"] for r in benched)
-    assert all(r["knobs"]["threads"] == 2 for r in benched)
+    assert all(r["knobs"]["workers"] == knobs["workers"] for r in benched)
+    assert all(r["knobs"]["threads"] == knobs["threads"] for r in benched)
     summary = (results / "summary.md").read_text()
     assert f"tuned ({source})" in summary
 
