@@ -59,6 +59,10 @@ METRICS = {
     "reload_failed": "failed on reload",
     "p99_around_ms": "p99 ms ±2 s of reload",
     "recovery_s": "recovery s",
+    # answered 2xx but later than the record's latency_limit_ms (LATE_LIMIT_MS, the p99
+    # objective): lifecycle.late_arrivals (LIFECYCLE=reload) or recycles.late_arrivals
+    # (RECYCLE=); a server that queues through a reload fails nothing and is late instead
+    "late": "late (past the p99 objective)",
     # RECYCLE= (records with recycles)
     "workers_started": "workers started",
     # WebSocket runs (records with `websocket`); SCENARIO=websocket-idle: what a connection
@@ -135,6 +139,8 @@ def metric_value(rec: Record, metric: str) -> float | None:
     if metric == "workers_started":
         value = (rec.recycles or {}).get("workers_started")
         return float(value) if value is not None else None
+    if metric == "late":
+        return _late(rec)
     if metric in ("reload_failed", "p99_around_ms", "recovery_s"):
         value = (rec.lifecycle or {}).get(metric.removeprefix("reload_"))
         return float(value) if isinstance(value, (int, float)) else None
@@ -145,7 +151,7 @@ def metric_value(rec: Record, metric: str) -> float | None:
 # the events and what they are out of (bench.report.decision.count_p) instead of ratios.
 # Binomial: events out of the arrivals; Poisson (oom_kills): events per trial.
 COUNT_METRICS = ("errors_pct", "failed_pct", "gateway_errors_pct", "s502", "s504")
-COUNT_METRICS += ("reload_failed", "oom_kills")
+COUNT_METRICS += ("reload_failed", "oom_kills", "late")
 
 
 def count_of(rec: Record, metric: str) -> tuple[int, float] | None:
@@ -167,10 +173,18 @@ def count_of(rec: Record, metric: str) -> tuple[int, float] | None:
         "s502": int(proxy.get("502", 0)),
         "s504": int(proxy.get("504", 0)),
     }
-    if metric == "reload_failed":
+    if metric in ("reload_failed", "late"):
         value = metric_value(rec, metric)
         return None if value is None else (int(value), float(arrivals))
     return events[metric], float(arrivals)
+
+
+def _late(rec: Record) -> float | None:
+    """Arrivals answered late in a reload's or a recycling run's window (None: neither, or a
+    record from before format 16 kept them)."""
+    found = rec.lifecycle or rec.recycles or {}
+    value = found.get("late_arrivals")
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def _held_memory(rec: Record, metric: str) -> float | None:

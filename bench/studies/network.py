@@ -227,13 +227,15 @@ def _arm_table(study: Study, records: list[Record]) -> list[str]:
     race = _raced(study)
     header = RACE_HEADER if race else RATE_HEADER
     order = list(labels)
+    several = any(r.trial > 1 for r in records)
     rows = []
     for rec in sorted(
         records,
         key=lambda r: (
             order.index(r.metadata.get("study_arm"))
             if r.metadata.get("study_arm") in labels
-            else 99
+            else 99,
+            r.trial,
         ),
     ):
         arm = str(rec.metadata.get("study_arm"))
@@ -241,7 +243,8 @@ def _arm_table(study: Study, records: list[Record]) -> list[str]:
             failed = [labels.get(arm, arm), rec.server, f"failed: {rec.reason}"]
             rows.append(failed + [""] * (len(header) - 3))
             continue
-        common = [labels.get(arm, arm), rec.server, _sysctl_text(rec, varying) or "–"]
+        label = labels.get(arm, arm) + (f" (round {rec.trial})" if several else "")
+        common = [label, rec.server, _sysctl_text(rec, varying) or "–"]
         rows.append(common + (_race_row(rec) if race else _rate_row(study, rec)))
     return markdown_table(header, rows, "lllrrrrllrlr" if race else "lllrrrrrrrlrrr")
 
@@ -355,6 +358,17 @@ def fix_verdict_lines(study: Study, records: list[Record]) -> list[str]:
     ]
 
 
+def _evidence_text(records: list[Record]) -> str:
+    """What the section's figures rest on, from the records: rounds per arm and the runs a
+    foreign load overlapped (bench.observe.foreign), never a description typed in."""
+    rounds = max((r.trial for r in records), default=1)
+    foreign = sum(1 for r in records if r.foreign_load is True)
+    each = "one round per arm: single runs" if rounds == 1 else f"up to {rounds} rounds per arm"
+    if foreign:
+        return f"{each}; {foreign} run(s) overlapped foreign load (see Foreign load)."
+    return f"{each}; no run overlapped foreign load."
+
+
 def study_section(study: Study, records: list[Record]) -> list[str]:
     """One load-balancer study's section."""
     first = records[0]
@@ -365,12 +379,11 @@ def study_section(study: Study, records: list[Record]) -> list[str]:
         f"Source: `{study.source}`. {runs[0].upper()}{runs[1:]}, each arm in a network "
         "namespace of the harness's own (sysctls set there only), oha "
         f"{first.load_tool_version or ''} or the burst pattern of bench/load/race.py. "
-        "Measured on a shared 2-CPU machine while other load ran: single runs, noisy.",
+        f"{_evidence_text(records)}",
         "",
         f"**Claim.** {study.claim}",
         "",
-        f"**Expected.** {study.expect}",
-        "",
+        *([f"**Expected.** {study.expect}", ""] if study.expect else []),
         f"**How ours differs.** {study.differs}",
         "",
         *fix_verdict_lines(study, records),

@@ -231,3 +231,29 @@ def test_no_fix_must_name_a_server_of_the_arms(tmp_path, monkeypatch) -> None:
     (tmp_path / "lb-keepalive-race.toml").write_text(text.replace("granian-asgi = ", "nginx = "))
     with pytest.raises(schema.StudyError, match=r"no_fix\.nginx must be a server of the arms"):
         schema.load_study("lb-keepalive-race")
+
+
+def test_the_section_says_what_its_figures_rest_on_from_the_records() -> None:
+    """The section's evidence line is read from the records (issue 32: "Measured on a shared
+    machine while other load ran" was typed in, true or not): one real port-exhaustion run is
+    "one round per arm"; two rounds, one of them under foreign load, say so, and each row
+    names its round."""
+    from dataclasses import replace
+
+    from bench.core.record import load_records
+    from bench.studies.network import study_section
+
+    records, _ = load_records(FIXTURES.parent / "lb")
+    study = load_study("port-exhaustion")
+    one = "\n".join(study_section(study, records))
+    assert "one round per arm: single runs; no run overlapped foreign load." in one
+    assert "while other load ran" not in one
+    second = replace(records[0], trial=2, foreign_load=True, run_id="second")
+    two = study_section(study, [*records, second])
+    text = "\n".join(two)
+    assert "up to 2 rounds per arm; 1 run(s) overlapped foreign load" in text
+    rows = [line for line in two if line.startswith("| nginx upstream keep-alive off")]
+    assert [r.split("|")[1].strip().endswith(f"(round {n})") for n, r in enumerate(rows, 1)] == [
+        True,
+        True,
+    ]

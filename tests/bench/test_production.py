@@ -8,11 +8,14 @@ import shutil
 from pathlib import Path
 
 from bench.core.defaults import LATE_LIMIT_MS
+from bench.core.outcome import Outcome
 from bench.core.record import FORMAT_VERSION, Record
 from bench.core.registry import server_ids
 from bench.load.oha import parse_oha, to_load_result
 from bench.observe import lifecycle
 from bench.report.production import NOT_CATALOG, production_sections
+from bench.studies.metrics import COUNT_METRICS, count_of, metric_value
+from bench.studies.schema import load_study
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -335,6 +338,23 @@ def test_a_reload_counts_late_arrivals_as_a_figure() -> None:
     cell = _rows(production_sections([rec]))["gunicorn-sync"][0]
     assert cell.startswith(f"0 failed, {late:,} late (past {LATE_LIMIT_MS:,.0f} ms) at 300 req/s")
     assert "late past" not in cell  # the figure, not the remark of older records
+
+
+def test_the_reload_study_tables_late_arrivals_beside_failed() -> None:
+    """The reload study's table reads the same late arrivals as the production cell (its
+    `late` metric, a count out of the arrivals like `reload_failed`): "0 failed" never stands
+    alone while arrivals were seconds late; a record before format 16 has no figure (None,
+    never a zero)."""
+    old = next(r for r in _records() if r.server == "gunicorn-sync" and r.lifecycle)
+    rec = _reanalysed("gunicorn-sync")
+    late = (rec.lifecycle or {})["late_arrivals"]
+    assert metric_value(rec, "reload_failed") == 0
+    assert metric_value(rec, "late") == late > 0
+    assert count_of(rec, "late") == (late, float(Outcome.of_record(rec).arrivals))
+    assert metric_value(old, "late") is None
+    assert "late" in COUNT_METRICS
+    for name in ("reload", "recycle"):
+        assert "late" in load_study(name).metrics
 
 
 def test_the_latency_limit_is_the_same_for_every_server() -> None:
