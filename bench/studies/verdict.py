@@ -335,9 +335,11 @@ def outcome(check: dict, records: list[Record], family: int = 1) -> Outcome:
 def verdict(found: Sequence[Outcome]) -> str:
     """The verdict over checks: reproduced / not reproduced when every check is; partly
     reproduced when checks were decided both ways; "one trial: cannot decide" when every
-    check had one trial; otherwise inconclusive."""
+    check measured had one trial (a check its records cannot measure, such as late arrivals
+    before format 16, adds no evidence either way); otherwise inconclusive."""
     results = {o.result for o in found}
-    if found and all(o.held == "one trial" for o in found):
+    measured = [o for o in found if o.held != "not measured"]
+    if measured and all(o.held == "one trial" for o in measured):
         return ONE_TRIAL
     if results == {"reproduced"}:
         return "reproduced"
