@@ -7,7 +7,9 @@ each question, its command, skipped or to run and why, the estimated minutes), o
 question run as its own harness invocation (`python -m bench <command> --from-env`, so each is
 answered within one session and handles Ctrl-C itself), then summary.md, index.html and the
 picture of the report. Exit status: 0 every question answered, 1 one failed (the others
-still asked), 130 interrupted (stopped between questions).
+still asked), 2 refused (RESULTS holds another machine's answers: a reference is one
+machine's; DRY_RUN=1 prints the plan and that line), 130 interrupted (stopped between
+questions).
 
 A question is answered, and skipped, when the ledger's latest line for it on this machine
 says it exited 0 with the same fingerprint (same target and variables), and every record
@@ -184,6 +186,40 @@ def plan(campaign: Campaign, ident: dict) -> list[Step]:
     return steps
 
 
+def other_machines(results: Path, ident: dict) -> dict[str, list[str]]:
+    """The machines other than this one with a question answered in RESULTS (their identity
+    as text -> the questions): the reference is one machine's, so a campaign started here
+    would put a second machine's answers beside theirs."""
+    found: dict[str, list[str]] = {}
+    for entry in read_ledger(results):
+        other = entry.get("identity") or {}
+        if entry.get("status") != "answered" or other == ident:
+            continue
+        name = (
+            f"{other.get('machine_id', '?')} ({other.get('cpu_model', '?')}, "
+            f"{other.get('cpu_count', '?')} CPUs)"
+        )
+        questions = found.setdefault(name, [])
+        if entry.get("question") not in questions:
+            questions.append(str(entry.get("question")))
+    return found
+
+
+def refusal(results: Path, ident: dict) -> str | None:
+    """Why a campaign cannot start here (one line), or None: RESULTS holds answers of another
+    machine (issue 32: one reference pooled two hosts under one label)."""
+    others = other_machines(results, ident)
+    if not others:
+        return None
+    names = "; ".join(f"{name}: {len(qs)} question(s)" for name, qs in others.items())
+    return (
+        f"reference: {results} holds questions answered on another machine ({names}), not on "
+        f"this one ({ident['machine_id']}, {ident['cpu_model']}, {ident['cpu_count']} CPUs): "
+        "a reference is one machine's; resume it on that machine, or move "
+        f"{results}/records and {results}/{LEDGER} away (git keeps them) to start this one's"
+    )
+
+
 def plan_lines(steps: list[Step], ident: dict) -> list[str]:
     """The plan as DRY_RUN=1 prints it."""
     lines = [
@@ -302,6 +338,11 @@ def run_campaign(
     ident = identity()
     steps = plan(campaign, ident)
     print("\n".join(plan_lines(steps, ident)))
+    refused = refusal(campaign.results, ident)
+    if refused is not None:
+        print(refused, file=sys.stderr)
+        if not dry_run:
+            return 2
     if dry_run:
         return 0
     stop = Stop()

@@ -378,3 +378,35 @@ def test_summary_says_which_questions_are_answered_and_which_are_not_asked(tmp_p
     line = "\n".join(shown.summary_lines(results, path))
     assert "0 of reference.toml's 2 questions answered here (none)" in line
     assert "asked but not answered: direct (failed (exit 1))" in line
+
+
+def test_a_campaign_on_another_machine_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """RESULTS holds a question answered on another machine (issue 32: one reference label
+    over an AMD and an Intel host): the campaign here asks nothing, exits 2 with one line
+    naming that machine and what to do; DRY_RUN=1 prints the plan with the same line, exit 0;
+    a question that only failed there does not count."""
+    monkeypatch.setattr(ask, "identity", lambda: IDENT)
+    campaign = load_campaign(_campaign(tmp_path, BENCH + STUDY))
+    intel = {**IDENT, "cpu_model": "Intel(R) Xeon(R) Processor"}
+    entry = {"question": "direct", "identity": intel, "status": "failed (exit 1)", "exit": 1}
+    ask.append_ledger(campaign.results, entry)
+    asked: list[str] = []
+    runner = _writer(campaign.results, {})
+
+    def counted(q: ask.Question, env: dict[str, str]) -> int:
+        asked.append(q.id)
+        return runner(q, env)
+
+    assert ask.run_campaign(campaign, False, counted, None) == 0
+    assert asked == ["direct", "study-sync-vs-gevent"]
+    capsys.readouterr()
+    ask.append_ledger(campaign.results, {**entry, "status": "answered", "exit": 0})
+    asked.clear()
+    assert ask.run_campaign(campaign, False, lambda q, e: asked.append(q.id) or 0, None) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert asked == [] and len(err) == 1
+    assert "Intel(R) Xeon(R) Processor" in err[0] and "1 question(s)" in err[0]
+    assert ask.run_campaign(campaign, True, lambda q, e: asked.append(q.id) or 0, None) == 0
+    assert asked == [] and "another machine" in capsys.readouterr().err
