@@ -379,21 +379,30 @@ def _grid(count: int, columns: int) -> tuple[int, int]:
     return max(1, math.ceil(count / columns)), min(columns, max(1, count))
 
 
+NO_VALUE = "no value (see the table)"  # an arm without the metric: no bar, never a 0 bar
+
+
 def _panel_bars(ax: Any, panel: Panel) -> None:
+    """One bar per arm; an arm without a value (a server that cannot reload, say) gets no
+    bar and says so, so that it is not read as a 0."""
     labels = sorted(panel.series)
-    values = [float(panel.series[label][0][1] or 0.0) for label in labels]
+    values = [panel.series[label][0][1] for label in labels]
     for y, (label, value) in enumerate(zip(labels, values, strict=True)):
-        look = STARVED_BAR if label in panel.starved else {"color": PALETTE[0]}
-        ax.barh([y], [value], **look)
+        if value is not None:
+            look = STARVED_BAR if label in panel.starved else {"color": PALETTE[0]}
+            ax.barh([y], [float(value)], **look)
     names = [starved_label(label) if label in panel.starved else label for label in labels]
     ax.set_yticks(range(len(labels)), names)
     ax.invert_yaxis()
     ax.set_xlabel(panel.metric)
     ax.grid(True, axis="x", alpha=0.3)
     # room right of the longest bar for its value, so every label stays inside the axes
-    ax.set_xlim(0, VALUE_ROOM * max(values, default=0.0) or 1.0)
+    known = [float(v) for v in values if v is not None]
+    ax.set_xlim(0, VALUE_ROOM * max(known, default=0.0) or 1.0)
     for y, value in enumerate(values):
-        ax.annotate(f" {figure(value)}", (value, y), va="center", fontsize="small")
+        text = f" {figure(value)}" if value is not None else f" {NO_VALUE}"
+        style = {} if value is not None else {"color": "grey", "style": "italic"}
+        ax.annotate(text, (value or 0.0, y), va="center", fontsize="small", **style)
 
 
 def _panel_lines(ax: Any, panel: Panel, labels: list[str]) -> None:

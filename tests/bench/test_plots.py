@@ -238,6 +238,21 @@ def test_the_study_figure_draws_bars_and_small_multiples_of_eight(drawn: list[An
         assert list(line.get_ydata()) == [float(i), 2.0 * i]
 
 
+def test_an_arm_without_a_value_gets_no_bar_and_says_so(drawn: list[Any]) -> None:
+    """A server that cannot reload has no "failed on reload": no bar (a 0 bar would read as
+    a perfect reload, issue 32's reload plot), its label says it has no value; a real 0 is
+    still a 0."""
+    from bench.report.plots import NO_VALUE
+
+    series = {"granian": [(None, 0.0)], "uwsgi": [(None, 15.0)], "waitress": [(None, None)]}
+    fig = study_figure("reload", [Panel("failed on reload", "", series)])  # type: ignore[dict-item]
+    drawn.append(fig)
+    (ax,) = [a for a in fig.axes if a.get_visible()]
+    assert [bar.get_width() for bar in ax.patches] == [0.0, 15.0]
+    texts = [t.get_text().strip() for t in ax.texts]
+    assert texts == ["0", "15", NO_VALUE]
+
+
 def test_the_lines_figure_draws_at_most_eight_series_with_their_data(drawn: list[Any]) -> None:
     """RSS over time and the like: the first eight labels, each with its own data."""
     series = {f"p{i:02}": ([0, 5, 10], [i, i + 1, i + 2]) for i in range(10)}
