@@ -4,7 +4,8 @@ Input: the study files (studies/*.toml) and a trial count (default defaults.STUD
 Output: seconds of measured windows per study — arms × scenarios × (connection counts, or
 offered rates for an open-loop arm) × (warmup + duration) × trials — and the README's table
 of them (tests/bench/test_study.py holds the README to it). Arms in a network namespace run
-once whatever the trials; the keep-alive race's arms at most their probe (probe_limit) and
+in rounds like any arm when their study has checks, once when it is described (no check);
+the keep-alive race's arms at most their probe (probe_limit) and
 their idle gaps (race_gaps_ms × race_rounds, or race_budget where the gaps are set around
 the measured close), shown as a bound and left out of the total. Tuned arms' searches (make
 tune's, before the first phase) take at most their [tune] budget each: a column of its own.
@@ -42,15 +43,17 @@ def _runs(study: Study, arm: Arm) -> int:
 
 def measured_seconds(study: Study, trials: int) -> int:
     """Seconds of warmup and measured windows of a study at `trials` trials per arm (arms in a
-    namespace: one; race arms: not counted)."""
+    namespace of a described study: one; race arms: not counted)."""
     total = 0
     for arm in study.arms:
         if arm.load == RACE_LOAD:
             continue
         settings = study.settings(arm)
-        window = int(settings.get("warmup", defaults.STUDY_WARMUP_S))  # type: ignore[call-overload]
-        window += int(settings.get("duration", 0))  # type: ignore[call-overload]
-        times = 1 if in_namespace(settings) else trials
+        namespace = in_namespace(settings)
+        # An arm in a namespace has no warmup window: a fresh server, then its one load.
+        warmup = 0 if namespace else settings.get("warmup", defaults.STUDY_WARMUP_S)
+        window = int(warmup) + int(settings.get("duration", 0))  # type: ignore[call-overload,arg-type]
+        times = 1 if namespace and not study.judged else trials
         total += _runs(study, arm) * window * times
     return total
 

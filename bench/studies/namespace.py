@@ -68,13 +68,13 @@ def counter_deltas(before: dict[str, int], after: dict[str, int]) -> dict[str, i
     return {k: after[k] - before.get(k, 0) for k in COUNTERS if k in after}
 
 
-def run_spec(opts: plan.Options) -> plan.RunSpec:
-    """The one run of an arm in a namespace: one route, one connection count, one rate."""
+def run_spec(opts: plan.Options, trial: int = 1) -> plan.RunSpec:
+    """An arm's run in a namespace, round `trial`: one route, one connection count, one
+    rate."""
     scenario = opts.scenarios[0]
     rate = opts.rates[0] if opts.rates else None
-    return plan.RunSpec(
-        opts.servers[0], scenario, opts.concurrency[0], 1, opts.study.paths.get(scenario), rate
-    )
+    path = opts.study.paths.get(scenario)
+    return plan.RunSpec(opts.servers[0], scenario, opts.concurrency[0], trial, path, rate)
 
 
 def arm_knobs(spec: ServerSpec, opts: plan.Options) -> dict[str, int]:
@@ -255,12 +255,14 @@ def record_arm(
     arm: Arm,
     opts: plan.Options,
     measured: ArmRun,
-    started: str,
+    when: tuple[str, int],
 ) -> Path | None:
-    """The arm's record through the Recorder: ok with what it measured, or failed when oha's
-    output cannot be read (kept beside the record)."""
+    """The record of an arm's round (`when`: its start and round number) through the
+    Recorder: ok with what it measured, or failed when oha's output cannot be read (kept
+    beside the record)."""
+    started, trial = when
     spec = load_all()[arm.server]
-    run = run_spec(opts)
+    run = run_spec(opts, trial)
     facts = facts_of(spec, opts, measured)
     fields = _network_fields(measured, study.settings(arm))
     if measured.race is not None:

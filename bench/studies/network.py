@@ -13,7 +13,7 @@ server its defaults (keep-alive timeout, backlog) beside what the race measured.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from scipy import stats
 
@@ -252,10 +252,16 @@ def _arm_table(study: Study, records: list[Record]) -> list[str]:
 def _arms_with(
     records: list[Record], labels: dict[str, str], value: Callable[[Record], int]
 ) -> str:
+    """The arms with events, each once: its count (summed over its rounds, and how many)."""
+    counts: dict[str, list[int]] = {}
+    for rec in records:
+        if rec.status == "ok":
+            label = labels.get(str(rec.metadata.get("study_arm")), rec.server)
+            counts.setdefault(label, []).append(value(rec))
     found = [
-        f"{labels.get(str(r.metadata.get('study_arm')), r.server)} ({n:,})"
-        for r in records
-        if r.status == "ok" and (n := value(r))
+        f"{label} ({sum(n):,}" + (f" over {len(n)} rounds)" if len(n) > 1 else ")")
+        for label, n in counts.items()
+        if sum(n)
     ]
     return "; ".join(found) if found else "none"
 
@@ -363,14 +369,15 @@ def _evidence_text(records: list[Record]) -> str:
     foreign load overlapped (bench.observe.foreign), never a description typed in."""
     rounds = max((r.trial for r in records), default=1)
     foreign = sum(1 for r in records if r.foreign_load is True)
-    each = "one round per arm: single runs" if rounds == 1 else f"up to {rounds} rounds per arm"
+    each = "One round per arm: single runs" if rounds == 1 else f"Up to {rounds} rounds per arm"
     if foreign:
         return f"{each}; {foreign} run(s) overlapped foreign load (see Foreign load)."
     return f"{each}; no run overlapped foreign load."
 
 
-def study_section(study: Study, records: list[Record]) -> list[str]:
-    """One load-balancer study's section."""
+def study_section(study: Study, records: list[Record], verdict: Sequence[str] = ()) -> list[str]:
+    """One namespace study's section; `verdict`: its checks judged (a judged study's, by
+    bench.studies.sections), shown above the arms' table."""
     first = records[0]
     runs = runs_text(records)
     lines = [
@@ -383,10 +390,10 @@ def study_section(study: Study, records: list[Record]) -> list[str]:
         "",
         f"**Claim.** {study.claim}",
         "",
-        f"**Expected.** {study.expect}",
-        "",
+        *([f"**Expected.** {study.expect}", ""] if study.expect else []),
         f"**How ours differs.** {study.differs}",
         "",
+        *verdict,
         *fix_verdict_lines(study, records),
         *_arm_table(study, records),
         "",

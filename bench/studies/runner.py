@@ -12,7 +12,9 @@ handling and run directory (bench.harness.run.guarded).
 from __future__ import annotations
 
 import contextlib
+import random
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +23,7 @@ from bench.core import plan
 from bench.core.progress import Progress
 from bench.core.record import Record, load_records
 from bench.core.registry import load_all
+from bench.harness import racing
 from bench.harness import run as harness_run
 from bench.harness.recorder import Recorder
 from bench.host import cgroup, docker, images, netns
@@ -245,11 +248,11 @@ def execute_studies(
 def _run_batch(
     study: Study, batch: Batch, how: tuple[Execute, Sections], rounds: studyrounds.Rounds
 ) -> int:
-    """One batch: in namespaces (one run each), or through the stack with make study's
-    TRIALS (TRIALS=auto: raced until the checks it measures are decided)."""
+    """One batch, in namespaces or through the stack, with make study's TRIALS (TRIALS=auto:
+    raced until the checks it measures are decided)."""
     execute, sections = how
     if in_namespace(study.settings(batch[0][0])):
-        return execute_in_namespaces(study, batch, sections)
+        return execute_in_namespaces(study, batch, sections, rounds)
     arms = [studyrounds.with_rounds(o, rounds) for _, o in batch]
     if not isinstance(rounds, plan.Precision):
         return execute(arms, sections)
@@ -257,29 +260,76 @@ def _run_batch(
     return execute(studyrounds.with_looks(arms), sections, race=judge)  # type: ignore[call-arg]
 
 
-def execute_in_namespaces(study: Study, batch: Batch, sections: Sections) -> int:
-    """A batch of a study's arms, each in a network namespace of its own, a record each,
-    under the harness's one lock, signal handling and run directory."""
+def namespace_rounds(study: Study, batch: Batch, rounds: studyrounds.Rounds) -> list[plan.Options]:
+    """The arms of a namespace batch with their rounds: a judged study's as any study's
+    (make study's TRIALS, or the file's trials; TRIALS=auto: its first rounds and looks, then
+    raced); a described one's (no check to decide: the keep-alive race's arms, judged over
+    the events of one long run) once."""
+    if not study.judged:
+        return [replace(o, trials=1, precision=None) for _, o in batch]
+    arms = [studyrounds.with_rounds(o, rounds) for _, o in batch]
+    return studyrounds.with_looks(arms) if isinstance(rounds, plan.Precision) else arms
+
+
+def execute_in_namespaces(
+    study: Study, batch: Batch, sections: Sections, rounds: studyrounds.Rounds = None
+) -> int:
+    """A batch of a study's arms, each run in a network namespace of its own (a fresh one per
+    run), a record per run, in rounds: round 1 of every arm (in a seeded random order), then
+    round 2...; TRIALS=auto then races the arms of the checks still undecided
+    (bench.harness.racing.race_arms, the judge bench.studies.rounds.judge_for: the stack's
+    study race). Under the harness's one lock, signal handling and run directory."""
+    arms = namespace_rounds(study, batch, rounds)
+    by_id = {a.id: a for a, _ in batch}
 
     def body(table: ProcessTable, run_dir: Path) -> int:
-        recorder = _recorder(run_dir, batch)
+        recorder = _recorder(run_dir, batch, sum(o.trials for o in arms))
         spaces = netns.Namespaces(table)
-        for arm, opts in batch:
-            _measure_one(table, spaces, recorder, (study, arm, opts), run_dir / study.name)
+        started = time.monotonic()
+
+        def run_round(blocks: list[tuple[plan.Options, plan.Block]]) -> bool:
+            for opts, block in blocks:
+                arm = by_id[str(opts.study.meta["study_arm"])]
+                what = (study, arm, opts)
+                _measure_one(table, spaces, recorder, what, run_dir / study.name, block.trial)
+            return True
+
+        schedules = [(o, plan.rounds(o)) for o in arms]
+        order = random.Random(f"namespace rounds {arms[0].seed}")
+        for _ in range(max(o.trials for o in arms)):
+            blocks = [(o, b) for o, sched in schedules for b in next(sched)]
+            blocks = [(o, b) for o, b in blocks if b.trial <= o.trials]
+            order.shuffle(blocks)
+            run_round(blocks)
+        if arms[0].precision is not None:
+            outcome = racing.race_arms(
+                arms,
+                studyrounds.judge_for(study, set(by_id)),
+                lambda: recorder.records,
+                run_round,
+                recorder.progress.say,
+                lambda: time.monotonic() - started,
+            )
+            recorder.progress.say(
+                f"TRIALS=auto: study race stopped ({outcome.why}) after {outcome.rounds} "
+                f"round(s), {(time.monotonic() - started) / 60:.1f} min"
+            )
+            for line in outcome.lines:
+                print(f"bench: {line}", file=sys.stderr)
         return 1 if recorder.failures else 0
 
     results = batch[0][1].results
     return harness_run.guarded(results, sections, body, f"study {study.name} in namespaces")
 
 
-def _recorder(run_dir: Path, batch: Batch) -> Recorder:
+def _recorder(run_dir: Path, batch: Batch, runs: int) -> Recorder:
     """The Recorder of namespace arms: oha's version, nginx's when a proxy is in front."""
     tool = tools()[open_loop_name()]
     # Without a working oha an oha arm fails with oha's own reason; the race needs none.
     with contextlib.suppress(LoadError):
         tool.prepare(run_dir / "venv.log")
     proxy_version = tool_version(("nginx", "-v")) if any(o.proxy for _, o in batch) else None
-    progress = Progress(len(batch), 0)
+    progress = Progress(runs, 0)
     return Recorder(host_metadata(), cpu_placement(False), tool, progress, proxy_version)
 
 
@@ -289,24 +339,25 @@ def _measure_one(
     recorder: Recorder,
     what: tuple[Study, Arm, plan.Options],
     study_dir: Path,
+    trial: int = 1,
 ) -> None:
-    """One arm measured in its namespace and recorded: ok, or failed with the reason (an
-    interrupted arm is recorded failed, then the interruption goes on)."""
+    """One arm measured in its namespace and recorded as round `trial`: ok, or failed with
+    the reason (an interrupted arm is recorded failed, then the interruption goes on)."""
     study, arm, opts = what
-    print(f"bench: {study.name} {arm.id}: {arm.label}", file=sys.stderr)
+    print(f"bench: {study.name} {arm.id} round {trial}: {arm.label}", file=sys.stderr)
     spec = load_all()[arm.server]
     started = now_iso()
     try:
-        measured = measure_arm(table, spaces, study, arm, opts, study_dir / arm.id)
+        measured = measure_arm(table, spaces, study, arm, opts, study_dir / arm.id / str(trial))
     except (StartError, netns.NetnsError, OSError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else repr(exc)
-        recorder.failed(opts, (run_spec(opts),), facts_of(spec, opts, None), reason, {})
+        recorder.failed(opts, (run_spec(opts, trial),), facts_of(spec, opts, None), reason, {})
         return
     except (KeyboardInterrupt, Interrupted) as exc:
         reason = f"interrupted by {harness_run.signal_name(exc)}"
-        recorder.failed(opts, (run_spec(opts),), facts_of(spec, opts, None), reason, {})
+        recorder.failed(opts, (run_spec(opts, trial),), facts_of(spec, opts, None), reason, {})
         exc.add_note(f"{study.name} {arm.id}")
         raise
-    path = record_arm(recorder, study, arm, opts, measured, started)
+    path = record_arm(recorder, study, arm, opts, measured, (started, trial))
     if path is not None:
         print(f"bench: {study.name} {arm.id}: ok -> {path}", file=sys.stderr)

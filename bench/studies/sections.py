@@ -3,8 +3,9 @@
 Input: every record (those with metadata.study count; the latest study_run of each study)
 and the study files. Output: markdown lines, a section per study that has records: the
 judged studies first (claim, verdict per load model, results beside the published figures,
-a plot), then the studies described by `expect` (their arm tables, bench.studies.network),
-then the defaults behind a load balancer when the race ran.
+a plot; a study in network namespaces: its verdict above its arm tables and counts, from
+bench.studies.network), then the studies described by `expect` (their arm tables), then the
+defaults behind a load balancer when the race ran.
 """
 
 from __future__ import annotations
@@ -31,7 +32,14 @@ from bench.studies.metrics import (
     per_arm,
     runs_text,
 )
-from bench.studies.schema import NOT_RUN_KEYS, Study, StudyError, load_study, study_names
+from bench.studies.schema import (
+    NOT_RUN_KEYS,
+    Study,
+    StudyError,
+    in_namespace,
+    load_study,
+    study_names,
+)
 from bench.studies.searched import search_lines
 from bench.studies.verdict import Outcome, outcomes, settings_of
 from bench.studies.verdict import verdict as verdict_of
@@ -228,9 +236,9 @@ def _two_model_lines(study: Study, records: list[Record]) -> tuple[list[str], li
     return lines, [closed_verdict, open_verdict]
 
 
-def _verdict_lines(study: Study, records: list[Record]) -> list[str]:
+def _verdict_lines(study: Study, records: list[Record], why: bool = True) -> list[str]:
     """The verdict with the run it rests on (per load model where the study has two), a line
-    per check, and why it may differ."""
+    per check, and (`why`) why it may differ."""
     if any(a.open_loop for a in study.arms):
         lines, verdicts = _two_model_lines(study, records)
     else:
@@ -238,7 +246,7 @@ def _verdict_lines(study: Study, records: list[Record]) -> list[str]:
         verdict = verdict_of(found)
         run_line = _run_line(verdict, records, len(study.checks))
         lines, verdicts = [run_line, "", *(o.line for o in found), ""], [verdict]
-    if any(v != "reproduced" for v in verdicts):
+    if why and any(v != "reproduced" for v in verdicts):
         lines += [f"Why it may differ: {study.differs}", ""]
     return lines
 
@@ -485,8 +493,11 @@ def _sections_of(name: str, records: list[Record], results_dir: Path | None) -> 
         study = load_study(name)
     except StudyError as exc:
         return [f"## Study: {name}", "", f"The study file cannot be read: {exc}", ""]
-    if not study.judged:
-        return network.study_section(study, records)
+    if not study.judged or any(in_namespace(study.settings(a)) for a in study.arms):
+        # Namespace studies: their arm tables and counts; the verdict of their checks (the
+        # same function as every study's), where they have any, above them.
+        verdict = _verdict_lines(study, records, why=False) if study.judged else []
+        return network.study_section(study, records, verdict)
     plot = None
     panels = study_series(study, records)
     if results_dir is not None and any(p.series for p in panels):

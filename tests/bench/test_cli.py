@@ -219,7 +219,8 @@ BAD_STUDIES += [
     (NS_STUDY.replace('proxy = "nginx"', 'front = "nginx"'), "unknown keys ['front']"),
     (NS_STUDY.replace("rates = [500]\n", "", 1), "give either rates"),
     (NS_STUDY.replace('"net.ipv4.tcp_tw_reuse"', '"kernel.pid_max"', 1), "net.* names only"),
-    (re.sub(r'expect = """.*?"""\n', "", NS_STUDY, flags=re.S), "missing `check` (or `expect`"),
+    (re.sub(r"\n\[\[check\]\].*", "\n", NS_STUDY, flags=re.S), "missing `check` (or `expect`"),
+    (NS_STUDY.replace("[run]", 'expect = "prose"\n[run]', 1), "or `expect`, not both"),
 ]
 
 

@@ -55,7 +55,7 @@ def test_a_race_record_written_again_renders_the_same_row(tmp_path: Path) -> Non
     study = schema.load_study("lb-keepalive-race")
     arm = study.arm("gevent-default")
     opts = arm_options(study, arm, base_options(tmp_path, 1), str(old.metadata["study_run"]))
-    path = record_arm(_recorder(), study, arm, opts, _rerun_of(old), "2026-11-23T15:56:05Z")
+    path = record_arm(_recorder(), study, arm, opts, _rerun_of(old), ("2026-11-23T15:56:05Z", 1))
     assert path is not None
     (new,) = load_records(tmp_path)[0]
     assert new.status == "ok" and new.load_tool == "race" and new.offered_rps is None
@@ -88,7 +88,7 @@ def test_an_oha_arm_record(tmp_path: Path) -> None:
         "proxy_error_reasons": {},
     }
     measured = ArmRun(oha_json=text, network=net, proxy_statuses={200: 10, 502: 3})
-    assert record_arm(_recorder(), study, arm, opts, measured, "2026-01-01T00:00:00Z")
+    assert record_arm(_recorder(), study, arm, opts, measured, ("2026-01-01T00:00:00Z", 1))
     (rec,) = load_records(tmp_path)[0]
     assert rec.status == "ok" and rec.load_tool == "oha" and rec.offered_rps == 500.0
     assert rec.proxy == "nginx" and rec.keepalive == {"client": True, "upstream": False}
@@ -105,7 +105,7 @@ def test_unreadable_oha_output_is_a_failed_record(tmp_path: Path) -> None:
     opts = arm_options(study, arm, base_options(tmp_path, 1), "r1")
     recorder = _recorder()
     measured = ArmRun(oha_json="not json", network={"kernel_counters": {}})
-    assert record_arm(recorder, study, arm, opts, measured, "2026-01-01T00:00:00Z") is None
+    assert record_arm(recorder, study, arm, opts, measured, ("2026-01-01T00:00:00Z", 1)) is None
     (rec,) = load_records(tmp_path)[0]
     assert rec.status == "failed" and rec.reason.startswith("unreadable oha output")
     assert recorder.failures == 1

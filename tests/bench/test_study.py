@@ -561,9 +561,13 @@ def test_the_readme_states_the_generated_study_cost() -> None:
     gevent = schema.load_study("sync-vs-gevent")
     assert cost.measured_seconds(gevent, 1) == 2 * 5 * 20
     assert cost.measured_seconds(gevent, 3) == 3 * 2 * 5 * 20
-    # arms in a namespace run once whatever the trials
+    # arms in a namespace of a judged study run in rounds, with no warmup window: 4 arms of
+    # 10 s; the keep-alive race's arms are bounded by their probes and gaps, not counted
     port = schema.load_study("port-exhaustion")
-    assert cost.measured_seconds(port, 3) == cost.measured_seconds(port, 1) > 0
+    assert cost.measured_seconds(port, 1) == 4 * 10
+    assert cost.measured_seconds(port, 3) == 3 * 4 * 10
+    race = schema.load_study("lb-keepalive-race")
+    assert cost.measured_seconds(race, 3) == cost.measured_seconds(race, 1) == 0
 
 
 def test_container_limits_arms_carry_runtime_limits_and_rule() -> None:
