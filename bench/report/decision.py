@@ -59,6 +59,13 @@ The method (docs/statistics.md, "The race"):
   when fewer than SCREEN_MIN configurations are left (a rank test of 3 in a few rounds has no
   power). The pairs are then judged among the configurations left only; the screened ones
   rank after them, each below the best it was screened against.
+- Counts (events out of tries: failed requests, 502s) are compared by an exact test of the
+  two rates (Fisher's), never "equivalent": a count has no ratio margin. A question may give
+  `count_margin`, a difference of rates (0.001: 0.1 % of the tries) that "a at most b" can
+  tolerate: a is then "within the margin" (state equivalent) when the one-sided score test
+  of H0 rate_a − rate_b ≥ count_margin rejects (Farrington-Manning; statsmodels'
+  test_proportions_2indep), which zero events on both sides can pass; 1 failure in 18,000
+  against 0 is otherwise never decided.
 - At least 3 paired rounds before any decision. A pair with a configuration that has no
   figure stays undecided, with the reason; so does a pair whose ln ratio did not vary at all
   (figures quantised alike: no spread to test, never "p = 0").
@@ -499,7 +506,7 @@ def _pair(
         if test.scale == "log":
             low, high = math.exp(low), math.exp(high)
     reason = "" if state != "undecided" else "neither separated nor within the margin yet"
-    if state == "undecided" and test.scale != "log":
+    if state == "undecided" and test.scale != "log" and not (test.p_eq or 1.0) < 1.0:
         reason = "not separated yet"  # no margin on a count's or a difference's own scale
     return Pair(*names, ratio, low, high, state, n, p_sep, p_eq, level, reason, sd, **kind)  # type: ignore[arg-type]
 
@@ -521,6 +528,8 @@ class Question:
     band: bool = False  # separated means outside ±margin of the offset, not ≠ offset
     binomial: bool = True
     looks: int | None = None  # the race's max_looks for this question (None: the family's)
+    # counts: the difference of rates "a at most b" tolerates (None: none, never equivalent)
+    count_margin: float | None = None
 
 
 def count_p(
@@ -558,13 +567,46 @@ def _count_test(q: Question, used: list[int]) -> _Test:
     ratio = rate_a / (rate_b * q.offset) if rate_b else (math.inf if rate_a else math.nan)
     if not n_a or not n_b:
         return _Test(diffs, None, None, None, "nothing sent on a side", **kind, ratio=ratio)  # type: ignore[arg-type]
+    within = 1.0
+    if q.count_margin is not None and q.binomial:
+        kind["margin"] = q.count_margin
+        within = within_margin_p((int(events_a), n_a), (int(events_b), n_b), q.count_margin)
     if events_a + events_b == 0:
-        why = "no event on either side: nothing to compare"
-        return _Test(diffs, None, None, None, why, **kind, ratio=ratio)  # type: ignore[arg-type]
+        if q.count_margin is None:
+            why = "no event on either side: nothing to compare"
+            return _Test(diffs, None, None, None, why, **kind, ratio=ratio)  # type: ignore[arg-type]
+        return _Test(diffs, 1.0, within, None, "", **kind, ratio=ratio)  # type: ignore[arg-type]
     pair = (int(events_a), n_a), (int(events_b), n_b)
     above, below = count_p(*pair, binomial=q.binomial, factor=q.offset)
     p_two = min(1.0, 2 * min(above, below))
-    return _Test(diffs, p_two, 1.0, None, "", **kind, ratio=ratio)  # type: ignore[arg-type]
+    return _Test(diffs, p_two, within, None, "", **kind, ratio=ratio)  # type: ignore[arg-type]
+
+
+def within_margin_p(a: tuple[int, float], b: tuple[int, float], margin: float) -> float:
+    """The one-sided p-value that a's rate is at least b's + `margin` (a difference of rates):
+    small when a is at most b's rate plus the margin. The score test of two independent
+    proportions (Farrington-Manning), which holds with no event on a side."""
+    import warnings
+
+    # loaded when a count with a margin is judged, not before (statsmodels takes seconds)
+    from statsmodels.stats.proportion import test_proportions_2indep
+
+    (events_a, n_a), (events_b, n_b) = a, b
+    with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
+        # its ratio and odds-ratio side figures divide by a zero rate: not used here
+        warnings.simplefilter("ignore", RuntimeWarning)
+        found = test_proportions_2indep(
+            events_a,
+            n_a,
+            events_b,
+            n_b,
+            value=margin,
+            compare="diff",
+            alternative="smaller",
+            method="score",
+        )
+    p = float(found.pvalue)
+    return p if math.isfinite(p) else 1.0
 
 
 def _question_test(q: Question, max_looks: int | None) -> tuple[_Test, float]:

@@ -36,7 +36,7 @@ from bench.core.studyfile import (  # noqa: F401  (re-exported: the schema's voc
 from bench.host import cgroup
 from bench.load import default_name, kinds, open_loop_name, scenarios_for, tools
 from bench.load.race import Race
-from bench.studies.metrics import METRICS
+from bench.studies.metrics import COUNT_METRICS, METRICS
 from bench.studies.tunespec import (
     TuneTable,
     arm_space,
@@ -512,6 +512,8 @@ def _check_checks(
             raise StudyError(f"{path}: check kind must be ratio, less, at_most or tuned")
         if check["kind"] == "ratio" and not isinstance(check.get("published"), (int, float)):
             raise StudyError(f"{path}: a ratio check needs published = <the source's ratio>")
+        if "margin_pct" in check:
+            _check_count_margin(path, check)
         for side in ("a", "b"):
             _check_side(path, check, side, by_id, names)
         if check["kind"] == "tuned":
@@ -531,6 +533,21 @@ def _check_checks(
         return arm is not None and arm.open_loop
 
     _check_rejudges(path, checks, is_open)
+
+
+# Counts out of the arrivals (oom_kills is per trial: no share of arrivals to tolerate)
+SHARE_COUNTS = tuple(m for m in COUNT_METRICS if m != "oom_kills")
+
+
+def _check_count_margin(path: Path, check: dict) -> None:
+    """margin_pct: how many % of the arrivals "a at most b" tolerates on a count (a number
+    above 0 and below 100), on at_most checks of counts out of the arrivals only."""
+    margin = check["margin_pct"]
+    where = f"{path}: check {check.get('describe', check.get('metric'))!r}"
+    if check.get("kind") != "at_most" or check.get("metric") not in SHARE_COUNTS:
+        raise StudyError(f"{where}: margin_pct is for at_most checks of {', '.join(SHARE_COUNTS)}")
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 < margin < 100:
+        raise StudyError(f"{where}: margin_pct must be a number above 0 and below 100")
 
 
 def load_study(name: str) -> Study:

@@ -174,8 +174,15 @@ def _question(check: dict, records: list[Record], margin: float) -> decision.Que
         if len(common) < 2:
             return ONE_TRIAL
         counts = {r: (*a[r], *b[r]) for r in common}
+        # at_most with margin_pct: a's rate at most b's + that many % of the arrivals
+        tolerated = check.get("margin_pct")
         return decision.Question(
-            "a", "b", counts=counts, offset=factor, binomial=metric != "oom_kills"
+            "a",
+            "b",
+            counts=counts,
+            offset=factor,
+            binomial=metric != "oom_kills",
+            count_margin=float(tolerated) / 100 if tolerated is not None else None,
         )
     a, b = (by_round(s, metric) for s in sides)
     common = sorted(set(a) & set(b))
@@ -230,7 +237,9 @@ def reason_text(check: dict, q: decision.Question, pair: decision.Pair, family: 
     holm = f"Holm over {family} check{'s' if family != 1 else ''}"
     factor = f" × {pair.offset:g}" if pair.offset != 1 and check["kind"] != "ratio" else ""
     if pair.scale == "count":
-        p = f", adjusted p = {pair.p:.3f}" if pair.p is not None else ""
+        # within the margin: the p of that test (the difference's is ~1 there)
+        shown = pair.p_equivalent if pair.state == "equivalent" else pair.p
+        p = f", adjusted p = {shown:.3f}" if shown is not None else ""
         text = f"{_count_text(q)}, exact test{p}, {holm}"
     elif pair.scale == "linear" and pair.low is not None:
         text = (
@@ -242,7 +251,9 @@ def reason_text(check: dict, q: decision.Question, pair: decision.Pair, family: 
         text = f"a/b {ratio}, {rounds} paired, {holm}"
     else:
         text = f"{rounds} paired, {holm}"
-    if pair.state == "equivalent" and check["kind"] != "ratio":
+    if pair.state == "equivalent" and pair.scale == "count":
+        text += f": a at most b + {pair.margin * 100:g} % of the arrivals (one-sided score test)"
+    elif pair.state == "equivalent" and check["kind"] != "ratio":
         text += f": a = b{factor} within ±{pair.margin * 100:.0f} %"
     if pair.state != "undecided":
         return text

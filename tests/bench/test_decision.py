@@ -27,6 +27,7 @@ from bench.report.decision import (
     spent,
     stop_command,
     undecided_note,
+    within_margin_p,
 )
 
 ROUND_SD = 0.05  # a shared per-round effect (the machine's drift between rounds)
@@ -386,3 +387,31 @@ def test_a_ratio_check_is_equivalent_within_its_band_or_outside_it() -> None:
     outside = ratio([1.5, 1.45, 1.55, 1.5])
     assert outside.state == "separated" and outside.high is not None and outside.high < 2.28
     assert ratio([1.2, 4.0, 2.0, 3.0]).state == "undecided"
+
+
+def test_a_count_at_most_its_reference_plus_a_margin_is_decided() -> None:
+    """Issue 32's reload check: Granian failed 1 request of 18,000 over three reloads,
+    Gunicorn sync 0. An exact test of two counts never calls that "at most": it is never
+    separated and a count has no ratio margin. With a tolerated difference of rates
+    (count_margin 0.001: 0.1 % of the arrivals) the one-sided score test decides it "within
+    the margin"; 45 in 18,000 against 0 is separated (above) instead; 0 against 0 with a
+    margin is within it; without a margin 1 vs 0 stays undecided."""
+    one = {r: (1 if r == 1 else 0, 6000.0, 0, 6000.0) for r in (1, 2, 3)}
+    many = {r: (15, 6000.0, 0, 6000.0) for r in (1, 2, 3)}
+    none = {r: (0, 6000.0, 0, 6000.0) for r in (1, 2, 3)}
+    margin = 0.001
+    judged = judge_family(
+        [
+            Question("granian", "sync", counts=one, count_margin=margin),
+            Question("uwsgi", "sync", counts=many, count_margin=margin),
+            Question("gevent", "sync", counts=none, count_margin=margin),
+            Question("granian", "sync", counts=one),
+        ]
+    )
+    assert [p.state for p in judged] == ["equivalent", "separated", "equivalent", "undecided"]
+    assert judged[1].ratio == math.inf and judged[3].reason == "not separated yet"
+    assert judged[0].p_equivalent is not None and judged[0].p_equivalent < 0.05
+    # the test itself: small where a is clearly within b + margin, ~1 where it is past it
+    assert within_margin_p((1, 18000), (0, 18000), margin) < 1e-3
+    assert within_margin_p((45, 18000), (0, 18000), margin) > 0.99
+    assert 0.05 < within_margin_p((15, 6000), (15, 6000), margin) < 0.5

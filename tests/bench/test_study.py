@@ -829,3 +829,28 @@ def test_a_race_arm_costs_its_probe_and_its_gaps_at_most() -> None:
     gaps = study.settings(fix)["race_gaps_ms"]
     assert cost.race_seconds(study, fix) == sum(gaps) * 4 / 1000  # type: ignore[arg-type]
     assert cost.race_seconds(study, probing) == 65 + 240
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ('kind = "less"\nmetric = "reload_failed"\nmargin_pct = 0.1', "for at_most checks of"),
+        ('kind = "at_most"\nmetric = "recovery_s"\nmargin_pct = 0.1', "for at_most checks of"),
+        ('kind = "at_most"\nmetric = "reload_failed"\nmargin_pct = 0', "above 0 and below 100"),
+        ('kind = "at_most"\nmetric = "reload_failed"\nmargin_pct = "0.1"', "above 0 and below 100"),
+    ],
+)
+def test_a_count_margin_is_refused_where_it_means_nothing(
+    change: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """margin_pct (the share of arrivals "a at most b" tolerates on a count): at_most checks
+    of counts out of the arrivals only, a number in (0, 100); the shipped reload file uses
+    it on its failed-requests check."""
+    text = (Path(__file__).resolve().parents[2] / "studies" / "reload.toml").read_text()
+    shipped = 'kind = "at_most"\nmetric = "reload_failed"\nmargin_pct = 0.1'
+    assert shipped in text
+    assert schema.load_study("reload").checks[0]["margin_pct"] == 0.1
+    monkeypatch.setattr(studyfile, "STUDIES_DIR", tmp_path)
+    (tmp_path / "reload.toml").write_text(text.replace(shipped, change))
+    with pytest.raises(schema.StudyError, match=message):
+        schema.load_study("reload")
