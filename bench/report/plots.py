@@ -393,7 +393,9 @@ def _panel_bars(ax: Any, panel: Panel) -> None:
             ax.barh([y], [float(value)], **look)
     names = [starved_label(label) if label in panel.starved else label for label in labels]
     ax.set_yticks(range(len(labels)), names)
-    ax.invert_yaxis()
+    # every row inside the axes, the first at the top: a row without a bar at either end
+    # would otherwise sit on the axes' edge (autoscale sees only the bars)
+    ax.set_ylim(len(labels) - 0.5, -0.5)
     ax.set_xlabel(panel.metric)
     ax.grid(True, axis="x", alpha=0.3)
     # room right of the longest bar for its value, so every label stays inside the axes

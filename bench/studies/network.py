@@ -381,7 +381,7 @@ def study_section(study: Study, records: list[Record], verdict: Sequence[str] = 
     first = records[0]
     runs = runs_text(records)
     lines = [
-        f"## Study: {study.title}",
+        f"## Study: {study.name} — {study.title}",
         "",
         f"Source: `{study.source}`. {runs[0].upper()}{runs[1:]}, each arm in a network "
         "namespace of the harness's own (sysctls set there only), oha "

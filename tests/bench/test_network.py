@@ -119,7 +119,7 @@ def test_section_from_a_real_port_exhaustion_record() -> None:
     assert rec.network["sysctls"]["net.ipv4.tcp_tw_reuse"] == "0"
     lines = summary_sections(records)
     text = "\n".join(lines)
-    assert lines[0].startswith("## Study: Ephemeral-port exhaustion")
+    assert lines[0].startswith("## Study: port-exhaustion — Ephemeral-port exhaustion")
     row = next(line for line in lines if line.startswith("| nginx upstream keep-alive off"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[5] == str(rec.errors["proxy_by_status"]["502"])  # 502s

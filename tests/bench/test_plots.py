@@ -476,3 +476,15 @@ def test_a_starved_study_arm_is_marked_in_its_panels(drawn: list[Any]) -> None:
     assert all(ax.patches[i].get_hatch() == STARVED_BAR["hatch"] for i in marked)
     assert all(ax.patches[i].get_hatch() is None for i in range(len(names)) if i not in marked)
     assert records_shown  # the section's own records hold the same arms
+
+
+def test_a_bar_row_without_a_value_stays_inside_the_axes(drawn: list[Any]) -> None:
+    """The first and last rows without a bar (flask-dev and waitress, which cannot reload)
+    stay inside the axes, not on their edge where the spine strikes their text through."""
+    series = {"a-flask-dev": [(None, None)], "granian": [(None, 1.0)], "z-waitress": [(None, None)]}
+    fig = study_figure("reload", [Panel("failed on reload", "", series)])  # type: ignore[dict-item]
+    drawn.append(fig)
+    (ax,) = [a for a in fig.axes if a.get_visible()]
+    bottom, top = ax.get_ylim()
+    assert bottom > top  # the first row at the top
+    assert top < 0 < 2 < bottom and min(bottom - 2, 0 - top) >= 0.4
