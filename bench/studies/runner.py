@@ -283,7 +283,11 @@ def execute_in_namespaces(
     by_id = {a.id: a for a, _ in batch}
 
     def body(table: ProcessTable, run_dir: Path) -> int:
-        recorder = _recorder(run_dir, batch, sum(o.trials for o in arms))
+        # TRIALS=auto: the rounds are not known ahead, the budget bounds them (as the stack's)
+        auto = arms[0].precision
+        runs = None if auto is not None else sum(o.trials for o in arms)
+        load_s = auto.budget_s if auto is not None else sum(o.trials * o.duration_s for o in arms)
+        recorder = _recorder(run_dir, batch, (runs, load_s))
         spaces = netns.Namespaces(table)
         started = time.monotonic()
 
@@ -322,14 +326,14 @@ def execute_in_namespaces(
     return harness_run.guarded(results, sections, body, f"study {study.name} in namespaces")
 
 
-def _recorder(run_dir: Path, batch: Batch, runs: int) -> Recorder:
+def _recorder(run_dir: Path, batch: Batch, total: tuple[int | None, int]) -> Recorder:
     """The Recorder of namespace arms: oha's version, nginx's when a proxy is in front."""
     tool = tools()[open_loop_name()]
     # Without a working oha an oha arm fails with oha's own reason; the race needs none.
     with contextlib.suppress(LoadError):
         tool.prepare(run_dir / "venv.log")
     proxy_version = tool_version(("nginx", "-v")) if any(o.proxy for _, o in batch) else None
-    progress = Progress(runs, 0)
+    progress = Progress(*total)  # runs (None: raced) and seconds of load at most
     return Recorder(host_metadata(), cpu_placement(False), tool, progress, proxy_version)
 
 
@@ -358,6 +362,8 @@ def _measure_one(
         recorder.failed(opts, (run_spec(opts, trial),), facts_of(spec, opts, None), reason, {})
         exc.add_note(f"{study.name} {arm.id}")
         raise
+    finally:
+        recorder.progress.remaining_s -= opts.duration_s
     path = record_arm(recorder, study, arm, opts, measured, (started, trial))
     if path is not None:
         print(f"bench: {study.name} {arm.id}: ok -> {path}", file=sys.stderr)
