@@ -323,6 +323,7 @@ def do_remote(args: argparse.Namespace) -> int:
     from bench.core.registry import ROOT
     from bench.core.variables import REMOTE_OWN
     from bench.harness import remote
+    from bench.host.procs import Interrupted, signals_raise
     from bench.report import summary
 
     results = validate_results(args.results)
@@ -335,16 +336,20 @@ def do_remote(args: argparse.Namespace) -> int:
     if os.environ.get("PYWEBBENCH_MACHINE"):  # MACHINE=: the other machine's label
         given["MACHINE"] = os.environ["PYWEBBENCH_MACHINE"]
     try:
-        return remote.run(
-            args.host,
-            given,
-            results,
-            ROOT,
-            lambda path: summary.write_summary(path, _sections(path)),
-        )
-    except KeyboardInterrupt:
+        # Ctrl-C, SIGTERM and SIGHUP handled here also where SIGINT arrived ignored (a
+        # background job, a CI runner): Python then installs no handler of its own
+        with signals_raise():
+            return remote.run(
+                args.host,
+                given,
+                results,
+                ROOT,
+                lambda path: summary.write_summary(path, _sections(path)),
+            )
+    except (KeyboardInterrupt, Interrupted) as exc:
         print(
-            "remote: interrupted; the run directory there and the temporary one here are removed",
+            f"remote: interrupted by {str(exc) or 'SIGINT'}; the run directory there and the "
+            "temporary one here are removed",
             file=sys.stderr,
         )
         return 130

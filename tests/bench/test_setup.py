@@ -125,6 +125,9 @@ def test_ctrl_c_during_the_first_checks_stops_set_up(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        # SIGINT at its default, as a terminal's shell starts a foreground job: bash cannot
+        # trap a signal ignored on entry, which a runner may have left ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 30

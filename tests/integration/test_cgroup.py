@@ -77,12 +77,13 @@ def test_quota_throttles_and_the_cgroup_is_gone_after_the_run(tmp_path: Path) ->
 
 
 def _under_load(tmp_path: Path) -> tuple[subprocess.Popen, Path, Path]:
-    """A harness measuring gunicorn-sync under a quota (40 s planned), once the load runs."""
+    """A harness measuring gunicorn-sync under a quota (15 s planned, the warm-up start's
+    run first), once the trial's load runs."""
     results = tmp_path / "results"
     log = tmp_path / "stderr.txt"
     with open(log, "w") as err:
         harness = subprocess.Popen(
-            bench_command(results, duration=40, **OPTIONS),
+            bench_command(results, duration=15, **OPTIONS),
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=err,

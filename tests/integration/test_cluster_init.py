@@ -65,6 +65,9 @@ def _start(name: str, where: Path) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group: Ctrl-C reaches it and its children
+        # SIGINT at its default, as a terminal's shell starts a foreground job, whatever the
+        # runner left (one that starts the suite with SIGINT ignored would hide Ctrl-C here)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
