@@ -38,6 +38,14 @@ class Outcome:
     undecided: tuple[str, ...]  # configurations left with an undecided pair
 
 
+def stop_line(outcome: Outcome, elapsed_s: float, what: str = "race") -> str:
+    """The progress line a race ends with: why it stopped, after how many rounds, how long."""
+    return (
+        f"TRIALS=auto: {what} stopped ({outcome.why}) after {outcome.rounds} round(s), "
+        f"{elapsed_s / 60:.1f} min"
+    )
+
+
 def max_looks(opts: plan.Options) -> int:
     """The most rounds a race of these options can run: the rounds of two configurations that
     fit in the budget at the plan's load time alone (start-up and verification not counted,

@@ -379,10 +379,7 @@ def race_rounds(
     outcome = racing.race(
         opts, lambda: h.recorder.records, run_round, h.progress.say, lambda: clock() - started
     )
-    h.progress.say(
-        f"TRIALS=auto: race stopped ({outcome.why}) after {outcome.rounds} round(s), "
-        f"{(clock() - started) / 60:.1f} min"
-    )
+    h.progress.say(racing.stop_line(outcome, clock() - started))
     h.closing.extend(outcome.lines)
     return outcome
 
@@ -410,10 +407,7 @@ def study_rounds(
         h.progress.say,
         lambda: clock() - started,
     )
-    h.progress.say(
-        f"TRIALS=auto: study race stopped ({outcome.why}) after {outcome.rounds} round(s), "
-        f"{(clock() - started) / 60:.1f} min"
-    )
+    h.progress.say(racing.stop_line(outcome, clock() - started, "study race"))
     h.closing.extend(outcome.lines)
     return outcome
 

@@ -12,7 +12,6 @@ handling and run directory (bench.harness.run.guarded).
 from __future__ import annotations
 
 import contextlib
-import random
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -298,13 +297,9 @@ def execute_in_namespaces(
                 _measure_one(table, spaces, recorder, what, run_dir / study.name, block.trial)
             return True
 
-        schedules = [(o, plan.rounds(o)) for o in arms]
-        order = random.Random(f"namespace rounds {arms[0].seed}")
-        for _ in range(max(o.trials for o in arms)):
-            blocks = [(o, b) for o, sched in schedules for b in next(sched)]
-            blocks = [(o, b) for o, b in blocks if b.trial <= o.trials]
-            order.shuffle(blocks)
-            run_round(blocks)
+        # the first rounds as the stack's study arms run them (no warm-up start: each run
+        # starts a fresh server in a fresh namespace)
+        run_round(harness_run.interleave([(o, plan.make_plan(o, warm=())) for o in arms]))
         if arms[0].precision is not None:
             outcome = racing.race_arms(
                 arms,
@@ -314,10 +309,8 @@ def execute_in_namespaces(
                 recorder.progress.say,
                 lambda: time.monotonic() - started,
             )
-            recorder.progress.say(
-                f"TRIALS=auto: study race stopped ({outcome.why}) after {outcome.rounds} "
-                f"round(s), {(time.monotonic() - started) / 60:.1f} min"
-            )
+            elapsed = time.monotonic() - started
+            recorder.progress.say(racing.stop_line(outcome, elapsed, "study race"))
             for line in outcome.lines:
                 print(f"bench: {line}", file=sys.stderr)
         return 1 if recorder.failures else 0
