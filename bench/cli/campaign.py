@@ -7,9 +7,14 @@ each question, its command, skipped or to run and why, the estimated minutes), o
 question run as its own harness invocation (`python -m bench <command> --from-env`, so each is
 answered within one session and handles Ctrl-C itself), then summary.md, index.html and the
 picture of the report. Exit status: 0 every question answered, 1 one failed (the others
-still asked), 2 refused (RESULTS holds another machine's answers: a reference is one
-machine's; DRY_RUN=1 prints the plan and that line), 130 interrupted (stopped between
-questions).
+still asked), 130 interrupted (stopped between questions).
+
+A reference is one machine's (issue 32 found two hosts pooled under one label). When
+results/reference holds a question answered on another machine, this machine's campaign is
+asked in results/reference/pending-machines/<machine>/ (its own ledger, records and summary,
+never read with the reference): machines that live for one session each go on answering,
+and the first whose campaign answers every question takes results/reference's place, the
+campaign it replaces kept in pending-machines/ for its machine to resume.
 
 A question is answered, and skipped, when the ledger's latest line for it on this machine
 says it exited 0 with the same fingerprint (same target and variables), and every record
@@ -23,16 +28,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.core import defaults, variables
 from bench.core.campaign import LEADERS, LEDGER, ROOT, STAND_IN, Campaign, Question, read_ledger
-from bench.core.record import Record, RecordError, session_of
+from bench.core.record import PENDING_DIR, Record, RecordError, session_of
 from bench.host.metadata import cpu_model, machine_id, now_iso
 from bench.report import standings
 from bench.report.groups import BASELINES, groups, rank_groups, starved
@@ -188,36 +195,90 @@ def plan(campaign: Campaign, ident: dict) -> list[Step]:
 
 def other_machines(results: Path, ident: dict) -> dict[str, list[str]]:
     """The machines other than this one with a question answered in RESULTS (their identity
-    as text -> the questions): the reference is one machine's, so a campaign started here
-    would put a second machine's answers beside theirs."""
+    as text -> the questions)."""
     found: dict[str, list[str]] = {}
     for entry in read_ledger(results):
         other = entry.get("identity") or {}
         if entry.get("status") != "answered" or other == ident:
             continue
-        name = (
-            f"{other.get('machine_id', '?')} ({other.get('cpu_model', '?')}, "
-            f"{other.get('cpu_count', '?')} CPUs)"
-        )
-        questions = found.setdefault(name, [])
+        questions = found.setdefault(machine_text(other), [])
         if entry.get("question") not in questions:
             questions.append(str(entry.get("question")))
     return found
 
 
-def refusal(results: Path, ident: dict) -> str | None:
-    """Why a campaign cannot start here (one line), or None: RESULTS holds answers of another
-    machine (issue 32: one reference pooled two hosts under one label)."""
-    others = other_machines(results, ident)
-    if not others:
-        return None
-    names = "; ".join(f"{name}: {len(qs)} question(s)" for name, qs in others.items())
+def machine_text(ident: dict) -> str:
+    """A machine identity as a line names it."""
     return (
-        f"reference: {results} holds questions answered on another machine ({names}), not on "
-        f"this one ({ident['machine_id']}, {ident['cpu_model']}, {ident['cpu_count']} CPUs): "
-        "a reference is one machine's; resume it on that machine, or move "
-        f"{results}/records and {results}/{LEDGER} away (git keeps them) to start this one's"
+        f"{ident.get('machine_id', '?')} ({ident.get('cpu_model', '?')}, "
+        f"{ident.get('cpu_count', '?')} CPUs)"
     )
+
+
+def machine_key(ident: dict) -> str:
+    """A machine identity as a directory name: the hashed id's first 8 characters, the CPU
+    model and count (`a5adb7fd-intel-r-xeon-r-processor-2cpu`)."""
+    model = re.sub(r"[^a-z0-9]+", "-", str(ident.get("cpu_model") or "unknown").lower())
+    mid = re.sub(r"[^a-z0-9]", "", str(ident.get("machine_id") or "unknown").lower())[:8]
+    return f"{mid or 'unknown'}-{model.strip('-')[:40] or 'unknown'}-{ident.get('cpu_count', 0)}cpu"
+
+
+def home(top: Path, ident: dict) -> Path:
+    """Where this machine's campaign is asked: `top` (results/reference), unless it holds a
+    question answered on another machine — a reference is one machine's (issue 32 found two
+    hosts under one label) — then top/pending-machines/<this machine>/, a results directory of
+    its own (ledger, records, summary) that promote() puts in top's place once it answers
+    every question."""
+    if not other_machines(top, ident):
+        return top
+    return top / PENDING_DIR / machine_key(ident)
+
+
+# What write_summary renders in a results directory (made again from the records; everything
+# else there — records/, raw/, tuned/, the ledger — is what was measured)
+RENDERED = ("summary.md", "details", "plots", "index.html")
+
+
+def _move_into(src: Path, dst: Path) -> None:
+    """Everything measured in `src` moved into `dst` (rendered files and pending campaigns
+    stay): directories merged file by file, ledgers appended line by line."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for path in sorted(src.iterdir()):
+        if path.name in RENDERED or path.name == PENDING_DIR:
+            continue
+        target = dst / path.name
+        if path.is_dir() and target.is_dir():
+            _move_into(path, target)
+            path.rmdir()
+        elif path.name == LEDGER and target.exists():
+            with open(target, "a") as out:
+                out.write(path.read_text())
+            path.unlink()
+        else:
+            os.replace(path, target)
+
+
+def promote(top: Path, mine: Path, ident: dict) -> Path | None:
+    """This machine's pending campaign (`mine`) answered every question: what `top` held (the
+    campaign of the machine that answered most of its questions) moves to
+    top/pending-machines/<that machine>/, kept for it to resume, and this machine's takes its
+    place. That directory, or None when top held no other machine's answers."""
+    counts: dict[str, tuple[int, dict]] = {}
+    for entry in read_ledger(top):
+        other = entry.get("identity") or {}
+        if entry.get("status") == "answered" and other != ident:
+            key = machine_key(other)
+            counts[key] = (counts.get(key, (0, other))[0] + 1, other)
+    demoted = None
+    if counts:
+        key = max(counts, key=lambda k: counts[k][0])
+        demoted = top / PENDING_DIR / key
+        _move_into(top, demoted)
+    _move_into(mine, top)
+    shutil.rmtree(mine)
+    if not any((top / PENDING_DIR).iterdir()):
+        (top / PENDING_DIR).rmdir()
+    return demoted
 
 
 def plan_lines(steps: list[Step], ident: dict) -> list[str]:
@@ -331,18 +392,26 @@ def run_campaign(
     campaign: Campaign,
     dry_run: bool,
     runner: Runner = run_harness,
-    finish: Callable[[Path], int] | None = None,
+    finish: Callable[[Path, bool], int] | None = None,
 ) -> int:
-    """The plan (dry_run), or every question not answered here asked in order, then
-    `finish` (the summary and pictures) over RESULTS: 0, 1 (a question failed) or 130."""
+    """The plan (dry_run), or every question not answered on this machine asked in order, in
+    its home (results/reference, or its pending directory: home()), then `finish` over what
+    was written (the summary; the picture of the report only for results/reference):
+    0, 1 (a question failed) or 130."""
     ident = identity()
+    top = campaign.results
+    here = home(top, ident)
+    campaign = replace(campaign, results=here)
     steps = plan(campaign, ident)
     print("\n".join(plan_lines(steps, ident)))
-    refused = refusal(campaign.results, ident)
-    if refused is not None:
-        print(refused, file=sys.stderr)
-        if not dry_run:
-            return 2
+    if here != top:
+        names = "; ".join(
+            f"{n}: {len(q)} question(s)" for n, q in other_machines(top, ident).items()
+        )
+        print(
+            f"reference: {top} is another machine's ({names}); this machine's campaign is kept "
+            f"apart in {here} and takes its place once it answers every question"
+        )
     if dry_run:
         return 0
     stop = Stop()
@@ -367,5 +436,29 @@ def run_campaign(
     if stop.asked or worst == 130:
         print("reference: interrupted; stopped between questions", file=sys.stderr)
         return 130
-    done = finish(campaign.results) if finish is not None else 0
-    return max(worst, done)
+    return max(worst, _finish(top, here, campaign, ident, finish))
+
+
+def _finish(
+    top: Path,
+    here: Path,
+    campaign: Campaign,
+    ident: dict,
+    finish: Callable[[Path, bool], int] | None,
+) -> int:
+    """After the questions: a pending campaign that answered every one takes top's place
+    (promote); the summaries of what changed are rendered (`finish`)."""
+    complete = not any(s.ask for s in plan(campaign, ident))
+    demoted = None
+    if here != top and complete:
+        demoted = promote(top, here, ident)
+        print(f"reference: this machine's campaign answered every question: {top} is now its")
+        if demoted is not None:
+            print(f"reference: the campaign {top} held is kept in {demoted}")
+        here = top
+    if finish is None:
+        return 0
+    done = finish(here, here == top)
+    if demoted is not None:
+        done = max(done, finish(demoted, False))
+    return done

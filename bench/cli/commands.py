@@ -170,16 +170,19 @@ def do_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _finish_reference(results: Path) -> int:
-    """After the campaign: summary.md and index.html in RESULTS, and the README's picture of
-    the report (docs/report.png) taken from that index.html; 1 when the picture could not be
-    taken (said why)."""
+def _finish_reference(results: Path, picture: bool = True) -> int:
+    """After the campaign: summary.md and index.html in RESULTS, and (`picture`: RESULTS is
+    results/reference, not a machine's pending campaign) the README's picture of the report
+    (docs/report.png) taken from that index.html; 1 when the picture could not be taken
+    (said why)."""
     from bench.core.campaign import ROOT
-    from bench.report import picture
+    from bench.report import picture as shot
     from bench.report import summary as report
 
     print(f"reference: wrote {report.write_summary(results, _sections(results))}")
-    problem = picture.take(results / "index.html", ROOT / "docs" / "report.png")
+    if not picture:
+        return 0
+    problem = shot.take(results / "index.html", ROOT / "docs" / "report.png")
     if problem is not None:
         print(f"reference: docs/report.png not taken: {problem}", file=sys.stderr)
         return 1

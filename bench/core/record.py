@@ -430,6 +430,17 @@ def write_record(results_dir: Path, rec: Record, raw: dict[str, str | bytes]) ->
 # The shipped reference run lives in results/reference/: a user's own RESULTS=results never
 # merges it unless asked (REFERENCE=1); RESULTS=results/reference reads it as any other set.
 REFERENCE_DIR = "reference"
+# results/reference/pending-machines/<machine>/: the reference campaign of a machine other than
+# the one results/reference is answered on, kept apart until it answers every question
+# (bench/cli/campaign.py): never read with the reference, nor with a user's runs.
+PENDING_DIR = "pending-machines"
+
+
+def pending(parts: tuple[str, ...]) -> bool:
+    """Whether a path below a results directory (its parts) is in another machine's pending
+    reference campaign: results/reference/pending-machines/... read from results/ (with
+    REFERENCE=1) or from results/reference."""
+    return parts[:1] == (PENDING_DIR,) or parts[:2] == (REFERENCE_DIR, PENDING_DIR)
 
 
 # make tune's answers beside the records (bench.report.tuned): not records
@@ -454,7 +465,7 @@ def load_records(
             # raw outputs (oha's JSON among them) sit in raw/ beside the records, make tune's
             # answers in tuned/
             continue
-        if parts[0] == REFERENCE_DIR and not with_reference:
+        if (parts[0] == REFERENCE_DIR and not with_reference) or pending(parts):
             continue
         rel = path.relative_to(results_dir)
         try:

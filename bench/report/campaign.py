@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.core.campaign import CAMPAIGN_FILE, CampaignError, load_campaign, read_ledger
+from bench.core.record import PENDING_DIR
 
 
 def _machine(identity: object) -> str:
@@ -66,7 +67,44 @@ def report(
     found = _rows(results, campaign_file, ledger)
     if isinstance(found, str):
         return ["## Reference campaign", "", found, ""], [found, ""]
-    return _summary(found, detail), _detail(found)
+    summary = _summary(found, detail)
+    return summary[:-1] + _elsewhere(results, campaign_file) + summary[-1:], _detail(found)
+
+
+def _answered_count(ledger: list[dict], questions: list[str]) -> int:
+    """How many of `questions` a ledger's latest line answers."""
+    latest = {e.get("question"): e for e in ledger}
+    return sum(1 for q in questions if latest.get(q, {}).get("status") == "answered")
+
+
+def _elsewhere(results: Path, campaign_file: Path) -> list[str]:
+    """Where this campaign stands beside the others: for a machine's pending campaign
+    (RESULTS is results/reference/pending-machines/<machine>), that it is not the reference
+    yet; for the reference, each pending campaign with its count and its summary."""
+    try:
+        ids = [q.id for q in load_campaign(campaign_file).questions]
+    except CampaignError:
+        return []
+    if results.parent.name == PENDING_DIR:
+        return [
+            "",
+            "This is a machine's reference campaign kept apart from results/reference (another "
+            "machine's) until it answers every question; then `make reference` puts it in "
+            "that one's place.",
+        ]
+    lines = []
+    pending = results / PENDING_DIR
+    for folder in sorted(pending.iterdir()) if pending.is_dir() else []:
+        ledger = read_ledger(folder)
+        if not ledger:
+            continue
+        lines.append(
+            f"- Also under way on machine {_machine(ledger[-1].get('identity'))}: "
+            f"{_answered_count(ledger, ids)} of {len(ids)} questions answered, kept apart "
+            f"([its summary]({PENDING_DIR}/{folder.name}/summary.md)); none of its records "
+            "is in this summary."
+        )
+    return ["", *lines] if lines else []
 
 
 def summary_lines(

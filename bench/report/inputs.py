@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bench.core.record import REFERENCE_DIR, Record, load_records
+from bench.core.record import REFERENCE_DIR, Record, load_records, pending
 from bench.core.validate import UsageError
 
 # Where a fresh clone's answer already is (the reference run of this project's machine).
@@ -33,7 +33,7 @@ def has_record_files(path: Path, with_reference: bool = False) -> bool:
         parts = found.relative_to(path).parts
         if found.name.startswith(".tmp-") or "raw" in parts[:-1]:
             continue
-        if parts[0] == REFERENCE_DIR and not with_reference:
+        if (parts[0] == REFERENCE_DIR and not with_reference) or pending(parts):
             continue
         return True
     return False

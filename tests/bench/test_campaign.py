@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -244,9 +245,10 @@ def test_a_question_asked_again_under_a_new_command_retires_its_old_records(
     assert not any(p.exists() for p in raws)
 
 
-def _writer(results: Path, statuses: dict[str, int]) -> ask.Runner:
-    """A fake harness: writes one real record per question, exits as told."""
-    sources = iter(DB_C50)
+def _writer(results: Path, statuses: dict[str, int], start: int = 0) -> ask.Runner:
+    """A fake harness: writes one real record per question (from DB_C50[start]), exits as
+    told."""
+    sources = iter(DB_C50[start:])
 
     def run(q: ask.Question, env: dict[str, str]) -> int:
         assert env["RESULTS"] == str(results)
@@ -269,7 +271,7 @@ def test_a_failed_question_is_recorded_and_the_campaign_goes_on(
     campaign = load_campaign(_campaign(tmp_path, BENCH + STUDY + third))
     finished: list[Path] = []
     runner = _writer(campaign.results, {"study-sync-vs-gevent": 1})
-    status = ask.run_campaign(campaign, False, runner, lambda p: finished.append(p) or 0)
+    status = ask.run_campaign(campaign, False, runner, lambda p, shot: finished.append(p) or 0)
     assert status == 1 and finished == [campaign.results]
     ledger = ask.read_ledger(campaign.results)
     assert [(e["question"], e["status"]) for e in ledger] == [
@@ -278,7 +280,7 @@ def test_a_failed_question_is_recorded_and_the_campaign_goes_on(
         ("again", "answered"),
     ]
     asked: list[str] = []
-    ask.run_campaign(campaign, False, lambda q, env: asked.append(q.id) or 1, lambda p: 0)
+    ask.run_campaign(campaign, False, lambda q, env: asked.append(q.id) or 1, lambda p, shot: 0)
     assert asked == ["study-sync-vs-gevent"]
 
 
@@ -292,7 +294,7 @@ def test_ctrl_c_stops_the_campaign_between_questions(
     finished: list[Path] = []
     runner = _writer(campaign.results, {"direct": 130})
     before = signal.getsignal(signal.SIGINT)
-    status = ask.run_campaign(campaign, False, runner, lambda p: finished.append(p) or 0)
+    status = ask.run_campaign(campaign, False, runner, lambda p, shot: finished.append(p) or 0)
     assert status == 130 and not finished
     assert [e["status"] for e in ask.read_ledger(campaign.results)] == ["interrupted"]
     assert signal.getsignal(signal.SIGINT) is before
@@ -380,33 +382,82 @@ def test_summary_says_which_questions_are_answered_and_which_are_not_asked(tmp_p
     assert "asked but not answered: direct (failed (exit 1))" in line
 
 
-def test_a_campaign_on_another_machine_is_refused(
+def test_another_machines_campaign_is_kept_apart_until_it_answers_everything(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """RESULTS holds a question answered on another machine (issue 32: one reference label
-    over an AMD and an Intel host): the campaign here asks nothing, exits 2 with one line
-    naming that machine and what to do; DRY_RUN=1 prints the plan with the same line, exit 0;
-    a question that only failed there does not count."""
-    monkeypatch.setattr(ask, "identity", lambda: IDENT)
-    campaign = load_campaign(_campaign(tmp_path, BENCH + STUDY))
+    """results/reference holds a question answered on another machine (issue 32: one label
+    over an AMD and an Intel host): this machine's campaign is asked in
+    pending-machines/<this machine>/, never beside that one's records; neither summary reads
+    the other's records. Once it answers every question it takes results/reference's place
+    and the other machine's campaign moves to pending-machines/<that machine>/, where that
+    machine resumes it (asking only what it had not answered). A question that only failed
+    on the other machine does not make results/reference that machine's."""
+    from bench.core.record import load_records
+    from bench.report import campaign as shown
+
+    files = tmp_path / "reference.toml"
+    files.write_text(f'results = "{tmp_path / "results" / "reference"}"\n\n{BENCH + STUDY}')
+    campaign = load_campaign(files)
+    top = campaign.results
     intel = {**IDENT, "cpu_model": "Intel(R) Xeon(R) Processor"}
-    entry = {"question": "direct", "identity": intel, "status": "failed (exit 1)", "exit": 1}
-    ask.append_ledger(campaign.results, entry)
-    asked: list[str] = []
-    runner = _writer(campaign.results, {})
+    monkeypatch.setattr(ask, "identity", lambda: IDENT)
+    failed = {"question": "direct", "identity": intel, "status": "failed (exit 1)", "exit": 1}
+    ask.append_ledger(top, failed)
+    assert ask.home(top, IDENT) == top  # a failed question is no answer
+    # the Intel machine answered `direct` in results/reference
+    name = _record(top, DB_C50[0], intel)
+    answered = {**failed, "status": "answered", "exit": 0, "records": [name]}
+    answered["fingerprint"] = campaign.questions[0].fingerprint()
+    ask.append_ledger(top, answered)
+    mine = top / "pending-machines" / "abcdef01-test-cpu-2cpu"
+    assert ask.home(top, IDENT) == mine
+    assert ask.run_campaign(campaign, True, lambda q, e: 1, None) == 0  # DRY_RUN: the plan
+    out = capsys.readouterr().out
+    assert f"this machine's campaign is kept apart in {mine}" in out
+    assert "Intel(R) Xeon(R) Processor, 2 CPUs): 1 question(s)" in out
+    assert "2 to run, 0 skipped" in out
 
-    def counted(q: ask.Question, env: dict[str, str]) -> int:
-        asked.append(q.id)
-        return runner(q, env)
+    # this machine answers `direct` only (the study fails): it stays apart
+    finished: list[tuple[Path, bool]] = []
+    runner = _writer(mine, {"study-sync-vs-gevent": 1})
+    status = ask.run_campaign(campaign, False, runner, lambda p, s: finished.append((p, s)) or 0)
+    assert status == 1 and finished == [(mine, False)]
+    assert [r.metadata["cpu_model"] for r in load_records(top)[0]] == [intel["cpu_model"]]
+    assert {r.metadata["cpu_model"] for r in load_records(mine)[0]} == {"Test CPU"}
+    with_ref = load_records(tmp_path / "results", with_reference=True)[0]  # REFERENCE=1
+    assert {r.metadata["cpu_model"] for r in with_ref} == {intel["cpu_model"]}
+    lines = "\n".join(shown.summary_lines(top, files))
+    assert "Also under way on machine abcdef01 (Test CPU, 2 CPUs): 1 of 2 questions" in lines
+    assert "(pending-machines/abcdef01-test-cpu-2cpu/summary.md)" in lines
+    assert "kept apart from results/reference" in "\n".join(shown.summary_lines(mine, files))
 
-    assert ask.run_campaign(campaign, False, counted, None) == 0
-    assert asked == ["direct", "study-sync-vs-gevent"]
-    capsys.readouterr()
-    ask.append_ledger(campaign.results, {**entry, "status": "answered", "exit": 0})
-    asked.clear()
-    assert ask.run_campaign(campaign, False, lambda q, e: asked.append(q.id) or 0, None) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert asked == [] and len(err) == 1
-    assert "Intel(R) Xeon(R) Processor" in err[0] and "1 question(s)" in err[0]
-    assert ask.run_campaign(campaign, True, lambda q, e: asked.append(q.id) or 0, None) == 0
-    assert asked == [] and "another machine" in capsys.readouterr().err
+    # asked again, it answers the rest: it becomes results/reference, Intel's moves apart
+    finished.clear()
+    runner = _writer(mine, {}, start=2)
+    status = ask.run_campaign(campaign, False, runner, lambda p, s: finished.append((p, s)) or 0)
+    theirs = top / "pending-machines" / "abcdef01-intel-r-xeon-r-processor-2cpu"
+    assert status == 0 and finished == [(top, True), (theirs, False)]
+    assert not mine.exists()
+    assert {r.metadata["cpu_model"] for r in load_records(top)[0]} == {"Test CPU"}
+    assert [r.metadata["cpu_model"] for r in load_records(theirs)[0]] == [intel["cpu_model"]]
+    assert [e["question"] for e in ask.read_ledger(theirs)] == ["direct", "direct"]
+    assert ask.home(top, IDENT) == top
+    # on the Intel machine: its own campaign, where it stopped
+    assert ask.home(top, intel) == theirs
+    steps = ask.plan(replace(campaign, results=theirs), intel)
+    assert [s.ask for s in steps] == [False, True]
+
+
+def test_a_pending_campaigns_records_are_read_only_as_their_own(tmp_path: Path) -> None:
+    """Records below results/reference/pending-machines/ are neither the reference's nor, with
+    REFERENCE=1, the user's; read as their own RESULTS they are."""
+    from bench.core.record import load_records
+    from bench.report.inputs import has_record_files
+
+    pending = tmp_path / "reference" / "pending-machines" / "abcdef01-test-cpu-2cpu"
+    _record(pending, DB_C50[0])
+    assert not has_record_files(tmp_path, with_reference=True)
+    assert not has_record_files(tmp_path / "reference")
+    assert load_records(tmp_path, with_reference=True) == ([], [])
+    assert load_records(tmp_path / "reference") == ([], [])
+    assert has_record_files(pending) and len(load_records(pending)[0]) == 1
