@@ -79,3 +79,36 @@ def test_the_reader_finds_routes() -> None:
     """The AST reader is not vacuous: it finds the plaintext route and the sleep route."""
     assert {"/plaintext", "/sleep", "/health"} <= routes_of(APP / "wsgi.py")
     assert "/sleep" in declared_paths() and "/queries" in declared_paths()
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "wait_ms"),
+    [
+        ("/sleep", {"slept_ms": scenario.SLEEP_MS}, scenario.SLEEP_MS),
+        ("/upstream", {"upstream_ms": scenario.UPSTREAM_MS}, scenario.UPSTREAM_MS),
+    ],
+)
+def test_a_timed_route_may_answer_within_an_event_loops_timer_slack(
+    path: str, body: dict, wait_ms: int
+) -> None:
+    """A route that waits is verified by how long it took: an answer a loop's timer made
+    0.3 ms early passes (uvloop counts whole milliseconds: gunicorn-uvicorn answered /sleep
+    in 9.7 ms on 2026-11-27 and failed its verification), one that did not wait fails."""
+    import json
+
+    check = next(
+        c for s in scenario.SCENARIOS.values() for c in s.checks if c.path.startswith(path)
+    )
+    facts = scenario.Facts(world=None, read_world=None)
+
+    def answer(ms: float) -> list[str]:
+        resp = scenario.Response(
+            200, {"content-type": "application/json"}, json.dumps(body).encode(), ms / 1000
+        )
+        return check.body(resp, facts)
+
+    assert answer(wait_ms - 0.3) == []
+    assert answer(wait_ms + 2) == []
+    late = answer(wait_ms - scenario.TIMER_SLACK_MS - 0.5)
+    assert len(late) == 1 and f"< {wait_ms} ms" in late[0]
+    assert answer(0.2) != []
