@@ -274,6 +274,12 @@ def promote(top: Path, mine: Path, ident: dict) -> Path | None:
         key = max(counts, key=lambda k: counts[k][0])
         demoted = top / PENDING_DIR / key
         _move_into(top, demoted)
+    for name in RENDERED:  # the other machine's summary and plots, rendered again by finish
+        path = top / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
     _move_into(mine, top)
     shutil.rmtree(mine)
     if not any((top / PENDING_DIR).iterdir()):

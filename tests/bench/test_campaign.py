@@ -432,12 +432,14 @@ def test_another_machines_campaign_is_kept_apart_until_it_answers_everything(
     assert "kept apart from results/reference" in "\n".join(shown.summary_lines(mine, files))
 
     # asked again, it answers the rest: it becomes results/reference, Intel's moves apart
+    (top / "plots").mkdir()
+    (top / "plots" / "intel-only.png").write_bytes(b"")  # rendered from Intel's records
     finished.clear()
     runner = _writer(mine, {}, start=2)
     status = ask.run_campaign(campaign, False, runner, lambda p, s: finished.append((p, s)) or 0)
     theirs = top / "pending-machines" / "abcdef01-intel-r-xeon-r-processor-2cpu"
     assert status == 0 and finished == [(top, True), (theirs, False)]
-    assert not mine.exists()
+    assert not mine.exists() and not (top / "plots").exists()
     assert {r.metadata["cpu_model"] for r in load_records(top)[0]} == {"Test CPU"}
     assert [r.metadata["cpu_model"] for r in load_records(theirs)[0]] == [intel["cpu_model"]]
     assert [e["question"] for e in ask.read_ledger(theirs)] == ["direct", "direct"]
