@@ -70,7 +70,8 @@ def _sections_html(text: str, base: Path, scenarios: set[str]) -> str:
         scenario = first if first in scenarios else ""
         load = "open" if heading.lower().startswith("open loop") else ""
         body = markdown.markdown(
-            MD_LINK.sub(lambda m: f"](#{_file_id(m.group(1))})", part), extensions=["tables"]
+            MD_LINK.sub(lambda m: f"](#{_file_id(m.group(1))})", part),
+            extensions=["tables", "md_in_html"],
         )
         out.append(
             f'<section data-scenario="{html.escape(scenario)}" data-load_model="{load}">'

@@ -13,6 +13,8 @@ server its defaults (keep-alive timeout, backlog) beside what the race measured.
 
 from __future__ import annotations
 
+import statistics
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 from scipy import stats
@@ -43,17 +45,24 @@ def _client_errors(rec: Record) -> int:
     return Outcome.of_record(rec).socket_errors
 
 
-def _top_reason(rec: Record) -> str:
+def _reason(rec: Record) -> tuple[str, int] | None:
+    """The first reason requests failed: nginx's error log first, else the client's
+    commonest message; and its count."""
     reasons = (rec.network or {}).get("proxy_error_reasons") or {}
     if reasons:
         text, count = next(iter(reasons.items()))
-        return f"{count} × {text}"
+        return str(text), int(count)
     messages = (rec.errors or {}).get("by_message") or {}
     failures = {k: v for k, v in messages.items() if k != "aborted due to deadline"}
     if failures:
         text, count = max(failures.items(), key=lambda kv: kv[1])
-        return f"{count} × {text} (client)"
-    return "–"
+        return f"{text} (client)", int(count)
+    return None
+
+
+def _top_reason(rec: Record) -> str:
+    found = _reason(rec)
+    return "–" if found is None else f"{found[1]} × {found[0]}"
 
 
 def _sent(rec: Record) -> int:
@@ -221,7 +230,103 @@ def _raced(study: Study) -> bool:
     return any(a.load == RACE_LOAD for a in study.arms)
 
 
+# An arm over its rounds (open loop at a fixed rate): rates and latencies as medians, counts
+# summed, the TIME_WAIT peak the highest; each round's row follows in a folded table.
+RATE_SUMMARY_HEADER = [
+    "arm",
+    "server",
+    "sysctls",
+    "rounds",
+    "2xx/s (median)",
+    "p99 ms (median)",
+    "502s (sum)",
+    "504s (sum)",
+    "client errors (sum)",
+    "TIME_WAIT peak (highest)",
+    "overflows / drops / embryonic RSTs (sums)",
+    "commonest first reason (sum)",
+    "not sent (sum)",
+    "failed % (median)",
+    "failed % (source)",
+]
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    found = [float(v) for v in values if v is not None]
+    return statistics.median(found) if found else None
+
+
+def _rate_summary_row(study: Study, arm: str, recs: list[Record]) -> list[str]:
+    """An arm's rounds in one row's cells after arm, server and sysctls (RATE_SUMMARY_HEADER)."""
+    ok = [r for r in recs if r.status == "ok"]
+    failed = len(recs) - len(ok)
+    rounds = f"{len(ok)}" + (f" ({failed} failed)" if failed else "")
+    if not ok:
+        return [rounds] + [""] * (len(RATE_SUMMARY_HEADER) - 5) + [""]
+
+    def kernel(rec: Record, key: str) -> int:
+        return int(((rec.network or {}).get("kernel_counters") or {}).get(key) or 0)
+
+    reasons: Counter[str] = Counter()
+    for rec in ok:
+        found = _reason(rec)
+        if found is not None:
+            reasons[found[0]] += found[1]
+    commonest = reasons.most_common(1)
+    peaks = [(r.sockets or {}).get("time_wait_max") for r in ok]
+    return [
+        rounds,
+        figure(_median([r.achieved_rps for r in ok])),
+        figure(_median([(r.latency_ms or {}).get("p99") for r in ok])),
+        f"{sum(_status_count(r, 502) for r in ok):,}",
+        f"{sum(_status_count(r, 504) for r in ok):,}",
+        f"{sum(_client_errors(r) for r in ok):,}",
+        figure(max((p for p in peaks if p is not None), default=None)),
+        " / ".join(f"{sum(kernel(r, k) for r in ok):,}" for k in QUEUE_COUNTERS),
+        f"{commonest[0][1]:,} × {commonest[0][0]}" if commonest else "–",
+        f"{sum(int((r.errors or {}).get('unsent') or 0) for r in ok):,}",
+        figure(_median([Outcome.of_record(r).unserved_pct for r in ok])),
+        _published_failed_pct(study, arm),
+    ]
+
+
+def _arm_summary_table(study: Study, records: list[Record]) -> list[str]:
+    """One row per arm over its rounds (RATE_SUMMARY_HEADER), in the study's arm order."""
+    labels = {a.id: a.label for a in study.arms}
+    varying = _varying_sysctls([r for r in records if r.status == "ok"])
+    by_arm: dict[str, list[Record]] = {}
+    for rec in records:
+        by_arm.setdefault(str(rec.metadata.get("study_arm")), []).append(rec)
+    order = [a for a in labels if a in by_arm] + [a for a in by_arm if a not in labels]
+    rows = []
+    for arm in order:
+        recs = by_arm[arm]
+        first = next((r for r in recs if r.status == "ok"), recs[0])
+        common = [labels.get(arm, arm), first.server, _sysctl_text(first, varying) or "–"]
+        rows.append(common + _rate_summary_row(study, arm, recs))
+    return markdown_table(RATE_SUMMARY_HEADER, rows, "lllrrrrrrrrlrrr")
+
+
 def _arm_table(study: Study, records: list[Record]) -> list[str]:
+    """The arms' table: one row per run; where an open-loop arm ran several rounds, one row
+    per arm over them first, the rounds' rows folded below it."""
+    several = any(r.trial > 1 for r in records)
+    if several and not _raced(study):
+        return [
+            *_arm_summary_table(study, records),
+            "",
+            # markdown="1": the table inside is markdown for the HTML report (md_in_html) too
+            f'<details markdown="1"><summary>Each round\'s run ({len(records)} runs)</summary>',
+            "",
+            *_run_table(study, records),
+            "",
+            "</details>",
+        ]
+    return _run_table(study, records)
+
+
+def _run_table(study: Study, records: list[Record]) -> list[str]:
+    """One row per run (each round its own, labelled with it)."""
     labels = {a.id: a.label for a in study.arms}
     varying = _varying_sysctls(records)
     race = _raced(study)

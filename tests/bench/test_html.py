@@ -109,3 +109,19 @@ def test_index_is_self_contained(report: Path) -> None:
     assert not re.search(r'<(script|link|img)[^>]+(src|href)="(https?:)?//', page)
     assert 'src="plots/' not in page and "data:image/png;base64," in page
     assert oct((report / "index.html").stat().st_mode & 0o777) == "0o644"
+
+
+def test_a_folded_table_is_a_table_in_the_page_too(tmp_path: Path) -> None:
+    """A study's rounds folded under <details markdown="1"> (bench.studies.network) are a
+    table in index.html as on GitHub, not pipes in raw HTML."""
+    from bench.report.html import _sections_html
+
+    text = (
+        "## Study: x\n\nabove\n\n"
+        '<details markdown="1"><summary>Each round\'s run (2 runs)</summary>\n\n'
+        "| arm | 2xx/s |\n|---|---:|\n| a (round 1) | 10 |\n\n</details>\n"
+    )
+    page = _sections_html(text, tmp_path, set())
+    folded = page[page.index("<details") : page.index("</details>")]
+    assert "<summary>Each round's run (2 runs)</summary>" in folded
+    assert "<td>a (round 1)</td>" in folded and "| arm |" not in page
