@@ -19,9 +19,10 @@ campaign it replaces kept in pending-machines/ for its machine to resume.
 A question is answered, and skipped, when the ledger's latest line for it on this machine
 says it exited 0 with the same fingerprint (same target and variables), and every record
 file it names is still in RESULTS/records, loads, and carries this machine's identity. A
-question asked again because its command changed retires the records of its earlier command
-on this machine first (`retire`: the summary reads every record below RESULTS, and the old
-session would be judged beside the new one); the ledger line names them.
+question asked again because its command changed, or because it was not answered, retires
+the records of its earlier askings on this machine first (`retire`: the summary reads every
+record below RESULTS, and the old session would be judged beside the new one); the ledger
+line names them.
 """
 
 from __future__ import annotations
@@ -338,15 +339,16 @@ class Stop:
 
 def retire(q: Question, results: Path, ident: dict) -> list[str]:
     """The records of this question's earlier askings on this machine under another command
-    (its variables changed), removed from RESULTS with their raw files as it is asked again:
-    the summary reads every record below RESULTS, and a superseded session beside the new
-    one would be judged beside it (git keeps the old ones). Those it removed, by name."""
+    (its variables changed) or that were not answered (a run failed, or it was interrupted),
+    removed from RESULTS with their raw files as it is asked again: the summary reads every
+    record below RESULTS, and a superseded session beside the new one would be judged beside
+    it (git keeps the old ones). Those it removed, by name."""
     gone: list[str] = []
     for entry in read_ledger(results):
         if (
             entry.get("question") != q.id
             or entry.get("identity") != ident
-            or entry.get("fingerprint") == q.fingerprint()
+            or (entry.get("fingerprint") == q.fingerprint() and entry.get("status") == "answered")
         ):
             continue
         for name in entry.get("records", []):

@@ -218,7 +218,8 @@ def test_a_question_asked_again_under_a_new_command_retires_its_old_records(
     """behind-nginx asked with BUDGET 5, then with 6: the first asking's records and raw
     files leave RESULTS before the second runs (the summary would judge both sessions side
     by side), the ledger line names them; a question asked again under the same command (a
-    record went missing) retires nothing, nor does another machine's or question's."""
+    record went missing) retires nothing, nor does another machine's or question's; one
+    whose earlier asking failed retires that asking's records."""
     campaign = load_campaign(_campaign(tmp_path, BENCH))
     results = campaign.results
     first = [_record(results, p) for p in DB_C50[:2]]
@@ -229,10 +230,17 @@ def test_a_question_asked_again_under_a_new_command_retires_its_old_records(
             (results / raw).write_text("raw output")
     q = campaign.questions[0]
     entry = {"question": q.id, "identity": IDENT, "fingerprint": q.fingerprint(), "exit": 0}
+    entry["status"] = "answered"
     ask.append_ledger(results, {**entry, "records": first})
     other = {**entry, "identity": {**IDENT, "machine_id": "another"}, "fingerprint": "x"}
     ask.append_ledger(results, {**other, "records": [first[0]]})
     assert ask.retire(q, results, IDENT) == []  # same command: nothing retired
+    # an asking of the same command that failed (one server's run failed: exit 1) leaves a
+    # session the next asking measures again: retired
+    failed = _record(results, DB_C50[2])
+    ask.append_ledger(results, {**entry, "status": "failed (exit 1)", "records": [failed]})
+    assert ask.retire(q, results, IDENT) == [failed]
+    assert not (results / "records" / failed).exists()
     changed = load_campaign(_campaign(tmp_path, BENCH.replace('"5"', '"6"'))).questions[0]
     raws = [
         results / raw
