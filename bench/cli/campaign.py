@@ -369,7 +369,10 @@ def ask(q: Question, step: Step, results: Path, ident: dict, runner: Runner) -> 
     records = results / "records"
     retired = retire(q, results, ident)
     if retired:
-        print(f"reference: {q.id}: {len(retired):,} records of its earlier command retired")
+        print(
+            f"reference: {q.id}: {len(retired):,} records of its earlier askings retired "
+            "(its command changed, or it was not answered)"
+        )
     before = set(records.glob("*.json")) if records.is_dir() else set()
     started = now_iso()
     print(f"reference: {q.id}: {q.make_line(','.join(step.servers) if step.servers else None)}")
