@@ -34,6 +34,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -240,16 +241,16 @@ def home(top: Path, ident: dict) -> Path:
 RENDERED = ("summary.md", "details", "plots", "index.html")
 
 
-def _move_into(src: Path, dst: Path) -> None:
-    """Everything measured in `src` moved into `dst` (rendered files and pending campaigns
-    stay): directories merged file by file, ledgers appended line by line."""
+def _move_into(src: Path, dst: Path, keep: tuple[str, ...] = (*RENDERED, PENDING_DIR)) -> None:
+    """Everything measured in `src` moved into `dst` (`keep`, at its top: rendered files and
+    pending campaigns, stay): directories merged file by file, ledgers appended line by line."""
     dst.mkdir(parents=True, exist_ok=True)
     for path in sorted(src.iterdir()):
-        if path.name in RENDERED or path.name == PENDING_DIR:
+        if path.name in keep:
             continue
         target = dst / path.name
         if path.is_dir() and target.is_dir():
-            _move_into(path, target)
+            _move_into(path, target, ())
             path.rmdir()
         elif path.name == LEDGER and target.exists():
             with open(target, "a") as out:
@@ -264,16 +265,14 @@ def promote(top: Path, mine: Path, ident: dict) -> Path | None:
     campaign of the machine that answered most of its questions) moves to
     top/pending-machines/<that machine>/, kept for it to resume, and this machine's takes its
     place. That directory, or None when top held no other machine's answers."""
-    counts: dict[str, tuple[int, dict]] = {}
-    for entry in read_ledger(top):
-        other = entry.get("identity") or {}
-        if entry.get("status") == "answered" and other != ident:
-            key = machine_key(other)
-            counts[key] = (counts.get(key, (0, other))[0] + 1, other)
+    counts = Counter(
+        machine_key(entry.get("identity") or {})
+        for entry in read_ledger(top)
+        if entry.get("status") == "answered" and (entry.get("identity") or {}) != ident
+    )
     demoted = None
     if counts:
-        key = max(counts, key=lambda k: counts[k][0])
-        demoted = top / PENDING_DIR / key
+        demoted = top / PENDING_DIR / counts.most_common(1)[0][0]
         _move_into(top, demoted)
     for name in RENDERED:  # the other machine's summary and plots, rendered again by finish
         path = top / name
