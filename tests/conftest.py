@@ -12,10 +12,16 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
+from bench.core.variables import MAKE_OWN
 from bench.host.procs import OWNER_ENV
 
 TOKEN = f"tests-{uuid.uuid4().hex}"
 os.environ[OWNER_ENV] = TOKEN
+# `make test PYTEST_ARGS=...` passes its command-line variables to every child make through
+# MAKEFLAGS: the tests' own `make bench ...` would inherit PYTEST_ARGS and refuse it. The suite
+# runs as if pytest had been started directly.
+for _name in MAKE_OWN:
+    os.environ.pop(_name, None)
 
 
 def stack_processes() -> dict[int, str]:

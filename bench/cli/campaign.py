@@ -40,7 +40,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.core import defaults, variables
-from bench.core.campaign import LEADERS, LEDGER, ROOT, STAND_IN, Campaign, Question, read_ledger
+from bench.core.campaign import (
+    LEADERS,
+    LEDGER,
+    ROOT,
+    STAND_IN,
+    Campaign,
+    Question,
+    machine_text,
+    read_ledger,
+)
 from bench.core.record import PENDING_DIR, Record, RecordError, session_of
 from bench.host.metadata import cpu_model, machine_id, now_iso
 from bench.report import standings
@@ -207,14 +216,6 @@ def other_machines(results: Path, ident: dict) -> dict[str, list[str]]:
         if entry.get("question") not in questions:
             questions.append(str(entry.get("question")))
     return found
-
-
-def machine_text(ident: dict) -> str:
-    """A machine identity as a line names it."""
-    return (
-        f"{ident.get('machine_id', '?')} ({ident.get('cpu_model', '?')}, "
-        f"{ident.get('cpu_count', '?')} CPUs)"
-    )
 
 
 def machine_key(ident: dict) -> str:

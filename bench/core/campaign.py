@@ -187,3 +187,12 @@ def read_ledger(results: Path) -> list[dict]:
         except json.JSONDecodeError:
             continue
     return entries
+
+
+def machine_text(identity: object) -> str:
+    """A ledger line's machine identity as a reader tells machines apart: the hashed id's
+    first 8 characters, the CPU model and count (`a5adb7fd (AMD EPYC, 2 CPUs)`)."""
+    if not isinstance(identity, dict):
+        return "?"
+    mid = str(identity.get("machine_id") or "?")[:8]
+    return f"{mid} ({identity.get('cpu_model', '?')}, {identity.get('cpu_count', '?')} CPUs)"

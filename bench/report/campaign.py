@@ -12,16 +12,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.core.campaign import CAMPAIGN_FILE, CampaignError, load_campaign, read_ledger
+from bench.core.campaign import (
+    CAMPAIGN_FILE,
+    CampaignError,
+    load_campaign,
+    machine_text,
+    read_ledger,
+)
 from bench.core.record import PENDING_DIR
-
-
-def _machine(identity: object) -> str:
-    """A ledger line's machine as a reader tells machines apart."""
-    if not isinstance(identity, dict):
-        return "?"
-    mid = str(identity.get("machine_id") or "?")[:8]
-    return f"{mid} ({identity.get('cpu_model', '?')}, {identity.get('cpu_count', '?')} CPUs)"
 
 
 def _rows(
@@ -44,13 +42,14 @@ def _rows(
             continue
         last = mine[-1]
         asked.append((q, last))
-        machines.add(_machine(last.get("identity")))
+        machines.add(machine_text(last.get("identity")))
         named = last.get("records", [])
         kept = sum(1 for name in named if name in present)
         same = last.get("fingerprint") == q.fingerprint()
         changed = "" if same else " (its command has changed since)"
         rows.append(
-            f"| {q.id} | {last.get('status', '?')}{changed} | {_machine(last.get('identity'))} | "
+            f"| {q.id} | {last.get('status', '?')}{changed} | "
+            f"{machine_text(last.get('identity'))} | "
             f"{last.get('ended_at', '?')} | {kept:,} of {len(named):,} |"
         )
     return asked, rows, waiting, machines
@@ -99,7 +98,7 @@ def _elsewhere(results: Path, campaign_file: Path) -> list[str]:
         if not ledger:
             continue
         lines.append(
-            f"- Also under way on machine {_machine(ledger[-1].get('identity'))}: "
+            f"- Also under way on machine {machine_text(ledger[-1].get('identity'))}: "
             f"{_answered_count(ledger, ids)} of {len(ids)} questions answered, kept apart "
             f"([its summary]({PENDING_DIR}/{folder.name}/summary.md)); none of its records "
             "is in this summary."

@@ -257,7 +257,9 @@ class Arena:
             )
             return f"{rounds}: first, separated from {pair.worse} ({how})"
         if key in found:
-            return f"{rounds}: among the {len(found)} leaders of {len(self.labels)}"
+            others = [self.labels[k] for k in found if k != key]
+            with_ = f" (with {', '.join(others)})" if len(others) <= MAX_NAMED else ""
+            return f"{rounds}: among the {len(found)} leaders of {len(self.labels)}{with_}"
         return f"{rounds}: below the leaders"
 
 
@@ -483,7 +485,24 @@ def evidence(decision: Decision, flag: str = "") -> str:
             f"leading group: the race did not separate {names} from it at any load; "
             f"`{group_command(decision)}{flag}` would race them apart"
         )
+    if starved_ := _starved_leaders(decision.arenas, ident):
+        parts.append(
+            f"left connections unserved (under half served), ranked apart, never "
+            f"recommended: {'; '.join(starved_)}"
+        )
     return "; ".join(p for p in parts if p) or "–"
+
+
+def _starved_leaders(arenas_: list[Arena], ident: tuple) -> list[str]:
+    """The configurations other than `ident` that left connections unserved at some load,
+    with those loads (ranked apart there, so never among its leaders: a row that leaves
+    one out must say why)."""
+    loads: dict[str, list[str]] = {}
+    for arena in arenas_:
+        for group in arena.members.values():
+            if _identity(group[0]) != ident and starved(group):
+                loads.setdefault(_label(group[0]), []).append(f"c{group[0].concurrency}")
+    return [f"{label} at {', '.join(where)}" for label, where in loads.items()]
 
 
 def group_command(decision: Decision) -> str:
@@ -717,11 +736,7 @@ def _recommend(
     decision = decide(runs)
     scenarios = WORKLOADS[workload]
     if deployment == ALB and not runs:
-        # No throughput behind the balancer: name the best candidates measured elsewhere.
-        for other in (NGINX, DIRECT):
-            if found := decide(_deployment_runs(records, machine, scenarios, other)).candidates:
-                decision = Decision(None, [], [], found)
-                break
+        decision = Decision(None, [], [], _candidates_elsewhere(records, machine, scenarios))
     leader = decision.leader
     if leader is None:
         # the workload's other servers first, then any the machine measured
@@ -732,14 +747,16 @@ def _recommend(
         ]
         command = run_command(decision, scenarios, deployment, others)
         named = {r.server for r in decision.candidates}
-        alb = [race_text(races_.get(s), s) for s in sorted(named)] if deployment == ALB else []
+        why = [] if deployment == ALB and not runs else [_undecided(decision)]
+        if deployment == ALB:  # each candidate's race, named: four counts alone say nothing
+            why += [f"{s}: {race_text(races_.get(s), s)}" for s in sorted(named)]
         return Recommendation(
             machine,
             workload,
             deployment,
             None,
             command=command,
-            evidence="; ".join(alb) or _undecided(decision),
+            evidence="; ".join(why),
             avoid=avoid(decision),
         )
     knobs = dict(leader.knobs or {})
@@ -759,6 +776,17 @@ def _recommend(
         configured_as(leader),
         tuple(_label(r) for r in decision.tied),
     )
+
+
+def _candidates_elsewhere(
+    records: list[Record], machine: str, scenarios: tuple[str, ...]
+) -> list[Record]:
+    """No throughput behind the balancer: the best candidates measured behind nginx, else
+    direct ([] when the workload has neither: nothing to put behind the balancer)."""
+    for other in (NGINX, DIRECT):
+        if found := decide(_deployment_runs(records, machine, scenarios, other)).candidates:
+            return found
+    return []
 
 
 def configured_as(rec: Record) -> str:
@@ -814,7 +842,13 @@ def recommendations(records: list[Record]) -> tuple[list[Recommendation], dict[s
                 continue
             for deployment in DEPLOYMENTS:
                 runs = _deployment_runs(records, machine, scenarios, deployment)
-                if runs or (deployment == ALB and races_):
+                # behind the balancer without its own runs: a row where the race has a
+                # candidate measured elsewhere to speak of; else the workload is unmeasured there
+                if runs or (
+                    deployment == ALB
+                    and races_
+                    and _candidates_elsewhere(records, machine, scenarios)
+                ):
                     out.append(_recommend(records, machine, workload, deployment, runs, races_))
                 else:
                     scenario = next(s for s in scenarios if any(r.scenario == s for r in measured))

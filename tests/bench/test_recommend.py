@@ -265,6 +265,59 @@ def test_the_keepalive_above_the_balancer_comes_from_the_race_study(
     assert ("--keep-alive 2" in alb.command) is not decided
 
 
+def test_an_undecided_row_behind_the_balancer_names_each_race_and_why() -> None:
+    """Two configurations tied behind the ALB-like front: the row says why it is undecided,
+    then each candidate's race under its server's name (the reference's row listed four
+    servers' counts with no name, and dropped why it was undecided)."""
+    base = replace(_base(), concurrency=50, proxy="alb")
+    records = [
+        *_trials(
+            base,
+            "gunicorn-gevent",
+            {"workers": 2, "connections": 1000, "keepalive": 2},
+            [20_000.0, 12_000.0, 16_000.0],
+        ),
+        *_trials(
+            base, "gunicorn-sync", {"workers": 2, "backlog": 2048}, [15_000.0, 19_000.0, 14_000.0]
+        ),
+        _race(base, 2, 12, 480),
+        _race(base, 65, 0, 480),
+    ]
+    recs, _ = recommendations(records)
+    alb = next(r for r in recs if r.deployment == "behind the ALB-like front")
+    assert alb.server is None
+    assert alb.evidence.startswith("leaders' intervals overlap: ")
+    assert "gunicorn-gevent: race: 12 502s in 480 requests at its default keep-alive" in (
+        alb.evidence
+    )
+    assert "gunicorn-sync: keep-alive race not measured for gunicorn-sync" in alb.evidence
+
+
+def test_a_workload_never_measured_in_a_deployment_has_no_row_behind_the_balancer() -> None:
+    """The race ran, and the slow upstream workload ran only inside a study (never ranked): no
+    "behind the ALB-like front" row for it, whose only evidence would be "no run" (the
+    reference's row counted against the rows that decide); it is listed as not measured,
+    with the command that measures it."""
+    base = replace(_base(), concurrency=50)
+    study = {**base.metadata, "study": "sync-vs-async-p99", "study_arm": "a", "study_run": "r1"}
+    records = [
+        *_trials(base, "gunicorn-gevent", {"workers": 2, "connections": 1000}, SEPARATED[0]),
+        *_trials(base, "gunicorn-sync", {"workers": 2, "backlog": 2048}, SEPARATED[1]),
+        replace(base, scenario="sleep", run_id="sleep" * 8, metadata=study),
+        _race(replace(base, proxy="alb"), 2, 12, 480),
+        _race(replace(base, proxy="alb"), 65, 0, 480),
+    ]
+    recs, missing = recommendations(records)
+    assert [(r.workload, r.deployment) for r in recs] == [
+        ("light CPU", "direct"),
+        ("light CPU", "behind the ALB-like front"),
+    ]
+    assert (
+        "slow upstream behind the ALB-like front (`make bench SCENARIO=sleep PROXY=alb`)"
+        in (missing[host_of(base)])
+    )
+
+
 def test_runs_under_a_cpu_quota_make_their_own_deployment() -> None:
     """Runs with a cgroup CPU quota are ranked only among themselves: they give the 'under a
     CPU quota' recommendation and none of the direct one, which is left to measure."""
@@ -450,6 +503,23 @@ def test_a_raced_workload_recommends_its_leading_group_never_a_starved_server() 
     for arena in arenas_:
         leaders = {arena.members[k][0].server for k in arena.leaders()}
         assert row.server in leaders or row.server in starved_servers
+    # a configuration ranked apart for unserved connections is named, with its loads: the
+    # row leaves it out (uwsgi, among the c10 leaders, served under half its connections at c50)
+    starved_at = {
+        (g[0].server, g[0].concurrency)
+        for a in arenas_
+        for g in a.members.values()
+        if starved(g) and g[0].server != row.server
+    }
+    assert starved_at
+    _, apart = row.evidence.split("ranked apart, never recommended: ")
+    for server, load in starved_at:
+        assert re.search(rf"(^|; ){server} [^;]* at (c\d+, )*c{load}\b", apart), apart
+    # every leader at a load is named there: the row's own evidence, with the others beside it
+    for arena in arenas_:
+        names = [arena.labels[k] for k in arena.leaders()]
+        if len(names) > 1 and row.server in {arena.members[k][0].server for k in arena.leaders()}:
+            assert all(n in row.evidence for n in names), (names, row.evidence)
     if row.tied:
         command = re.search(r"`(make bench SERVER=[^`]*)`", row.evidence)
         assert command is not None, row.evidence
