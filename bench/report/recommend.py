@@ -485,15 +485,15 @@ def evidence(decision: Decision, flag: str = "") -> str:
             f"leading group: the race did not separate {names} from it at any load; "
             f"`{group_command(decision)}{flag}` would race them apart"
         )
-    if starved_ := _starved_leaders(decision.arenas, ident):
+    if apart := _ranked_apart(decision.arenas, ident):
         parts.append(
             f"left connections unserved (under half served), ranked apart, never "
-            f"recommended: {'; '.join(starved_)}"
+            f"recommended: {'; '.join(apart)}"
         )
     return "; ".join(p for p in parts if p) or "–"
 
 
-def _starved_leaders(arenas_: list[Arena], ident: tuple) -> list[str]:
+def _ranked_apart(arenas_: list[Arena], ident: tuple) -> list[str]:
     """The configurations other than `ident` that left connections unserved at some load,
     with those loads (ranked apart there, so never among its leaders: a row that leaves
     one out must say why)."""
