@@ -17,13 +17,13 @@ from bench.observe.sample import Sampler
 from bench.stack.site import ServeError
 
 
-def result(requests: int = 1000, duration_s: float = 2.0) -> LoadResult:
-    """A plausible measured run: every request a 200 in ~1 ms."""
+def result(requests: int = 1000, duration_s: float = 2.0, mean_ms: float = 1.1) -> LoadResult:
+    """A plausible measured run: every request a 200 in ~1 ms (`mean_ms` on average)."""
     return LoadResult(
         requests=requests,
         duration_s=duration_s,
         rps=requests / duration_s,
-        latency=Latency(p50=1.0, p90=1.5, p99=2.0, p999=3.0, max=4.0, mean=1.1),
+        latency=Latency(p50=1.0, p90=1.5, p99=2.0, p999=3.0, max=4.0, mean=mean_ms),
         errors=Errors(by_status={200: requests}),
         raw={"fake.txt": f"{requests} requests\n"},
     )

@@ -190,6 +190,9 @@ class Traits(Protocol):
 
     name: str  # LOAD= and the record's load_tool
     open_loop: bool  # sends at RATE= arrivals/s, whatever the server does; else closed loop
+    # Closed loop with every connection kept busy (no think time, no pacing): Little's law then
+    # tells how many connections the server served (bench.report.groups.served_share)
+    busy: bool
     drives: str  # scenario.URL (one URL) or scenario.MIX (a mix of routes): what it can play
     # The raw-file suffix of its per-request latencies (PER_REQUEST_HEADER, gzip); None: none kept
     per_request: str | None
@@ -356,6 +359,13 @@ def caveat(name: str) -> str:
     tool)."""
     kind = traits(name)
     return kind.caveat if kind is not None else ""
+
+
+def keeps_busy(name: str) -> bool:
+    """A tool whose connections each send their next request as soon as the last returns
+    (Traits.busy); False for a paced one (Locust's users, a rate per connection) or unknown."""
+    kind = traits(name)
+    return kind is not None and kind.busy
 
 
 def uses_threads(name: str) -> bool:

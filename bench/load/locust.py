@@ -275,6 +275,7 @@ class Locust:
     # Locust's users start cold, as the paper's did: no primer, no warmup.
     primes: ClassVar[bool] = False
     open_loop: ClassVar[bool] = False
+    busy: ClassVar[bool] = False  # its users wait between requests (wait_time)
     drives: ClassVar[str] = scenario.MIX
     per_request: ClassVar[str | None] = None  # Locust's CSV holds buckets, not each request
     selectable: ClassVar[bool] = True

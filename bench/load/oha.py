@@ -425,6 +425,7 @@ class Oha:
     name: ClassVar[str] = "oha"
     primes: ClassVar[bool] = True
     open_loop: ClassVar[bool] = True
+    busy: ClassVar[bool] = True  # without RATE= each connection sends again at once
     drives: ClassVar[str] = scenario.URL
     per_request: ClassVar[str | None] = REQUESTS_NAME
     selectable: ClassVar[bool] = True

@@ -40,6 +40,7 @@ class Race:
     name: ClassVar[str] = "race"
     # Open within a burst, closed between bursts (module docstring): not a fixed arrival rate.
     open_loop: ClassVar[bool] = False
+    busy: ClassVar[bool] = False  # bursts separated by idle gaps
     drives: ClassVar[str] = scenario.URL
     per_request: ClassVar[str | None] = None
     selectable: ClassVar[bool] = False  # the load-balancer study's own pattern

@@ -180,6 +180,7 @@ class Wrk:
     name: ClassVar[str] = "wrk"
     primes: ClassVar[bool] = True
     open_loop: ClassVar[bool] = False
+    busy: ClassVar[bool] = True  # each connection sends again as soon as its answer arrives
     drives: ClassVar[str] = scenario.URL
     per_request: ClassVar[str | None] = None  # wrk keeps a histogram, not each response
     selectable: ClassVar[bool] = True

@@ -161,6 +161,7 @@ class WsLoad:
     name: ClassVar[str] = "wsload"
     primes: ClassVar[bool] = True
     open_loop: ClassVar[bool] = False  # its rate is the scenario's per connection ...
+    busy: ClassVar[bool] = False  # a rate per connection
     # ... unless RATE= paces it: messages/s over all the connections (make capacity)
     paced: ClassVar[bool] = True
     drives: ClassVar[str] = scenario.WS

@@ -101,15 +101,16 @@ def _margin(members: dict[tuple, list[Record]], order: list[tuple], values) -> s
     return f"{diff.ratio:.2f}×{interval} vs {_label(members[order[1]][0])}, {word}"
 
 
-def _caveats(group_list: list[list[Record]]) -> str:
+def _caveats(group_list: list[list[Record]], apart: list[str]) -> str:
+    """The row's caveats: few trials, the configurations ranked apart (`apart`: they left
+    connections unserved), a saturated load tool, the load tool's own."""
     notes = []
     records = [r for g in group_list for r in g]
     fewest = min(trial_count(g) for g in group_list)
     if fewest < FEW_TRIALS:
         notes.append(f"{fewest} trial(s): ties cannot be told apart")
-    apart = [_label(g[0]) for g in group_list if starved(g)]
-    if apart:  # ranked by req/s only: their p99 times only the connections they served
-        notes.append(f"† unserved connections: {', '.join(apart)} not ranked by p99")
+    if apart:  # their req/s and p99 count only the connections they served
+        notes.append(f"† unserved connections: {', '.join(apart)} ranked apart, never best")
     threads = [
         (r.resources or {}).get("load_cpu_pct", 0) / (100 * (r.load_threads or 1))
         for r in records
@@ -147,7 +148,10 @@ def _arena_row(members: dict[tuple, list[Record]], by_rps: dict, by_p99: dict) -
         else "–",
         figure(p99_est.center if p99_est else None),
         _margin(members, p99_order, latency_values) if top_p99 else "–",
-        _caveats([members[k] for k in {*top_rps, *top_p99}] or list(members.values())),
+        _caveats(
+            [members[k] for k in {*top_rps, *top_p99}] or list(members.values()),
+            [_label(g[0]) for g in members.values() if starved(g)],
+        ),
     ]
 
 
@@ -162,9 +166,9 @@ def _arena_rows(records: list[Record]) -> list[tuple]:
         and r.server not in BASELINES
     ]
     all_groups = groups(candidates)
-    # p99 among the configurations that served their connections (a starved one's p99
-    # times only the requests it accepted: never "best by p99")
-    by_rps, by_p99 = ranks(all_groups, p99_of=lambda group: not starved(group))
+    # ranked among the configurations that served their connections (a starved one's req/s
+    # and p99 count only the connections it accepted: never "best")
+    by_rps, by_p99 = ranks(all_groups, admit=lambda group: not starved(group))
     arenas: dict[tuple, dict[tuple, list[Record]]] = defaultdict(dict)
     for key, group in all_groups.items():
         arenas[arena_key(group[0])][key] = group

@@ -15,6 +15,7 @@ from scipy.stats import gmean
 
 from bench.core.outcome import Outcome
 from bench.core.record import Record, analysed, gil_came_back, python_of, session_of
+from bench.load import keeps_busy
 from bench.report.cells import host_of
 from bench.report.stats import Estimate, Ranked, estimate, rank_intervals
 
@@ -130,7 +131,10 @@ def socket_errors(rec: Record) -> int:
 def served_share(rec: Record) -> float | None:
     """Share of the connections that had a request in flight on average (Little's law:
     mean latency × throughput = requests in flight). Near 1 when every connection is served;
-    low when connections wait unserved, whose requests wrk never times."""
+    low when connections wait unserved, whose requests wrk never times. None for a tool that
+    paces its connections (Locust's users wait between requests: few are in flight by design)."""
+    if not keeps_busy(rec.load_tool):
+        return None
     mean = (rec.latency_ms or {}).get("mean")
     if not mean or mean < 0 or not rec.rps or not rec.concurrency:
         return None  # no latency figure (0: nothing timed), no share to read
@@ -196,17 +200,18 @@ def latency_estimate(group: list[Record], key: str = "p99") -> Estimate | None:
 
 def rank_groups(
     members: dict[tuple, list[Record]],
-    p99_of: Callable[[list[Record]], bool] = lambda group: True,
+    admit: Callable[[list[Record]], bool] = lambda group: True,
 ) -> tuple[dict[tuple, Ranked], dict[tuple, Ranked]]:
     """Rank intervals among groups measured side by side (one machine, one load), each
     metric one Holm-corrected family: by requests/s (higher first; never at a fixed offered
-    rate, where achieved req/s measures the load tool's pacing) and by p99 (lower first,
-    among the groups `p99_of` admits). Baselines are left out."""
-    ranked = {k: g for k, g in members.items() if g[0].server not in BASELINES}
+    rate, where achieved req/s measures the load tool's pacing) and by p99 (lower first),
+    among the groups `admit` lets in (the others are ranked apart: no rank). Baselines are
+    left out."""
+    ranked = {k: g for k, g in members.items() if g[0].server not in BASELINES and admit(g)}
     fixed_rate = any(g[0].offered_rps is not None for g in ranked.values())
     by_rps = [] if fixed_rate else rank_intervals({k: rps_values(g) for k, g in ranked.items()})
     by_p99 = rank_intervals(
-        {k: latency_values(g) for k, g in ranked.items() if latency_values(g) and p99_of(g)},
+        {k: latency_values(g) for k, g in ranked.items() if latency_values(g)},
         higher_is_better=False,
     )
     return {r.key: r for r in by_rps}, {r.key: r for r in by_p99}  # type: ignore[misc]
@@ -233,17 +238,17 @@ def arena_key(rec: Record) -> tuple:
 
 def ranks(
     all_groups: dict[tuple, list[Record]],
-    p99_of: Callable[[list[Record]], bool] = lambda group: True,
+    admit: Callable[[list[Record]], bool] = lambda group: True,
 ) -> tuple[dict[tuple, Ranked], dict[tuple, Ranked]]:
-    """Every group's rank among those of its arena, by requests/s and (among the groups
-    `p99_of` admits) by p99."""
+    """Every group's rank among those of its arena (of the groups `admit` lets in), by
+    requests/s and by p99."""
     arenas: dict[tuple, dict[tuple, list[Record]]] = defaultdict(dict)
     for key, group in all_groups.items():
         arenas[arena_key(group[0])][key] = group
     by_rps: dict[tuple, Ranked] = {}
     by_p99: dict[tuple, Ranked] = {}
     for members in arenas.values():
-        rps, p99 = rank_groups(members, p99_of)
+        rps, p99 = rank_groups(members, admit)
         by_rps.update(rps)
         by_p99.update(p99)
     return by_rps, by_p99

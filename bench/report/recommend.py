@@ -290,8 +290,7 @@ def _race_of(members: dict[tuple, list[Record]]) -> tuple[standings.PointRace | 
     race = standings.raced_point(members)
     if race is None:
         return None, {}
-    runs = [r for group in members.values() if not starved(group) for r in group]
-    several = standings.servers_with_knobs(runs)
+    several = standings.servers_with_knobs(standings.served_runs(members))
     labels = {
         key: standings.config_label(group[0], several)
         for key, group in members.items()
@@ -731,12 +730,12 @@ def _recommend(
     deployment: str,
     runs: list[Record],
     races_: dict[str, Race],
+    elsewhere: list[Record],
 ) -> Recommendation:
-    """One workload × deployment on one machine."""
-    decision = decide(runs)
+    """One workload × deployment on one machine; `elsewhere`: behind the balancer without
+    runs of its own, the candidates measured elsewhere (_candidates_elsewhere)."""
     scenarios = WORKLOADS[workload]
-    if deployment == ALB and not runs:
-        decision = Decision(None, [], [], _candidates_elsewhere(records, machine, scenarios))
+    decision = Decision(None, [], [], elsewhere) if deployment == ALB and not runs else decide(runs)
     leader = decision.leader
     if leader is None:
         # the workload's other servers first, then any the machine measured
@@ -844,12 +843,15 @@ def recommendations(records: list[Record]) -> tuple[list[Recommendation], dict[s
                 runs = _deployment_runs(records, machine, scenarios, deployment)
                 # behind the balancer without its own runs: a row where the race has a
                 # candidate measured elsewhere to speak of; else the workload is unmeasured there
-                if runs or (
-                    deployment == ALB
-                    and races_
-                    and _candidates_elsewhere(records, machine, scenarios)
-                ):
-                    out.append(_recommend(records, machine, workload, deployment, runs, races_))
+                elsewhere = (
+                    _candidates_elsewhere(records, machine, scenarios)
+                    if deployment == ALB and not runs and races_
+                    else []
+                )
+                if runs or elsewhere:
+                    out.append(
+                        _recommend(records, machine, workload, deployment, runs, races_, elsewhere)
+                    )
                 else:
                     scenario = next(s for s in scenarios if any(r.scenario == s for r in measured))
                     load = " LOAD=locust" if scenario == "saas" else ""

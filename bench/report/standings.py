@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from bench.core import defaults
@@ -46,13 +46,18 @@ class PointRace:
     margin: float
     lower_is_better: bool
     spot: tuple = ()  # (scenario, connections, offered rate): where the harness measures it
+    apart: tuple[str, ...] = ()  # left connections unserved: ranked apart, never in the race
 
     def line(self) -> str:
         """ "db c50: decided in 12 rounds, 9.4 min: granian = uwsgi (±5 %) > uvicorn"."""
         how = "decided" if self.standing.done else "undecided"
         took = f", {self.minutes:.1f} min" if self.minutes is not None else ""
         unit = "p99, lower is better; " if self.lower_is_better else ""
-        return f"{self.point}: {how} in {self.rounds} round(s){took}: {unit}{self.standing.line()}"
+        apart = f"; ranked apart (left connections unserved): {', '.join(self.apart)}"
+        return (
+            f"{self.point}: {how} in {self.rounds} round(s){took}: {unit}{self.standing.line()}"
+            + (apart if self.apart else "")
+        )
 
     def notes(self) -> list[str]:
         """Each undecided pair's interval and what would decide it (bench.report.decision),
@@ -161,10 +166,25 @@ def races(records: Iterable[Record], max_looks: int | None = None) -> list[Point
         by_point[_point_key(rec)].append(rec)
     out = []
     for point_records in by_point.values():
-        race = judge_point(point_records, max_looks)
+        race = judge_served(point_records, max_looks)
         if race is not None:
             out.append(race)
     return sorted(out, key=lambda r: r.point)
+
+
+def judge_served(point_records: list[Record], max_looks: int | None = None) -> PointRace | None:
+    """One point's race among the configurations that served every connection: one that
+    left connections unserved (bench.report.groups.starved: its req/s and latency count only
+    the connections it served) is ranked apart, named in the race's `apart`, never raced
+    (the harness stops running it there); None: fewer than two configurations to race."""
+    several = servers_with_knobs(point_records)
+    by_config: dict[str, list[Record]] = defaultdict(list)
+    for rec in point_records:
+        by_config[config_label(rec, several)].append(rec)
+    apart = sorted(name for name, group in by_config.items() if starved(group))
+    served = [r for name, group in by_config.items() if name not in apart for r in group]
+    race = judge_point(served, max_looks) if served else None
+    return replace(race, apart=tuple(apart)) if race is not None else None
 
 
 def judge_point(point_records: list[Record], max_looks: int | None = None) -> PointRace | None:
@@ -209,6 +229,11 @@ def judge_point(point_records: list[Record], max_looks: int | None = None) -> Po
     )
 
 
+def served_runs(members: dict[tuple, list[Record]]) -> list[Record]:
+    """The runs of the configurations that served every connection (not starved)."""
+    return [r for group in members.values() if not starved(group) for r in group]
+
+
 def raced_point(members: dict[tuple, list[Record]]) -> PointRace | None:
     """The race's read-out of one point's configurations (groups of runs by configuration)
     where make bench raced them (TRIALS=auto: every run carries metadata.trials_auto; make
@@ -217,11 +242,11 @@ def raced_point(members: dict[tuple, list[Record]]) -> PointRace | None:
     it (their req/s counts only the connections they served); None: not raced, or fewer than
     two configurations. The one reading of "who leads here" the recommendations and the
     campaign's @leaders share."""
-    runs = [r for group in members.values() if not starved(group) for r in group]
+    runs = [r for group in members.values() for r in group]
     raced = all(r.metadata.get("trials_auto") for r in runs) and not any(
         k in r.metadata for r in runs for k in ("tune", "capacity")
     )
-    return judge_point(runs) if runs and raced else None
+    return judge_served(runs) if runs and raced else None
 
 
 def summary_lines(records: list[Record]) -> list[str]:

@@ -251,8 +251,9 @@ STARVED_NOTE = (
     "(conns served = mean latency × req/s ÷ connections, Little's law): the others "
     "waited unserved through the run, typically unaccepted in the accept queue while "
     "the server kept serving the keep-alive connections it held. wrk only times "
-    "requests that complete, so theirs are missing and this latency is optimistic: the row is "
-    "not ranked by p99 (–)."
+    "requests that complete, so theirs are missing and this latency is optimistic; its req/s "
+    "is what it gave the few connections it served. The row is ranked apart: no rank by req/s "
+    "or p99 (–)."
 )
 
 
@@ -272,9 +273,9 @@ def _scenario_rows(
     """Per group of trials, its sort key, speed row and system row."""
     all_groups = groups(records)
     ceilings = _ceilings(all_groups)
-    # p99 ranked among the configurations that served their connections (a starved one's
-    # p99 times only the requests it accepted: never rank 1 by p99, as At a glance)
-    by_rps, by_p99 = ranks(all_groups, p99_of=lambda group: not starved(group))
+    # ranked among the configurations that served their connections (a starved one's req/s
+    # and p99 count only the requests it accepted: never rank 1, as At a glance)
+    by_rps, by_p99 = ranks(all_groups, admit=lambda group: not starved(group))
     rows = []
     for key, group in all_groups.items():
         first = group[0]

@@ -6,7 +6,16 @@ from pathlib import Path
 
 from bench.core.record import Record
 from bench.report.cells import cpu_tag, host_of, scope_label, via_label
-from bench.report.groups import arena_key, groups, latency_values, rps_values, trial_count
+from bench.report.groups import (
+    arena_key,
+    groups,
+    latency_values,
+    ranks,
+    rps_values,
+    served_share,
+    starved,
+    trial_count,
+)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "records"
 
@@ -111,3 +120,33 @@ def test_a_container_limited_row_is_ranked_apart_from_native_rows() -> None:
     assert len(groups([native, boxed])) == 2
     assert arena_key(native) != arena_key(boxed)
     assert arena_key(boxed) == arena_key(replace(boxed, server="uvicorn"))
+
+
+def test_a_starved_configuration_gets_no_rank_by_req_s_or_p99() -> None:
+    """At c50, uwsgi's 3 trials reach 16 % of the connections (Little's law: 0.4 ms mean
+    latency × 20,000 req/s / 50) and granian's all of them: ranked among the configurations
+    that served their connections, uwsgi has no rank by req/s nor by p99, though its req/s is
+    16 times granian's; admitted, it would be first by both."""
+    out = []
+    for server, rps, mean in (("uwsgi", 20_000.0, 0.4), ("granian", 1_250.0, 40.0)):
+        for i, rec in enumerate(_trials({"session_id": "s"}, 3), start=1):
+            latency = {**rec.latency_ms, "mean": mean * (1 + i / 100), "p99": mean * 3}
+            out.append(replace(rec, server=server, rps=rps * (1 + i / 100), concurrency=50,
+                               latency_ms=latency, run_id=f"{server}{i}"))  # fmt: skip
+    found = groups(out)
+    by_server = {g[0].server: k for k, g in found.items()}
+    assert starved(found[by_server["uwsgi"]]) and not starved(found[by_server["granian"]])
+    by_rps, by_p99 = ranks(found, admit=lambda group: not starved(group))
+    assert by_server["uwsgi"] not in by_rps and by_server["uwsgi"] not in by_p99
+    assert by_rps[by_server["granian"]].label == "1" and by_p99[by_server["granian"]].label == "1"
+    every_rps, every_p99 = ranks(found)
+    assert every_rps[by_server["uwsgi"]].low == 1 and every_p99[by_server["uwsgi"]].low == 1
+
+
+def test_a_paced_load_tools_share_is_not_read() -> None:
+    """Locust's users wait between requests: few are in flight by design, so Little's law
+    says nothing of unserved connections there; wrk's share of the same figures is read."""
+    rec = replace(_record(), concurrency=20, rps=29.9, latency_ms={"mean": 1.0, "p99": 3.0})
+    assert served_share(replace(rec, load_tool="wrk")) is not None
+    assert served_share(replace(rec, load_tool="locust")) is None
+    assert not starved([replace(rec, load_tool="locust", trial=t) for t in (1, 2, 3)])

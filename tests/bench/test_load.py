@@ -125,6 +125,7 @@ from bench.core import scenario
 class Siege:
     name: ClassVar[str] = "siege"
     open_loop: ClassVar[bool] = False
+    busy: ClassVar[bool] = False
     drives: ClassVar[str] = scenario.URL
     per_request: ClassVar[str | None] = None
     selectable: ClassVar[bool] = True

@@ -35,15 +35,19 @@ def _race(
     budget_s: int = 3_600,
     seed: int = 7,
     seen: dict | None = None,
+    unserved: frozenset[str] = frozenset(),
 ) -> tuple[list[dict], str]:
     """Race `rps`'s servers (each trial: its rate × lognormal noise of `sd`); the records and
-    stderr."""
+    stderr. Each serves its 50 connections (by Little's law, mean latency = 50 / req/s),
+    those in `unserved` 16 % of them (a mean latency 0.16 of that)."""
     state = tmp_path / "state"
     state.mkdir()
     monkeypatch.setattr("bench.harness.run.state_base", lambda: state)
     rng = random.Random(seed)
     site = FakeSite()
     tool = FakeTool()
+    # the fake tool keeps every connection busy, as wrk: Little's law reads its served share
+    monkeypatch.setattr("bench.report.groups.keeps_busy", lambda name: True)
 
     def step():
         # the server loaded: the raw file's stem names it (a race round starts them all)
@@ -52,7 +56,9 @@ def _race(
         if name.endswith("-t0.measure"):
             # a warm-up start's run (never analysed): no draw, the trials' noise stays seeded
             return result(requests=round(rps[server]))
-        return result(requests=max(1, round(rps[server] * rng.lognormvariate(0, sd))))
+        requests = max(1, round(rps[server] * rng.lognormvariate(0, sd)))
+        share = 0.16 if server in unserved else 1.0
+        return result(requests=requests, mean_ms=share * 50 / (requests / 2.0) * 1000)
 
     tool.script = [step] * 10_000
     monkeypatch.setattr("bench.harness.run.clock", lambda: RUN_S * len(tool.measured))
@@ -120,6 +126,23 @@ def test_a_decided_server_leaves_the_race(
     assert rounds["gunicorn-sync"] < rounds["granian"] == rounds["uwsgi"], (rounds, err[-1500:])
     last = err.strip().splitlines()[-1]
     assert "= " in last and last.endswith("> gunicorn-sync"), last
+
+
+def test_a_server_that_left_connections_unserved_is_ranked_apart_not_raced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """uwsgi's 3,000 req/s go to 8 of its 50 connections (the rest wait unserved): it never
+    leads the race; after the plan's 3 rounds it is not run again, and the verdict, in the
+    output and the summary alike, names it ranked apart. The other two race on."""
+    rps = {"granian": 1000.0, "uvicorn": 995.0, "uwsgi": 3000.0}
+    records, err = _race(tmp_path, monkeypatch, capsys, rps, 0.03, unserved=frozenset({"uwsgi"}))
+    rounds = _rounds(records)
+    assert rounds["uwsgi"] == 3 < rounds["granian"] == rounds["uvicorn"], (rounds, err[-1500:])
+    last = err.strip().splitlines()[-1]
+    assert last.endswith("; ranked apart (left connections unserved): uwsgi"), last
+    assert "uwsgi" not in last.split(";")[0].split(": ", 1)[1], last
+    summary = (tmp_path / "results" / "summary.md").read_text()
+    assert "ranked apart (left connections unserved): uwsgi" in summary
 
 
 def test_an_undecidable_pair_stops_at_the_budget_with_the_command(
