@@ -155,7 +155,9 @@ def leaders(q: Question, results: Path, ledger: list[dict], ident: dict) -> list
 def estimate_minutes(q: Question, results: Path, servers: int | None) -> float:
     """The question's measured minutes at most (server starts and set-up on top): a bench or
     capacity plan as variables.plan_seconds counts it, a study's rounds as its file costs
-    them (at least defaults.AUTO_MIN_TRIALS) or BUDGET, make tune's BUDGET per server."""
+    them (at least defaults.AUTO_MIN_TRIALS, and one round of its race arms' probes and gaps)
+    or BUDGET, plus its tuned arms' searches (run before the race, each its [tune] budget),
+    make tune's BUDGET per server."""
     given = dict(q.variables, RESULTS=str(results))
     if given.get("SERVER") == LEADERS:
         given["SERVER"] = STAND_IN
@@ -166,12 +168,15 @@ def estimate_minutes(q: Question, results: Path, servers: int | None) -> float:
     if q.target == "tune":
         return budget_s * len(values["SERVER"]) / 60  # type: ignore[arg-type]
     if q.target == "study":
-        from bench.studies.cost import measured_seconds
+        from bench.studies.cost import measured_seconds, race_round_seconds, search_seconds
         from bench.studies.schema import load_study
 
-        names = values["NAME"]
-        least = sum(measured_seconds(load_study(n), defaults.AUTO_MIN_TRIALS) for n in names)  # type: ignore[union-attr]
-        return max(budget_s * len(names), least) / 60  # type: ignore[arg-type]
+        studies = [load_study(n) for n in values["NAME"]]  # type: ignore[union-attr]
+        least = sum(
+            measured_seconds(s, defaults.AUTO_MIN_TRIALS) + race_round_seconds(s) for s in studies
+        )
+        searches = sum(search_seconds(s) for s in studies)
+        return (max(budget_s * len(studies), least) + searches) / 60
     return variables.plan_seconds(q.command, values) / 60
 
 

@@ -74,6 +74,14 @@ def race_seconds(study: Study, arm: Arm) -> float | None:
     return probe + sum(gaps) * rounds / 1000
 
 
+def race_round_seconds(study: Study) -> float:
+    """At most how long one round of a study's race arms probes and sits in idle gaps (0 for
+    none; an arm nothing bounds counts 0). A study's round runs every arm: its budget is
+    checked between rounds, so the first round's races run whole, whatever BUDGET says."""
+    bounds = (race_seconds(study, a) for a in study.arms if a.load == RACE_LOAD)
+    return sum(b for b in bounds if b is not None)
+
+
 def _race_cell(study: Study) -> str:
     """A race study's cost: at most the sum of its arms' probes and gaps."""
     bounds = [race_seconds(study, a) for a in study.arms]

@@ -124,6 +124,25 @@ def test_a_campaign_that_cannot_run_is_refused_in_one_line(
     assert "\n" not in str(caught.value)
 
 
+def test_a_studys_minutes_cover_its_race_round_and_its_searches(tmp_path: Path) -> None:
+    """BUDGET bounds a study's rounds, checked between them: one round of the keep-alive
+    race's arms (probes and idle gaps, up to 95 min) runs whole (the first AMD campaign
+    planned "about 30 min" for it; its round had run 37 min with 8 of 21 arms to go), and a
+    tuned study's searches run before its race, each its [tune] budget, on top of BUDGET."""
+    from bench.studies.cost import race_round_seconds, search_seconds
+    from bench.studies.schema import load_study
+
+    questions = "".join(
+        f'[[question]]\nid = "{name}"\ntarget = "study"\nwhy = "x"\n'
+        f'variables = {{ NAME = "{name}", TRIALS = "auto", BUDGET = "5" }}\n'
+        for name in ("lb-keepalive-race", "workers-threads-tuned")
+    )
+    race, tuned = ask.plan(load_campaign(_campaign(tmp_path, questions)), IDENT)
+    assert race.minutes >= race_round_seconds(load_study("lb-keepalive-race")) / 60 > 30
+    searches = search_seconds(load_study("workers-threads-tuned")) / 60
+    assert searches > 0 and tuned.minutes >= searches + 5
+
+
 def test_the_plan_says_what_runs_what_is_skipped_and_why(tmp_path: Path) -> None:
     """Nothing asked: every question to run, with its command and minutes; the leaders are
     named once their question is answered. Then an answered question is skipped, and asked
