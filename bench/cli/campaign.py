@@ -17,8 +17,10 @@ and the first whose campaign answers every question takes results/reference's pl
 campaign it replaces kept in pending-machines/ for its machine to resume.
 
 A question is answered, and skipped, when the ledger's latest line for it on this machine
-says it exited 0 with the same fingerprint (same target and variables), and every record
-file it names is still in RESULTS/records, loads, and carries this machine's identity. A
+says it exited 0 with the same fingerprint (same target and variables) and, for a study, the
+same definition (its study file's text; a line written before the ledger kept it, without
+one, is taken as asked under today's file), and every record file it names is still in
+RESULTS/records, loads, and carries this machine's identity. A
 question asked again because its command changed, or because it was not answered, retires
 the records of its earlier askings on this machine first (`retire`: the summary reads every
 record below RESULTS, and the old session would be judged beside the new one); the ledger
@@ -95,13 +97,22 @@ def entry_records(results: Path, entry: dict) -> tuple[list[Record], str | None]
     return records, None
 
 
+def changed(q: Question, entry: dict) -> str | None:
+    """Why the ledger line `entry` asked another question than `q` is today, or None."""
+    if entry.get("fingerprint") != q.fingerprint():
+        return "its command changed since it was asked"
+    if entry.get("definition") not in (None, q.definition()):
+        return "its study file changed since it was asked"
+    return None
+
+
 def answered(q: Question, results: Path, ledger: list[dict], ident: dict) -> tuple[bool, str]:
     """Whether `q` is answered here (see the module's docstring), and why (not)."""
     entry = latest_entry(ledger, q.id, ident)
     if entry is None:
         return False, "not asked on this machine yet"
-    if entry.get("fingerprint") != q.fingerprint():
-        return False, "its command changed since it was asked"
+    if (why := changed(q, entry)) is not None:
+        return False, why
     if entry.get("status") != "answered":
         return False, f"last asked {entry.get('ended_at', '?')}: {entry.get('status')}"
     records, problem = entry_records(results, entry)
@@ -344,16 +355,16 @@ class Stop:
 
 def retire(q: Question, results: Path, ident: dict) -> list[str]:
     """The records of this question's earlier askings on this machine under another command
-    (its variables changed) or that were not answered (a run failed, or it was interrupted),
-    removed from RESULTS with their raw files as it is asked again: the summary reads every
-    record below RESULTS, and a superseded session beside the new one would be judged beside
-    it (git keeps the old ones). Those it removed, by name."""
+    (its variables or its study file changed) or that were not answered (a run failed, or it
+    was interrupted), removed from RESULTS with their raw files as it is asked again: the
+    summary reads every record below RESULTS, and a superseded session beside the new one
+    would be judged beside it (git keeps the old ones). Those it removed, by name."""
     gone: list[str] = []
     for entry in read_ledger(results):
         if (
             entry.get("question") != q.id
             or entry.get("identity") != ident
-            or (entry.get("fingerprint") == q.fingerprint() and entry.get("status") == "answered")
+            or (changed(q, entry) is None and entry.get("status") == "answered")
         ):
             continue
         for name in entry.get("records", []):
@@ -390,6 +401,7 @@ def ask(q: Question, step: Step, results: Path, ident: dict, runner: Runner) -> 
     entry = {
         "question": q.id,
         "fingerprint": q.fingerprint(),
+        "definition": q.definition(),
         "identity": ident,
         "command": q.make_line(",".join(step.servers) if step.servers else None),
         "status": word,

@@ -16,7 +16,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.core import variables
+from bench.core import studyfile, variables
 from bench.core.validate import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,6 +78,20 @@ class Question:
         """What makes two askings the same question: its target and variables."""
         text = json.dumps([self.target, self.variables], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def definition(self) -> str | None:
+        """What a study question's answer rests on besides its command: its study file's text
+        (an arm or a check added or changed asks it again, as a changed command does; the
+        accept-queue-abort arms added after it was answered once needed BUDGET bumped to be
+        asked). None for the other targets."""
+        if self.target != "study":
+            return None
+        digest = hashlib.sha256()
+        for name in sorted(n.strip() for n in self.variables.get("NAME", "").split(",")):
+            path = studyfile.study_path(name)
+            digest.update(name.encode() + b"\0")
+            digest.update(path.read_bytes() if path.is_file() else b"")
+        return digest.hexdigest()[:16]
 
 
 @dataclass(frozen=True)

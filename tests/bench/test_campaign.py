@@ -184,6 +184,40 @@ def test_the_plan_says_what_runs_what_is_skipped_and_why(tmp_path: Path) -> None
     assert "missing or unreadable" in ask.plan(campaign, IDENT)[0].why
 
 
+def test_a_study_whose_file_changed_is_asked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A study answered under one study file, then an arm added to the file (its command
+    unchanged): asked again, and its earlier records retired; a ledger line written before
+    the ledger kept the file's hash counts as asked under today's file."""
+    from bench.core import studyfile
+
+    studies = tmp_path / "studies"
+    studies.mkdir()
+    source = studyfile.study_path("sync-vs-gevent").read_text()
+    (studies / "sync-vs-gevent.toml").write_text(source)
+    monkeypatch.setattr(studyfile, "STUDIES_DIR", studies)
+    campaign = load_campaign(_campaign(tmp_path, STUDY))
+    (q,) = campaign.questions
+    results = campaign.results
+    names = [_record(results, DB_C50[0])]
+    entry = {"question": q.id, "identity": IDENT, "fingerprint": q.fingerprint()}
+    entry |= {"status": "answered", "records": names, "definition": q.definition()}
+    ask.append_ledger(results, entry)
+    assert q.definition() is not None and not ask.plan(campaign, IDENT)[0].ask
+
+    (studies / "sync-vs-gevent.toml").write_text(source + "\n# an arm added\n")
+    (step,) = ask.plan(campaign, IDENT)
+    assert step.ask and "its study file changed since it was asked" in step.why
+    assert ask.retire(q, results, IDENT) == names
+
+    names = [_record(results, DB_C50[1])]
+    older = {k: v for k, v in entry.items() if k != "definition"} | {"records": names}
+    ask.append_ledger(results, older)
+    assert not ask.plan(campaign, IDENT)[0].ask
+    assert load_campaign(_campaign(tmp_path, BENCH)).questions[0].definition() is None
+
+
 def test_leaders_are_the_first_by_req_s_and_never_a_baseline(tmp_path: Path) -> None:
     """@leaders: the servers ranked first by req/s at the question's point (the highest
     median first), no baseline (nginx-static, flask-dev) among them."""
