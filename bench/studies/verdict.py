@@ -305,6 +305,24 @@ def outcomes(
     )
 
 
+def unmeasured(check: dict, records: list[Record]) -> str:
+    """Why a check has no figure on one of its sides, arm by arm: no record at all (the arm
+    was not run in this session: added to the study after its question was asked, or the run
+    was cut short), only failed runs, or ok runs without that metric."""
+    rates = fraction_rates(records)
+    reasons: dict[str, None] = {}
+    for side in (check["a"], check["b"]):
+        arm, metric = side["arm"], check["metric"]
+        mine = [r for r in records if str(r.metadata.get("study_arm")) == arm]
+        if not mine:
+            reasons[f"arm {arm} has no record: not run in this session"] = None
+        elif not any(r.status == "ok" for r in mine):
+            reasons[f"arm {arm}'s runs failed"] = None
+        elif not trial_values(side_records(records, side, rates, metric) or [], metric):
+            reasons[f"arm {arm} has no sample of {metric}"] = None
+    return "; ".join(reasons) or "a run failed or had no samples"
+
+
 def judge_checks(checks: list[dict], records: list[Record], family: int) -> list[Outcome]:
     """The checks judged together, Holm over `family` (at least len(checks))."""
     margin, looks = settings_of(records)
@@ -315,7 +333,7 @@ def judge_checks(checks: list[dict], records: list[Record], family: int) -> list
     for check, q in zip(checks, asked, strict=True):
         what = check.get("describe", f"{check['metric']} {check['a']} vs {check['b']}")
         if q == "not measured":
-            why = "not measured (a run failed or had no samples)"
+            why = f"not measured ({unmeasured(check, records)})"
             line = f"- {what}: {why} — inconclusive"
             out.append(Outcome(check, "inconclusive", line, "not measured", why=why))
             continue

@@ -338,3 +338,24 @@ def test_a_latency_check_on_an_arm_that_left_connections_unserved_is_inconclusiv
     assert "uwsgi left connections unserved" in starved.line
     assert verdict.outcome(rps, records(0.41)).result == "reproduced"
     assert verdict.outcome(p99, records(2.6)).result == "reproduced"
+
+
+def test_a_check_on_an_arm_without_records_says_which_arm_and_why() -> None:
+    """A check whose arm has no record at all (added to the study after its question was
+    asked: accept-queue-abort's alb-sync arms on the reference) says so by name, never "a run
+    failed"; an arm whose runs all failed says that instead."""
+    rec = next(r for r in load_records(FIXTURES / "records")[0] if r.status == "ok")
+    meta = {**rec.metadata, "study": "s", "study_run": "r1"}
+    present = [
+        replace(rec, metadata={**meta, "study_arm": "sync"}, trial=t, run_id=f"s{t}")
+        for t in (1, 2, 3)
+    ]
+    check = {"kind": "less", "metric": "rps", "a": {"arm": "sync"}, "b": {"arm": "added"}}
+    found = verdict.outcome(check, present)
+    assert found.held == "not measured"
+    assert "arm added has no record: not run in this session" in found.line
+    assert "arm sync" not in found.line and "a run failed" not in found.line
+    failed = replace(
+        rec, metadata={**meta, "study_arm": "added"}, status="failed", trial=1, run_id="a1"
+    )
+    assert "arm added's runs failed" in verdict.outcome(check, [*present, failed]).line
