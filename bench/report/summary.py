@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -845,4 +845,21 @@ def write_summary(results_dir: Path, sections: Sections | None = None) -> Path:
         (results_dir / name).parent.mkdir(exist_ok=True)
         replace_text(results_dir / name, text)
     write_html(results_dir, points(records))
+    prune_plots(results_dir, texts.values())
     return results_dir / "summary.md"
+
+
+def prune_plots(results_dir: Path, texts: Iterable[str]) -> list[str]:
+    """The plots no part of this summary shows any more (their records retired, a study's
+    question asked again without that figure), removed from results_dir/plots: a plot is
+    written only when its data is there, so one left from an earlier summary is stale.
+    Their names."""
+    shown = "\n".join(texts)
+    stale = sorted(
+        path.name
+        for path in (results_dir / "plots").glob("*.png")
+        if f"plots/{path.name}" not in shown
+    )
+    for name in stale:
+        (results_dir / "plots" / name).unlink(missing_ok=True)
+    return stale

@@ -246,6 +246,12 @@ def test_plots_get_one_series_per_scenario(tmp_path: Path) -> None:
     text = (tmp_path / "details" / "speed-db.md").read_text()
     assert "![db: req/s and p99 by concurrency](../plots/db.png)" in text
     assert (tmp_path / "plots" / "db.png").stat().st_size > 1000
+    # A plot no text shows any more (its records gone: a question asked again) is removed
+    # when the summary is rebuilt; the ones it shows stay.
+    (tmp_path / "plots" / "race-502-by-gap.png").write_bytes(b"stale")
+    write_summary(tmp_path)
+    assert not (tmp_path / "plots" / "race-502-by-gap.png").exists()
+    assert (tmp_path / "plots" / "db.png").stat().st_size > 1000
 
 
 def test_docker_runs_are_their_own_labelled_configuration(tmp_path: Path) -> None:
