@@ -83,11 +83,11 @@ def race_round_seconds(study: Study) -> float:
 
 
 def _race_cell(study: Study) -> str:
-    """A race study's cost: at most the sum of its arms' probes and gaps."""
-    bounds = [race_seconds(study, a) for a in study.arms]
-    if any(b is None for b in bounds):
+    """A race study's cost (every arm a race arm): at most one round of its arms' probes and
+    gaps (race_round_seconds), or "set by its gaps" when an arm's are not bounded."""
+    if any(race_seconds(study, a) is None for a in study.arms):
         return "set by its gaps"
-    return f"≤ {_minutes(round(sum(b for b in bounds if b is not None)))} of probes and gaps"
+    return f"≤ {_minutes(round(race_round_seconds(study)))} of probes and gaps"
 
 
 def search_seconds(study: Study) -> int:
