@@ -202,22 +202,25 @@ class Step:
     minutes: float
 
 
+def plan_step(q: Question, results: Path, ledger: list[dict], ident: dict) -> Step:
+    """One question, asked or skipped, and why, with its estimated minutes (reads that
+    question's records only, and those of the question its @leaders names)."""
+    done, why = answered(q, results, ledger, ident)
+    servers = None
+    if q.leaders is not None and not done:
+        servers = leaders(q, results, ledger, ident)
+        if servers is None:
+            top, source = q.leaders.top, q.leaders.question
+            why += f"; SERVER: the {top} leaders of {source}, once it is answered"
+    count = len(servers) if servers else (q.leaders.top if q.leaders else None)
+    minutes = 0.0 if done else estimate_minutes(q, results, count)
+    return Step(q, not done, why, servers, minutes)
+
+
 def plan(campaign: Campaign, ident: dict) -> list[Step]:
     """Each question, asked or skipped, and why, with its estimated minutes."""
     ledger = read_ledger(campaign.results)
-    steps = []
-    for q in campaign.questions:
-        done, why = answered(q, campaign.results, ledger, ident)
-        servers = None
-        if q.leaders is not None and not done:
-            servers = leaders(q, campaign.results, ledger, ident)
-            if servers is None:
-                top, source = q.leaders.top, q.leaders.question
-                why += f"; SERVER: the {top} leaders of {source}, once it is answered"
-        count = len(servers) if servers else (q.leaders.top if q.leaders else None)
-        minutes = 0.0 if done else estimate_minutes(q, campaign.results, count)
-        steps.append(Step(q, not done, why, servers, minutes))
-    return steps
+    return [plan_step(q, campaign.results, ledger, ident) for q in campaign.questions]
 
 
 def other_machines(results: Path, ident: dict) -> dict[str, list[str]]:
@@ -447,16 +450,18 @@ def run_campaign(
     worst = 0
     try:
         for q in campaign.questions:
-            step = next(s for s in plan(campaign, ident) if s.question.id == q.id)
             if stop.asked:
                 break
-            if not step.ask:
+            # planned again as its turn comes: the questions asked before it may have
+            # answered the one its @leaders names, or failed
+            now = plan_step(q, campaign.results, read_ledger(campaign.results), ident)
+            if not now.ask:
                 continue
-            if q.leaders is not None and step.servers is None:
-                print(f"reference: {q.id}: not asked: {step.why}")
+            if q.leaders is not None and now.servers is None:
+                print(f"reference: {q.id}: not asked: {now.why}")
                 worst = max(worst, 1)
                 continue
-            worst = max(worst, ask(q, step, campaign.results, ident, runner))
+            worst = max(worst, ask(q, now, campaign.results, ident, runner))
             if worst == 130:
                 break
     finally:

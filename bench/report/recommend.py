@@ -290,9 +290,8 @@ def _race_of(members: dict[tuple, list[Record]]) -> tuple[standings.PointRace | 
     race = standings.raced_point(members)
     if race is None:
         return None, {}
-    several = standings.servers_with_knobs(standings.served_runs(members))
     labels = {
-        key: standings.config_label(group[0], several)
+        key: race.label(group[0])
         for key, group in members.items()
         if group[0].server not in BASELINES and not starved(group)
     }

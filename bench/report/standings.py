@@ -47,6 +47,11 @@ class PointRace:
     lower_is_better: bool
     spot: tuple = ()  # (scenario, connections, offered rate): where the harness measures it
     apart: tuple[str, ...] = ()  # left connections unserved: ranked apart, never in the race
+    named_with_knobs: frozenset[str] = frozenset()  # servers raced with several knob sets
+
+    def label(self, rec: Record) -> str:
+        """A record's configuration name in this race (config_label, as the race named it)."""
+        return config_label(rec, set(self.named_with_knobs))
 
     def line(self) -> str:
         """ "db c50: decided in 12 rounds, 9.4 min: granian = uwsgi (±5 %) > uvicorn"."""
@@ -226,12 +231,8 @@ def judge_point(point_records: list[Record], max_looks: int | None = None) -> Po
         margin,
         lower,
         spot(point_records[0]),
+        named_with_knobs=frozenset(several),
     )
-
-
-def served_runs(members: dict[tuple, list[Record]]) -> list[Record]:
-    """The runs of the configurations that served every connection (not starved)."""
-    return [r for group in members.values() if not starved(group) for r in group]
 
 
 def raced_point(members: dict[tuple, list[Record]]) -> PointRace | None:

@@ -345,6 +345,27 @@ def test_a_failed_question_is_recorded_and_the_campaign_goes_on(
     assert asked == ["study-sync-vs-gevent"]
 
 
+def test_leaders_answered_earlier_in_the_same_campaign_are_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing answered yet: the plan cannot name behind-nginx's servers, but by its turn
+    direct has been answered in this campaign, so it is asked with direct's leader (each
+    question is planned again as its turn comes, from the ledger as it is then)."""
+    monkeypatch.setattr(ask, "identity", lambda: IDENT)
+    campaign = load_campaign(_campaign(tmp_path, BENCH + LEADERS))
+    assert ask.plan(campaign, IDENT)[1].servers is None
+    written = _writer(campaign.results, {}, start=1)  # DB_C50[1]: gunicorn-gthread
+    seen: dict[str, str] = {}
+
+    def run(q: ask.Question, env: dict[str, str]) -> int:
+        seen[q.id] = env.get("SERVER", "")
+        return written(q, env)
+
+    assert ask.run_campaign(campaign, False, run, lambda p, shot: 0) == 0
+    served = json.loads(DB_C50[1].read_text())["server"]
+    assert seen == {"direct": "granian,gunicorn-sync", "behind-nginx": served}
+
+
 def test_ctrl_c_stops_the_campaign_between_questions(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
