@@ -347,8 +347,12 @@ def _median(values: Iterable[float] | None) -> float | None:
     return statistics.median(values) if values else None
 
 
-def versus(state: Search, best: Config, other: Config) -> Entry:
-    """`other` against the best on the rounds they shared."""
+def versus(
+    state: Search, best: Config, other: Config, judged: decision.Pair | None = None
+) -> Entry:
+    """`other` against the best on the rounds they shared: `judged`, the final race's pair
+    where `other` is next to the best in it (the verdict the answer's line prints, Holm over
+    that race's pairs), else the two judged alone."""
     rounds = len(state.figures.get(other, {}))
     common = dict(
         figure=_median(state.figures.get(other, {}).values()),
@@ -357,11 +361,11 @@ def versus(state: Search, best: Config, other: Config) -> Entry:
     )
     if other in state.out:
         return Entry(other, rounds, state="out", **common | {"reason": state.out[other]})
-    pair_standing = state.standing([best, other])
-    if not pair_standing.pairs or not math.isfinite(pair_standing.pairs[0].ratio or math.nan):
+    pairs = [judged] if judged is not None else state.standing([best, other]).pairs
+    if not pairs or not math.isfinite(pairs[0].ratio or math.nan):
         # no round shared with the best (left in the climb before the best ran): no ratio
         return Entry(other, rounds, state="undecided", **common)
-    pair = pair_standing.pairs[0]
+    pair = pairs[0]
     ratio, low, high = pair.ratio, pair.low, pair.high
     if pair.better != label(best):  # the best of the final race is behind here: ratio < 1
         ratio, low, high = 1 / ratio, (1 / high if high else None), (1 / low if low else None)
@@ -374,7 +378,10 @@ def answer(state: Search, finals: list[Config], standing: decision.Standing, why
     ranked = [by_label[n] for n in standing.ranking if n in by_label]
     best = ranked[0] if ranked else finals[0]
     tried = list(dict.fromkeys([*state.figures, *state.out]))
-    others = [versus(state, best, c) for c in tried if c != best]
+    # the final race's pair next to the best: its verdict, not the two judged alone (the
+    # answer's line and its runner-up said "?" and "equivalent" of one pair)
+    final = {p.worse: p for p in standing.pairs if p.better == label(best)}
+    others = [versus(state, best, c, final.get(label(c))) for c in tried if c != best]
     sign = -1 if state.settings.higher_is_better else 1
     others.sort(key=lambda e: (e.state == "out", sign * (e.figure or 0)))
     first = Entry(

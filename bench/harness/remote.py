@@ -11,7 +11,8 @@ The steps: a run directory there (`mktemp -d`); this checkout's HEAD shipped as 
 RESULTS=<run dir>/results …` run there on a terminal of its own, so that Ctrl-C and a hang-up
 reach it as signals and its harness stops its stack; its records/ and raw/ copied back as a
 tar stream into a temporary directory here, then each file linked into RESULTS. On every exit
-path, the run directory there and the temporary directory here are removed.
+path, the run directory there (once make bench's session there has ended: a hang-up still
+lets its harness write its interrupted record) and the temporary directory here are removed.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ Say = Callable[[str], None]
 # What comes back: the records and the raw tool output they list (RESULTS's layout).
 BROUGHT = ("raw", "records")
 INTERRUPTED = 130
+# How long the run directory's removal waits for make bench's session there to end: after a
+# hang-up its harness still stops its stack and writes its interrupted record into the run
+# directory (an rm -rf before that leaves the directory re-made behind it).
+SESSION_WAIT_S = 120
 
 
 def _say(line: str) -> None:
@@ -62,11 +67,32 @@ def ship(host: str, run_dir: str, checkout: Path, local_tmp: Path, say: Say) -> 
     return commit
 
 
+def in_session(run_dir: str, command: list[str]) -> list[str]:
+    """COMMAND run with its session id written to <run_dir>/session first (what
+    remove_after_session waits on)."""
+    script = 'ps -o sid= -p $$ > "$0/.session" 2>/dev/null && mv "$0/.session" "$0/session"; '
+    script += 'exec "$@"'
+    return ["sh", "-c", script, run_dir, *command]
+
+
+def remove_after_session(run_dir: str, wait_s: int = SESSION_WAIT_S) -> list[str]:
+    """`rm -rf RUN_DIR` once no process of the session in <run_dir>/session is left (at
+    most wait_s seconds; at once when there is no such file or no ps)."""
+    script = (
+        'sid=$(tr -d " " < "$0/session" 2>/dev/null); i=0; '
+        'while [ -n "$sid" ] && [ "$i" -lt "$1" ] && command -v ps >/dev/null '
+        '&& ps -e -o sid= | tr -d " " | grep -qx "$sid"; do sleep 1; i=$((i + 1)); done; '
+        'rm -rf -- "$0"'
+    )
+    return ["sh", "-c", script, run_dir, str(wait_s)]
+
+
 def bench_there(host: str, run_dir: str, given: Mapping[str, str]) -> int:
     """`make bench` in the clone there, its output here as it comes; its exit status."""
     assignments = [f"{name}={value}" for name, value in sorted(given.items())]
     command = ["make", "-C", f"{run_dir}/src", "bench", f"RESULTS={run_dir}/results"]
-    return subprocess.run(ssh.ssh_argv(host, [*command, *assignments], tty=True)).returncode
+    argv = ssh.ssh_argv(host, in_session(run_dir, [*command, *assignments]), tty=True)
+    return subprocess.run(argv).returncode
 
 
 def fetch(host: str, run_dir: str, local_tmp: Path) -> Path:
@@ -110,7 +136,7 @@ def bring_back(back: Path, results: Path, say: Say) -> tuple[int, list[str]]:
 def _cleanup(host: str, run_dir: str | None, local_tmp: Path, say: Say) -> None:
     if run_dir is not None:
         try:
-            ssh.output(host, ["rm", "-rf", "--", run_dir], timeout=120)
+            ssh.output(host, remove_after_session(run_dir), timeout=SESSION_WAIT_S + 60)
         except (subprocess.SubprocessError, OSError) as exc:
             say(f"could not remove {run_dir} on {host}: {exc}")
     shutil.rmtree(local_tmp, ignore_errors=True)

@@ -362,10 +362,35 @@ def _unmet(ident: tuple, arenas_: list[Arena], caps: list[CapacityRace]) -> dict
     return out
 
 
+def _servers(arena: Arena) -> set[str]:
+    return {group[0].server for group in arena.members.values()}
+
+
+def _one_server(arenas_: list[Arena]) -> Decision:
+    """Arenas that each hold one server's knob sets alone: no server is chosen, whatever
+    the race says. Its knobs against each other are the arithmetic of its own settings
+    wherever a route waits (a sync worker serves one request per sleep: w5 against w4 is
+    5/4 under a CPU quota or not), which the studies measure, not a choice of server
+    (issue 32 item 6; avoid() refuses the same comparison)."""
+    servers = sorted({s for a in arenas_ for s in _servers(a)})
+    best = {_identity(a.members[a.order[0]][0]): a.members[a.order[0]][0] for a in arenas_}
+    why = (
+        f"only {', '.join(servers)} measured at each load here, its knob sets against each "
+        "other (the arithmetic of its own settings, not a choice of server): nothing to compare"
+    )
+    return Decision(None, arenas_, [], list(best.values()), why)
+
+
 def decide(runs: list[Record]) -> Decision:
-    """The configuration the data single out, or the candidates still tied."""
-    arenas_ = arenas(runs)
+    """The configuration the data single out, or the candidates still tied. Only arenas
+    where two servers or more met choose a server (_one_server)."""
+    measured = arenas(runs)
     caps = capacity_races(runs)
+    arenas_ = [a for a in measured if len(_servers(a)) >= 2]
+    if not arenas_ and not caps:
+        if any(len(a.order) >= 2 for a in measured):
+            return _one_server(measured)
+        arenas_ = measured  # one configuration alone: _undecided says so
     winners: dict[tuple, Record] = {}
     why = ""
     for arena in arenas_:
@@ -425,7 +450,9 @@ def _arena_evidence(arena: Arena, key: tuple) -> str:
     """One configuration's req/s and p99 at one load, with its rank there."""
     group = arena.members[key]
     first = group[0]
-    load = f"c{first.concurrency} ({first.load_tool})"
+    quota = (first.cgroup or {}).get("cpu_quota")
+    under = f", {quota:g} CPU quota" if quota is not None else ""
+    load = f"c{first.concurrency} ({first.load_tool}{under})"
     return (
         f"{load}: {_interval(rps_estimate(group))} req/s, p99 "
         f"{_interval(latency_estimate(group), 1)} ms, {arena.position(key)}"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -51,7 +52,7 @@ class PointRace:
 
     def label(self, rec: Record) -> str:
         """A record's configuration name in this race (config_label, as the race named it)."""
-        return config_label(rec, set(self.named_with_knobs))
+        return config_label(rec, self.named_with_knobs)
 
     def line(self) -> str:
         """ "db c50: decided in 12 rounds, 9.4 min: granian = uwsgi (±5 %) > uvicorn"."""
@@ -86,7 +87,7 @@ def session_of(rec: Record) -> str:
     return str(meta.get("session_id") or f"seed {meta.get('seed')}")
 
 
-def config_label(rec: Record, servers_with_knobs: set[str]) -> str:
+def config_label(rec: Record, servers_with_knobs: AbstractSet[str]) -> str:
     """A configuration's name in the race: the server id, with its knobs where two
     configurations of one server race."""
     if rec.server not in servers_with_knobs:

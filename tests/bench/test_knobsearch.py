@@ -201,3 +201,29 @@ def test_the_declared_configuration_races_in_the_final() -> None:
     # no ratio (None), never a NaN in the answer
     assert all(e.ratio is None or math.isfinite(e.ratio) for e in answer.entries)
     assert any(e.ratio is None and e.state != "best" for e in answer.entries)
+
+
+def test_the_runner_up_carries_the_final_races_verdict_of_its_pair() -> None:
+    """The final race of three (Holm over its two adjacent pairs) left workers=8 and
+    workers=4 undecided; judged alone (Holm over one) the same pair is equivalent. The
+    answer's line and its runner-up must say the same of it (the reference's gunicorn-sync
+    search printed "workers=4 ? workers=8" above "workers=8: … (equivalent)"); equivalence
+    that the race did not find never joins the least-memory pool."""
+    settings = Settings(margin=0.05, higher_is_better=True, budget_s=600, max_looks=8)
+    state = knobsearch.Search(settings, measure=lambda c, n: {}, say=print, elapsed=lambda: 0)
+    w2, w4, w8 = config_of({"workers": 2}), config_of({"workers": 4}), config_of({"workers": 8})
+    state.figures = {
+        w4: {1: 2376.1, 2: 2443.0, 3: 2402.0},
+        w8: {1: 2385.4, 2: 2423.7, 3: 2447.8},
+        w2: {1: 2303.0, 2: 2300.4, 3: 2250.9},
+    }
+    state.rss = {w4: [200.0], w8: [150.0], w2: [100.0]}
+    standing = state.standing([w4, w8, w2])
+    first = standing.pairs[0]
+    assert first.state == "undecided" and standing.line().startswith("workers=8 ? workers=4")
+    alone = state.standing([w8, w4]).pairs[0]
+    assert alone.state == "equivalent"  # what the runner-up said before
+    found = knobsearch.answer(state, [w4, w8, w2], standing, "limit")
+    assert found.best == w8 and found.runner_up is not None
+    assert found.runner_up.config == w4 and found.runner_up.state == "undecided"
+    assert found.equivalent == () and found.recommended == w8

@@ -361,20 +361,24 @@ GRANIAN = {"workers": 2, "threads": 4, "backlog": 1024}
 
 def test_a_make_bench_session_is_preferred_to_make_tunes_search() -> None:
     """make bench separated granian w2 t4 from gunicorn-sync (3 trials); make tune's search on
-    the same machine and load ran granian at two knob sets, 2 trials each, w4 separated ahead
-    of w2. The bench session answers (granian w2 t4); the search's arena neither adds a
-    second winner nor beats the bench leader (both left the row undecided)."""
+    the same machine and load ran granian at two knob sets and gunicorn-sync at one, 2 trials
+    each, granian w4 separated ahead of w2. The bench session answers (granian w2 t4); the search's arena neither adds a
+    second winner nor beats the bench leader (both left the row undecided). The search alone
+    (one server's knobs against each other) chooses no server."""
     base = replace(_base(), concurrency=50)
     bench = _session(_arena(*SEPARATED), "bench")
     search = _session(
         [
             *_trials(base, "granian", GRANIAN, [20_000.0, 20_010.0]),
             *_trials(base, "granian", {**GRANIAN, "workers": 4}, [30_000.0, 30_010.0]),
+            *_trials(base, "gunicorn-sync", {"workers": 4}, [6_000.0, 6_010.0]),
         ],
         "search",
         tune={"objective": "rps"},
     )
     assert _direct(search).server == "granian"  # the search alone still answers
+    alone = _direct(search[:4])  # one server's knob sets alone choose no server
+    assert alone.server is None and "only granian measured" in alone.evidence
     direct = _direct([*bench, *search])
     assert direct.server == "granian" and direct.knobs == GRANIAN
     assert "rank 1 of 2 by req/s" in direct.evidence
@@ -543,3 +547,28 @@ def test_a_raced_row_judges_as_the_decided_by_racing_lines_say() -> None:
         assert race is not None and arena.race is not None
         assert race.standing.line() == arena.race.standing.line()
         assert [arena.labels[k] for k in arena.leaders()] == list(race.standing.leaders())
+
+
+def test_one_servers_knobs_against_each_other_choose_no_server() -> None:
+    """Under a CPU quota only gunicorn-sync was measured, w5 well ahead of w4 and w3 on a
+    sleeping route (the reference's row: 1.25× and 1.67×, which are 5/4 and 5/3, one sync
+    worker per sleeping request): no server is recommended from its own knobs; the row says
+    why, names the quota in its evidence, and its command names a second server."""
+    quota = replace(_base(), concurrency=10, cgroup={"cpu_quota": 0.5})
+    records = [
+        *_arena(*SEPARATED),
+        *_trials(quota, "gunicorn-sync", {"workers": 5, "backlog": 2048}, [5e3, 4.9e3, 4.8e3]),
+        *_trials(quota, "gunicorn-sync", {"workers": 4, "backlog": 2048}, [4e3, 3.95e3, 4.02e3]),
+        *_trials(quota, "gunicorn-sync", {"workers": 3, "backlog": 2048}, [3e3, 2.95e3, 3.02e3]),
+    ]
+    recs, _ = recommendations(records)
+    (row,) = [r for r in recs if r.deployment == "under a CPU quota"]
+    assert row.server is None and row.avoid == "–"
+    assert "only gunicorn-sync measured" in row.evidence
+    assert "not a choice of server" in row.evidence
+    assert row.command.split("SERVER=")[1].split()[0] == "gunicorn-sync,granian"
+    slow = _trials(quota, "uvicorn", {"workers": 1, "backlog": 2048}, [2_000.0, 2_020.0, 1_980.0])
+    recs, _ = recommendations([*records, *slow])
+    (row,) = [r for r in recs if r.deployment == "under a CPU quota"]
+    assert row.server == "gunicorn-sync" and row.knobs["workers"] == 5
+    assert "c10 (wrk, 0.5 CPU quota)" in row.evidence

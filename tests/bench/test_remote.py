@@ -54,3 +54,33 @@ def test_exit_status() -> None:
     assert remote._status(0, ["a file kept"], "h", said.append) == 1
     assert remote._status(2, [], "h", said.append) == 1
     assert remote._status(130, [], "h", said.append) == 130
+
+
+def test_the_run_directory_is_removed_only_after_its_session_ends(tmp_path: Path) -> None:
+    """A harness there that, hung up, still writes into the run directory: the removal waits
+    for its session to end, so nothing is re-made behind it (CI saw the directory left)."""
+    import subprocess
+    import time
+
+    run_dir = tmp_path / "pywebbench-remote.x"
+    run_dir.mkdir()
+    late = 'sleep 2; mkdir -p "$0/results/records"; echo {} > "$0/results/records/late.json"'
+    writer = subprocess.Popen(
+        remote.in_session(str(run_dir), ["sh", "-c", late, str(run_dir)]),
+        start_new_session=True,  # what sshd does for the command it runs
+    )
+    deadline = time.monotonic() + 30
+    while not (run_dir / "session").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (run_dir / "session").read_text().strip() == str(writer.pid)
+    subprocess.run(remote.remove_after_session(str(run_dir), wait_s=60), check=True)
+    assert writer.poll() == 0 and not run_dir.exists()
+
+
+def test_without_a_session_file_the_run_directory_is_removed_at_once(tmp_path: Path) -> None:
+    import subprocess
+
+    run_dir = tmp_path / "pywebbench-remote.y"
+    (run_dir / "src").mkdir(parents=True)
+    subprocess.run(remote.remove_after_session(str(run_dir), wait_s=600), check=True, timeout=60)
+    assert not run_dir.exists()
