@@ -70,14 +70,17 @@ class Observers:
             found.rss = soak.RssSampler(server.proc.pid, soak_interval_s, count)
         if server is not None and "max_requests" in server.knobs:
             found.workers = WorkerWatch(server.proc.pid)
-        if server is not None:
-            found.foreign = ForeignSampler()
-        elif found.container is not None:
+        # a container first: its server has a leader here too (the `docker run` client),
+        # but its processes are the engine's children, not ours; counted as foreign, every
+        # run in a container was marked and measured again (container-limits, 2026-11-27)
+        if found.container is not None:
             box = found.container
             procs = box.dirs["unified" if box.version == "v2" else "cpu"] / "cgroup.procs"
             found.foreign = ForeignSampler(
                 lambda: own_pids() | _pids(procs), excluded_names=ENGINE_DAEMONS
             )
+        elif server is not None:
+            found.foreign = ForeignSampler()
         return found
 
     def start(self) -> None:

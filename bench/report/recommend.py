@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -687,7 +687,7 @@ def run_command(
             servers.append(other)
     servers = servers or ["all"]
     measured = sorted({r.scenario for r in decision.candidates}) or [scenarios[0]]
-    flag = MAKE_FLAG[deployment]
+    flag = make_flag(deployment, decision.candidates)
     raced = [a for a in decision.arenas if a.race is not None]
     if raced:  # a race of the candidates at the loads raced, as long as their noise needs
         loads = ",".join(str(c) for c in sorted({a.first.concurrency for a in raced}))
@@ -705,6 +705,18 @@ def run_command(
             f" TRIALS={TRIALS_TO_DECIDE}{load}{flag}"
         )
     return f"make capacity SERVER={','.join(servers)} SCENARIO={','.join(measured)}{flag}"
+
+
+def make_flag(deployment: str, runs: Sequence[Record] = ()) -> str:
+    """The make variable of a deployment for a command that would measure these runs again:
+    under a CPU quota, the quota they ran at (the most runs' where several), not a 1-CPU
+    quota that does not bind on 2 CPUs (the cpu-quota study's 0.5 and 0.25 CPU)."""
+    quotas = Counter(
+        q for r in runs if (q := (r.cgroup or {}).get("cpu_quota")) is not None
+    ).most_common(1)
+    if deployment == QUOTA and quotas:
+        return f" CPU_QUOTA={quotas[0][0]:g}"
+    return MAKE_FLAG[deployment]
 
 
 def _steady(runs: list[Record]) -> list[Record]:
@@ -795,7 +807,7 @@ def _recommend(
         leader.server,
         knobs,
         command_line(leader.server, knobs),
-        evidence(decision, MAKE_FLAG[deployment]),
+        evidence(decision, make_flag(deployment, [leader])),
         checks(leader.server, [r for r in records if host_of(r) == machine], race),
         avoid(decision),
         configured_as(leader),

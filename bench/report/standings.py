@@ -29,6 +29,7 @@ from bench.report.groups import (
     BASELINES,
     groups,
     is_experiment,
+    is_limited,
     round_figure,
     runtime_key,
     starved,
@@ -104,9 +105,24 @@ def servers_with_knobs(records: Iterable[Record]) -> set[str]:
     return {s for s, k in knobs_by_server.items() if len(k) > 1}
 
 
+def under_quota_only(rec: Record) -> bool:
+    """make bench CPU_QUOTA='s steady run: a cgroup quota and nothing else of an experiment
+    (no reload, recycling, series, namespace, container limits or make noise). Its point is
+    raced like any other, the quota in its key; it was left out, and a CPU_QUOTA= race
+    stopped after its first rounds with "nothing to race" (quota-upstream, 2026-11-27)."""
+    if (rec.cgroup or {}).get("cpu_quota") is None or is_limited(rec):
+        return False
+    if isinstance(rec.metadata.get("noise"), dict):
+        return False
+    return all(
+        getattr(rec, k, None) is None for k in ("lifecycle", "recycles", "series", "network")
+    )
+
+
 def _point_key(rec: Record) -> tuple:
     keepalive = rec.keepalive or {}
     return (
+        (rec.cgroup or {}).get("cpu_quota"),
         session_of(rec),
         rec.scenario,
         rec.proxy,
@@ -135,7 +151,9 @@ def _point_name(rec: Record) -> str:
     load = f"{rec.offered_rps:g} req/s" if rec.offered_rps is not None else f"c{rec.concurrency}"
     proxy = f" via {rec.proxy}" if rec.proxy else ""
     protocol = f" over {rec.protocol}" if rec.protocol not in (None, "http1") else ""
-    return f"{rec.scenario} {load}{proxy}{protocol}"
+    quota = (rec.cgroup or {}).get("cpu_quota")
+    under = f" under a {quota:g}-CPU quota" if quota is not None else ""
+    return f"{rec.scenario} {load}{proxy}{protocol}{under}"
 
 
 def _figure(rec: Record) -> float | None:
@@ -162,7 +180,7 @@ def races(records: Iterable[Record], max_looks: int | None = None) -> list[Point
         for group in groups(records).values()
         for rec in group
         if rec.metadata.get("trials_auto")
-        and not is_experiment(rec)
+        and (not is_experiment(rec) or under_quota_only(rec))
         and "tune" not in rec.metadata  # make tune's climbs pair other rounds: its answer file
         and "study" not in rec.metadata  # a study's race is judged by its checks (studies)
         and "capacity" not in rec.metadata  # a search's steps: bench.report.capacities races

@@ -182,3 +182,27 @@ def test_v2_events_with_an_oom_group_kill_line(tmp_path: Path) -> None:
     _v2_files(tmp_path, 0, 0, 0, 0)
     (tmp_path / "memory.events").write_text((FIXTURES / "v2-memory.events").read_text())
     assert ContainerCgroup("v2", {"unified": tmp_path}).oom_kills() == 7
+
+
+def test_a_containers_processes_are_the_harness_own_not_foreign_load(tmp_path: Path) -> None:
+    """A server in its container has a leader here (the `docker run` client) and a cgroup:
+    the foreign-load sampler counts the cgroup's processes as the harness's own and leaves
+    the engine's daemons out. It used to take the local-server branch first, and every
+    container-limits run was marked "foreign load: 50 % of a CPU (python 50 %)": its own
+    server at --cpus=0.5."""
+    import os
+    import shutil
+    from types import SimpleNamespace
+
+    from bench.harness.observers import Observers
+    from bench.observe.foreign import ENGINE_DAEMONS
+
+    root = tmp_path / "group"
+    shutil.copytree(CAPTURED_V1, root)
+    (root / "cpu" / "cgroup.procs").write_text("4242\n4243\n")
+    proc = SimpleNamespace(pid=os.getpid())
+    server = SimpleNamespace(proc=proc, knobs={})
+    served = SimpleNamespace(server=server, cgroup=None, container_cgroup=_captured_v1(root))
+    found = Observers.of(served, 10.0)  # type: ignore[arg-type]
+    assert found.foreign is not None and {4242, 4243, os.getpid()} <= found.foreign.own()
+    assert found.foreign.excluded_names == ENGINE_DAEMONS

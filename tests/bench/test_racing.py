@@ -268,3 +268,24 @@ def test_the_screen_puts_a_slow_tail_out_and_the_leaders_race_on(
     assert rounds["granian"] == rounds["uwsgi"] > max(rounds[s] for s in out)
     summary = (tmp_path / "results" / "summary.md").read_text()
     assert "(screened out)" in summary
+
+
+def test_a_cpu_quota_race_is_raced_each_quota_its_own_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """make bench CPU_QUOTA= TRIALS=auto: its runs carry the cgroup's quota and are raced
+    (they were taken for an experiment, and the race stopped after its first rounds with
+    "nothing to race"); two quotas are two points, named with their quota; a reload under a
+    quota stays an experiment, judged in its own section."""
+    rps = {"granian": 1000.0, "uvicorn": 700.0}
+    records, _ = _race(tmp_path, monkeypatch, capsys, rps, 0.02)
+
+    def at(quota: float, **more: object) -> list[Record]:
+        return [Record.from_dict({**r, "cgroup": {"cpu_quota": quota}, **more}) for r in records]
+
+    found = standings.races([*at(0.5), *at(0.25)])
+    assert sorted(r.point for r in found) == [
+        "db c50 under a 0.25-CPU quota",
+        "db c50 under a 0.5-CPU quota",
+    ]
+    assert standings.races(at(0.5, lifecycle={"event": "reload"})) == []

@@ -362,8 +362,9 @@ GRANIAN = {"workers": 2, "threads": 4, "backlog": 1024}
 def test_a_make_bench_session_is_preferred_to_make_tunes_search() -> None:
     """make bench separated granian w2 t4 from gunicorn-sync (3 trials); make tune's search on
     the same machine and load ran granian at two knob sets and gunicorn-sync at one, 2 trials
-    each, granian w4 separated ahead of w2. The bench session answers (granian w2 t4); the search's arena neither adds a
-    second winner nor beats the bench leader (both left the row undecided). The search alone
+    each, granian w4 separated ahead of w2. The bench session answers (granian w2 t4); the
+    search's arena neither adds a second winner nor beats the bench leader (both left the row
+    undecided). The search alone
     (one server's knobs against each other) chooses no server."""
     base = replace(_base(), concurrency=50)
     bench = _session(_arena(*SEPARATED), "bench")
@@ -553,7 +554,8 @@ def test_one_servers_knobs_against_each_other_choose_no_server() -> None:
     """Under a CPU quota only gunicorn-sync was measured, w5 well ahead of w4 and w3 on a
     sleeping route (the reference's row: 1.25× and 1.67×, which are 5/4 and 5/3, one sync
     worker per sleeping request): no server is recommended from its own knobs; the row says
-    why, names the quota in its evidence, and its command names a second server."""
+    why, names the quota in its evidence, and its command names a second server and the
+    quota the runs had (it said CPU_QUOTA=1, a quota that does not bind on 2 CPUs)."""
     quota = replace(_base(), concurrency=10, cgroup={"cpu_quota": 0.5})
     records = [
         *_arena(*SEPARATED),
@@ -567,6 +569,7 @@ def test_one_servers_knobs_against_each_other_choose_no_server() -> None:
     assert "only gunicorn-sync measured" in row.evidence
     assert "not a choice of server" in row.evidence
     assert row.command.split("SERVER=")[1].split()[0] == "gunicorn-sync,granian"
+    assert row.command.endswith(" CPU_QUOTA=0.5")  # the quota measured, not a 1-CPU one
     slow = _trials(quota, "uvicorn", {"workers": 1, "backlog": 2048}, [2_000.0, 2_020.0, 1_980.0])
     recs, _ = recommendations([*records, *slow])
     (row,) = [r for r in recs if r.deployment == "under a CPU quota"]
