@@ -53,17 +53,30 @@ def limits_key(rec: Record) -> tuple:
     return (runtime_key(rec), (rec.cgroup or {}).get("cpu_quota"))
 
 
+def _disturbed(rec: Record) -> bool:
+    """An experiment other than a CPU quota alone (is_experiment's other kinds)."""
+    if is_limited(rec) or isinstance(rec.metadata.get("noise"), dict):
+        return True  # make noise's runs (bench.report.variance) are a design of their own
+    return any(
+        getattr(rec, key, None) is not None
+        for key in ("lifecycle", "recycles", "series", "network")
+    )
+
+
 def is_experiment(rec: Record) -> bool:
     """A run that disturbs the server on purpose or watches it for long (a reload, recycling,
     a CPU quota, a container under the engine's CPU or memory limits, a soak, a load-balancer
     study's namespace, make noise's repeated starts): reported in its own sections, never
     ranked with steady runs."""
-    if is_limited(rec) or isinstance(rec.metadata.get("noise"), dict):
-        return True  # make noise's runs (bench.report.variance) are a design of their own
-    return any(
-        getattr(rec, key, None) is not None
-        for key in ("lifecycle", "recycles", "cgroup", "series", "network")
-    )
+    return rec.cgroup is not None or _disturbed(rec)
+
+
+def under_quota_only(rec: Record) -> bool:
+    """make bench CPU_QUOTA='s steady run: a cgroup quota and no other kind of experiment.
+    Its point is raced like any other, the quota in its key (bench.report.standings); it was
+    left out, and a CPU_QUOTA= race stopped after its first rounds with "nothing to race"
+    (quota-upstream, 2026-11-27)."""
+    return (rec.cgroup or {}).get("cpu_quota") is not None and not _disturbed(rec)
 
 
 def config_key(rec: Record) -> tuple:

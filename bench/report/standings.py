@@ -29,10 +29,10 @@ from bench.report.groups import (
     BASELINES,
     groups,
     is_experiment,
-    is_limited,
     round_figure,
     runtime_key,
     starved,
+    under_quota_only,
 )
 
 
@@ -103,20 +103,6 @@ def servers_with_knobs(records: Iterable[Record]) -> set[str]:
     for rec in records:
         knobs_by_server[rec.server].add(tuple(sorted((rec.knobs or {}).items())))
     return {s for s, k in knobs_by_server.items() if len(k) > 1}
-
-
-def under_quota_only(rec: Record) -> bool:
-    """make bench CPU_QUOTA='s steady run: a cgroup quota and nothing else of an experiment
-    (no reload, recycling, series, namespace, container limits or make noise). Its point is
-    raced like any other, the quota in its key; it was left out, and a CPU_QUOTA= race
-    stopped after its first rounds with "nothing to race" (quota-upstream, 2026-11-27)."""
-    if (rec.cgroup or {}).get("cpu_quota") is None or is_limited(rec):
-        return False
-    if isinstance(rec.metadata.get("noise"), dict):
-        return False
-    return all(
-        getattr(rec, k, None) is None for k in ("lifecycle", "recycles", "series", "network")
-    )
 
 
 def _point_key(rec: Record) -> tuple:
