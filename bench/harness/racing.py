@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
 
 from bench.core import defaults, plan
@@ -106,7 +106,7 @@ def stop_reason(
 ) -> str | None:
     """Why a race stops after `done` rounds, or None to run another: every comparison
     decided, the looks the error was spent over used up, or the next round would end (at
-    `next_end_s`, the last round's time ahead) past the budget. Shared by both races."""
+    `next_end_s`: now plus next_round_s) past the budget. Shared by both races."""
     if decided:
         return "decided"
     if done >= looks:
@@ -114,6 +114,20 @@ def stop_reason(
     if next_end_s > budget_s:
         return "budget"
     return None
+
+
+def runs_in(blocks: Iterable[plan.Block]) -> int:
+    """The measured runs of a round's blocks."""
+    return sum(len(block.runs) for block in blocks)
+
+
+def next_round_s(spent_s: float, runs_spent: int, runs_next: int) -> float:
+    """What the next round costs: the seconds a run took in the rounds behind (`spent_s` over
+    `runs_spent` runs) times the runs the next round measures. A round of the configurations
+    still racing is shorter than the first rounds of them all; costing it as the last round
+    stopped a race of 24 study arms on its budget after the first rounds, though 2 arms were
+    left to race (the recycle study: 40 min for 3 rounds)."""
+    return spent_s / max(1, runs_spent) * runs_next
 
 
 def race(
@@ -136,11 +150,10 @@ def race(
         return racing
 
     schedule = plan.rounds(opts, who)
-    for _ in range(opts.trials):
-        next(schedule)  # the plan's first rounds, already run with every configuration
+    # the plan's first rounds, already run with every configuration
+    spent_runs = sum(runs_in(next(schedule)) for _ in range(opts.trials))
     done = opts.trials
-    # What the next round costs: the last round's time (configurations leave, rounds shrink).
-    round_s = elapsed() / max(1, done)
+    spent_s = elapsed()  # what the runs behind cost (configurations leave, rounds shrink)
     judged = judge_capacity if opts.mode.objective is not None else judge
     found = judged(records(), looks)
     while True:
@@ -149,21 +162,24 @@ def race(
             say(f"TRIALS=auto round {done}: {standing_text}")
         if not found:
             why = "nothing to race"  # no point had two configurations with figures
-        else:
-            decided = all(r.standing.done for r in found)
-            why = stop_reason(decided, done, looks, elapsed() + round_s, settings.budget_s)
-        if why is not None:
             break
         if opts.mode.objective is None:
             racing = racing_spots(found, opts.servers)
         else:  # a capacity search's round is its steps: every server still racing runs them
             racing = still_racing(found) & set(opts.servers)
-        blocks = next(schedule)
+        blocks = next(schedule)  # the servers still racing, at their points still racing
+        decided = all(r.standing.done for r in found)
+        ahead = next_round_s(spent_s, spent_runs, runs_in(blocks))
+        why = stop_reason(decided, done, looks, elapsed() + ahead, settings.budget_s)
+        if why is None and not blocks:
+            why = "nothing to race"  # what is undecided has no run left to measure
+        if why is not None:
+            break
         before = elapsed()
         if not run_round(blocks):
             why = "stack"
             break
-        round_s = elapsed() - before
+        spent_s, spent_runs = elapsed() - before, runs_in(blocks)
         done += 1
         found = judged(records(), looks)
     undecided = sorted(still_racing(found)) if why != "decided" else []
@@ -233,31 +249,35 @@ def race_arms(
     assert settings is not None and settings.max_looks is not None
     schedules = [(opts, plan.rounds(opts)) for opts in arms]
     done = arms[0].trials
+    spent_runs = 0
     for _, schedule in schedules:
         for _ in range(done):
-            next(schedule)  # the first rounds, already run
+            spent_runs += runs_in(next(schedule))  # the first rounds, already run
+    spent_s = elapsed()
     order = random.Random(f"study race {arms[0].seed}")
-    round_s = elapsed() / max(1, done)
     standing = judge(records())
     while True:
         say(f"TRIALS=auto round {done}: {standing.line}")
-        why = stop_reason(
-            standing.done, done, settings.max_looks, elapsed() + round_s, settings.budget_s
-        )
-        if why is not None:
-            break
         blocks = [
             (opts, block)
             for opts, schedule in schedules
             for block in next(schedule)
             if str(opts.study.meta.get("study_arm")) in standing.racing
         ]
+        ahead = next_round_s(spent_s, spent_runs, runs_in(b for _, b in blocks))
+        why = stop_reason(
+            standing.done, done, settings.max_looks, elapsed() + ahead, settings.budget_s
+        )
+        if why is None and not blocks:
+            why = "nothing to race"  # the undecided checks' arms are not in this batch
+        if why is not None:
+            break
         order.shuffle(blocks)
         before = elapsed()
         if not run_round(blocks):
             why = "stack"
             break
-        round_s = elapsed() - before
+        spent_s, spent_runs = elapsed() - before, runs_in(b for _, b in blocks)
         done += 1
         standing = judge(records())
     undecided = tuple(sorted(standing.racing)) if not standing.done else ()

@@ -45,7 +45,7 @@ from bench.core import defaults
 from bench.core.record import Record, session_of
 from bench.report import decision
 from bench.report.cells import host_of
-from bench.report.groups import BASELINES, runtime_key
+from bench.report.groups import BASELINES, quota_of, runtime_key
 from bench.report.openloop import (
     capacity_estimate,
     capacity_outcomes,
@@ -117,7 +117,7 @@ def arena_key(rec: Record) -> tuple:
         host_of(rec),
         session_of(rec),
         runtime_key(rec),
-        (rec.cgroup or {}).get("cpu_quota"),
+        quota_of(rec),
         objective.get("p99_ms"),
         objective.get("p999_ms"),
         rec.scenario,

@@ -77,7 +77,7 @@ import bisect
 import functools
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -701,6 +701,18 @@ def margin_deciding(
     return None
 
 
+UNBOUNDED = 1_000.0  # an interval whose ends are this factor apart or more bounds nothing
+
+
+def ratio_interval(ratio: float, low: float, high: float, digits: Callable[[float], str]) -> str:
+    """`0.23× [0.11–0.48]`, or, where the interval bounds nothing (3 rounds at an α spent over
+    many looks: [1.2e-10–4.4e8] in the shipped reference), `0.23× (too few rounds to bound
+    it)`: true, and readable."""
+    if low > 0 and high / low < UNBOUNDED:
+        return f"{digits(ratio)}× [{digits(low)}–{digits(high)}]"
+    return f"{digits(ratio)}× (too few rounds to bound it)"
+
+
 def undecided_note(pair: Pair, margin: float = MARGIN, alpha: float = ALPHA) -> str | None:
     """What an undecided pair stands at and what would decide it: "uwsgi/granian 1.02×
     [0.97–1.08], ln ratios varying by 0.10: about 160 paired rounds would decide it at ±5 %;
@@ -710,7 +722,8 @@ def undecided_note(pair: Pair, margin: float = MARGIN, alpha: float = ALPHA) -> 
     needed = rounds_to_decide(pair, margin, alpha)
     more = f"about {needed}" if needed is not None else "more than 500"
     text = (
-        f"{pair.better}/{pair.worse} {pair.ratio:.2f}× [{pair.low:.2f}–{pair.high:.2f}], ln "
+        f"{pair.better}/{pair.worse} "
+        f"{ratio_interval(pair.ratio, pair.low, pair.high, lambda x: f'{x:.2f}')}, ln "
         f"ratios varying by {pair.sd:.2f}: {more} paired rounds would decide it at "
         f"±{margin * 100:.0f} %"
     )

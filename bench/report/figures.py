@@ -3,20 +3,19 @@ worker recycling.
 
 Input: every record (those of the lb-keepalive-race study, of LIFECYCLE=reload runs with
 their per-request files beside them, and of the recycle study) and the results directory.
-Output: RESULTS/plots/race-502-by-gap.png, reload-timeline.png, recycle.png (each only when
-its records exist) and the markdown lines that link them with a sentence on what each shows.
+Output: RESULTS/plots/race-502-by-gap.png and reload-timeline.png (each only when its records
+exist) and the markdown lines that link them with a sentence on what each shows; recycling's
+figure is the recycle study's own (bench.studies.sections), linked from here.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 
-from bench.core.outcome import Outcome
-from bench.core.record import NEVER_RECYCLED, Record, latest_per_arm, never_recycled
+from bench.core.record import Record, latest_per_arm
 from bench.load import per_request_files
 from bench.observe.lifecycle import BIN_S, TAIL_S, due, parse_requests
-from bench.report.plots import plot_bars, plot_race, plot_timelines
+from bench.report.plots import plot_race, plot_timelines
 
 RACE_STUDY = "lb-keepalive-race"
 RECYCLE_STUDY = "recycle"
@@ -82,34 +81,6 @@ def reload_data(records: list[Record], results: Path) -> dict[str, tuple[list, l
     return out
 
 
-def recycle_data(records: list[Record]) -> dict[str, dict[str, tuple]]:
-    """Per server of the recycle study's latest run: p99 and failed requests with the server's
-    recycling and without (arms `<server>-recycle` and `<server>`)."""
-    by_arm = {str(r.metadata.get("study_arm")): r for r in _latest_run(records, RECYCLE_STUDY)}
-    out: dict[str, dict[str, tuple]] = defaultdict(dict)
-    for arm, rec in by_arm.items():
-        if not arm.endswith("-recycle") or arm.removesuffix("-recycle") not in by_arm:
-            continue
-        base = by_arm[arm.removesuffix("-recycle")]
-        if never_recycled(rec):
-            continue  # no worker was started: no figure of recycling (unrecycled() names it)
-        for name, run in ((f"{rec.server}, recycling", rec), (f"{rec.server}, without", base)):
-            out["p99 ms (open loop, log scale)"][name] = ((run.latency_ms or {}).get("p99"), None)
-            # arrivals never sent count too, as in the production table (Outcome.unserved)
-            out["arrivals without a 2xx answer"][name] = (Outcome.of_record(run).unserved, None)
-    return dict(out)
-
-
-def unrecycled(records: list[Record]) -> list[str]:
-    """The servers of the recycle study's latest run whose recycling arm started no worker:
-    left out of the figure, named under it."""
-    return sorted(
-        r.server
-        for r in _latest_run(records, RECYCLE_STUDY)
-        if str(r.metadata.get("study_arm")).endswith("-recycle") and never_recycled(r)
-    )
-
-
 def figure_sections(records: list[Record], results: Path) -> list[str]:
     """Write the figures whose records exist; the markdown that links them."""
     lines: list[str] = []
@@ -144,24 +115,15 @@ def figure_sections(records: list[Record], results: Path) -> list[str]:
             "oha's per-request file.",
             "",
         ]
-    recycle = recycle_data(records)
-    if recycle:
-        panels = sorted(recycle.items(), reverse=True)  # p99 first, then failed
-        plot_bars(
-            "Worker recycling: the same open-loop run with and without",
-            panels,
-            results / "plots" / "recycle.png",
-            groups=("without", "recycling"),
-        )
+    if _latest_run(records, RECYCLE_STUDY):
+        # One figure per question (issue 32): the recycle study's own, drawn from each arm's
+        # geometric mean over its rounds as its table and verdict are. A second figure here
+        # of the latest round alone gave other figures for the same arms (gunicorn-sync's
+        # p99 recycling 52.1 ms here, 9.66 ms there).
         lines += [
-            "![worker recycling](plots/recycle.png)",
-            "",
-            "Recycling: per server of the latest recycle study run, p99 and the arrivals "
-            "without a 2xx answer with the server's own max-requests recycling and in the "
-            "same run without."
-            + "".join(
-                f" {server}: {NEVER_RECYCLED} (not drawn)." for server in unrecycled(records)
-            ),
+            "Recycling: the recycle study's figure ([plots/study-recycle.png]"
+            "(plots/study-recycle.png)) and table, in the studies' section: each arm with and "
+            "without the server's own max-requests recycling, over the study's rounds.",
             "",
         ]
     return ["## Figures: production behaviours", "", *lines] if lines else []

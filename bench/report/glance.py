@@ -21,6 +21,8 @@ from bench.report.groups import (
     groups,
     is_experiment,
     latency_values,
+    quota_label,
+    quota_of,
     ranks,
     rps_values,
     starved,
@@ -205,8 +207,8 @@ def _capacity_line(race: CapacityRace, sessions: bool) -> list[str]:
         return [f"- Capacity at p99 ≤ {race.objective_ms:g} ms, {race.scenario}:{idle}"]
     best = ranking[0].record
     where = f" ({via_label(best)})" if via_label(best) != "direct" else ""
-    quota = (best.cgroup or {}).get("cpu_quota")
-    where += f" (CPU quota {quota:g})" if quota is not None else ""
+    quota = quota_of(best)
+    where += f" (under a {quota_label(quota)})" if quota is not None else ""
     where += f" · {session_label(best)}" if sessions else ""
     text = (
         f"- Capacity at p99 ≤ {race.objective_ms:g} ms, {race.scenario}{where}: "

@@ -45,12 +45,23 @@ def runtime_key(rec: Record) -> tuple:
     return ("docker", box.get("cpus"), box.get("memory_bytes"), box.get("network"))
 
 
+def quota_of(rec: Record) -> float | None:
+    """The cgroup CPU quota the server ran under (CPU_QUOTA=, in CPUs), or None."""
+    quota = (rec.cgroup or {}).get("cpu_quota")
+    return float(quota) if quota is not None else None
+
+
+def quota_label(quota: float) -> str:
+    """A quota as every renderer names it: `0.5-CPU quota`."""
+    return f"{quota:g}-CPU quota"
+
+
 def limits_key(rec: Record) -> tuple:
     """What the server ran under: its runtime (runtime_key: native, or a container with the
     engine's CPU and memory limits and network) and a cgroup CPU quota (CPU_QUOTA=, the
     cpu-quota study). Part of a configuration's identity: trials at 1.0 and at 0.5 CPU are
     never pooled, and a limited row is ranked only among rows under the same limits."""
-    return (runtime_key(rec), (rec.cgroup or {}).get("cpu_quota"))
+    return (runtime_key(rec), quota_of(rec))
 
 
 def _disturbed(rec: Record) -> bool:
@@ -76,7 +87,7 @@ def under_quota_only(rec: Record) -> bool:
     Its point is raced like any other, the quota in its key (bench.report.standings); it was
     left out, and a CPU_QUOTA= race stopped after its first rounds with "nothing to race"
     (quota-upstream, 2026-11-27)."""
-    return (rec.cgroup or {}).get("cpu_quota") is not None and not _disturbed(rec)
+    return quota_of(rec) is not None and not _disturbed(rec)
 
 
 def config_key(rec: Record) -> tuple:

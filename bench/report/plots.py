@@ -338,16 +338,6 @@ def bars_figure(
     return fig
 
 
-def plot_bars(
-    title: str,
-    panels: Sequence[tuple[str, dict[str, tuple]]],
-    path: Path,
-    groups: Sequence[str] = (),
-) -> None:
-    """The bar panels (bars_figure) written to path as PNG."""
-    save_figure(bars_figure(title, panels, groups), path)
-
-
 def write_plots(results_dir: Path, series: dict[str, dict[str, list[Point]]]) -> dict[str, str]:
     """A PNG per scenario that has data; scenario -> path relative to results_dir."""
     written = {}
@@ -396,15 +386,32 @@ def _panel_bars(ax: Any, panel: Panel) -> None:
     # every row inside the axes, the first at the top: a row without a bar at either end
     # would otherwise sit on the axes' edge (autoscale sees only the bars)
     ax.set_ylim(len(labels) - 0.5, -0.5)
-    ax.set_xlabel(panel.metric)
     ax.grid(True, axis="x", alpha=0.3)
     # room right of the longest bar for its value, so every label stays inside the axes
     known = [float(v) for v in values if v is not None]
-    ax.set_xlim(0, VALUE_ROOM * max(known, default=0.0) or 1.0)
+    left = 0.0
+    if wide_range(known):
+        # 2 ms beside 3,640 ms: on a linear axis every short bar is a hairline
+        left = min(known) / VALUE_ROOM**2
+        ax.set_xscale("log")
+        ax.set_xlim(left, max(known) * VALUE_ROOM**4)
+        ax.set_xlabel(f"{panel.metric} (log scale)")
+    else:
+        ax.set_xlim(0, VALUE_ROOM * max(known, default=0.0) or 1.0)
+        ax.set_xlabel(panel.metric)
     for y, value in enumerate(values):
         text = f" {figure(value)}" if value is not None else f" {NO_VALUE}"
         style = {} if value is not None else {"color": "grey", "style": "italic"}
-        ax.annotate(text, (value or 0.0, y), va="center", fontsize="small", **style)
+        ax.annotate(text, (value or left, y), va="center", fontsize="small", **style)
+
+
+WIDE = 100.0  # a bar panel whose values span this factor or more is drawn on a log axis
+
+
+def wide_range(values: Sequence[float]) -> bool:
+    """Whether bars of these values need a log axis: two or more, all above 0 (a 0 has no
+    place on it), the largest at least WIDE times the smallest."""
+    return len(values) > 1 and min(values) > 0 and max(values) >= WIDE * min(values)
 
 
 def _panel_lines(ax: Any, panel: Panel, labels: list[str]) -> None:

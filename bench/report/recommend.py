@@ -63,6 +63,8 @@ from bench.report.groups import (
     groups,
     is_experiment,
     latency_estimate,
+    quota_label,
+    quota_of,
     rank_groups,
     rps_estimate,
     rps_values,
@@ -179,7 +181,7 @@ def _quota_runs(records: list[Record], machine: str, scenarios: tuple[str, ...])
         and not r.emulated
         and host_of(r) == machine
         and r.scenario in scenarios
-        and (r.cgroup or {}).get("cpu_quota") is not None
+        and quota_of(r) is not None
         and r.lifecycle is None
         and r.recycles is None
     ]
@@ -450,8 +452,8 @@ def _arena_evidence(arena: Arena, key: tuple) -> str:
     """One configuration's req/s and p99 at one load, with its rank there."""
     group = arena.members[key]
     first = group[0]
-    quota = (first.cgroup or {}).get("cpu_quota")
-    under = f", {quota:g} CPU quota" if quota is not None else ""
+    quota = quota_of(first)
+    under = f", {quota_label(quota)}" if quota is not None else ""
     load = f"c{first.concurrency} ({first.load_tool}{under})"
     return (
         f"{load}: {_interval(rps_estimate(group))} req/s, p99 "
@@ -711,9 +713,7 @@ def make_flag(deployment: str, runs: Sequence[Record] = ()) -> str:
     """The make variable of a deployment for a command that would measure these runs again:
     under a CPU quota, the quota they ran at (the most runs' where several), not a 1-CPU
     quota that does not bind on 2 CPUs (the cpu-quota study's 0.5 and 0.25 CPU)."""
-    quotas = Counter(
-        q for r in runs if (q := (r.cgroup or {}).get("cpu_quota")) is not None
-    ).most_common(1)
+    quotas = Counter(q for r in runs if (q := quota_of(r)) is not None).most_common(1)
     if deployment == QUOTA and quotas:
         return f" CPU_QUOTA={quotas[0][0]:g}"
     return MAKE_FLAG[deployment]

@@ -29,6 +29,8 @@ from bench.report.groups import (
     BASELINES,
     groups,
     is_experiment,
+    quota_label,
+    quota_of,
     round_figure,
     runtime_key,
     starved,
@@ -108,7 +110,7 @@ def servers_with_knobs(records: Iterable[Record]) -> set[str]:
 def _point_key(rec: Record) -> tuple:
     keepalive = rec.keepalive or {}
     return (
-        (rec.cgroup or {}).get("cpu_quota"),
+        quota_of(rec),
         session_of(rec),
         rec.scenario,
         rec.proxy,
@@ -137,8 +139,8 @@ def _point_name(rec: Record) -> str:
     load = f"{rec.offered_rps:g} req/s" if rec.offered_rps is not None else f"c{rec.concurrency}"
     proxy = f" via {rec.proxy}" if rec.proxy else ""
     protocol = f" over {rec.protocol}" if rec.protocol not in (None, "http1") else ""
-    quota = (rec.cgroup or {}).get("cpu_quota")
-    under = f" under a {quota:g}-CPU quota" if quota is not None else ""
+    quota = quota_of(rec)
+    under = f" under a {quota_label(quota)}" if quota is not None else ""
     return f"{rec.scenario} {load}{proxy}{protocol}{under}"
 
 
@@ -193,13 +195,20 @@ def judge_served(point_records: list[Record], max_looks: int | None = None) -> P
         by_config[config_label(rec, several)].append(rec)
     apart = sorted(name for name, group in by_config.items() if starved(group))
     served = [r for name, group in by_config.items() if name not in apart for r in group]
-    race = judge_point(served, max_looks) if served else None
+    race = judge_point(served, max_looks, several) if served else None
     return replace(race, apart=tuple(apart)) if race is not None else None
 
 
-def judge_point(point_records: list[Record], max_looks: int | None = None) -> PointRace | None:
-    """One point's race from its records (None: fewer than two configurations)."""
-    several = servers_with_knobs(point_records)
+def judge_point(
+    point_records: list[Record],
+    max_looks: int | None = None,
+    several: AbstractSet[str] | None = None,
+) -> PointRace | None:
+    """One point's race from its records (None: fewer than two configurations). `several`:
+    the servers measured with more than one knob set at the point (judge_served's, so that a
+    server whose other knob set was ranked apart keeps its knobs in its label)."""
+    if several is None:
+        several = servers_with_knobs(point_records)
     slices: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for rec in point_records:
         value = _figure(rec)

@@ -247,7 +247,7 @@ def reason_text(check: dict, q: decision.Question, pair: decision.Pair, family: 
             f"paired, {holm}"
         )
     elif pair.low is not None:
-        ratio = f"{_x(pair.ratio)}× [{_x(pair.low)}–{_x(pair.high)}]"
+        ratio = decision.ratio_interval(pair.ratio, pair.low, pair.high, _x)
         text = f"a/b {ratio}, {rounds} paired, {holm}"
     else:
         text = f"{rounds} paired, {holm}"

@@ -356,6 +356,19 @@ def test_an_undecided_pair_says_what_would_decide_it() -> None:
     assert undecided_note(decided) is None
 
 
+def test_an_interval_that_bounds_nothing_says_so() -> None:
+    """Three rounds at an α spent over many looks gave the shipped reference "a/b 0.23×
+    [1.2e-10–443906318.71]": true and unreadable. An interval whose ends are 1,000× apart or
+    more is said as "too few rounds to bound it" (a study's check says it the same way:
+    tests/bench/test_studyrace.py); a narrower one keeps its figures."""
+    wide = Pair("a", "b", 0.23, 1.2e-10, 4.4e8, "undecided", 3, 0.9, sd=2.0, reason="x")
+    note = undecided_note(wide)
+    assert note is not None and note.startswith("a/b 0.23× (too few rounds to bound it), ")
+    assert "e-10" not in note and "443" not in note
+    narrow = undecided_note(Pair("a", "b", 0.23, 0.11, 0.48, "undecided", 3, 0.9, sd=2.0))
+    assert narrow is not None and narrow.startswith("a/b 0.23× [0.11–0.48], ")
+
+
 def test_a_family_question_is_paired_by_round() -> None:
     """A study check's question: a 3 % below b under a ±20 % round effect that moves both
     alike, 0.5 % noise: separated on the within-round ratios; each a paired against another

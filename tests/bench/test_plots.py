@@ -253,6 +253,25 @@ def test_an_arm_without_a_value_gets_no_bar_and_says_so(drawn: list[Any]) -> Non
     assert texts == ["0", "15", NO_VALUE]
 
 
+def test_bars_a_hundredfold_apart_get_a_log_axis(drawn: list[Any]) -> None:
+    """The recycle study's p99: 2.2 ms without recycling beside 3,640 ms (uvicorn recycling);
+    on a linear axis every bar but the longest is a hairline. Such a panel is drawn on a log
+    axis that says so, every bar and value inside it; a panel with a 0 (failed %) stays
+    linear, a 0 having no place on a log axis."""
+    series = {"a": [(None, 2.2)], "b": [(None, 40.0)], "c": [(None, 3640.0)], "d": [(None, None)]}
+    p99 = Panel("p99 ms", "", series)  # type: ignore[arg-type]
+    failed = Panel("failed %", "", {"a": [(None, 0.0)], "b": [(None, 0.43)]})  # type: ignore[arg-type]
+    fig = study_figure("recycle", [p99, failed])
+    drawn.append(fig)
+    by_title = {ax.get_title(): ax for ax in fig.axes if ax.get_visible()}
+    log, linear = by_title["p99 ms"], by_title["failed %"]
+    assert log.get_xscale() == "log" and "log scale" in log.get_xlabel()
+    low, high = log.get_xlim()
+    assert 0 < low < 2.2 and high > 3640.0
+    assert all(low <= text.xy[0] < high for text in log.texts)
+    assert linear.get_xscale() == "linear" and linear.get_xlabel() == "failed %"
+
+
 def test_the_lines_figure_draws_at_most_eight_series_with_their_data(drawn: list[Any]) -> None:
     """RSS over time and the like: the first eight labels, each with its own data."""
     series = {f"p{i:02}": ([0, 5, 10], [i, i + 1, i + 2]) for i in range(10)}

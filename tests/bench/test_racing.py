@@ -163,6 +163,27 @@ def test_an_undecidable_pair_stops_at_the_budget_with_the_command(
     assert f"  - {note.group(0).strip()}" in summary
 
 
+def test_a_round_of_the_servers_left_is_costed_by_their_runs_not_by_the_first_rounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """granian and uwsgi 5 % apart (at the margin: undecided for many rounds); uvicorn and
+    gunicorn-sync far below, separated in the plan's 3 rounds. A round after those measures
+    2 of the 4 servers (2 slices each: 80 s on the fake clock), not the 4 of the first
+    rounds: with 110 s of the budget left after them the race runs a 4th round. Costed as
+    the mean round of all four before (187 s), it stopped at 3 with the pair undecided."""
+    rps = {"granian": 1000.0, "uwsgi": 950.0, "uvicorn": 500.0, "gunicorn-sync": 250.0}
+    # the warm-up start, then 3 trials of 2 slices each (a race round loads them in slices)
+    first_rounds_s = (len(rps) + 3 * len(rps) * 2) * RUN_S
+    budget = int(first_rounds_s + 110)
+    records, err = _race(tmp_path, monkeypatch, capsys, rps, 0.02, budget_s=budget)
+    rounds = _rounds(records)
+    assert rounds["uvicorn"] == rounds["gunicorn-sync"] == 3, (rounds, err[-1500:])
+    assert rounds["granian"] == rounds["uwsgi"] >= 4, (rounds, err[-1500:])
+    assert "race stopped (budget)" in err, err[-1500:]
+    slices = sum(1 for r in records if r["trial"] > 0)  # a record per slice
+    assert (slices + len(rps)) * RUN_S <= budget, (slices, budget)
+
+
 def test_one_server_keeps_the_precision_rule(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

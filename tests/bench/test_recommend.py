@@ -47,6 +47,31 @@ def _trials(rec: Record, server: str, knobs: dict, rps: list[float]) -> list[Rec
     ]
 
 
+def _serving(records: list[Record], share: float) -> list[Record]:
+    """The runs with the mean latency at which `share` of their connections had a request in
+    flight (Little's law, bench.report.groups.served_share)."""
+    return [
+        replace(r, latency_ms={**(r.latency_ms or {}), "mean": share * r.concurrency / r.rps * 1e3})
+        for r in records
+    ]
+
+
+def test_a_server_whose_other_knob_set_was_ranked_apart_keeps_its_knobs_in_the_race() -> None:
+    """gunicorn-sync at workers=1 serves 16 % of its connections (ranked apart) and at
+    workers=5 all of them: the race names the one it races "gunicorn-sync workers=5", as it
+    names the one apart "gunicorn-sync workers=1". Judged over the served runs alone, the
+    race called it plain "gunicorn-sync", which of the two left unsaid."""
+    base = _base()
+    w1 = _serving(_trials(base, "gunicorn-sync", {"workers": 1}, [3000.0, 3010.0, 2990.0]), 0.16)
+    w5 = _serving(_trials(base, "gunicorn-sync", {"workers": 5}, [1000.0, 1010.0, 990.0]), 1.0)
+    other = _serving(_trials(base, "granian", {}, [2000.0, 2020.0, 1980.0]), 1.0)
+    race = standings.judge_served([*w1, *w5, *other])
+    assert race is not None
+    assert race.apart == ("gunicorn-sync workers=1",)
+    assert set(race.figures) == {"gunicorn-sync workers=5", "granian"}
+    assert race.label(w5[0]) == "gunicorn-sync workers=5"
+
+
 def _arena(leader_rps: list[float], other_rps: list[float]) -> list[Record]:
     base = replace(_base(), concurrency=50)
     return [
@@ -574,4 +599,4 @@ def test_one_servers_knobs_against_each_other_choose_no_server() -> None:
     recs, _ = recommendations([*records, *slow])
     (row,) = [r for r in recs if r.deployment == "under a CPU quota"]
     assert row.server == "gunicorn-sync" and row.knobs["workers"] == 5
-    assert "c10 (wrk, 0.5 CPU quota)" in row.evidence
+    assert "c10 (wrk, 0.5-CPU quota)" in row.evidence

@@ -25,7 +25,7 @@ from bench.harness.recorder import Recorder
 from bench.harness.session import Harness
 from bench.host.placement import cpu_placement
 from bench.report import keepalive, recommend, stats
-from bench.report.decision import Question, judge_family
+from bench.report.decision import Pair, Question, judge_family
 from bench.studies import runner, schema, sections, verdict
 from bench.studies.arms import base_options
 from bench.studies.metrics import latest_run
@@ -94,6 +94,19 @@ def test_a_study_check_is_decided_on_the_rounds_not_the_trials_pooled() -> None:
     # shuffling one arm's rounds breaks the pairing: the round effect is noise again
     shuffled = _records_of({"sync": [x / 1000 for x in a[::-1]], "gevent": [x / 1000 for x in b]})
     assert verdict.outcome(check, shuffled).result == "inconclusive"
+
+
+def test_a_checks_interval_that_bounds_nothing_says_so() -> None:
+    """The shipped reference's recycle check read "a/b 0.23× [1.2e-10–443906318.71], 3
+    rounds paired": an interval 1,000× wide or more is said as "too few rounds to bound it";
+    a narrower one keeps its figures."""
+    wide = Pair("a", "b", 0.23, 1.2e-10, 4.4e8, "undecided", 3, 0.9, sd=2.0, reason="x")
+    check = {"kind": "less", "metric": "p99_ms"}
+    question = Question("a", "b", pairs={1: (2.0, 9.0), 2: (2.1, 9.5), 3: (2.2, 9.7)})
+    text = verdict.reason_text(check, question, wide, 2)
+    assert text.startswith("a/b 0.23× (too few rounds to bound it), 3 rounds paired"), text
+    narrow = replace(wide, low=0.11, high=0.48)
+    assert verdict.reason_text(check, question, narrow, 2).startswith("a/b 0.23× [0.11–0.48]")
 
 
 def test_holm_steps_down_over_the_checks() -> None:
@@ -303,6 +316,24 @@ def test_make_study_trials_auto_stops_at_the_budget_saying_what_is_undecided(
     assert "study race stopped (budget)" in err or "study race stopped (limit)" in err, err
     assert max(r["trial"] for r in records) <= 4
     assert "tiny: undecided: same at most fast: " in err
+
+
+def test_a_study_round_of_the_arms_left_is_costed_by_their_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """slow is decided in the first 3 rounds (60 s each: three arms at 20 s a run, after a
+    warm-up start of each); the rounds after them race fast and same alone, 40 s. With 70 s
+    of the budget left after the first rounds a 4th round runs (and decides same); costed
+    as the mean round before it (80 s, the warm-up included) it did not, and the recycle
+    study's 24 arms spent its budget on their first rounds for 2 arms' checks."""
+    records, _ = _race_study(tmp_path, monkeypatch, (3 + 3 * 3) * 20 + 70)
+    err = capsys.readouterr().err
+    rounds: dict[str, int] = {}
+    for rec in records:
+        arm = rec["metadata"]["study_arm"]
+        rounds[arm] = max(rounds.get(arm, 0), rec["trial"])
+    assert rounds["slow"] == 3 and rounds["fast"] == rounds["same"] == 4, (rounds, err[-1500:])
+    assert "study race stopped (budget) after 3 round(s)" not in err
 
 
 def test_a_latency_check_on_an_arm_that_left_connections_unserved_is_inconclusive() -> None:
