@@ -271,11 +271,8 @@ def _bar_panels(lines: dict[str, list[Point]]) -> list[tuple[str, dict[str, tupl
     ]
 
 
-def _bar_colour(label: str, groups: Sequence[str]) -> str:
-    if is_baseline(label):
-        return "#AAAAAA"
-    index = next((i for i, suffix in enumerate(groups) if label.endswith(suffix)), 0)
-    return PALETTE[index % len(PALETTE)]
+def _bar_colour(label: str) -> str:
+    return "#AAAAAA" if is_baseline(label) else PALETTE[0]
 
 
 def _value_room(ax: Any, highs: list[float], log: bool) -> None:
@@ -289,13 +286,11 @@ def _value_room(ax: Any, highs: list[float], log: bool) -> None:
         ax.set_xlim(0, top * VALUE_ROOM)
 
 
-def bars_figure(
-    title: str, panels: Sequence[tuple[str, dict[str, tuple]]], groups: Sequence[str] = ()
-) -> Any:
+def bars_figure(title: str, panels: Sequence[tuple[str, dict[str, tuple]]]) -> Any:
     """Side-by-side horizontal bar panels sharing their labels (named once, on the left,
     wrapped); each maps a label to (value, (low, high) or None). Baselines are grey, a
-    starved configuration (STARVED in its label) hatched grey; labels ending in groups[i]
-    take the i-th colour; a metric named "... log scale" gets a log axis."""
+    starved configuration (STARVED in its label) hatched grey, the others one colour; a metric
+    named "... log scale" gets a log axis."""
     plt = _pyplot()
     labels = list(dict.fromkeys(label for _, values in panels for label in values))
     wrapped = [wrap(label) for label in labels]
@@ -316,7 +311,7 @@ def bars_figure(
         centers = [float(values[labels[i]][0]) for i in shown]
         err = _errors(centers, [values[labels[i]][1] for i in shown])
         for y, value, label in zip(shown, centers, [labels[i] for i in shown], strict=True):
-            look = STARVED_BAR if STARVED in label else {"color": _bar_colour(label, groups)}
+            look = STARVED_BAR if STARVED in label else {"color": _bar_colour(label)}
             ax.barh([y], [value], **look)
         if err is not None:
             ax.errorbar(centers, shown, xerr=err, fmt="none", ecolor="black", capsize=3)
@@ -450,6 +445,11 @@ LONG_LABEL = 28  # characters: bar labels longer than this get panels one above 
 INCH_PER_CHAR = 0.075  # a tick label's width per character at the default font, in inches
 
 
+def _panel_height(panel: Panel, labels: list[str] | None) -> float:
+    """Inches a panel needs: a bar panel (labels None) about 0.28 per bar, a line panel 4.5."""
+    return max(3.0, 0.28 * len(panel.series) + 1.5) if labels is None else 4.5
+
+
 def study_figure(title: str, panels: Sequence[Panel]) -> Any:
     """A study's figure: one panel per metric its verdict judges (bars when each arm has one
     point, lines against concurrency or offered rate otherwise); a metric that is 0 in every
@@ -469,11 +469,19 @@ def study_figure(title: str, panels: Sequence[Panel]) -> Any:
         default=0,
     )
     rows, cols = _grid(len(axes_data), 1 if longest > LONG_LABEL else 2)
-    bars = max((len(p.series) for p, labels in axes_data if labels is None), default=0)
-    height = max(4.5, 0.28 * bars + 1.5) * rows
+    # each row as tall as its own panels need (7 bars beside a row of 29: not 29 rows tall)
+    heights = [
+        max(_panel_height(p, labels) for p, labels in axes_data[row * cols : (row + 1) * cols])
+        for row in range(rows)
+    ]
     width = max(7.5 * cols, INCH_PER_CHAR * longest + 6.0)
     fig, axes = plt.subplots(
-        rows, cols, figsize=(width, height), squeeze=False, layout="constrained"
+        rows,
+        cols,
+        figsize=(width, sum(heights)),
+        squeeze=False,
+        layout="constrained",
+        gridspec_kw={"height_ratios": heights},
     )
     flat = [ax for row in axes for ax in row]
     for ax, (panel, labels) in zip(flat, axes_data, strict=False):

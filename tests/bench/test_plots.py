@@ -361,6 +361,20 @@ def test_a_study_panel_of_only_zeros_is_not_drawn(drawn: list[Any]) -> None:
     assert "0 in every arm (in the table, not drawn): throttled ms" in fig._suptitle.get_text()
 
 
+def test_a_study_row_of_few_bars_is_shorter_than_a_row_of_many(drawn: list[Any]) -> None:
+    """cpu-quota: 29 arms on /db, 7 on /upstream, each a long label (one column). The /upstream
+    panel is drawn about a quarter as tall as the /db one, not as tall (the figure was 5,194
+    px high for 6 panels)."""
+    arm = "Gunicorn sync, workers = 2*os.cpu_count()+1, 0.5-CPU quota #"
+    many = Panel("p99 ms, db", "connections", {f"{arm}{i}": [(50, 10.0 + i)] for i in range(29)})
+    few = Panel("p99 ms, upstream", "connections", {f"{arm}{i}": [(10, 9.0 + i)] for i in range(7)})
+    fig = study_figure("cpu-quota", [many, few])
+    drawn.append(fig)
+    fig.canvas.draw()
+    tall, short = (ax.get_position().height for ax in fig.axes if ax.get_visible())
+    assert short < 0.5 * tall
+
+
 def _inside(inner: Any, outer: Any) -> bool:
     return (
         inner.x0 >= outer.x0 - 1
