@@ -37,7 +37,7 @@ import math
 import statistics
 from collections.abc import Callable
 
-from bench.core.defaults import LATE_LIMIT_MS
+from bench.core.defaults import LATE_LIMIT_MS, QUOTA_CPUS
 from bench.core.outcome import Outcome
 from bench.core.record import Record, unsupported_code
 from bench.core.registry import ServerSpec, load_all
@@ -217,7 +217,8 @@ def quota_cell(
         # The server's own rule where it is workers = CPUs; else the CPUs named for it.
         first = "" if cpus_rule else " WORKERS=<the CPUs here>"
         return (
-            f"not measured (make bench SERVER={server} SCENARIO=db CPU_QUOTA=1{first}, then "
+            f"not measured (make bench SERVER={server} SCENARIO=db CPU_QUOTA={QUOTA_CPUS:g}"
+            f"{first}, then "
             "the same with WORKERS=1)"
         )
     rule, fix = pair

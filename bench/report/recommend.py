@@ -17,8 +17,10 @@ The rules (the confidence rules of bench.report.stats):
   next. Where the race put some configurations below the leaders at one load at least, and
   one or more configurations are among the leaders at every load, those are the leading
   group (as a sole leader leads at some load and holds the lead at every other): the first
-  of them (the best at the highest load) is recommended, the others named beside it as not
-  separated from it, with the command that would race them apart. Other
+  of them (the best at the highest load) is recommended, the others named beside it: as
+  equivalent to it where the race decided their pair "within ±MARGIN" at every load it raced
+  them (nothing left to race), else as not separated from it, with the command that would
+  race them apart. Other
   runs (a fixed TRIALS=): the rank interval by req/s, exactly 1 (significantly ahead of
   every other after Holm's correction) at some load and holding 1 at every other. Two
   configurations that each lead somewhere, a leader whose interval overlaps another's, a
@@ -50,6 +52,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from bench.core.defaults import QUOTA_CPUS
 from bench.core.record import Record, analysed
 from bench.core.registry import APPS, ROOT, load_all
 from bench.report import keepalive, standings
@@ -88,7 +91,13 @@ DIRECT, NGINX, ALB = "direct", "behind nginx", "behind the ALB-like front"
 QUOTA = "under a CPU quota"
 DEPLOYMENTS = (DIRECT, NGINX, ALB, QUOTA)
 PROXY_OF = {DIRECT: None, NGINX: "nginx", ALB: "alb"}
-MAKE_FLAG = {DIRECT: "", NGINX: " PROXY=nginx", ALB: " PROXY=alb", QUOTA: " CPU_QUOTA=1"}
+# A deployment's make variable where no run says it (under a quota: defaults.QUOTA_CPUS).
+MAKE_FLAG = {
+    DIRECT: "",
+    NGINX: " PROXY=nginx",
+    ALB: " PROXY=alb",
+    QUOTA: f" CPU_QUOTA={QUOTA_CPUS:g}",
+}
 NOT_ENOUGH = "not enough evidence — run:"
 TRIALS_TO_DECIDE = 5  # what a "run:" command asks for: 3 trials rarely separate close servers
 MAX_NAMED = 4  # configurations named in an undecided row's evidence (its command names all)
@@ -114,6 +123,9 @@ class Recommendation:
     configured: str = ""
     # the leading group's other configurations (the race did not separate them from `server`)
     tied: tuple[str, ...] = ()
+    # those of them the race found equivalent to `server` within ±equal_margin at every load
+    equal: tuple[str, ...] = ()
+    equal_margin: float | None = None
 
 
 def balancer_idle_s() -> int | None:
@@ -317,7 +329,10 @@ class Decision:
     capacities: list[CapacityRace]  # one per machine, session, objective and scenario
     candidates: list[Record]
     why: str = ""  # why an undecided question is undecided, where not "intervals overlap"
-    tied: list[Record] = field(default_factory=list)  # the leading group's others (raced)
+    tied: list[Record] = field(default_factory=list)  # the leading group's others, undecided
+    # the leading group's others the race found equivalent to the leader (_equivalent)
+    equal: list[Record] = field(default_factory=list)
+    equal_margin: float | None = None
 
 
 def _beaten(ident: tuple, arenas_: list[Arena], caps: list[CapacityRace]) -> bool:
@@ -418,7 +433,16 @@ def decide(runs: list[Record]) -> Decision:
     if not winners and (group := leading_group(arenas_)):
         first, *others = group
         if not _unmet(_identity(first), arenas_, caps):
-            return Decision(first, arenas_, caps, group, tied=others)
+            margins = [_equivalent(arenas_, first, r) for r in others]
+            return Decision(
+                first,
+                arenas_,
+                caps,
+                group,
+                tied=[r for r, m in zip(others, margins, strict=True) if m is None],
+                equal=[r for r, m in zip(others, margins, strict=True) if m is not None],
+                equal_margin=max((m for m in margins if m is not None), default=None),
+            )
     candidates: dict[tuple, Record] = dict(winners)
     for arena in sorted(arenas_, key=lambda a: -a.first.concurrency)[:1]:
         for key in arena.tied_leaders():
@@ -446,6 +470,28 @@ def leading_group(arenas_: list[Arena]) -> list[Record]:
     return [
         top.members[k][0] for k in top.order if common and _identity(top.members[k][0]) in common
     ]
+
+
+def _equivalent(arenas_: list[Arena], a: Record, b: Record) -> float | None:
+    """The margin within which the race found a and b equivalent at every load it raced them
+    (their pair adjacent in its ranking and decided "equivalent": nothing left to race), or
+    None (undecided somewhere, not adjacent, or never raced together). Equivalence is not
+    chained: a = b and b = c within ±5 % leaves a against c undecided."""
+    margin = None
+    for arena in arenas_:
+        if arena.race is None:
+            continue
+        names = {_identity(arena.members[k][0]): label for k, label in arena.labels.items()}
+        found = {names.get(_identity(a)), names.get(_identity(b))} - {None}
+        if len(found) < 2:
+            if found:
+                return None
+            continue
+        pair = next((p for p in arena.race.standing.pairs if {p.better, p.worse} == found), None)
+        if pair is None or pair.state != "equivalent":
+            return None
+        margin = max(margin or 0.0, arena.race.standing.margin)
+    return margin
 
 
 def _arena_evidence(arena: Arena, key: tuple) -> str:
@@ -506,6 +552,12 @@ def evidence(decision: Decision, flag: str = "") -> str:
         )
     )
     parts += [_arena_evidence(arena, key) for arena, key in held[:2]]
+    if decision.equal:
+        names = ", ".join(_label(r) for r in decision.equal)
+        parts.append(
+            f"the race found {names} equivalent to it within {_margin(decision.equal_margin)} "
+            "at every load it raced them: either serves this workload as well"
+        )
     if decision.tied:
         names = ", ".join(_label(r) for r in decision.tied)
         parts.append(
@@ -530,6 +582,10 @@ def _ranked_apart(arenas_: list[Arena], ident: tuple) -> list[str]:
             if _identity(group[0]) != ident and starved(group):
                 loads.setdefault(_label(group[0]), []).append(f"c{group[0].concurrency}")
     return [f"{label} at {', '.join(where)}" for label, where in loads.items()]
+
+
+def _margin(margin: float | None) -> str:
+    return f"±{(margin or 0.0) * 100:.0f} %"
 
 
 def group_command(decision: Decision) -> str:
@@ -812,6 +868,8 @@ def _recommend(
         avoid(decision),
         configured_as(leader),
         tuple(_label(r) for r in decision.tied),
+        tuple(_label(r) for r in decision.equal),
+        decision.equal_margin,
     )
 
 
@@ -916,8 +974,10 @@ LEGEND = (
     "other load, or it won the capacity race of its machine and session (each round's "
     "capacity paired by round, separated from the next); where the race left two or more "
     "among the leaders at every load and put the rest below them at one load at least, the "
-    'best of that leading group, the others named beside it ("not separated from") with the '
-    "command that would race them apart; baselines (nginx-static, flask-dev) never."
+    "best of that leading group, the others named beside it: as equivalent to it where the "
+    "race decided them within ±MARGIN at every load (nothing left to race), else as "
+    '"not separated from" it with the command that would race them apart; baselines '
+    "(nginx-static, flask-dev) never."
 )
 
 
@@ -936,6 +996,8 @@ def _row(rec: Recommendation) -> list[str]:
         run = f"**{rec.server}** {label}".strip()
         if rec.configured:
             run += f" ({rec.configured})"
+        if rec.equal:
+            run += f"; equivalent ({_margin(rec.equal_margin)}) to {', '.join(rec.equal)}"
         if rec.tied:
             run += f"; not separated from {', '.join(rec.tied)}"
         paste = f"`{rec.command}`"

@@ -124,7 +124,7 @@ def test_a_new_server_reads_not_measured_with_the_command(tmp_path, monkeypatch)
         f"not measured (make bench SERVER=fakeserver {window} RECYCLE=1000, then the same "
         "without RECYCLE)",
         # its declared workers are 2, not the CPUs: the command names them
-        "not measured (make bench SERVER=fakeserver SCENARIO=db CPU_QUOTA=1 WORKERS=<the CPUs "
+        "not measured (make bench SERVER=fakeserver SCENARIO=db CPU_QUOTA=0.5 WORKERS=<the CPUs "
         "here>, then the same with WORKERS=1)",
         "not measured (make soak SERVER=fakeserver)",
         "not measured (make study NAME=container-limits, with arms for fakeserver)",

@@ -21,6 +21,7 @@ from bench.report.groups import BASELINES, groups, starved
 from bench.report.recommend import (
     NOT_ENOUGH,
     _deployment_runs,
+    _row,
     arenas,
     balancer_idle_s,
     command_line,
@@ -467,6 +468,15 @@ def test_a_run_command_always_names_two_servers_or_more() -> None:
     assert row.command.split("SERVER=")[1].split()[0] == "gunicorn-sync,granian"
 
 
+def test_a_quota_not_measured_yet_is_asked_for_at_a_quota_that_binds() -> None:
+    """Only direct runs: the line naming what is not measured yet asks for the workload under
+    a 0.5-CPU quota (it asked for CPU_QUOTA=1, which does not bind on 2 CPUs: issue 22)."""
+    _, missing = recommendations(_arena(*SEPARATED))
+    (machine,) = missing
+    quota = [m for m in missing[machine] if m.startswith("light CPU under a CPU quota")]
+    assert quota == ["light CPU under a CPU quota (`make bench SCENARIO=plaintext CPU_QUOTA=0.5`)"]
+
+
 def test_avoid_names_another_server_never_the_same_servers_other_knobs() -> None:
     """Under a CPU quota gunicorn-sync w5 is 5× gunicorn-sync w1 on a sleeping route (its
     workers' arithmetic, not a finding about a server): no "avoid" line from it; with
@@ -561,6 +571,25 @@ def test_a_raced_workload_recommends_its_leading_group_never_a_starved_server() 
     assert undecided.server is None
     # the command races the leaders again at the loads raced, as long as their noise needs
     assert "CONCURRENCY=10,50 TRIALS=auto BUDGET=" in undecided.command, undecided.command
+
+
+def test_a_configuration_the_race_found_equivalent_is_named_so_with_no_command() -> None:
+    """tests/fixtures/race-quota-upstream: the reference's quota-upstream race (Intel Xeon,
+    2026-11-28: 5 servers on /upstream c10 under a 0.5-CPU quota, decided in 7 rounds:
+    gunicorn-gevent = uvicorn (±5 %) > granian > gunicorn-gthread > gunicorn-sync). The row
+    recommends the best of the two and names the other as equivalent within ±5 %; it offers
+    no command to race them apart (the race decided their pair: the row said "not separated
+    from uvicorn" and a BUDGET=5 race that could only find them equal again)."""
+    records, _ = load_records(FIXTURES / "race-quota-upstream")
+    recs, _ = recommendations(records)
+    (row,) = [r for r in recs if r.deployment == "under a CPU quota"]
+    assert row.workload == "slow upstream"
+    assert {row.server, *(e.split()[0] for e in row.equal)} == {"gunicorn-gevent", "uvicorn"}
+    assert row.tied == () and row.equal_margin == pytest.approx(0.05)
+    assert "equivalent to it within ±5 % at every load it raced them" in row.evidence
+    assert "race them apart" not in row.evidence and "make bench" not in row.evidence
+    cells = _row(row)
+    assert "; equivalent (±5 %) to uvicorn" in cells[2] and "not separated" not in cells[2]
 
 
 def test_a_raced_row_judges_as_the_decided_by_racing_lines_say() -> None:
