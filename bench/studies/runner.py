@@ -231,17 +231,37 @@ def execute_studies(
             status = max(status, searched)
             if status == 130:
                 return status
+        started = time.monotonic()
+        derived = any(a.derived for a in study.arms)
         for phase in (1, 2):
             if phase == 2:
-                if not any(a.derived for a in study.arms):
+                if not derived:
                     break
                 options, skipped = _second_phase(study, base, run_id, duration)
                 status = max(status, skipped)
-            for batch in _batches(study, options):
-                status = max(status, _run_batch(study, batch, (execute, sections), rounds))
+            batches = _batches(study, options)
+            later = 1 if phase == 1 and derived else 0  # phase 2 keeps a share
+            for i, batch in enumerate(batches):
+                spent = time.monotonic() - started
+                share = batch_rounds(rounds, spent, len(batches) - i + later)
+                status = max(status, _run_batch(study, batch, (execute, sections), share))
                 if status == 130:
                     return status
     return status
+
+
+def batch_rounds(
+    rounds: studyrounds.Rounds, spent_s: float, batches_left: int
+) -> studyrounds.Rounds:
+    """TRIALS=auto's Precision for the next batch of a study: the study's BUDGET is shared by
+    its batches, not spent by each (container-limits has 6 batches, one per set of limits:
+    at BUDGET=15 each raced 15 minutes). The budget not spent yet over the batches left, so
+    a batch decided early leaves its slack to the next; at least 1 s (a batch whose share is
+    spent runs its first rounds and stops). Other TRIALS pass unchanged."""
+    if not isinstance(rounds, plan.Precision):
+        return rounds
+    left = max(0.0, rounds.budget_s - spent_s)
+    return replace(rounds, budget_s=max(1, int(left // max(1, batches_left))))
 
 
 def _run_batch(

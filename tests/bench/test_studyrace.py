@@ -390,3 +390,42 @@ def test_a_check_on_an_arm_without_records_says_which_arm_and_why() -> None:
         rec, metadata={**meta, "study_arm": "added"}, status="failed", trial=1, run_id="a1"
     )
     assert "arm added's runs failed" in verdict.outcome(check, [*present, failed]).line
+
+
+def test_a_studys_budget_is_shared_by_its_batches_not_spent_by_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """container-limits runs in 6 batches (one per set of container limits). At BUDGET=15
+    each batch used to race with the whole 900 s (45 min for its first 3 batches). Each
+    now gets the budget left over the batches left: a batch that stops early leaves its
+    slack to the next, and the batches together never race past the study's budget."""
+    clock = [0.0]
+    shares: list[int] = []
+
+    def fake_batch(study, batch, how, rounds) -> int:
+        shares.append(rounds.budget_s)
+        # the first batch is decided in a third of its share; the others spend it all
+        clock[0] += rounds.budget_s / 3 if len(shares) == 1 else rounds.budget_s
+        return 0
+
+    monkeypatch.setattr(runner, "_run_batch", fake_batch)
+    monkeypatch.setattr(runner.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(runner.cgroup, "unavailable", lambda: None)
+    status = runner.execute_studies(
+        ["container-limits"],
+        base_options(tmp_path / "results", 5),
+        None,
+        lambda *a, **k: 0,
+        runner.sections_for(tmp_path / "results"),
+        None,
+        plan.Precision(budget_s=900),
+    )
+    assert status == 0
+    assert len(shares) == 6, shares
+    assert shares[0] == 150  # 900 s over 6 batches
+    assert shares[1] == (900 - 50) // 5  # the first batch's slack goes to the others
+    assert shares[1] > shares[0]
+    assert clock[0] <= 900 and clock[0] > 900 - 6  # the whole budget, never more
+    # other TRIALS pass unchanged
+    assert runner.batch_rounds(3, 500.0, 2) == 3 and runner.batch_rounds(None, 0.0, 1) is None
+    assert runner.batch_rounds(plan.Precision(budget_s=60), 100.0, 2).budget_s == 1
