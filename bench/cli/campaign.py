@@ -36,6 +36,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -327,6 +328,21 @@ def plan_lines(steps: list[Step], ident: dict) -> list[str]:
     return lines
 
 
+def allotment_line(steps: list[Step], minutes: int) -> str:
+    """What MINUTES= lets this session ask, by the estimates in order (each question asked
+    when it fits in what the ones before it left; the others wait for the next session)."""
+    left, fitting, waiting = float(minutes), [], []
+    for s in (s for s in steps if s.ask):
+        if s.minutes <= left:
+            fitting.append(s.question.id)
+            left -= s.minutes
+        else:
+            waiting.append(s.question.id)
+    asked = ", ".join(fitting) or "none"
+    line = f"MINUTES={minutes}: asks {asked} (about {minutes - left:.0f} min, server starts on top)"
+    return line + (f"; waits: {', '.join(waiting)}" if waiting else "")
+
+
 def child_env(q: Question, results: Path, servers: list[str] | None) -> dict[str, str]:
     """The environment of a question's harness: ours without any make variable, then the
     question's (MACHINE= stays: PYWEBBENCH_MACHINE)."""
@@ -424,17 +440,23 @@ def run_campaign(
     dry_run: bool,
     runner: Runner = run_harness,
     finish: Callable[[Path, bool], int] | None = None,
+    minutes: int | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> int:
     """The plan (dry_run), or every question not answered on this machine asked in order, in
     its home (results/reference, or its pending directory: home()), then `finish` over what
     was written (the summary; the picture of the report only for results/reference):
-    0, 1 (a question failed) or 130."""
+    0, 1 (a question failed) or 130. `minutes` (MINUTES=): the session's allotment; a
+    question whose estimate does not fit in what is left of it waits for the next
+    make reference (the ones after it that fit are asked)."""
     ident = identity()
     top = campaign.results
     here = home(top, ident)
     campaign = replace(campaign, results=here)
     steps = plan(campaign, ident)
     print("\n".join(plan_lines(steps, ident)))
+    if minutes is not None:
+        print(allotment_line(steps, minutes))
     if here != top:
         names = "; ".join(
             f"{n}: {len(q)} question(s)" for n, q in other_machines(top, ident).items()
@@ -448,6 +470,7 @@ def run_campaign(
     stop = Stop()
     previous = signal.signal(signal.SIGINT, stop)
     worst = 0
+    started = clock()
     try:
         for q in campaign.questions:
             if stop.asked:
@@ -456,6 +479,14 @@ def run_campaign(
             # answered the one its @leaders names, or failed
             now = plan_step(q, campaign.results, read_ledger(campaign.results), ident)
             if not now.ask:
+                continue
+            left = None if minutes is None else minutes - (clock() - started) / 60
+            if left is not None and now.minutes > left:
+                print(
+                    f"reference: {q.id}: not asked now: about {now.minutes:.0f} min does not "
+                    f"fit in the {max(0.0, left):.0f} min left of MINUTES={minutes}; the next "
+                    "make reference asks it"
+                )
                 continue
             if q.leaders is not None and now.servers is None:
                 print(f"reference: {q.id}: not asked: {now.why}")

@@ -197,7 +197,13 @@ def do_reference(args: argparse.Namespace) -> int:
     from bench.core.variables import BY_NAME
 
     dry_run = bool(BY_NAME["DRY_RUN"].parse(args.dry_run or "0"))
-    return campaign.run_campaign(load_campaign(), dry_run, finish=_finish_reference)
+    minutes = BY_NAME["MINUTES"].parse(args.minutes) if args.minutes else None
+    return campaign.run_campaign(
+        load_campaign(),
+        dry_run,
+        finish=_finish_reference,
+        minutes=minutes,  # type: ignore[arg-type]
+    )
 
 
 def do_compare(args: argparse.Namespace) -> int:

@@ -881,6 +881,15 @@ VARIABLES: tuple[Variable, ...] = (
         parser=parse_switch("DRY_RUN"),
     ),
     Variable(
+        "MINUTES",
+        "make reference: the minutes this session gives the campaign; a question is asked only "
+        "when its estimated minutes fit in what is left (server starts come on top: leave a "
+        "margin), the others wait for the next make reference",
+        "unset: every question not answered yet",
+        (REFERENCE,),
+        limits=(1, 1_440),
+    ),
+    Variable(
         "KNOBS",
         "make tune: the search space, e.g. workers=1,2,4 threads=1,2,4,8 (values: whole "
         "numbers, cpus or <k>*cpus); knobs not named stay as declared",

@@ -6,6 +6,7 @@ record (copied from the shipped reference) as a harness would."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -342,6 +343,39 @@ def test_a_failed_question_is_recorded_and_the_campaign_goes_on(
     ]
     asked: list[str] = []
     ask.run_campaign(campaign, False, lambda q, env: asked.append(q.id) or 1, lambda p, shot: 0)
+    assert asked == ["study-sync-vs-gevent"]
+
+
+def test_minutes_asks_what_fits_and_leaves_the_rest_for_the_next_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """MINUTES= is the session's allotment: the study does not fit in what the first
+    question left and waits (said so, nothing recorded for it), the third fits and is asked;
+    the next make reference asks the study. Each question takes its estimate on a fake
+    clock."""
+    monkeypatch.setattr(ask, "identity", lambda: IDENT)
+    third = BENCH.replace('id = "direct"', 'id = "again"').replace('"5"', '"3"')
+    campaign = load_campaign(_campaign(tmp_path, BENCH + STUDY + third))
+    est = {s.question.id: s.minutes for s in ask.plan(campaign, IDENT)}
+    assert est["study-sync-vs-gevent"] > est["again"] + 1, est
+    allotted = math.ceil(est["direct"] + est["again"])
+    assert est["direct"] + est["study-sync-vs-gevent"] > allotted
+    now = [0.0]
+    written = _writer(campaign.results, {})
+
+    def run(q: ask.Question, env: dict[str, str]) -> int:
+        now[0] += est[q.id] * 60
+        return written(q, env)
+
+    status = ask.run_campaign(campaign, False, run, lambda p, s: 0, allotted, lambda: now[0])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert [e["question"] for e in ask.read_ledger(campaign.results)] == ["direct", "again"]
+    assert f"MINUTES={allotted}: asks direct, again" in out
+    assert "waits: study-sync-vs-gevent" in out
+    assert "study-sync-vs-gevent: not asked now: about" in out and "the next make reference" in out
+    asked: list[str] = []
+    ask.run_campaign(campaign, False, lambda q, env: asked.append(q.id) or 1, lambda p, s: 0)
     assert asked == ["study-sync-vs-gevent"]
 
 
