@@ -94,6 +94,12 @@ ALPHA = 0.05
 MARGIN = 0.05
 
 
+def margin_text(margin: float) -> str:
+    """An equivalence margin as every renderer writes it: 0.05 -> "±5 %", 0.025 -> "±2.5 %"
+    (each wrote its own, and MARGIN=2.5 read "±2 %" in some)."""
+    return f"±{round(margin * 100, 2):g} %"
+
+
 @dataclass(frozen=True)
 class Pair:
     """Two configurations adjacent in the ranking: `better` first."""
@@ -166,7 +172,7 @@ class Standing:
             if pair.state == "separated":
                 parts.append(f"> {pair.worse}")
             elif pair.state == "equivalent":
-                parts.append(f"= {pair.worse} (±{self.margin * 100:.0f} %)")
+                parts.append(f"= {pair.worse} ({margin_text(self.margin)})")
             else:
                 parts.append(f"? {pair.worse}")
         if self.screened:
@@ -725,7 +731,7 @@ def undecided_note(pair: Pair, margin: float = MARGIN, alpha: float = ALPHA) -> 
         f"{pair.better}/{pair.worse} "
         f"{ratio_interval(pair.ratio, pair.low, pair.high, lambda x: f'{x:.2f}')}, ln "
         f"ratios varying by {pair.sd:.2f}: {more} paired rounds would decide it at "
-        f"±{margin * 100:.0f} %"
+        f"{margin_text(margin)}"
     )
     wider = margin_deciding(pair, pair.rounds, alpha)
     if wider is not None and wider > margin:

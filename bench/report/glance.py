@@ -15,6 +15,7 @@ from bench.core.record import Record
 from bench.load import caveat, uses_threads
 from bench.report.capacities import CapacityRace, races
 from bench.report.cells import figure, host_of, knobs_label, num, session_label, via_label
+from bench.report.decision import margin_text
 from bench.report.groups import (
     BASELINES,
     arena_key,
@@ -220,7 +221,7 @@ def _capacity_line(race: CapacityRace, sessions: bool) -> list[str]:
     interval = f" [{pair.low:.2f}–{pair.high:.2f}]" if pair.low is not None else ""
     state = {
         "separated": "separated",
-        "equivalent": f"equivalent within ±{race.race.margin * 100:g} %",
+        "equivalent": f"equivalent within {margin_text(race.race.margin)}",
         "undecided": f"undecided ({pair.reason})",
     }[pair.state]
     how = "decided" if race.race.standing.done else "undecided"

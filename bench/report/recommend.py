@@ -59,6 +59,7 @@ from bench.report import keepalive, standings
 from bench.report.capacities import CapacityRace
 from bench.report.capacities import races as capacity_races
 from bench.report.cells import host_of, knobs_label, num
+from bench.report.decision import margin_text
 from bench.report.decision import rounds_to_decide as decision_rounds
 from bench.report.groups import (
     BASELINES,
@@ -585,7 +586,7 @@ def _ranked_apart(arenas_: list[Arena], ident: tuple) -> list[str]:
 
 
 def _margin(margin: float | None) -> str:
-    return f"±{(margin or 0.0) * 100:.0f} %"
+    return margin_text(margin or 0.0)
 
 
 def group_command(decision: Decision) -> str:

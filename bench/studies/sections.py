@@ -16,6 +16,7 @@ from pathlib import Path
 
 from bench.core.record import NEVER_RECYCLED, Record, never_recycled
 from bench.report.cells import figure, host_of
+from bench.report.decision import margin_text
 from bench.report.groups import starved
 from bench.report.plots import Panel, plot_study
 from bench.report.production import quota_bound
@@ -105,7 +106,7 @@ def _run_line(verdict: str, records: list[Record], family: int) -> str:
     rounds = f"{'up to ' if looks else ''}{trials} round{'s' if trials != 1 else ''}"
     rule = (
         "each check decided on its two arms' within-round ratios (paired), separated or "
-        f"equivalent within ±{margin * 100:.0f} % (a ratio: within or outside its band), "
+        f"equivalent within {margin_text(margin)} (a ratio: within or outside its band), "
         f"counts by an exact test, Holm over the study's {family} checks; otherwise "
         "inconclusive with the reason; one trial decides nothing"
     )

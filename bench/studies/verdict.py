@@ -254,7 +254,7 @@ def reason_text(check: dict, q: decision.Question, pair: decision.Pair, family: 
     if pair.state == "equivalent" and pair.scale == "count":
         text += f": a at most b + {pair.margin * 100:g} % of the arrivals (one-sided score test)"
     elif pair.state == "equivalent" and check["kind"] != "ratio":
-        text += f": a = b{factor} within ±{pair.margin * 100:.0f} %"
+        text += f": a = b{factor} within {decision.margin_text(pair.margin)}"
     if pair.state != "undecided":
         return text
     text += f": {pair.reason}"
