@@ -76,12 +76,15 @@ def in_session(run_dir: str, command: list[str]) -> list[str]:
 
 
 def remove_after_session(run_dir: str, wait_s: int = SESSION_WAIT_S) -> list[str]:
-    """`rm -rf RUN_DIR` once no process of the session in <run_dir>/session is left (at
-    most wait_s seconds; at once when there is no such file or no ps)."""
+    """`rm -rf RUN_DIR` once no live process of the session in <run_dir>/session is left
+    (at most wait_s seconds; at once when there is no such file or no ps). A zombie of the
+    session writes nothing and is not waited for: one its parent has not reaped yet kept the
+    removal waiting the whole wait_s."""
     script = (
         'sid=$(tr -d " " < "$0/session" 2>/dev/null); i=0; '
         'while [ -n "$sid" ] && [ "$i" -lt "$1" ] && command -v ps >/dev/null '
-        '&& ps -e -o sid= | tr -d " " | grep -qx "$sid"; do sleep 1; i=$((i + 1)); done; '
+        "&& ps -e -o stat=,sid= | awk '$1 !~ /^Z/ {print $2}' | grep -qx \"$sid\"; "
+        "do sleep 1; i=$((i + 1)); done; "
         'rm -rf -- "$0"'
     )
     return ["sh", "-c", script, run_dir, str(wait_s)]

@@ -77,6 +77,29 @@ def test_the_run_directory_is_removed_only_after_its_session_ends(tmp_path: Path
     assert writer.poll() == 0 and not run_dir.exists()
 
 
+def test_a_zombie_of_the_session_does_not_hold_the_removal(tmp_path: Path) -> None:
+    """The session's last process has exited and its parent has not reaped it yet: it writes
+    nothing more, so the removal does not wait for it (it waited the whole wait_s; the test
+    above took a minute for it)."""
+    import subprocess
+    import time
+
+    run_dir = tmp_path / "pywebbench-remote.z"
+    run_dir.mkdir()
+    writer = subprocess.Popen(remote.in_session(str(run_dir), ["true"]), start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not (run_dir / "session").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    while time.monotonic() < deadline:  # exited, not reaped: a zombie of the session
+        state = subprocess.run(["ps", "-o", "stat=", "-p", str(writer.pid)], capture_output=True)
+        if state.stdout.strip().startswith(b"Z"):
+            break
+        time.sleep(0.05)
+    subprocess.run(remote.remove_after_session(str(run_dir), wait_s=600), check=True, timeout=60)
+    assert not run_dir.exists()
+    assert writer.wait() == 0
+
+
 def test_without_a_session_file_the_run_directory_is_removed_at_once(tmp_path: Path) -> None:
     import subprocess
 

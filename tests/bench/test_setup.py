@@ -47,11 +47,11 @@ def _calls(fake: Path) -> list[str]:
 def test_an_old_system_python_is_refused_in_one_line_before_anything(
     tmp_path: Path, version: str
 ) -> None:
-    """make bench with python3 older than 3.11 first on PATH: exit 2 in well under a second,
-    one line naming the version needed, its own and how to get it; python3 asked its version
-    only (the pre-check, which needs tomllib, never ran), so nothing was installed."""
+    """make bench with python3 older than 3.11 first on PATH: exit 2 at once (python3 asked its
+    version only: the pre-check, which needs tomllib, never ran, so nothing was installed),
+    one line naming the version needed, its own and how to get it. No wall-clock bound: the
+    calls python3 saw say what ran."""
     fake = _fake_python(tmp_path / "bin", version)
-    started = time.monotonic()
     result = subprocess.run(
         ["make", "--no-print-directory", "bench", "SERVER=granian"],
         cwd=ROOT,
@@ -61,7 +61,6 @@ def test_an_old_system_python_is_refused_in_one_line_before_anything(
         timeout=60,
     )
     assert result.returncode == 2
-    assert time.monotonic() - started < 1.0
     ours = [line for line in result.stderr.splitlines() if line.startswith("bench:")]
     short = ".".join(version.split(".")[:2])
     assert len(ours) == 1, result.stderr

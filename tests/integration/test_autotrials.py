@@ -1,11 +1,11 @@
 """TRIALS=auto end to end: real stack, real load, rounds until precise or out of budget."""
 
 import re
-import time
 from pathlib import Path
 
 import pytest
 
+from bench.core import defaults
 from tests.integration.conftest import run_bench, trial_records
 
 pytestmark = pytest.mark.integration
@@ -14,9 +14,9 @@ pytestmark = pytest.mark.integration
 def test_trials_auto_runs_rounds_and_says_which_points_reached_the_target(tmp_path: Path) -> None:
     """granian /plaintext c10, 1 s per run, a 1-minute budget: at least 3 trials, every record
     carries trials_auto, the harness says why it stopped, the summary which points reached
-    ±5 %; the rounds end within the budget plus one round's overrun and start-up."""
+    ±5 %; the budget bounds the rounds (60 s of 1-second runs: at most 60 of the 100 trials
+    TRIALS=auto allows; no wall-clock bound, which a slow CI machine would fail)."""
     results = tmp_path / "results"
-    started = time.monotonic()
     proc = run_bench(
         results,
         server="granian",
@@ -27,7 +27,6 @@ def test_trials_auto_runs_rounds_and_says_which_points_reached_the_target(tmp_pa
         trials="auto",
         trials_budget=1,
     )
-    elapsed = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr[-2000:]
     records = trial_records(results)
     trials = sorted(r["trial"] for r in records)
@@ -39,7 +38,7 @@ def test_trials_auto_runs_rounds_and_says_which_points_reached_the_target(tmp_pa
     summary = (results / "summary.md").read_text()
     reached = "1 of 1 points reached the target" in summary
     assert reached == (stop.group(1) == "precision"), summary
-    assert elapsed < 60 + 120  # budget + start-up and one server start's worth
+    assert len(trials) <= 60 < defaults.AUTO_MAX_TRIALS
 
 
 def test_trials_auto_races_two_servers_to_a_verdict(tmp_path: Path) -> None:
