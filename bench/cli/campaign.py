@@ -40,6 +40,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 
 from bench.core import defaults, variables
@@ -105,6 +106,30 @@ def changed(q: Question, entry: dict) -> str | None:
     if entry.get("definition") not in (None, q.definition()):
         return "its study file changed since it was asked"
     return None
+
+
+def took_minutes(q: Question, ledger: list[dict]) -> float | None:
+    """How long `q` took when it was last answered under today's command, on any machine of
+    the ledger (its started_at to ended_at), or None. The estimate leaves server starts out
+    (cpu-quota's 58 arms took 34 min against 25); MINUTES= plans with the larger of the two."""
+    for entry in reversed(ledger):
+        if entry.get("question") != q.id or entry.get("status") != "answered":
+            continue
+        if changed(q, entry) is not None:
+            continue
+        try:
+            start = datetime.fromisoformat(str(entry["started_at"]))
+            end = datetime.fromisoformat(str(entry["ended_at"]))
+        except (KeyError, ValueError):
+            continue
+        return max(0.0, (end - start).total_seconds() / 60)
+    return None
+
+
+def expected_minutes(step: Step, ledger: list[dict]) -> float:
+    """A question's minutes as MINUTES= plans them: its estimate, or what it took when last
+    answered (any machine) where that was longer."""
+    return max(step.minutes, took_minutes(step.question, ledger) or 0.0)
 
 
 def answered(q: Question, results: Path, ledger: list[dict], ident: dict) -> tuple[bool, str]:
@@ -328,14 +353,16 @@ def plan_lines(steps: list[Step], ident: dict) -> list[str]:
     return lines
 
 
-def allotment_line(steps: list[Step], minutes: int) -> str:
-    """What MINUTES= lets this session ask, by the estimates in order (each question asked
-    when it fits in what the ones before it left; the others wait for the next session)."""
+def allotment_line(steps: list[Step], minutes: int, ledger: list[dict]) -> str:
+    """What MINUTES= lets this session ask, by the expected minutes in order (each question
+    asked when it fits in what the ones before it left; the others wait for the next
+    session)."""
     left, fitting, waiting = float(minutes), [], []
     for s in (s for s in steps if s.ask):
-        if s.minutes <= left:
+        need = expected_minutes(s, ledger)
+        if need <= left:
             fitting.append(s.question.id)
-            left -= s.minutes
+            left -= need
         else:
             waiting.append(s.question.id)
     asked = ", ".join(fitting) or "none"
@@ -455,8 +482,10 @@ def run_campaign(
     campaign = replace(campaign, results=here)
     steps = plan(campaign, ident)
     print("\n".join(plan_lines(steps, ident)))
+    # what each question took when last answered, here or on the machine top holds
+    took = read_ledger(here) + (read_ledger(top) if here != top else [])
     if minutes is not None:
-        print(allotment_line(steps, minutes))
+        print(allotment_line(steps, minutes, took))
     if here != top:
         names = "; ".join(
             f"{n}: {len(q)} question(s)" for n, q in other_machines(top, ident).items()
@@ -481,9 +510,10 @@ def run_campaign(
             if not now.ask:
                 continue
             left = None if minutes is None else minutes - (clock() - started) / 60
-            if left is not None and now.minutes > left:
+            need = expected_minutes(now, took)
+            if left is not None and need > left:
                 print(
-                    f"reference: {q.id}: not asked now: about {now.minutes:.0f} min does not "
+                    f"reference: {q.id}: not asked now: about {need:.0f} min does not "
                     f"fit in the {max(0.0, left):.0f} min left of MINUTES={minutes}; the next "
                     "make reference asks it"
                 )

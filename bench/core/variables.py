@@ -883,8 +883,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "MINUTES",
         "make reference: the minutes this session gives the campaign; a question is asked only "
-        "when its estimated minutes fit in what is left (server starts come on top: leave a "
-        "margin), the others wait for the next make reference",
+        "when its minutes fit in what is left (its estimate, or what it took when last "
+        "answered where that was longer), the others wait for the next make reference",
         "unset: every question not answered yet",
         (REFERENCE,),
         limits=(1, 1_440),

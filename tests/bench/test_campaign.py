@@ -379,6 +379,38 @@ def test_minutes_asks_what_fits_and_leaves_the_rest_for_the_next_session(
     assert asked == ["study-sync-vs-gevent"]
 
 
+def test_minutes_plans_with_what_a_question_took_when_it_was_longer_than_its_estimate(
+    tmp_path: Path,
+) -> None:
+    """The estimate leaves server starts out: a question that took 40 min when last answered
+    under today's command (on any machine) is planned at 40; a line of another command, or
+    not answered, says nothing."""
+    third = BENCH.replace('id = "direct"', 'id = "again"').replace('"5"', '"3"')
+    campaign = load_campaign(_campaign(tmp_path, BENCH + third))
+    steps = ask.plan(campaign, IDENT)
+    again = steps[1].question
+    assert steps[1].minutes < 40
+    line = {
+        "question": "again",
+        "status": "answered",
+        "fingerprint": again.fingerprint(),
+        "definition": again.definition(),
+        "identity": {"machine_id": "another"},
+        "started_at": "2026-11-28T08:00:00Z",
+        "ended_at": "2026-11-28T08:40:00Z",
+    }
+    older = dict(line, fingerprint="another command", ended_at="2026-11-28T10:00:00Z")
+    failed = dict(line, status="failed (exit 1)", ended_at="2026-11-28T10:00:00Z")
+    ledger = [line, older, failed]
+    assert ask.took_minutes(again, ledger) == 40.0
+    assert ask.took_minutes(steps[0].question, ledger) is None
+    assert ask.expected_minutes(steps[1], ledger) == 40.0
+    assert ask.expected_minutes(steps[0], ledger) == steps[0].minutes
+    text = ask.allotment_line(steps, 39, ledger)
+    assert text.startswith("MINUTES=39: asks direct (") and text.endswith("waits: again")
+    assert ask.allotment_line(steps, 39, []).startswith("MINUTES=39: asks direct, again")
+
+
 def test_leaders_answered_earlier_in_the_same_campaign_are_used(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -440,6 +472,8 @@ def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path: Path) -> None:
     [
         ({"DRY_RUN": "maybe"}, "DRY_RUN"),
         ({"SERVER": "granian"}, "SERVER: not with make reference"),
+        ({"MINUTES": "0"}, "MINUTES=0 is out of range 1..1440"),
+        ({"MINUTES": "an hour"}, "MINUTES='an hour' is not a whole number (1..1440)"),
     ],
 )
 def test_make_reference_refuses_bad_input_before_set_up(
