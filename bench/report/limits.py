@@ -29,6 +29,7 @@ inconclusive).
 
 from __future__ import annotations
 
+import textwrap
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,9 @@ from bench.report.stats import Estimate, central, estimate
 
 RULE_QUOTA = "quota"
 RUN = "make study NAME=container-limits"
+# How it is asked when a server's pairs are undecided: its own arms raced (the other servers'
+# arms would spend the budget on answers already given).
+RACE = f"{RUN} TRIALS=auto"
 NOT_ENOUGH = "not enough evidence — run:"
 # Fewer requests than this in a trial's window: its p99 is its slowest request and its req/s
 # a handful (granian's 5 workers thrashing under --memory=121m: 17, 54 and 33 requests), so
@@ -247,7 +251,7 @@ def _failed_note(pair: Pair) -> str:
     """Every run of a rule failed: what its first failure said (beside the verdict)."""
     for side in (pair.default, pair.quota):
         if side.records and not side.ok:
-            reason = (side.failed[0].reason or "failed")[:100]
+            reason = textwrap.shorten(side.failed[0].reason or "failed", 100, placeholder=" …")
             return f"every run of the {_side_name(pair, side)} rule failed ({reason}); "
     return ""
 
@@ -308,7 +312,8 @@ def advice(records: list[Record], checks: Checks | None = None) -> list[Advice]:
             f"{j.pair.limit.label()}: {_favoured_words(j)} ({j.evidence})" for j in judged
         )
         if not favoured:
-            out.append(Advice(server, None, f"{NOT_ENOUGH} `{RUN}` ({at})", judged))
+            text = f"{NOT_ENOUGH} `{race_command(judged)}` ({at})"
+            out.append(Advice(server, None, text, judged))
         elif len(favoured) > 1:
             text = f"depends on the limit — {at}"
             out.append(Advice(server, None, text, judged))
@@ -318,6 +323,22 @@ def advice(records: list[Record], checks: Checks | None = None) -> list[Advice]:
             text = f"workers = {rule_words(rule)}{least} — {at}"
             out.append(Advice(server, rule, text, judged))
     return out
+
+
+def race_command(judged: Sequence[Judged]) -> str:
+    """The study race of these pairs' arms alone (ARMS=, from the records' study_arm), so
+    the command decides what the row leaves undecided; the whole study's when the records
+    name no arm."""
+    arms = sorted(
+        {
+            str(r.metadata["study_arm"])
+            for j in judged
+            for side in (j.pair.default, j.pair.quota)
+            for r in side.records
+            if r.metadata.get("study_arm")
+        }
+    )
+    return f"{RACE} ARMS={','.join(arms)}" if arms else RACE
 
 
 def _favoured_words(judged: Judged) -> str:

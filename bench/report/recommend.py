@@ -75,7 +75,7 @@ from bench.report.groups import (
     starved,
     trial_count,
 )
-from bench.report.limits import RUN as LIMITS_RUN
+from bench.report.limits import RACE as LIMITS_RACE
 from bench.report.limits import Checks, advice
 from bench.report.production import recycle_cell, reload_cell
 from bench.report.stats import Capacity, pairwise
@@ -1013,7 +1013,7 @@ def limits_lines(records: list[Record], checks: Checks | None = None) -> list[st
     found = advice(records, checks)
     head = "Workers under a container's CPU and memory limits (default rule vs the limit's):"
     if not found:
-        return [f"{head} {NOT_ENOUGH} `{LIMITS_RUN}`.", ""]
+        return [f"{head} {NOT_ENOUGH} `{LIMITS_RACE}`.", ""]
     return [head, "", *(f"- **{a.server}**: {_escape(a.text)}." for a in found), ""]
 
 

@@ -10,6 +10,7 @@ defaults behind a load balancer when the race ran.
 
 from __future__ import annotations
 
+import textwrap
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
@@ -412,7 +413,7 @@ def _failed_lines(records: list[Record]) -> list[str]:
         + "; ".join(
             f"{r.metadata.get('study_arm')} c={r.concurrency}"
             + (f" at {figure(r.offered_rps)} req/s" if r.offered_rps is not None else "")
-            + f": {(r.reason or '')[:120]}"
+            + f": {textwrap.shorten(r.reason or '', 120, placeholder=' …')}"
             for r in failed[:5]
         ),
     ]

@@ -41,6 +41,7 @@ def _rec(
         "workers_rule": rule,
         "study": "container-limits",
         "study_run": "run1",
+        "study_arm": f"{server}-{'quota' if rule == 'quota' else 'cpus'}-{round(cpus * 100)}",
         "started_at": f"2026-11-24T00:0{trial}:00Z",
     }
     if status == "failed":
@@ -139,7 +140,27 @@ def test_an_inconclusive_check_decides_nothing_and_no_check_is_undecided() -> No
     assert _judged(CPU).evidence == "no check of the study compares them"
     (advice,) = limits.advice(CPU)
     assert advice.rule is None
-    assert advice.text.startswith("not enough evidence — run: `make study NAME=container-limits`")
+    # the command races this server's arms alone, so it can decide what the row leaves open
+    command = "`make study NAME=container-limits TRIALS=auto ARMS=granian-cpus-50,granian-quota-50`"
+    assert advice.text.startswith(f"not enough evidence — run: {command}")
+
+
+def test_a_failure_reason_is_shortened_at_a_word_never_inside_one() -> None:
+    """The reference's "(last error: timed o)": a 101-character reason cut at 100."""
+    reason = (
+        "server did not start: gunicorn-gthread: not answering GET /plaintext after 60 s "
+        "(last error: timed out)"
+    )
+    recs = [
+        dataclasses.replace(r, status="failed", reason=reason, rps=None, latency_ms=None)
+        for r in _trials("cpus", [{}] * 3)
+    ] + _trials("quota", [{}] * 3)
+    judged = _judged(recs, _check("p99_ms", "less", "inconclusive", separated=False))
+    prefix = "every run of the default rule failed ("
+    assert judged.evidence.startswith(prefix), judged.evidence
+    note = judged.evidence[len(prefix) :].split("); ")[0]
+    assert note.endswith(" …") and len(note) <= 100, note
+    assert set(note.split()) - {"…"} <= set(reason.split()), note  # whole words only
 
 
 def test_a_memory_limit_is_decided_by_the_oom_check() -> None:
