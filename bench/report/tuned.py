@@ -22,6 +22,7 @@ from bench.core import plan
 from bench.core.record import TUNED_DIR, Record
 from bench.core.registry import OVERRIDABLE
 from bench.report.cells import knobs_label
+from bench.report.decision import margin_text, ratio_interval
 from bench.report.recommend import command_line
 
 DIR = TUNED_DIR
@@ -117,12 +118,16 @@ def paste(
 
 
 def ratio_text(entry: dict | None) -> str:
-    """An entry against the best: "1.210x [1.120, 1.300] (separated)"."""
+    """An entry against the best, as every other ratio of the summary is written:
+    "1.21× [1.12–1.30] (separated)" (it was "1.210x [1.120, 1.300]")."""
     if not entry or entry.get("ratio") is None:
         return "no paired rounds"
     low, high = entry.get("low"), entry.get("high")
-    interval = f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
-    return f"{entry['ratio']:.3f}x{interval} ({entry['state']})"
+    if low is not None and high is not None:
+        shown = ratio_interval(entry["ratio"], low, high, lambda x: f"{x:.2f}")
+    else:
+        shown = f"{entry['ratio']:.2f}×"
+    return f"{shown} ({entry['state']})"
 
 
 def _declared_line(data: dict) -> str:
@@ -155,7 +160,7 @@ def answer_lines(data: dict, path: Path) -> list[str]:
         lines.append(f"  runner-up: {runner['label']}: best/it {ratio_text(runner)}")
     lines.append(f"  declared (server.toml): {_declared_line(data)}")
     same = [c["label"] for c in data["configurations"] if c["state"] == "equivalent"]
-    margin = f"±{data['margin'] * 100:g} %"
+    margin = margin_text(data["margin"])
     lines.append(f"  equivalent within {margin}: {', '.join(same) if same else 'none'}")
     rss = f", {rec['rss_mb']:.0f} MB RSS" if rec.get("rss_mb") is not None else ""
     lines.append(f"  recommended (least memory among these): {rec['label']}{rss}")

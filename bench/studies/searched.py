@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from bench.core.record import Record
 from bench.report.cells import figure
+from bench.report.decision import margin_text
 from bench.report.tuned import ratio_text
 
 
@@ -28,7 +29,7 @@ def arm_lines(arm: str, label: str, search: dict) -> list[str]:
     """One tuned arm's search, as lines of a list item."""
     unit = search.get("unit") or ""
     rec, best = search.get("recommended") or {}, search.get("best") or {}
-    margin = f"±{float(search.get('margin') or 0) * 100:g} %"
+    margin = margin_text(float(search.get("margin") or 0))
     best_figure = f" ({figure(best['figure'])} {unit})" if best.get("figure") else ""
     same = ", ".join(search.get("equivalent") or []) or "none"
     runner = search.get("runner_up")

@@ -289,7 +289,7 @@ def test_the_section_shows_each_tuned_arms_search_and_the_tuned_checks() -> None
     assert "ran **threads=8 workers=2**; the search ended decided after 7 round(s), 3.2 min" in text
     assert "2 of 16 configuration(s) in the grid tried: threads=8 workers=2 > threads=4" in text
     assert "best threads=8 workers=2 (212 req/s); runner-up threads=4 workers=2: best/it" in text
-    assert "1.210x [1.120, 1.300] (separated)" in text and "equivalent within ±5 %: none" in text
+    assert "1.21× [1.12–1.30] (separated)" in text and "equivalent within ±5 %: none" in text
     assert "threads=8 workers=4 – (out: 1.5 % failed)" in text
     assert "`tuned/test-01234567/study-default-rule-vs-tuned/tuned.json`" in text
     assert "- req/s, tuned above the 2×CPU+1 rule: " in text
