@@ -310,3 +310,15 @@ def test_a_cpu_quota_race_is_raced_each_quota_its_own_point(
         "db c50 under a 0.5-CPU quota",
     ]
     assert standings.races(at(0.5, lifecycle={"event": "reload"})) == []
+
+
+def test_the_stop_line_says_its_minutes_hold_the_server_starts() -> None:
+    """quota-upstream's race printed "race stopped (decided) after 8 round(s), 12.2 min" and
+    then "decided in 8 round(s), 10.2 min": two durations for one race. The stop line counts
+    the server starts and warm-up runs between the rounds and says so."""
+    from bench.harness import racing
+
+    line = racing.stop_line(racing.Outcome("decided", 8, (), ()), 732.0)
+    assert line == (
+        "TRIALS=auto: race stopped (decided) after 8 round(s), 12.2 min with server starts"
+    )
