@@ -480,20 +480,7 @@ def run_campaign(
     top = campaign.results
     here = home(top, ident)
     campaign = replace(campaign, results=here)
-    steps = plan(campaign, ident)
-    print("\n".join(plan_lines(steps, ident)))
-    # what each question took when last answered, here or on the machine top holds
-    took = read_ledger(here) + (read_ledger(top) if here != top else [])
-    if minutes is not None:
-        print(allotment_line(steps, minutes, took))
-    if here != top:
-        names = "; ".join(
-            f"{n}: {len(q)} question(s)" for n, q in other_machines(top, ident).items()
-        )
-        print(
-            f"reference: {top} is another machine's ({names}); this machine's campaign is kept "
-            f"apart in {here} and takes its place once it answers every question"
-        )
+    took = _print_plan(campaign, top, ident, minutes)
     if dry_run:
         return 0
     stop = Stop()
@@ -531,6 +518,27 @@ def run_campaign(
         print("reference: interrupted; stopped between questions", file=sys.stderr)
         return 130
     return max(worst, _finish(top, here, campaign, ident, finish))
+
+
+def _print_plan(campaign: Campaign, top: Path, ident: dict, minutes: int | None) -> list[dict]:
+    """The plan, what MINUTES= lets this session ask, and where a machine's campaign is kept
+    apart; the ledger lines of what each question took when last answered (here, or on the
+    machine top holds)."""
+    here = campaign.results
+    steps = plan(campaign, ident)
+    print("\n".join(plan_lines(steps, ident)))
+    took = read_ledger(here) + (read_ledger(top) if here != top else [])
+    if minutes is not None:
+        print(allotment_line(steps, minutes, took))
+    if here != top:
+        names = "; ".join(
+            f"{n}: {len(q)} question(s)" for n, q in other_machines(top, ident).items()
+        )
+        print(
+            f"reference: {top} is another machine's ({names}); this machine's campaign is kept "
+            f"apart in {here} and takes its place once it answers every question"
+        )
+    return took
 
 
 def _finish(
