@@ -98,16 +98,20 @@ if [ -n "${PYTHON:-}" ]; then
   done
 fi
 
+# apt waits for a lock another apt holds (unattended-upgrades, or a second make setup in another
+# clone, seen here: "Could not get lock /var/lib/dpkg/lock-frontend", exit 100) instead of
+# failing at once; apt >= 1.9.11 reads DPkg::Lock::Timeout (seconds) for update and install.
+apt=(apt-get -o DPkg::Lock::Timeout=600)
 if [ "${PYWEBBENCH_SETUP_DRY_RUN:-0}" = 1 ]; then
   if [ ${#missing[@]} -gt 0 ]; then
-    echo "setup: dry run: would run apt-get install -y --no-install-recommends ${missing[*]}" >&2
+    echo "setup: dry run: would run ${apt[*]} update, then ${apt[*]} install -y --no-install-recommends ${missing[*]}" >&2
   else
     echo "setup: dry run: no distro package missing" >&2
   fi
   exit 0
 fi
 if [ ${#missing[@]} -gt 0 ]; then
-  cmd=(apt-get install -y --no-install-recommends "${missing[@]}")
+  cmd=("${apt[@]}" install -y --no-install-recommends "${missing[@]}")
   if [ "$(id -u)" -eq 0 ]; then sudo=(); elif sudo -n true 2>/dev/null; then sudo=(sudo); else
     echo "setup: missing packages; run: sudo apt-get update && sudo ${cmd[*]}" >&2
     exit 1
@@ -121,7 +125,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     made_policy=1
   fi
   export DEBIAN_FRONTEND=noninteractive
-  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" "${apt[@]}" update -qq
   "${sudo[@]}" "${cmd[@]}" -qq
   [ "$made_policy" -eq 0 ] || "${sudo[@]}" rm -f /usr/sbin/policy-rc.d
 fi

@@ -102,8 +102,12 @@ def test_a_dry_run_reaches_the_apt_step(tmp_path: Path) -> None:
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    assert "setup: dry run: would run apt-get install" in result.stderr
+    assert "setup: dry run: would run apt-get" in result.stderr
     assert "python3-dev" in result.stderr
+    # Both apt commands wait for a lock another apt holds (a second make setup, unattended
+    # upgrades) instead of failing with exit 100 at once.
+    assert "apt-get -o DPkg::Lock::Timeout=600 update" in result.stderr
+    assert "apt-get -o DPkg::Lock::Timeout=600 install -y" in result.stderr
 
 
 def test_ctrl_c_during_the_first_checks_stops_set_up(tmp_path: Path) -> None:
