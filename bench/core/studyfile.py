@@ -171,3 +171,24 @@ def study_names() -> list[str]:
 def study_path(name: str) -> Path:
     """The file of a study NAME= names."""
     return STUDIES_DIR / f"{name}.toml"
+
+
+# Metrics counted on failed runs too (a server the kernel's OOM kills brought down is the
+# finding): bench.studies.metrics reads them off failed records.
+ON_FAILED_RUNS = ("oom_kills",)
+
+
+def failures_are_findings(checks: list[dict] | tuple[dict, ...], failed_arms: list[str]) -> bool:
+    """Whether failed runs of these arms (one at least) are what the study measures, not runs
+    gone wrong: each arm is a side of a check on a metric counted on failed runs too
+    (container-limits' default worker rule under a memory limit, brought down by the kernel's
+    OOM kills). make study exits 0 for them; make reference reads a ledger line written
+    before it did so as answered."""
+    sides = {
+        str(check[side]["arm"])
+        for check in checks
+        if check.get("metric") in ON_FAILED_RUNS
+        for side in ("a", "b")
+        if isinstance(check.get(side), dict) and "arm" in check[side]
+    }
+    return bool(failed_arms) and all(arm in sides for arm in failed_arms)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
+from bench.core import studyfile
 from bench.core.outcome import Outcome
 from bench.core.record import Record, is_warmup, latest_per_arm, never_recycled
 from bench.report.stats import central
@@ -75,7 +76,7 @@ METRICS = {
 
 
 # Counted on failed runs too (a server the kernel's OOM kills brought down is the finding).
-ON_FAILED_RUNS = ("oom_kills",)
+ON_FAILED_RUNS = studyfile.ON_FAILED_RUNS
 
 
 def counted(rec: Record, metric: str) -> bool:

@@ -1,9 +1,10 @@
 """make study: every arm of the named studies run, a record each, summary.md rebuilt.
 
 Input: study names (validated by bench.cli against studies/), RESULTS, DURATION, SEED.
-Output: the exit status (0 ok, 1 a run failed, 2 a study cannot run here: StudyError, one
-line; 130 interrupted). Per study two phases: the arms that need nothing measured, then
-those whose rates and knobs come from the first phase's records. Arms run in batches of one
+Output: the exit status (0 ok, 1 a run failed, but not one whose failure a check counts:
+failed_as_findings; 2 a study cannot run here: StudyError, one line; 130 interrupted). Per
+study two phases: the arms that need nothing measured, then those whose rates and knobs come
+from the first phase's records. Arms run in batches of one
 way of measuring: through the harness's stack (bench.harness.run.execute), or each in a
 network namespace of its own (bench.studies.namespace); both under the same lock, signal
 handling and run directory (bench.harness.run.guarded).
@@ -18,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from bench.core import plan
+from bench.core import plan, studyfile
 from bench.core.progress import Progress
 from bench.core.record import Record, load_records
 from bench.core.registry import load_all
@@ -271,12 +272,40 @@ def _run_batch(
     raced until the checks it measures are decided)."""
     execute, sections = how
     if in_namespace(study.settings(batch[0][0])):
-        return execute_in_namespaces(study, batch, sections, rounds)
-    arms = [studyrounds.with_rounds(o, rounds) for _, o in batch]
-    if not isinstance(rounds, plan.Precision):
-        return execute(arms, sections)
-    judge = studyrounds.judge_for(study, {a.id for a, _ in batch})
-    return execute(studyrounds.with_looks(arms), sections, race=judge)  # type: ignore[call-arg]
+        status = execute_in_namespaces(study, batch, sections, rounds)
+    else:
+        arms = [studyrounds.with_rounds(o, rounds) for _, o in batch]
+        if not isinstance(rounds, plan.Precision):
+            status = execute(arms, sections)
+        else:
+            judge = studyrounds.judge_for(study, {a.id for a, _ in batch})
+            status = execute(studyrounds.with_looks(arms), sections, race=judge)  # type: ignore[call-arg]
+    if status == 1 and failed_as_findings(study, batch[0][1]):
+        return 0
+    return status
+
+
+def failed_as_findings(study: Study, opts: plan.Options) -> bool:
+    """Whether this study run's failed runs (one at least) are all of arms whose failure the
+    study measures (Study.fails_as_finding): then they are its data, not a failed run, and
+    make study exits 0 (make reference's question is answered, not asked again). Says so."""
+    run_id = opts.study.meta.get("study_run")
+    failed = [
+        r
+        for r in load_records(opts.results)[0]
+        if r.metadata.get("study") == study.name
+        and r.metadata.get("study_run") == run_id
+        and r.status == "failed"
+    ]
+    arms = sorted({str(r.metadata.get("study_arm")) for r in failed})
+    if not studyfile.failures_are_findings(study.checks, arms):
+        return False
+    print(
+        f"bench: study {study.name}: {len(failed)} failed run(s) of {', '.join(arms)}, whose "
+        "failure it measures (a check counts it on failed runs): its data, not a failed run",
+        file=sys.stderr,
+    )
+    return True
 
 
 def namespace_rounds(study: Study, batch: Batch, rounds: studyrounds.Rounds) -> list[plan.Options]:

@@ -147,6 +147,13 @@ class Study:
         """Decided by [[check]] tables (a verdict), not described by `expect`."""
         return bool(self.checks)
 
+    def fails_as_finding(self, arm_id: str) -> bool:
+        """Whether a failed run of this arm is what the study measures, not a run gone wrong:
+        the arm is a side of a check on a metric counted on failed runs too (ON_FAILED_RUNS:
+        container-limits' default worker rule under a memory limit, brought down by the
+        kernel's OOM kills, is its finding)."""
+        return studyfile.failures_are_findings(self.checks, [arm_id])
+
     def arm(self, arm_id: str) -> Arm | None:
         """The arm of that id (None: no such arm, e.g. a group's name)."""
         return next((a for a in self.arms if a.id == arm_id), None)

@@ -613,3 +613,44 @@ def test_a_pending_campaigns_records_are_read_only_as_their_own(tmp_path: Path) 
     assert load_records(tmp_path, with_reference=True) == ([], [])
     assert load_records(tmp_path / "reference") == ([], [])
     assert has_record_files(pending) and len(load_records(pending)[0]) == 1
+
+
+@pytest.mark.parametrize(
+    ("failed_arm", "answered"),
+    [("uvicorn-cpus-mem", True), ("granian-quota-mem", True), ("uvicorn-cpus-50", False)],
+)
+def test_a_study_that_failed_only_where_it_measures_failure_is_answered(
+    tmp_path: Path, failed_arm: str, answered: bool
+) -> None:
+    """The AMD campaign's container-limits (2026-11-28) was written "failed (exit 1)": its
+    default worker rule's arms were brought down by OOM kills under the memory limit, which
+    its checks count on failed runs. make study now exits 0 for that; a ledger line written
+    before is read as answered, with what was written kept, so make reference does not retire
+    its records and ask it again. A failed run of an arm no such check names keeps it failed."""
+    results = tmp_path / "ref"
+    names = [_record(results, source) for source in DB_C50[:2]]
+    for name, (arm, status) in zip(
+        names, [("gunicorn-sync-quota-mem", "ok"), (failed_arm, "failed")], strict=True
+    ):
+        path = results / "records" / name
+        data = json.loads(path.read_text())
+        data["metadata"] |= {"study": "container-limits", "study_arm": arm}
+        data["status"] = status
+        path.write_text(json.dumps(data))
+    line = {
+        "question": "study-container-limits",
+        "command": "make study NAME=container-limits TRIALS=auto BUDGET=45",
+        "status": "failed (exit 1)",
+        "exit": 1,
+        "records": names,
+        "identity": IDENT,
+    }
+    (results / "campaign.jsonl").write_text(json.dumps(line) + "\n")
+    (entry,) = ask.read_ledger(results)
+    if answered:
+        assert (entry["status"], entry["exit"]) == ("answered", 0)
+        assert entry["written"] == {"status": "failed (exit 1)", "exit": 1}
+    else:
+        assert entry == line
+    # the file is never rewritten: what was written stays as written
+    assert json.loads((results / "campaign.jsonl").read_text()) == line

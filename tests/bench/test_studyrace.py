@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from bench.core import plan, studyfile
-from bench.core.record import load_records
+from bench.core.record import load_records, write_record
 from bench.harness import run as harness_run
 from bench.harness.recorder import Recorder
 from bench.harness.session import Harness
@@ -429,3 +429,61 @@ def test_a_studys_budget_is_shared_by_its_batches_not_spent_by_each(
     # other TRIALS pass unchanged
     assert runner.batch_rounds(3, 500.0, 2) == 3 and runner.batch_rounds(None, 0.0, 1) is None
     assert runner.batch_rounds(plan.Precision(budget_s=60), 100.0, 2).budget_s == 1
+
+
+@pytest.mark.parametrize(
+    ("failing", "status"),
+    [
+        # the default rule's arms brought down under the memory limit: the study's finding
+        (("gunicorn-sync-cpus-mem", "uvicorn-cpus-mem"), 0),
+        # an arm no check counts on failed runs (a CPU-limit arm) failed: a failed run
+        (("gunicorn-sync-cpus-mem", "gunicorn-sync-cpus-50"), 1),
+    ],
+)
+def test_a_failure_the_study_counts_is_its_data_not_a_failed_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: tuple[str, ...], status: int
+) -> None:
+    """container-limits' *-cpus-mem arms (the default worker rule under a memory limit) are
+    meant to be brought down by the kernel's OOM kills: its checks count oom_kills on failed
+    runs. make study exited 1 for them on AMD (2026-11-28), so make reference recorded the
+    question "failed (exit 1)" and would retire its 85 records and ask it again at every
+    session. Failed runs of arms a check counts on failed runs are the study's data (exit 0);
+    any other failed run still makes it 1."""
+    results = tmp_path / "results"
+    rec = next(r for r in load_records(FIXTURES / "records")[0] if r.status == "ok")
+
+    def fake_execute(arms: list[plan.Options], sections: object, **kw: object) -> int:
+        bad = 0
+        for i, opts in enumerate(arms):
+            arm = str(opts.study.meta["study_arm"])
+            failed = arm in failing
+            bad |= failed
+            meta = {**rec.metadata, **opts.study.meta}
+            out = replace(
+                rec,
+                metadata=meta,
+                status="failed" if failed else "ok",
+                server=opts.servers[0],
+                run_id=f"{len(list(results.glob('records/*.json'))):02d}{i}{arm}",
+            )
+            write_record(results, out, {})
+        return 1 if bad else 0
+
+    monkeypatch.setattr(runner.cgroup, "unavailable", lambda: None)
+    arms = ["gunicorn-sync-cpus-mem", "gunicorn-sync-quota-mem", "uvicorn-cpus-mem"]
+    arms += ["gunicorn-sync-cpus-50"]
+    got = runner.execute_studies(
+        ["container-limits"],
+        base_options(results, 5),
+        None,
+        fake_execute,
+        runner.sections_for(results),
+        arms,
+        1,
+    )
+    assert got == status
+    study = schema.load_study("container-limits")
+    assert study.fails_as_finding("uvicorn-cpus-mem") and study.fails_as_finding(
+        "gunicorn-sync-quota-mem"
+    )
+    assert not study.fails_as_finding("gunicorn-sync-cpus-50")
