@@ -328,6 +328,21 @@ def is_warmup(rec: Record) -> bool:
     return rec.metadata.get("warmup_start") is True
 
 
+# Fewer requests than this in a window of a run under a container's memory limit: the server
+# was thrashing (granian's 5 workers under --memory=121m: 17, 54 and 33 requests in 10 s), its
+# p99 is its slowest request and its req/s a handful: no figure of the rate or the latency.
+THRASH_REQUESTS = 100
+
+
+def thrashed(rec: Record) -> bool:
+    """An ok run under a container's memory limit whose window served fewer than
+    THRASH_REQUESTS requests: every renderer says "too few requests to measure" (with the
+    counts) instead of its req/s and latency, and the study engine leaves them out."""
+    if rec.status != "ok" or (rec.container or {}).get("memory_bytes") is None:
+        return False
+    return rec.requests is not None and rec.requests < THRASH_REQUESTS
+
+
 NEVER_RECYCLED = "not measured: no worker was recycled"
 
 

@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bench.core.outcome import Outcome
-from bench.core.record import Record
+from bench.core.record import THRASH_REQUESTS, Record, thrashed
 from bench.report.cells import num
 from bench.report.stats import Estimate, central, estimate
 
@@ -45,10 +45,10 @@ RUN = "make study NAME=container-limits"
 # arms would spend the budget on answers already given).
 RACE = f"{RUN} TRIALS=auto"
 NOT_ENOUGH = "not enough evidence — run:"
-# Fewer requests than this in a trial's window: its p99 is its slowest request and its req/s
-# a handful (granian's 5 workers thrashing under --memory=121m: 17, 54 and 33 requests), so
-# the arm is marked with its counts, never shown as a figure with an interval or a ratio.
-MIN_REQUESTS = 100
+# Fewer requests than this in a trial's window under a memory limit (bench.core.record.
+# thrashed): the arm is marked with its counts, never shown as a figure with an interval or a
+# ratio (the study's results table and plot leave those windows out: bench.studies.metrics).
+MIN_REQUESTS = THRASH_REQUESTS
 
 
 @dataclass(frozen=True)
@@ -126,9 +126,10 @@ class Side:
         return [int(r.requests) for r in self.ok if r.requests is not None]
 
     def thin(self) -> bool:
-        """Whether some ok trial served fewer than MIN_REQUESTS requests (a thrashing arm):
-        too few to measure a p99 or a rate from."""
-        return any(n < MIN_REQUESTS for n in self.requests())
+        """Whether some ok trial thrashed (bench.core.record.thrashed: fewer than
+        MIN_REQUESTS requests in its window under a memory limit): too few to measure a p99
+        or a rate from."""
+        return any(thrashed(r) for r in self.ok)
 
     def failed_pct(self) -> list[float]:
         """Requests without a 2xx answer, % of those sent, per ok run."""

@@ -13,7 +13,7 @@ from collections import defaultdict
 
 from bench.core import studyfile
 from bench.core.outcome import Outcome
-from bench.core.record import Record, is_warmup, latest_per_arm, never_recycled
+from bench.core.record import Record, is_warmup, latest_per_arm, never_recycled, thrashed
 from bench.report.stats import central
 from bench.report.websocket import rss_growth
 
@@ -79,14 +79,23 @@ METRICS = {
 ON_FAILED_RUNS = studyfile.ON_FAILED_RUNS
 
 
+# Figures of the requests served: none from a thrashing window (bench.core.record.thrashed)
+SERVED_FIGURES = ("rps", "achieved_rps", "mean_s", "mean_ms", "p50_ms", "p90_ms", "p99_ms")
+SERVED_FIGURES += ("p999_ms",)
+
+
 def counted(rec: Record, metric: str) -> bool:
     """Whether a record's value of the metric counts: ok runs, and failed ones for the
     metrics of ON_FAILED_RUNS; never a warm-up start's nor a run under foreign load that
-    its repeat replaced."""
+    its repeat replaced; never the rate or latency of a thrashing window (a handful of
+    requests under a memory limit: granian's 4.19 req/s and p99 4,400 ms at --memory=121m
+    were tabled and drawn as figures beside the per-server table's "too few requests")."""
     if is_warmup(rec) or (rec.foreign_load is True and not rec.metadata.get("repeat_of")):
         return False
     if never_recycled(rec) and metric != "workers_started":
         return False  # no worker was replaced: not a figure of recycling
+    if metric in SERVED_FIGURES and thrashed(rec):
+        return False
     return rec.status == "ok" or (rec.status == "failed" and metric in ON_FAILED_RUNS)
 
 

@@ -318,3 +318,27 @@ def test_the_recommendations_show_the_rule_without_steady_runs() -> None:
     assert lines[0] == "## Recommendations"
     assert lines[4].startswith("- **granian**: workers = the CPU limit rounded up, at least 1")
     assert recommendations_section([]) == []
+
+
+def test_a_thrashing_window_is_no_figure_in_the_studys_table_or_plot() -> None:
+    """The same arm in the study's results table and plot: its windows' req/s and p99 (a
+    handful of requests; 4.19 req/s and p99 4,400 ms on the AMD machine) are left out, as
+    the per-server table's "too few requests to measure" says, never tabled or drawn as a
+    bar; its throttled time, a figure of the container, stays."""
+    from bench.core.record import thrashed
+    from bench.studies.sections import study_series
+
+    recs, _ = _reference()
+    study = load_study("container-limits")
+    thin = [r for r in recs if thrashed(r)]
+    assert sorted(r.requests for r in thin) == [17, 33, 54]
+    (arm,) = {str(r.metadata["study_arm"]) for r in thin}
+    label = next(a.label for a in study.arms if a.id == arm)
+    row = next(line for line in study_section(study, recs, None) if line.startswith(f"| {label} |"))
+    cells = row.split(" | ")
+    assert cells[3:5] == ["–", "–"], row  # req/s, p99
+    assert cells[5] != "–", row  # throttled ms
+    panels = {p.metric: p for p in study_series(study, recs)}
+    assert panels["p99 ms"].series[label] == [(10, None)]
+    assert panels["req/s"].series[label] == [(10, None)]
+    assert panels["throttled ms"].series[label][0][1] is not None
