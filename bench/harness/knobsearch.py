@@ -260,12 +260,24 @@ class Search:
 
     def climb(self, knob: str, values: tuple[int, ...], knobs_left: int = 1) -> None:
         """An ordered knob, upwards from the current configuration while the next value is
-        decided better; a next value equal or undecided (within its step's share of the
-        budget: step_deadline) is kept as a candidate."""
+        decided better, or while the current one is out (failed, or too many errors: a larger
+        value may serve them); a next value equal or undecided (within its step's share of
+        the budget: step_deadline) is kept as a candidate."""
         for value in values[values.index(dict(self.current)[knob]) + 1 :]:
             current = self.current
             nxt = with_value(current, knob, value)
             self.contender = nxt  # raced when the budget ends: still a candidate
+            if current in self.out:
+                # Nothing to race against: the smaller one failed or served too many errors
+                # (above TUNE_MAX_FAILED_SHARE). The larger one may not: measured alone, and
+                # the climb goes on from it (default-rule-vs-tuned's 400 connections failed
+                # workers 1 and 2 and the search stopped there with no answer on the AMD
+                # machine, where 5 single-threaded workers already serve 94 req/s).
+                self.run_round([nxt])
+                self.contender = None
+                self.left.setdefault(current, f"out: {self.out[current]}")
+                self.current = nxt
+                continue
             standing = self.race(
                 [current, nxt],
                 f"{knob}: {label(current)} vs {value}",
@@ -274,8 +286,10 @@ class Search:
             self.contender = None
             if nxt in self.out:
                 self.left[nxt] = f"out: {self.out[nxt]}"
-                break
-            if current in self.out:  # the smaller one failed: the larger one goes on
+                if current not in self.out:
+                    break
+            if current in self.out:  # the smaller one is out: the climb goes on past it
+                self.left.setdefault(current, f"out: {self.out[current]}")
                 self.current = nxt
                 continue
             pair = standing.pairs[0] if standing.pairs else None

@@ -101,6 +101,22 @@ def test_a_failed_configuration_is_out_with_its_reason() -> None:
     assert dict(answer.best)["workers"] == 2
 
 
+def test_the_climb_goes_on_past_configurations_too_small_for_the_load() -> None:
+    """400 connections behind nginx: workers 1 and 2 (threads 1) serve more than 1 % errors
+    and are out; the climb goes on (it stopped at the first pair both out, and the search
+    ended with no configuration: default-rule-vs-tuned on the AMD machine), measures
+    workers=4 alone, then climbs on from it, and answers a configuration that is in."""
+    errors = "failed share 23.6 % above 1 %"
+    fails = {config_of({"workers": w, "threads": 1}): errors for w in (1, 2)}
+    machine = Machine(peaked, fails=fails)
+    answer = run(machine)
+    assert answer.best not in fails
+    assert dict(answer.best) == {"workers": 4, "threads": 8}
+    for config in fails:
+        assert answer.entry(config).state == "out"
+    assert ["threads=1 workers=4"] in machine.rounds  # measured alone, nothing to race
+
+
 def test_the_budget_stops_the_search_and_says_so() -> None:
     """Past the budget no round starts: the answer is the leader so far, why = budget."""
     machine = Machine(peaked)
