@@ -926,6 +926,30 @@ def machines(records: list[Record]) -> list[str]:
     return sorted({host_of(r) for r in records if not r.emulated})
 
 
+def _measure_command(
+    records: list[Record], machine: str, scenarios: tuple[str, ...], deployment: str
+) -> str:
+    """The make bench that measures a workload in a deployment not measured yet on the
+    machine: the servers measured for the workload there (any deployment, fastest first),
+    at least two (the machine's fastest elsewhere beside one), raced, so that its answer is a
+    row (make bench alone measures one server: a row of one decides nothing)."""
+    ok = [r for r in records if host_of(r) == machine and r.status == "ok"]
+    scenario = next(s for s in scenarios if any(r.scenario == s for r in ok))
+    # fastest first where ranked runs say so; else (only quota, container or study runs)
+    # every server measured for the workload, by name
+    others = sorted({r.server for r in ok if r.scenario in scenarios} - set(BASELINES))
+    servers = _servers_by_speed(records, machine, scenarios) or others
+    # one server alone decides nothing: the machine's fastest on another workload beside it
+    every = tuple(s for names in WORKLOADS.values() for s in names)
+    for other in _servers_by_speed(records, machine, every):
+        if len(servers) >= 2:
+            break
+        servers += [other] if other not in servers else []
+    named = f"SERVER={','.join(servers)} " if servers else ""
+    load = " LOAD=locust" if scenario == "saas" else ""
+    return f"make bench {named}SCENARIO={scenario} TRIALS=auto{load}{MAKE_FLAG[deployment]}"
+
+
 def recommendations(records: list[Record]) -> tuple[list[Recommendation], dict[str, list[str]]]:
     """Every machine's recommendations, and per machine the workload × deployment pairs not
     measured yet with the command that measures them."""
@@ -950,12 +974,8 @@ def recommendations(records: list[Record]) -> tuple[list[Recommendation], dict[s
                         _recommend(records, machine, workload, deployment, runs, races_, elsewhere)
                     )
                 else:
-                    scenario = next(s for s in scenarios if any(r.scenario == s for r in measured))
-                    load = " LOAD=locust" if scenario == "saas" else ""
-                    missing[machine].append(
-                        f"{workload} {deployment} (`make bench SCENARIO={scenario}{load}"
-                        f"{MAKE_FLAG[deployment]}`)"
-                    )
+                    command = _measure_command(records, machine, scenarios, deployment)
+                    missing[machine].append(f"{workload} {deployment} (`{command}`)")
     return out, dict(missing)
 
 
