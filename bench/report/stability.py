@@ -41,6 +41,7 @@ import numpy as np
 from scipy import stats
 
 from bench.core.record import Record
+from bench.report.cells import knobs_label
 from bench.report.groups import groups, is_experiment, rps_values
 from bench.report.table import markdown_table
 
@@ -111,8 +112,14 @@ def check(values_in_start_order: Sequence[float]) -> tuple[float | None, float |
 
 
 def _label(rec: Record) -> str:
+    """A point as the reader tells it from the others: the server with its knobs, the
+    proxy, route and load, and the study or make tune that ran it (the AMD summary listed
+    "gunicorn-gthread compute c16" four times: four knob sets of one study)."""
     via = f" via {rec.proxy}" if rec.proxy else ""
-    return f"{rec.server}{via} {rec.scenario} c{rec.concurrency}"
+    server = f"{rec.server} {knobs_label(rec.knobs or {})}".strip()
+    where = rec.metadata.get("study") or ("make tune" if "tune" in rec.metadata else None)
+    of = f" ({where})" if where else ""
+    return f"{server}{via} {rec.scenario} c{rec.concurrency}{of}"
 
 
 def unstable_points(records: Iterable[Record]) -> list[Unstable]:

@@ -12,6 +12,7 @@ import pytest
 
 from bench.core.record import Record, load_records
 from bench.report import stability
+from bench.report.cells import knobs_label
 from bench.report.groups import groups
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -92,9 +93,11 @@ def test_fixture_records_have_no_point_shown_to_be_noisy() -> None:
         for i, rps in enumerate((11000.0, 17500.0, 12000.0))
     ]
     (unstable,) = stability.unstable_points(records + more)
-    assert unstable.label == "granian plaintext c10" and unstable.trials == 5
+    label = f"granian {knobs_label(noisy[0].knobs or {})} plaintext c10"
+    assert knobs_label(noisy[0].knobs or {}).startswith("w")  # the knobs name the point
+    assert unstable.label == label and unstable.trials == 5
     line = stability.summary_lines([unstable], "details/stability.md")[0]
-    assert "granian plaintext c10" in line and "machine was unstable" in line
+    assert label in line and "machine was unstable" in line
     assert "(details/stability.md)" in line
 
 
