@@ -21,6 +21,7 @@ throttled neither arm.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
@@ -289,10 +290,15 @@ def _head(check: dict, records: list[Record]) -> str:
     )
     med_a, med_b = central(a), central(b)
     if check["kind"] == "ratio":
-        published, band = float(check["published"]), float(check.get("band", 2.0))
-        ours = f"ours {med_a / med_b:.2f}×" if med_b else "ours –"
-        return f"published {published:.2f}×, {ours} (a factor {band:g} allowed)"
+        return _published_head(check, med_a / med_b if med_b else None)
     return f"{figure(med_a)} vs {figure(med_b)}"
+
+
+def _published_head(check: dict, ours: float | None) -> str:
+    """A ratio check's head: the published ratio and ours, with the band it is allowed."""
+    published, band = float(check["published"]), float(check.get("band", 2.0))
+    shown = f"ours {ours:.2f}×" if ours is not None else "ours –"
+    return f"published {published:.2f}×, {shown} (a factor {band:g} allowed)"
 
 
 def outcomes(
@@ -345,6 +351,11 @@ def judge_checks(checks: list[dict], records: list[Record], family: int) -> list
             continue
         pair = next(pairs)
         judged = as_judged(check)
+        finite = math.isfinite(pair.ratio or math.nan)
+        if judged["kind"] == "ratio" and pair.scale == "log" and finite:
+            # ours is the ratio judged, paired by round: the sides' own means over unequal
+            # rounds (a raced arm runs more) said 1.04× beside its a/b 0.98× [0.79–1.20]
+            head = _published_head(check, pair.ratio)
         result = result_of(judged, pair)
         held = HELD[judged["kind"]].get(result, "inconclusive")
         reason = reason_text(judged, q, pair, max(family, len(checks)))

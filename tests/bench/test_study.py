@@ -143,6 +143,27 @@ def test_verdict_follows_the_ratio_rule_where_the_interval_decides() -> None:
     assert "— within (a/b 5.00× [" in section and "3 rounds paired, Holm over 2 checks)" in section
 
 
+def test_a_ratio_checks_ours_is_the_ratio_it_judges() -> None:
+    """A raced arm runs more rounds than the other: its mean over all of them (here a 4th
+    trial at 30 s, unpaired) is not the ratio the check judges on paired rounds. The head's
+    "ours" is that paired a/b, never a second figure beside it (workers-threads-tuned said
+    "ours 1.04×" beside "a/b 0.98× [0.79–1.20]")."""
+    rec = next(r for r in load_records(FIXTURES / "records")[0] if r.status == "ok")
+    spec = schema.load_study("sync-vs-gevent")
+    records = [
+        *_trials(rec, "sync", 30, [15.0, 15.2, 14.8, 30.0]),
+        *_trials(rec, "sync", 50, [15.0, 15.2, 14.8]),
+        *_trials(rec, "gevent", 30, [3.0, 3.05, 2.95]),
+        *_trials(rec, "gevent", 50, [3.0, 3.05, 2.95]),
+    ]
+    found = verdict.outcomes(spec, records)
+    for out in found:
+        assert out.pair is not None
+        ours = out.head.split("ours ")[1].split("×")[0]
+        assert f"a/b {ours}× [" in out.why, (out.head, out.why)
+    assert any("ours 5.00×" in out.head for out in found)
+
+
 def test_a_verdict_the_interval_does_not_decide_is_inconclusive() -> None:
     """Noisy trials whose ratio interval reaches past the band's edge: inconclusive with the
     reason, never "reproduced" on the point estimate (5.0×, inside the band)."""
