@@ -52,14 +52,21 @@ WORDS = {
 }
 
 
-@cache
 def asked(path: Path = CAMPAIGN_FILE) -> dict[str, str]:
     """Study name -> the make line of the campaign question that asks it (reference.toml,
-    read by bench.core.campaign); {} where the file cannot be read."""
+    read by bench.core.campaign); {} where the file cannot be read (not remembered: a read
+    that failed once, with a study directory that lacked one of its studies, made every
+    later summary of the process print the default BUDGET)."""
     try:
-        questions = load_campaign(path).questions
+        return _asked(path)
     except CampaignError:
         return {}
+
+
+@cache
+def _asked(path: Path) -> dict[str, str]:
+    """asked(), remembered per file once read; CampaignError where it cannot be."""
+    questions = load_campaign(path).questions
     found: dict[str, str] = {}
     for q in questions:
         if q.target == "study" and "NAME" in q.variables:
