@@ -736,17 +736,13 @@ def render_system(records: list[Record]) -> str:
 
 def plot_series(records: list[Record]) -> dict[str, dict[str, list[tuple]]]:
     """Per scenario, per configuration (and machine): (concurrency, req/s, p99, their 95 %
-    intervals, starved) for the plots (bench.report.plots.Point). Emulated runs are left out,
-    as in the tables."""
+    intervals, starved) for the plots (bench.report.plots.Point): the runs the speed tables
+    show (_by_scenario), no other (runs under a CPU quota were drawn unlabelled beside
+    native ones in upstream.png while the table left them to their own section)."""
     series: dict[str, dict[str, list[tuple]]] = defaultdict(lambda: defaultdict(list))
     hosts = {scope_label(r) for r in records}
     main = [
-        r
-        for r in records
-        if not r.emulated
-        and "study" not in r.metadata
-        and r.offered_rps is None
-        and not variance.is_noise(r)
+        r for shown in _by_scenario(records).values() for r in shown if not variance.is_noise(r)
     ]
     for group in groups(main).values():
         first = group[0]

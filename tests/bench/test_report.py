@@ -254,6 +254,26 @@ def test_plots_get_one_series_per_scenario(tmp_path: Path) -> None:
     assert (tmp_path / "plots" / "db.png").stat().st_size > 1000
 
 
+def test_a_plot_draws_the_runs_its_table_shows_and_no_other() -> None:
+    """A run under a CPU quota (make bench CPU_QUOTA=0.5) has its own section, not a row of
+    the speed table: it is not drawn in the scenario's plot either (the AMD reference drew
+    quota-upstream's runs in upstream.png, unlabelled, beside native ones)."""
+    import dataclasses
+
+    from bench.report.summary import _by_scenario, plot_series
+
+    records, _ = load_records(FIXTURES / "records")
+    native = plot_series(records)
+    quota = {"cpu_quota": 0.5, "cgroup_version": "v2", "throttled_ms": 10.0}
+    limited = [
+        dataclasses.replace(r, cgroup=quota, run_id=f"q{i}", server="uvicorn")
+        for i, r in enumerate(records)
+        if r.status == "ok" and not r.emulated and r.scenario == "db"
+    ]
+    assert limited and not any(r in _by_scenario(limited).get("db", []) for r in limited)
+    assert plot_series(records + limited) == native
+
+
 def test_docker_runs_are_their_own_labelled_configuration(tmp_path: Path) -> None:
     """A RUNTIME=docker run (with its limits) and the same point run natively never merge as
     trials of one configuration in one result set; the container's limits are in the label,
