@@ -53,7 +53,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bench.core.defaults import QUOTA_CPUS
-from bench.core.record import Record, analysed
+from bench.core.record import Record, analysed, of_study
 from bench.core.registry import APPS, ROOT, load_all
 from bench.report import keepalive, standings
 from bench.report.capacities import CapacityRace
@@ -180,7 +180,7 @@ def _catalog(records: list[Record], machine: str, scenarios: tuple[str, ...]) ->
         and not r.emulated
         and host_of(r) == machine
         and r.scenario in scenarios
-        and "study" not in r.metadata
+        and not of_study(r)
         and not is_experiment(r)
     ]
 
@@ -731,6 +731,18 @@ def checks(server: str, records: list[Record], race: Race | None) -> str:
     )
 
 
+def two_or_more(servers: list[str], others: Sequence[str]) -> list[str]:
+    """`servers`, and `others` (in their order) added until there are two: one server alone
+    decides nothing."""
+    servers = list(servers)
+    for other in others:
+        if len(servers) >= 2:
+            break
+        if other not in servers:
+            servers.append(other)
+    return servers
+
+
 def run_command(
     decision: Decision, scenarios: tuple[str, ...], deployment: str, others: Sequence[str] = ()
 ) -> str:
@@ -738,12 +750,7 @@ def run_command(
     and at least two servers (one alone decides nothing): then `others` (the machine's other
     servers measured for the workload, best first)."""
     # every candidate: a command that leaves one out cannot decide the row
-    servers = list(dict.fromkeys(r.server for r in decision.candidates))
-    for other in others:
-        if len(servers) >= 2:
-            break
-        if other not in servers:
-            servers.append(other)
+    servers = two_or_more(list(dict.fromkeys(r.server for r in decision.candidates)), others)
     servers = servers or ["all"]
     measured = sorted({r.scenario for r in decision.candidates}) or [scenarios[0]]
     flag = make_flag(deployment, decision.candidates)
@@ -938,13 +945,12 @@ def _measure_command(
     # fastest first where ranked runs say so; else (only quota, container or study runs)
     # every server measured for the workload, by name
     others = sorted({r.server for r in ok if r.scenario in scenarios} - set(BASELINES))
-    servers = _servers_by_speed(records, machine, scenarios) or others
     # one server alone decides nothing: the machine's fastest on another workload beside it
     every = tuple(s for names in WORKLOADS.values() for s in names)
-    for other in _servers_by_speed(records, machine, every):
-        if len(servers) >= 2:
-            break
-        servers += [other] if other not in servers else []
+    servers = two_or_more(
+        _servers_by_speed(records, machine, scenarios) or others,
+        _servers_by_speed(records, machine, every),
+    )
     named = f"SERVER={','.join(servers)} " if servers else ""
     load = " LOAD=locust" if scenario == "saas" else ""
     return f"make bench {named}SCENARIO={scenario} TRIALS=auto{load}{MAKE_FLAG[deployment]}"
