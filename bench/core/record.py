@@ -322,6 +322,15 @@ def start_of(rec: Record) -> str:
     )
 
 
+def of_study(rec: Record) -> bool:
+    """A study's run: one of its arms' (metadata.study) or of the make tune search that
+    chose a tuned arm's knobs (metadata.study_search: without `study`, so that the study's
+    verdict never judges it). Shown in the study's section, never in the catalog's tables,
+    plots and recommendations (workers-threads-tuned's searches made three "slow upstream"
+    rows of the AMD recommendations, each "not enough evidence")."""
+    return "study" in rec.metadata or "study_search" in rec.metadata
+
+
 def is_warmup(rec: Record) -> bool:
     """A run of a server's first start in its session (metadata.warmup_start): measured and
     kept, never analysed (docs/method.md)."""

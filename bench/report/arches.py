@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from bench.core.record import Record, analysed
+from bench.core.record import Record, analysed, of_study
 from bench.report.cells import cpu_tag, host_of, knobs_label, num, via_label
 from bench.report.compare import (
     NOT_SIGNIFICANT,
@@ -68,12 +68,7 @@ class Side:
 
 def _native(rec: Record) -> bool:
     """A steady native run: no emulation, no study, no experiment (bench.report.groups)."""
-    return (
-        analysed(rec)
-        and not rec.emulated
-        and "study" not in rec.metadata
-        and not is_experiment(rec)
-    )
+    return analysed(rec) and not rec.emulated and not of_study(rec) and not is_experiment(rec)
 
 
 def sides(records: list[Record]) -> list[Side]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from bench.core.record import Record
+from bench.core.record import Record, of_study
 from bench.load import caveat, uses_threads
 from bench.report.capacities import CapacityRace, races
 from bench.report.cells import figure, host_of, knobs_label, num, session_label, via_label
@@ -163,7 +163,7 @@ def _arena_rows(records: list[Record]) -> list[tuple]:
         r
         for r in records
         if not r.emulated
-        and "study" not in r.metadata
+        and not of_study(r)
         and "capacity" not in r.metadata
         and not is_experiment(r)
         and r.server not in BASELINES

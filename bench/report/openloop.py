@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench.core.outcome import Outcome
 from bench.core.parse import ParseError
-from bench.core.record import Record, analysed, is_warmup, session_of
+from bench.core.record import Record, analysed, is_warmup, of_study, session_of
 from bench.core.scenario import SCENARIOS
 from bench.load import per_request_files, read_per_request_ms
 from bench.report.cells import (
@@ -293,7 +293,7 @@ def searches(records: list[Record]) -> dict[tuple, dict[str, list[Record]]]:
         if (
             capacity
             and not rec.emulated
-            and "study" not in rec.metadata
+            and not of_study(rec)
             and not is_warmup(rec)
             # under foreign load and repeated: the repeat is the step
             and not (rec.foreign_load is True and not rec.metadata.get("repeat_of"))
@@ -389,7 +389,7 @@ def open_loop_sections(records: list[Record], results: Path) -> list[str]:
     open_records = [
         r
         for r in records
-        if is_open_loop(r) and not r.emulated and "study" not in r.metadata and not is_experiment(r)
+        if is_open_loop(r) and not r.emulated and not of_study(r) and not is_experiment(r)
     ]
     if not open_records:
         return []

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from bench.core import defaults
-from bench.core.record import Record
+from bench.core.record import Record, of_study
 from bench.report import decision
 from bench.report.cells import host_of
 from bench.report.groups import (
@@ -170,7 +170,7 @@ def races(records: Iterable[Record], max_looks: int | None = None) -> list[Point
         if rec.metadata.get("trials_auto")
         and (not is_experiment(rec) or under_quota_only(rec))
         and "tune" not in rec.metadata  # make tune's climbs pair other rounds: its answer file
-        and "study" not in rec.metadata  # a study's race is judged by its checks (studies)
+        and not of_study(rec)  # a study's race is judged by its checks (studies)
         and "capacity" not in rec.metadata  # a search's steps: bench.report.capacities races
     ]
     by_point: dict[tuple, list[Record]] = defaultdict(list)

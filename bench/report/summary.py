@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.core.record import Record, load_records, replace_text, session_of
+from bench.core.record import Record, load_records, of_study, replace_text, session_of
 from bench.core.variables import parse_price
 from bench.load import caveat, is_default
 from bench.report import (
@@ -478,7 +478,7 @@ def _emulated_section(records: list[Record]) -> list[str]:
 def arch_section(records: list[Record]) -> list[str]:
     """Native amd64 and arm64 side by side where both measured the same configuration (the
     code of `make compare`); emulated runs apart, as a functional check."""
-    native = [r for r in records if not r.emulated and "study" not in r.metadata]
+    native = [r for r in records if not r.emulated and not of_study(r)]
     amd = [r for r in native if r.arch == "amd64"]
     arm = [r for r in native if r.arch == "arm64"]
     emulated = [r for r in records if r.emulated]
@@ -537,7 +537,7 @@ def _by_scenario(records: list[Record]) -> dict[str, list[Record]]:
     for rec in records:
         if (
             not rec.emulated
-            and "study" not in rec.metadata
+            and not of_study(rec)
             and rec.offered_rps is None
             and (not is_experiment(rec) or is_limited(rec))
         ):

@@ -643,3 +643,21 @@ def test_one_servers_knobs_against_each_other_choose_no_server() -> None:
     (row,) = [r for r in recs if r.deployment == "under a CPU quota"]
     assert row.server == "gunicorn-sync" and row.knobs["workers"] == 5
     assert "c10 (wrk, 0.5-CPU quota)" in row.evidence
+
+
+def test_a_studys_search_runs_make_no_row() -> None:
+    """make tune's search of a study's tuned arm (metadata.study_search, without `study` so
+    that the study's verdict never judges it) is the study's data: no recommendation row of
+    its own, and no "not enough evidence" row (workers-threads-tuned's searches made three
+    on the AMD machine)."""
+    base = replace(_base(), concurrency=16, scenario="upstream")
+    meta = {**base.metadata, "study_search": "workers-threads-tuned", "tune": {"x": 1}}
+    searched = replace(base, metadata=meta)
+    records = [
+        *_arena(*SEPARATED),
+        *_trials(searched, "gunicorn-gevent", {"workers": 1, "connections": 1000}, [29.0] * 3),
+        *_trials(searched, "gunicorn-sync", {"workers": 4}, [7.0, 7.1, 7.2]),
+    ]
+    recs, _ = recommendations(records)
+    assert {r.workload for r in recs} == {"light CPU"}
+    assert recommendations(_arena(*SEPARATED))[0] == recs
