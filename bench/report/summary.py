@@ -842,7 +842,19 @@ def write_summary(results_dir: Path, sections: Sections | None = None) -> Path:
         replace_text(results_dir / name, text)
     write_html(results_dir, points(records))
     prune_plots(results_dir, texts.values())
+    prune_details(results_dir, texts)
     return results_dir / "summary.md"
+
+
+def prune_details(results_dir: Path, written: Iterable[str]) -> list[str]:
+    """The detail files this summary did not write (a scenario whose runs left the speed
+    tables: a study's search runs, say), removed from results_dir/details: unlinked from the
+    summary, their figures no longer what it says. Their names."""
+    kept = {Path(name).name for name in written if Path(name).parent.name == DETAILS}
+    stale = sorted(p.name for p in (results_dir / DETAILS).glob("*.md") if p.name not in kept)
+    for name in stale:
+        (results_dir / DETAILS / name).unlink(missing_ok=True)
+    return stale
 
 
 def prune_plots(results_dir: Path, texts: Iterable[str]) -> list[str]:

@@ -249,9 +249,13 @@ def test_plots_get_one_series_per_scenario(tmp_path: Path) -> None:
     # A plot no text shows any more (its records gone: a question asked again) is removed
     # when the summary is rebuilt; the ones it shows stay.
     (tmp_path / "plots" / "race-502-by-gap.png").write_bytes(b"stale")
+    # so is a detail file it no longer writes (a scenario whose runs left the speed tables)
+    (tmp_path / "details" / "speed-upstream.md").write_text("stale")
     write_summary(tmp_path)
     assert not (tmp_path / "plots" / "race-502-by-gap.png").exists()
+    assert not (tmp_path / "details" / "speed-upstream.md").exists()
     assert (tmp_path / "plots" / "db.png").stat().st_size > 1000
+    assert (tmp_path / "details" / "speed-db.md").exists()
 
 
 def test_a_plot_draws_the_runs_its_table_shows_and_no_other() -> None:
