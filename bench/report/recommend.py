@@ -945,12 +945,10 @@ def _measure_command(
     # fastest first where ranked runs say so; else (only quota, container or study runs)
     # every server measured for the workload, by name
     others = sorted({r.server for r in ok if r.scenario in scenarios} - set(BASELINES))
-    # one server alone decides nothing: the machine's fastest on another workload beside it
-    every = tuple(s for names in WORKLOADS.values() for s in names)
-    servers = two_or_more(
-        _servers_by_speed(records, machine, scenarios) or others,
-        _servers_by_speed(records, machine, every),
-    )
+    servers = _servers_by_speed(records, machine, scenarios) or others
+    if len(servers) < 2:  # one alone decides nothing: the machine's fastest elsewhere beside it
+        every = tuple(s for names in WORKLOADS.values() for s in names)
+        servers = two_or_more(servers, _servers_by_speed(records, machine, every))
     named = f"SERVER={','.join(servers)} " if servers else ""
     load = " LOAD=locust" if scenario == "saas" else ""
     return f"make bench {named}SCENARIO={scenario} TRIALS=auto{load}{MAKE_FLAG[deployment]}"
