@@ -13,8 +13,10 @@ A reference is one machine's (issue 32 found two hosts pooled under one label). 
 results/reference holds a question answered on another machine, this machine's campaign is
 asked in results/reference/pending-machines/<machine>/ (its own ledger, records and summary,
 never read with the reference): machines that live for one session each go on answering,
-and the first whose campaign answers every question takes results/reference's place, the
-campaign it replaces kept in pending-machines/ for its machine to resume.
+and the campaign that has answered the most questions is results/reference: a pending one
+takes its place when it has answered more than the machine results/reference holds (lead():
+each session's finish looks, whichever machine it runs on), the campaign it replaces kept in
+pending-machines/ for its machine to resume.
 
 A question is answered, and skipped, when the ledger's latest line for it on this machine
 says it exited 0 with the same fingerprint (same target and variables) and, for a study, the
@@ -275,8 +277,8 @@ def home(top: Path, ident: dict) -> Path:
     """Where this machine's campaign is asked: `top` (results/reference), unless it holds a
     question answered on another machine — a reference is one machine's (issue 32 found two
     hosts under one label) — then top/pending-machines/<this machine>/, a results directory of
-    its own (ledger, records, summary) that promote() puts in top's place once it answers
-    every question."""
+    its own (ledger, records, summary) that promote() puts in top's place once it has
+    answered more questions than top's machine (lead())."""
     if not other_machines(top, ident):
         return top
     return top / PENDING_DIR / machine_key(ident)
@@ -306,11 +308,50 @@ def _move_into(src: Path, dst: Path, keep: tuple[str, ...] = (*RENDERED, PENDING
             os.replace(path, target)
 
 
+def holder(results: Path) -> dict | None:
+    """The machine whose campaign RESULTS holds: the identity of most of its ledger's
+    answered lines, or None (nothing answered there)."""
+    answers = [
+        json.dumps(e.get("identity") or {}, sort_keys=True)
+        for e in read_ledger(results)
+        if e.get("status") == "answered"
+    ]
+    return json.loads(Counter(answers).most_common(1)[0][0]) if answers else None
+
+
+def answered_count(campaign: Campaign, results: Path, ident: dict) -> int:
+    """How many of the campaign's questions are answered in RESULTS on machine `ident`
+    (answered(): today's command and study file, every record present and of that machine)."""
+    ledger = read_ledger(results)
+    return sum(answered(q, results, ledger, ident)[0] for q in campaign.questions)
+
+
+def lead(top: Path, campaign: Campaign) -> tuple[Path, dict, int] | None:
+    """The pending campaign that takes top's place, with its machine and count: the one that has
+    answered the most questions, when that is more than top's machine has answered in top (a
+    tie leaves top as it is, so two machines never swap on equal counts); None: top stays.
+    The reference shown is then always the most complete one machine's campaign (AMD's 22 of
+    23 waited behind Intel's 17 while the rule was "answers every question")."""
+    ident = holder(top)
+    best = answered_count(campaign, top, ident) if ident is not None else 0
+    chosen = None
+    pending = top / PENDING_DIR
+    for folder in sorted(pending.iterdir()) if pending.is_dir() else []:
+        who = holder(folder) if folder.is_dir() else None
+        if who is None:
+            continue
+        count = answered_count(campaign, folder, who)
+        if count > best:
+            best, chosen = count, (folder, who, count)
+    return chosen
+
+
 def promote(top: Path, mine: Path, ident: dict) -> Path | None:
-    """This machine's pending campaign (`mine`) answered every question: what `top` held (the
-    campaign of the machine that answered most of its questions) moves to
-    top/pending-machines/<that machine>/, kept for it to resume, and this machine's takes its
-    place. That directory, or None when top held no other machine's answers."""
+    """The pending campaign `mine` (of machine `ident`) has answered more questions than
+    top's (lead()): what `top` held (the campaign of the machine that answered most of its
+    questions) moves to top/pending-machines/<that machine>/, kept for it to resume, and
+    `mine` takes its place. That directory, or None when top held no other machine's
+    answers."""
     counts = Counter(
         machine_key(entry.get("identity") or {})
         for entry in read_ledger(top)
@@ -517,7 +558,7 @@ def run_campaign(
     if stop.asked or worst == 130:
         print("reference: interrupted; stopped between questions", file=sys.stderr)
         return 130
-    return max(worst, _finish(top, here, campaign, ident, finish))
+    return max(worst, _finish(top, here, campaign, finish))
 
 
 def _print_plan(campaign: Campaign, top: Path, ident: dict, minutes: int | None) -> list[dict]:
@@ -536,7 +577,8 @@ def _print_plan(campaign: Campaign, top: Path, ident: dict, minutes: int | None)
         )
         print(
             f"reference: {top} is another machine's ({names}); this machine's campaign is kept "
-            f"apart in {here} and takes its place once it answers every question"
+            f"apart in {here} and takes its place once it has answered more questions than "
+            "that machine"
         )
     return took
 
@@ -545,22 +587,26 @@ def _finish(
     top: Path,
     here: Path,
     campaign: Campaign,
-    ident: dict,
     finish: Callable[[Path, bool], int] | None,
 ) -> int:
-    """After the questions: a pending campaign that answered every one takes top's place
-    (promote); the summaries of what changed are rendered (`finish`)."""
-    complete = not any(s.ask for s in plan(campaign, ident))
+    """After the questions: the pending campaign that has answered more questions than top's
+    takes top's place (lead, promote: this machine's or another's); the summaries of what
+    changed are rendered (`finish`): top's (with the picture) when it is this machine's or
+    changed hands, this machine's pending one, and the one moved apart."""
     demoted = None
-    if here != top and complete:
-        demoted = promote(top, here, ident)
-        print(f"reference: this machine's campaign answered every question: {top} is now its")
+    leader = lead(top, campaign)
+    if leader is not None:
+        folder, who, count = leader
+        demoted = promote(top, folder, who)
+        print(
+            f"reference: the campaign of {machine_text(who)} has answered {count} of "
+            f"{len(campaign.questions)} questions, more than any other: {top} is now its"
+        )
         if demoted is not None:
             print(f"reference: the campaign {top} held is kept in {demoted}")
-        here = top
+        if folder == here:
+            here = top
     if finish is None:
         return 0
-    done = finish(here, here == top)
-    if demoted is not None:
-        done = max(done, finish(demoted, False))
-    return done
+    rendered = list(dict.fromkeys(p for p in (top if leader else None, here, demoted) if p))
+    return max(finish(path, path == top) for path in rendered)

@@ -455,8 +455,8 @@ def write_record(results_dir: Path, rec: Record, raw: dict[str, str | bytes]) ->
 # merges it unless asked (REFERENCE=1); RESULTS=results/reference reads it as any other set.
 REFERENCE_DIR = "reference"
 # results/reference/pending-machines/<machine>/: the reference campaign of a machine other than
-# the one results/reference is answered on, kept apart until it answers every question
-# (bench/cli/campaign.py): never read with the reference, nor with a user's runs.
+# the one results/reference is answered on, kept apart until it has answered more questions
+# than that one (bench/cli/campaign.py): never read with the reference, nor with a user's runs.
 PENDING_DIR = "pending-machines"
 
 

@@ -88,8 +88,8 @@ def _elsewhere(results: Path, campaign_file: Path) -> list[str]:
         return [
             "",
             "This is a machine's reference campaign kept apart from results/reference (another "
-            "machine's) until it answers every question; then `make reference` puts it in "
-            "that one's place.",
+            "machine's) until it has answered more questions than that one; then the next "
+            "`make reference`, on any machine, puts it in that one's place.",
         ]
     lines = []
     pending = results / PENDING_DIR

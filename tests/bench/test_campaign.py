@@ -307,14 +307,16 @@ def test_a_question_asked_again_under_a_new_command_retires_its_old_records(
     assert not any(p.exists() for p in raws)
 
 
-def _writer(results: Path, statuses: dict[str, int], start: int = 0) -> ask.Runner:
-    """A fake harness: writes one real record per question (from DB_C50[start]), exits as
-    told."""
+def _writer(
+    results: Path, statuses: dict[str, int], start: int = 0, who: dict = IDENT
+) -> ask.Runner:
+    """A fake harness: writes one real record per question (from DB_C50[start]) as machine
+    `who`'s, exits as told."""
     sources = iter(DB_C50[start:])
 
     def run(q: ask.Question, env: dict[str, str]) -> int:
         assert env["RESULTS"] == str(results)
-        _record(results, next(sources))
+        _record(results, next(sources), who)
         if statuses.get(q.id) == 130:
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C reaches the campaign too
         return statuses.get(q.id, 0)
@@ -538,7 +540,8 @@ def test_another_machines_campaign_is_kept_apart_until_it_answers_everything(
     """results/reference holds a question answered on another machine (issue 32: one label
     over an AMD and an Intel host): this machine's campaign is asked in
     pending-machines/<this machine>/, never beside that one's records; neither summary reads
-    the other's records. Once it answers every question it takes results/reference's place
+    the other's records. Once it has answered more questions than the other (here: every
+    question) it takes results/reference's place
     and the other machine's campaign moves to pending-machines/<that machine>/, where that
     machine resumes it (asking only what it had not answered). A question that only failed
     on the other machine does not make results/reference that machine's."""
@@ -598,6 +601,59 @@ def test_another_machines_campaign_is_kept_apart_until_it_answers_everything(
     assert ask.home(top, intel) == theirs
     steps = ask.plan(replace(campaign, results=theirs), intel)
     assert [s.ask for s in steps] == [False, True]
+
+
+def test_the_reference_is_the_campaign_that_answered_the_most_questions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32's two machines live one session each: AMD's campaign, kept apart, answered 22
+    of 23 questions while results/reference stayed Intel's 17, since only a campaign that
+    answered every question took its place. Now a session's finish, on whichever machine,
+    puts the campaign that has answered the most questions in results/reference: here the
+    Intel machine's session (its question fails) hands it to AMD's, and its own campaign
+    moves apart where it resumes. A tie leaves results/reference as it is."""
+    from bench.core.record import load_records
+
+    files = tmp_path / "reference.toml"
+    files.write_text(f'results = "{tmp_path / "results" / "reference"}"\n\n{BENCH + STUDY}')
+    campaign = load_campaign(files)
+    top = campaign.results
+    intel = {**IDENT, "cpu_model": "Intel(R) Xeon(R) Processor"}
+    amd = top / "pending-machines" / "abcdef01-test-cpu-2cpu"
+
+    def answer(results: Path, index: int, source: Path, who: dict) -> None:
+        q = campaign.questions[index]
+        entry = {"question": q.id, "identity": who, "status": "answered", "exit": 0}
+        entry |= {"fingerprint": q.fingerprint(), "records": [_record(results, source, who)]}
+        ask.append_ledger(results, entry)
+
+    answer(top, 0, DB_C50[0], intel)
+    answer(amd, 0, DB_C50[1], IDENT)
+    monkeypatch.setattr(ask, "identity", lambda: intel)
+    finished: list[tuple[Path, bool]] = []
+
+    def render(path: Path, picture: bool) -> int:
+        finished.append((path, picture))
+        return 0
+
+    fails = {campaign.questions[1].id: 1}
+    # 1 answered each: a tie, results/reference stays Intel's
+    assert ask.run_campaign(campaign, False, _writer(top, fails, 2, intel), render) == 1
+    assert finished == [(top, True)] and amd.is_dir()
+    assert {r.metadata["cpu_model"] for r in load_records(top)[0]} == {intel["cpu_model"]}
+
+    # AMD answers its study in another session: 2 against Intel's 1
+    answer(amd, 1, DB_C50[3], IDENT)
+    finished.clear()
+    assert ask.run_campaign(campaign, False, _writer(top, fails, 4, intel), render) == 1
+    theirs = top / "pending-machines" / "abcdef01-intel-r-xeon-r-processor-2cpu"
+    assert finished == [(top, True), (theirs, False)]
+    assert not amd.exists()
+    assert {r.metadata["cpu_model"] for r in load_records(top)[0]} == {"Test CPU"}
+    assert {r.metadata["cpu_model"] for r in load_records(theirs)[0]} == {intel["cpu_model"]}
+    assert ask.answered_count(campaign, top, IDENT) == 2
+    assert ask.answered_count(campaign, theirs, intel) == 1
+    assert ask.home(top, intel) == theirs  # the Intel machine resumes its own campaign apart
 
 
 def test_a_pending_campaigns_records_are_read_only_as_their_own(tmp_path: Path) -> None:
