@@ -109,9 +109,11 @@ report: setup ## rebuild summary.md from the records in RESULTS
 
 # The questions and their variables are declared in reference.toml, checked by the pre-check;
 # its capacity and study questions drive oha (built by set-up, but not for DRY_RUN=1: a plan),
-# and its end takes docs/report.png with chromium (installed by set-up, likewise);
-# container-limits needs `make images` first.
+# and its end takes docs/report.png with chromium (installed by set-up, likewise); a study
+# whose arms run in containers (container-limits) has its missing images built first
+# (debootstrap, likewise; bench/cli/campaign.py image_builds).
 reference: export OHA := $(if $(filter 1 on,$(DRY_RUN)),0,1)
+reference: export IMAGES := $(if $(filter 1 on,$(DRY_RUN)),0,1)
 reference: export PYWEBBENCH_PICTURE := $(if $(filter 1 on,$(DRY_RUN)),0,1)
 reference: setup ## regenerate results/reference: the campaign of reference.toml, resumable (DRY_RUN=1: the plan)
 	$(PY) -m bench reference --from-env

@@ -423,10 +423,46 @@ def child_env(q: Question, results: Path, servers: list[str] | None) -> dict[str
     return env
 
 
+def image_builds(q: Question) -> list[dict[str, str]]:
+    """The `make images` a study question needs before it is asked: the servers of its arms in
+    containers whose current image is missing (bench.studies.runner.missing_images), as the
+    variables of one `images` harness invocation per python. The Intel campaign of
+    2026-11-28 asked container-limits on a machine that had never built them: the study
+    refused at once (exit 2) and the question waited for a hand-typed `make images`. [] for
+    other questions, and when the engine is missing (the study says so itself)."""
+    if q.target != "study":
+        return []
+    from bench.studies.runner import missing_images
+    from bench.studies.schema import StudyError, load_study
+
+    try:
+        studies = [load_study(name) for name in q.variables.get("NAME", "").split(",")]
+        missing = missing_images(studies)
+    except StudyError:
+        return []
+    return [
+        {"SERVER": ",".join(servers)} | ({"PYTHON": python} if python else {})
+        for python, servers in missing.items()
+    ]
+
+
 def run_harness(q: Question, env: dict[str, str]) -> int:
-    """A question asked: its own harness invocation (one session), from the checkout."""
+    """A question asked: the images it needs built first (image_builds, each its own `images`
+    invocation; a failed build is the question's exit status), then its own harness
+    invocation (one session), from the checkout."""
+    plain = {k: v for k, v in env.items() if k not in variables.BY_NAME}
+    for build in image_builds(q):
+        print(f"reference: {q.id}: building its images first: make images {_words(build)}")
+        argv = [sys.executable, "-m", "bench", "images", "--from-env"]
+        status = subprocess.run(argv, env=plain | build, cwd=ROOT, check=False).returncode
+        if status != 0:
+            return status
     argv = [sys.executable, "-m", "bench", q.command, "--from-env"]
     return subprocess.run(argv, env=env, cwd=ROOT, check=False).returncode
+
+
+def _words(values: dict[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in values.items())
 
 
 class Stop:

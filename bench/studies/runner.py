@@ -108,16 +108,16 @@ def only_arms(study: Study, arms: Sequence[str] | None) -> Study:
     return replace(study, arms=tuple(a for a in study.arms if a.id in arms))
 
 
-def check_images(studies: list[Study]) -> None:
-    """Arms with runtime = "docker": StudyError in one line when the engine is missing or a
-    server's current image (on the arm's python, if any) is, naming the `make images
-    SERVER=... [PYTHON=...]` commands that build them all."""
+def missing_images(studies: list[Study]) -> dict[str | None, list[str]]:
+    """The servers of arms with runtime = "docker" whose current image (on the arm's python,
+    if any) is missing, by python (None: the server's own); {} when every one is built or no
+    arm runs in a container. StudyError in one line when the engine is missing."""
     wanted = sorted(
         {(a.server, _python_of(s, a)) for s in studies for a in s.arms if _in_container(s, a)},
         key=lambda pair: (pair[1] or "", pair[0]),
     )
     if not wanted:
-        return
+        return {}
     problem = docker.engine_problem()
     if problem is not None:
         raise StudyError(f"study {', '.join(s.name for s in studies)}: {problem}")
@@ -128,6 +128,14 @@ def check_images(studies: list[Study]) -> None:
             images.image_for(specs[server], arch, python)
         except images.ImageError:
             missing.setdefault(python, []).append(server)
+    return missing
+
+
+def check_images(studies: list[Study]) -> None:
+    """StudyError in one line when the engine is missing or a server's current image is
+    (missing_images), naming the `make images SERVER=... [PYTHON=...]` commands that build
+    them all."""
+    missing = missing_images(studies)
     if missing:
         what = "; ".join(
             f"{', '.join(servers)}" + (f" on PYTHON={python}" if python else "")

@@ -710,3 +710,44 @@ def test_a_study_that_failed_only_where_it_measures_failure_is_answered(
         assert entry == line
     # the file is never rewritten: what was written stays as written
     assert json.loads((results / "campaign.jsonl").read_text()) == line
+
+
+def test_a_study_in_containers_has_its_missing_images_built_before_it_is_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Intel campaign of 2026-11-28 asked container-limits on a machine that had never
+    run `make images`: the study refused at once (exit 2, "no current image of ...") and the
+    question waited for a hand-typed command. make reference now builds what the study's
+    container arms lack first, one `images` invocation per python, without the question's own
+    variables; a failed build is the question's status and the study is not started. Other
+    questions build nothing."""
+    from bench.studies import runner
+
+    by_id = {q.id: q for q in load_campaign().questions}
+    study, bench = by_id["study-container-limits"], by_id["direct"]
+    missing = {None: ["granian", "uvicorn"], "3.14t": ["gunicorn-gthread"]}
+    monkeypatch.setattr(runner, "missing_images", lambda studies: missing)
+    assert ask.image_builds(bench) == []
+    assert ask.image_builds(study) == [
+        {"SERVER": "granian,uvicorn"},
+        {"SERVER": "gunicorn-gthread", "PYTHON": "3.14t"},
+    ]
+    calls: list[tuple[list[str], dict[str, str]]] = []
+    statuses = iter([0, 0, 0])
+
+    def run(argv: list[str], env: dict[str, str], cwd: Path, check: bool) -> object:
+        calls.append((argv, env))
+        return subprocess.CompletedProcess(argv, next(statuses))
+
+    monkeypatch.setattr(ask.subprocess, "run", run)
+    env = {"NAME": "container-limits", "TRIALS": "auto", "BUDGET": "45", "HOME": "h"}
+    assert ask.run_harness(study, env) == 0
+    assert [argv[3] for argv, _ in calls] == ["images", "images", "study"]
+    assert calls[0][1] == {"HOME": "h", "SERVER": "granian,uvicorn"}
+    assert calls[1][1] == {"HOME": "h", "SERVER": "gunicorn-gthread", "PYTHON": "3.14t"}
+    assert calls[2][1] == env
+    # a failed build: its status, the study not started
+    calls.clear()
+    statuses = iter([0, 1])
+    assert ask.run_harness(study, env) == 1
+    assert [argv[3] for argv, _ in calls] == ["images", "images"]
