@@ -12,16 +12,50 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+import psutil
+
 from bench.core.registry import ROOT
 from bench.host.metadata import now_iso
 
 STATE = ROOT / ".bench"
+
+# PostgreSQL's socket directory: short (Unix socket paths are limited to 107 bytes), so in the
+# system's temp directory rather than state_base(), and named by the harness's pid, so that the
+# one a killed harness left is found at the next start (socket_leftovers).
+SOCKET_PREFIX = "pwb-pg-"
+_SOCKET_RE = re.compile(rf"^{SOCKET_PREFIX}(\d+)-\w+$")
+
+
+def socket_dir() -> Path:
+    """A new private directory for PostgreSQL's socket, this harness's (0700)."""
+    path = Path(tempfile.mkdtemp(prefix=f"{SOCKET_PREFIX}{os.getpid()}-"))
+    path.chmod(0o700)
+    return path
+
+
+def socket_leftovers(
+    base: Path | None = None, alive: Callable[[int], bool] = psutil.pid_exists
+) -> list[Path]:
+    """The socket directories under `base` (the system's temp directory) whose harness is
+    gone: killed before its clean-up ran (a run of the test suite's kill during the seed left
+    three behind, with the dead postmaster's socket and lock)."""
+    found = []
+    with contextlib.suppress(OSError):
+        for path in sorted((base or Path(tempfile.gettempdir())).iterdir()):
+            match = _SOCKET_RE.match(path.name)
+            if match is None or not path.is_dir():
+                continue
+            pid = int(match.group(1))
+            if pid != os.getpid() and not alive(pid):
+                found.append(path)
+    return found
 
 
 class LockedError(RuntimeError):

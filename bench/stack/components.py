@@ -26,7 +26,7 @@ from bench.core.registry import APPS, ROOT, ServerSpec, render_argv, render_conf
 from bench.host import ready, tls
 from bench.host.client import PLAIN, Client
 from bench.host.procs import Proc, ProcessTable, StartError, listeners, process_tree
-from bench.host.state import service_user, state_base
+from bench.host.state import service_user, socket_dir, state_base
 from bench.observe import pools
 
 DB_DIR = ROOT / "db"
@@ -313,9 +313,7 @@ class Stack:
         if "include 'bench.conf'" not in main_conf.read_text():
             with open(main_conf, "a") as fh:
                 fh.write("\ninclude 'bench.conf'\n")
-        # Unix socket paths are limited to 107 bytes: keep the socket dir short, private.
-        sock = Path(tempfile.mkdtemp(prefix="pwb-pg-"))
-        sock.chmod(0o700)
+        sock = socket_dir()  # short (Unix socket paths: 107 bytes), private, ours by pid
         _chown_service(sock)
         self.table.on_stop(lambda: shutil.rmtree(sock, ignore_errors=True))
         port = ready.free_port()

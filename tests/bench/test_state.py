@@ -96,3 +96,21 @@ def test_a_refused_invocation_exits_2_and_runs_nothing(
 def test_unit_tests_never_take_the_real_lock() -> None:
     """tests/bench/conftest.py points the lock elsewhere: fakes never wait for a real run."""
     assert os.environ.get(LOCK_ENV) and state.lock_path() != Path("/run/lock") / state.LOCK_NAME
+
+
+def test_a_killed_harnesss_socket_directory_is_found_by_its_pid(tmp_path: Path) -> None:
+    """PostgreSQL's socket directory is named by the harness's pid, so the one a killed
+    harness left (its clean-up never ran: CI's kill during the seed left three in /tmp) is
+    found at the next start; a live harness's, ours and anything else are never touched."""
+    made = state.socket_dir()
+    try:
+        assert made.name.startswith(f"{state.SOCKET_PREFIX}{os.getpid()}-")
+        assert made.stat().st_mode & 0o777 == 0o700
+    finally:
+        made.rmdir()
+    dead, live = tmp_path / "pwb-pg-999999-ab1_c", tmp_path / "pwb-pg-4242-zz9"
+    for path in (dead, live, tmp_path / f"pwb-pg-{os.getpid()}-me", tmp_path / "pwb-pg-x2kq"):
+        path.mkdir()
+    (tmp_path / "pwb-pg-999998-file").write_text("")  # not a directory
+    assert state.socket_leftovers(tmp_path, alive=lambda pid: pid == 4242) == [dead]
+    assert state.socket_leftovers(tmp_path, alive=lambda pid: True) == []
