@@ -57,6 +57,7 @@ from bench.core.campaign import (
     read_ledger,
 )
 from bench.core.record import PENDING_DIR, Record, RecordError, session_of
+from bench.host.images import images_command
 from bench.host.metadata import cpu_model, machine_id, now_iso
 from bench.report import standings
 from bench.report.groups import BASELINES, groups, rank_groups, starved
@@ -452,17 +453,14 @@ def run_harness(q: Question, env: dict[str, str]) -> int:
     invocation (one session), from the checkout."""
     plain = {k: v for k, v in env.items() if k not in variables.BY_NAME}
     for build in image_builds(q):
-        print(f"reference: {q.id}: building its images first: make images {_words(build)}")
+        made = images_command(build["SERVER"].split(","), build.get("PYTHON"))
+        print(f"reference: {q.id}: building its images first: {made}")
         argv = [sys.executable, "-m", "bench", "images", "--from-env"]
         status = subprocess.run(argv, env=plain | build, cwd=ROOT, check=False).returncode
         if status != 0:
             return status
     argv = [sys.executable, "-m", "bench", q.command, "--from-env"]
     return subprocess.run(argv, env=env, cwd=ROOT, check=False).returncode
-
-
-def _words(values: dict[str, str]) -> str:
-    return " ".join(f"{k}={v}" for k, v in values.items())
 
 
 class Stop:
