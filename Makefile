@@ -3,15 +3,23 @@
 # declared once, with their parsers and rules, in bench/core/variables.py. `make help` states
 # them (tests/bench/test_defaults.py holds it to them).
 .DEFAULT_GOAL := help
-# `override`: what the Makefile itself uses is never taken from make's command line.
+# Values are data: make never expands a value it did not write. A variable given on make's
+# command line is a recursive variable whose text make would expand (running `$(shell ...)`)
+# when it exports it to a recipe; each is redefined here as a simple variable holding its text
+# as typed ($(value): no expansion), still exported. The environment's values reach recipes
+# as they are; the three copies below take their text with $(value), never $(VAR).
+override PYWEBBENCH_CMDLINE := $(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
+export PYWEBBENCH_CMDLINE
+$(foreach v,$(PYWEBBENCH_CMDLINE),$(eval export override $(v) := $$(value $(v))))
+# MACHINE=: the user's name for this machine in records and the summary (bench/host/metadata.py)
+export PYWEBBENCH_MACHINE := $(value MACHINE)
+# REFERENCE=1: merge the shipped reference run (results/reference/) into your summary
+export PYWEBBENCH_REFERENCE := $(value REFERENCE)
+# PRICE=amd64:0.0416,arm64:0.0336: req/s per dollar-hour where the summary compares machines
+export PYWEBBENCH_PRICE := $(value PRICE)
+# `override` after the command line's: what the Makefile itself uses is never taken from it.
 override SHELL := /bin/bash
 override PY := .bench/venv/bin/python
-# MACHINE=: the user's name for this machine in records and the summary (bench/host/metadata.py)
-export PYWEBBENCH_MACHINE = $(MACHINE)
-# REFERENCE=1: merge the shipped reference run (results/reference/) into your summary
-export PYWEBBENCH_REFERENCE = $(REFERENCE)
-# PRICE=amd64:0.0416,arm64:0.0336: req/s per dollar-hour where the summary compares machines
-export PYWEBBENCH_PRICE = $(PRICE)
 
 # No value ever reaches a shell as text: make exports the variables of its command line to the
 # environment of every recipe, and the harness reads them there (`python -m bench <command>
@@ -22,10 +30,13 @@ export PYWEBBENCH_PRICE = $(PRICE)
 ifeq ($(origin PYTHON),environment)
 unexport PYTHON
 endif
-override PYWEBBENCH_CMDLINE := $(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
-export PYWEBBENCH_CMDLINE
 
-.PHONY: precheck images help setup bench remote capacity serve overhead noise tune soak study report reference compare export test lint format lock compose-up compose-bench compose-down
+override TARGETS := precheck images help setup bench remote capacity serve overhead noise tune soak study report reference compare export test lint format lock compose-up compose-bench compose-down
+.PHONY: $(TARGETS)
+
+# An unknown target (make bnech): one line naming the targets, exit 2, as for a bad value.
+.DEFAULT:
+	@echo "bench: unknown target '$@'; valid: $(filter-out precheck setup,$(TARGETS)) (make help says what each does)" >&2; exit 2
 
 help: precheck ## list targets, variables, scenarios, studies and servers
 	@echo "Targets:"
@@ -112,9 +123,9 @@ report: setup ## rebuild summary.md from the records in RESULTS
 # and its end takes docs/report.png with chromium (installed by set-up, likewise); a study
 # whose arms run in containers (container-limits) has its missing images built first
 # (debootstrap, likewise; bench/cli/campaign.py image_builds).
-reference: export OHA := $(if $(filter 1 on,$(DRY_RUN)),0,1)
-reference: export IMAGES := $(if $(filter 1 on,$(DRY_RUN)),0,1)
-reference: export PYWEBBENCH_PICTURE := $(if $(filter 1 on,$(DRY_RUN)),0,1)
+reference: export OHA := $(if $(filter 1 on,$(value DRY_RUN)),0,1)
+reference: export IMAGES := $(if $(filter 1 on,$(value DRY_RUN)),0,1)
+reference: export PYWEBBENCH_PICTURE := $(if $(filter 1 on,$(value DRY_RUN)),0,1)
 reference: setup ## regenerate results/reference: the campaign of reference.toml, resumable (DRY_RUN=1: the plan)
 	$(PY) -m bench reference --from-env
 

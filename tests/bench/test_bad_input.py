@@ -310,3 +310,69 @@ def test_no_recipe_holds_a_value(target: str, name: str) -> None:
         text=True,
     ).stdout
     assert value not in recipe and "65432" not in recipe, recipe
+
+
+def _make_targets() -> list[str]:
+    """Every target the Makefile declares (its TARGETS line), read from the Makefile."""
+    for line in (ROOT / "Makefile").read_text().splitlines():
+        if line.startswith("override TARGETS := "):
+            return line.split(":=", 1)[1].split()
+    raise AssertionError("the Makefile declares no TARGETS")
+
+
+def _clean_env() -> dict[str, str]:
+    """The environment without any make variable or an outer make's own."""
+    return {k: v for k, v in os.environ.items() if k not in BY_NAME and k not in OUTER_MAKE}
+
+
+@pytest.mark.parametrize("where", ["command line", "environment"])
+@pytest.mark.parametrize("target", _make_targets())
+def test_make_never_expands_a_value_of_any_variable(target: str, where: str, tmp_path: Path) -> None:
+    """Issue 58 item 1: every declared variable set to `$(shell touch ...)`, `${...}` and
+    backtick forms at once, on make's command line or in its environment, through each target:
+    nothing is touched (make expanded nothing), the refusal comes before set-up (exit 2)."""
+    forms = ("$(shell touch {p})", "${{shell touch {p}}}", "`touch {p}`")
+    values = {
+        name: forms[i % len(forms)].format(p=tmp_path / f"touched-{name}")
+        for i, name in enumerate(BY_NAME)
+    }
+    marker = tmp_path / "setup-ran"
+    env = _clean_env() | {"PYWEBBENCH_SETUP_MARKER": str(marker)}
+    argv = ["make", "-s", target, "XYZZY=1"]  # an unknown name: every target refuses it
+    if where == "command line":
+        argv += [f"{k}={v}" for k, v in values.items()]
+    else:
+        env |= values
+    result = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "XYZZY is not a variable" in result.stderr
+    assert not marker.exists(), "set-up started"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "a value was run"
+
+
+@pytest.mark.parametrize(
+    "value", ["granian$(shell true)", "$(x)", "${HOME}", "`id`", "a$$b", "granian #1"]
+)
+def test_a_value_reaches_the_pre_check_as_typed(value: str) -> None:
+    """The refusal quotes the text as typed: `$(x)` is not read as an empty value."""
+    result = subprocess.run(
+        ["make", "-s", "precheck", f"SERVER={value}"],
+        cwd=ROOT,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert f"unknown SERVER {value!r}" in result.stderr, result.stderr
+
+
+def test_an_unknown_target_names_the_targets_and_make_help() -> None:
+    """make bnech: one line, exit 2, the valid targets and where to read about them."""
+    result = subprocess.run(
+        ["make", "-s", "bnech"], cwd=ROOT, env=_clean_env(), capture_output=True, text=True
+    )
+    said = [line for line in result.stderr.splitlines() if line.startswith("bench: ")]
+    assert result.returncode == 2
+    assert len(said) == 1 and "unknown target 'bnech'" in said[0] and "make help" in said[0]
+    assert "bench" in said[0].split("valid:")[1].split()
