@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import statistics
 
+from bench.core import speedclass
 from bench.core.record import Record, gil_came_back, python_of, session_of
 
 
@@ -81,11 +82,12 @@ def host_of(rec: Record) -> str:
     name = str(meta.get("machine_label") or meta.get("hostname", "?"))
     ident = meta.get("machine_id")
     cpu = cpu_tag(meta["cpu_model"]) if meta.get("cpu_model") else ""
+    speed = speedclass.label(meta)  # " @0.31" where the machine ran at two speeds or more
     if ident:
-        return f"{name}·{str(ident)[:4]}" + (f" [{cpu}]" if cpu else "")
+        return f"{name}·{str(ident)[:4]}" + (f" [{cpu}]" if cpu else "") + speed
     kernel = meta.get("kernel")
     inside = ", ".join(part for part in (f"kernel {kernel}" if kernel else "", cpu) if part)
-    return f"{name} [{inside}]" if inside else name
+    return (f"{name} [{inside}]" if inside else name) + speed
 
 
 def session_label(rec: Record) -> str:

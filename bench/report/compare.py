@@ -9,11 +9,13 @@ the points only one set has; the machines of each side.
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 
+from bench.core import defaults, speedclass
 from bench.core.record import Record, analysed, session_of
-from bench.report.cells import host_of, knobs_label, num, session_label, via_label
+from bench.report.cells import figure, host_of, knobs_label, num, session_label, via_label
 from bench.report.groups import latency_values, point_key, rps_values, trial_count
 from bench.report.stats import Difference, correct, difference, estimate
 from bench.report.table import markdown_table
@@ -202,6 +204,40 @@ def summary_counts(comparison: Comparison) -> str:
     return text + (f", untestable (1 trial or no spread) in {untestable}" if untestable else "")
 
 
+def _probe(groups: list[list[Record]]) -> float | None:
+    """The median host speed probe of the sessions these points were measured in; None when
+    one of them predates the probe."""
+    probes = [speedclass.probe_of(g[0].metadata) for g in groups]
+    if not probes or any(p is None for p in probes):
+        return None
+    return statistics.median(p for p in probes if p is not None)
+
+
+def speed_line(comparison: Comparison, tolerance: float = defaults.SPEED_TOLERANCE) -> str:
+    """How fast HEAD's host ran against BASE's (their host speed probes, bench.host.speed):
+    beyond the probe's noise, the ratios mix host speed with the change, and the line says so."""
+    base = _probe([row.base for row in comparison.rows])
+    head = _probe([row.head for row in comparison.rows])
+    if base is None or head is None:
+        side = "BASE" if base is None else "HEAD"
+        return (
+            f"Host speed: not probed on {side} (records before format 17): the ratios may mix "
+            "a change of host speed with the change compared."
+        )
+    ratio = head / base
+    probes = f"probe {figure(head)} vs {figure(base)} ops/s"
+    if abs(ratio - 1) <= tolerance:
+        return (
+            f"Host speed: HEAD's host ran at {ratio:.2f}× BASE's ({probes}), within the probe's "
+            f"noise (±{tolerance:.0%}): one speed class."
+        )
+    return (
+        f"Host speed: HEAD's host ran at {ratio:.2f}× BASE's ({probes}): two speed classes; "
+        "these ratios mix the host's speed with the change compared (a req/s ratio near "
+        f"{ratio:.2f}× is the host, not the change)."
+    )
+
+
 def render(base: list[Record], head: list[Record], base_dir: str, head_dir: str) -> list[str]:
     """`make compare`'s report (markdown). Raises CompareError on sets it cannot compare."""
     if not base:
@@ -224,6 +260,7 @@ def render(base: list[Record], head: list[Record], base_dir: str, head_dir: str)
         "- A point a set measured in several sessions is compared on its latest session's "
         "trials (two sessions' trials are never pooled).",
         f"- {summary_counts(comparison)}.",
+        f"- {speed_line(comparison)}",
         "",
         "Figures are geometric means over trials. " + MARKS_NOTE,
         "",

@@ -121,11 +121,14 @@ CHART_METRIC = {
 
 
 def _traces(rows: list[dict], metric: str = "rps") -> list[dict]:
-    """One trace per configuration: `metric` (a points column: rps, p99_ms) against the
-    load, error bars = its 95 % interval where the point has one."""
+    """One trace per configuration and session: `metric` (a points column: rps, p99_ms)
+    against the load, error bars = its 95 % interval where the point has one. A line never
+    joins two sessions' points (c10 of a fast boot and c50 of a slow one read as a 3× fall)."""
     by_config: dict[tuple, list[dict]] = defaultdict(list)
     for row in rows:
-        by_config[(row["server"], row["knobs"], row["via"], row["machine"])].append(row)
+        key = (row["server"], row["knobs"], row["via"], row["machine"], row["session"])
+        by_config[key].append(row)
+    sessions = {key[4] for key in by_config}
     best = {key: max((r["rps"] or 0) for r in group) for key, group in by_config.items()}
     order = sorted(by_config, key=lambda key: (is_baseline(key[0]), -best[key], key))
     traces = []
@@ -140,7 +143,9 @@ def _traces(rows: list[dict], metric: str = "rps") -> list[dict]:
                 "mode": "lines+markers",
                 "x": xs,
                 "y": ys,
-                "name": " ".join(k for k in key[:3] if k and k != "direct") + f" [{key[3]}]",
+                "name": " ".join(k for k in key[:3] if k and k != "direct")
+                + f" [{key[3]}"
+                + (f" · {key[4]}]" if len(sessions) > 1 else "]"),
                 "error_y": {
                     "type": "data",
                     "symmetric": False,

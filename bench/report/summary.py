@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.core.record import Record, load_records, of_study, replace_text, session_of
+from bench.core import speedclass
+from bench.core.campaign import read_ledger
+from bench.core.record import Record, of_study, replace_text, session_of
 from bench.core.variables import parse_price
 from bench.load import caveat, is_default
 from bench.report import (
@@ -23,6 +25,7 @@ from bench.report import (
     campaign,
     disturbed,
     precision,
+    sessions,
     stability,
     standings,
     tuned,
@@ -257,6 +260,14 @@ STARVED_NOTE = (
 )
 
 
+SESSIONS_NOTE = (
+    "One row per machine, boot and session. The host speed probe (format 17) is a fixed amount "
+    "of CPU work run at each session's start and end and between rounds (bench/host/speed.py); "
+    "sessions of one machine whose probes differ by more than the probe's noise are separate "
+    "speed classes (`class`: the class's speed as a share of the machine's fastest; `@?`: "
+    "before the probe), never pooled or set side by side unlabelled; `drift`: the largest "
+    "change of the probe within the session. See [method](method.md)."
+)
 RANK_NOTE = (
     "Rows: one configuration at one concurrency, ranked among those measured at the same "
     "concurrency on the same machine, by req/s (higher first) and by p99 (lower first). "
@@ -610,7 +621,11 @@ def failed_file(records: list[Record], problems: list[str]) -> list[str]:
 
 
 def _details(
-    records: list[Record], problems: list[str], plots: dict[str, str], topics: dict
+    records: list[Record],
+    problems: list[str],
+    plots: dict[str, str],
+    topics: dict,
+    ledger: list[dict] | None = None,
 ) -> dict[str, tuple[str, str]]:
     """Detail file name -> (text, what it holds), in the order the summary links them."""
     files: dict[str, tuple[str, str]] = {}
@@ -637,9 +652,23 @@ def _details(
         )
     files["machines.md"] = (
         _detail(
-            "Machines", ["## Machines", "", *machines_table(records), "", *arch_section(records)]
+            "Machines",
+            [
+                "## Machines",
+                "",
+                *machines_table(records),
+                "",
+                "## Boots and sessions",
+                "",
+                SESSIONS_NOTE,
+                "",
+                *sessions.sessions_table(records, ledger or []),
+                "",
+                *arch_section(records),
+            ],
         ),
-        "each machine's CPU, kernel, Python; arches compared; emulated runs",
+        "each machine's CPU, kernel, Python; every boot and session with its host speed; "
+        "arches compared; emulated runs",
     )
     files["failed.md"] = (
         _detail("Runs not measured", failed_file(records, problems)),
@@ -661,17 +690,19 @@ def render_report(
     answers: list[str] | None = None,
     campaign_lines: list[str] | None = None,
     checks: Checks | None = None,
+    ledger: list[dict] | None = None,
 ) -> dict[str, str]:
     """summary.md and its detail files (path relative to RESULTS -> text). `topics`: more
     detail files by topic (capacity, studies, production); At a glance takes the studies'
     verdicts from them. `prices`: dollars per hour by arch or machine (PRICE=). `answers`:
     make tune's answers (bench.report.tuned.answers_summary). `campaign_lines`: which of
     reference.toml's questions these records answer (bench.report.campaign.summary_lines).
-    `checks`: the container study's verdicts on its pairs (bench.report.limits)."""
+    `checks`: the container study's verdicts on its pairs (bench.report.limits). `ledger`: a
+    reference campaign's (which question each record answered, for details/machines.md)."""
     topics = dict(topics or {})
     sources = topics.pop(SOURCES_TOPIC, [])  # in summary.md itself, after At a glance
     advice = topics.pop(ADVICE_TOPIC, [])  # in summary.md itself, after the recommendations
-    details = _details(records, problems, plots or {}, topics)
+    details = _details(records, problems, plots or {}, topics, ledger)
     hosts = {host_of(r) for r in records}
     links = [f"- [{name}]({DETAILS}/{name}): {holds}" for name, (_, holds) in details.items()]
     lines = [
@@ -681,6 +712,7 @@ def render_report(
         f"from the JSON records in this directory; how figures are computed: "
         f"[method]({DETAILS}/method.md).",
         "",
+        *([line, ""] if (line := sessions.speed_line(records)) else []),
         *(campaign_lines or []),
         *arches.summary_lines(records, prices),
         *recommendations_section(records, checks),
@@ -809,7 +841,7 @@ def write_summary(results_dir: Path, sections: Sections | None = None) -> Path:
     (study_parts: their topics and the container study's verdicts)."""
     # REFERENCE=1 (the Makefile exports it): the shipped reference merged into the user's set
     with_reference = os.environ.get("PYWEBBENCH_REFERENCE") == "1"
-    records, problems = load_records(results_dir, with_reference)
+    records, problems = speedclass.load(results_dir, with_reference)
     for problem in problems:
         print(f"report: {problem}", file=sys.stderr)
     results_dir.mkdir(parents=True, exist_ok=True)
@@ -836,6 +868,7 @@ def write_summary(results_dir: Path, sections: Sections | None = None) -> Path:
         tuned.answers_summary(results_dir),
         ran_campaign[0],
         checks,
+        read_ledger(results_dir),
     )
     for name, text in texts.items():  # summary.md first: if it cannot be written, nothing is
         (results_dir / name).parent.mkdir(exist_ok=True)

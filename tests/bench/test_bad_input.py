@@ -327,7 +327,9 @@ def _clean_env() -> dict[str, str]:
 
 @pytest.mark.parametrize("where", ["command line", "environment"])
 @pytest.mark.parametrize("target", _make_targets())
-def test_make_never_expands_a_value_of_any_variable(target: str, where: str, tmp_path: Path) -> None:
+def test_make_never_expands_a_value_of_any_variable(
+    target: str, where: str, tmp_path: Path
+) -> None:
     """Issue 58 item 1: every declared variable set to `$(shell touch ...)`, `${...}` and
     backtick forms at once, on make's command line or in its environment, through each target:
     nothing is touched (make expanded nothing), the refusal comes before set-up (exit 2)."""

@@ -151,3 +151,27 @@ def test_two_sessions_of_one_set_are_never_pooled() -> None:
     assert len(row.base) == len(compare(base, head).rows[0].base)
     text = "\n".join(render([*base, *older], head, "a", "b"))
     assert "session 0ld5e5 (from 2000-01-01T00:00:00Z)" in text
+
+
+def _probed(records: list, ops: float, session: str) -> list:
+    """Records as if their session had probed its host at `ops` work units per second."""
+    from dataclasses import replace
+
+    start = {"version": 1, "ops_per_s": ops}
+    speed = {"start": start, "latest": start, "change": 1.0, "changed": False}
+    return [
+        replace(r, metadata={**r.metadata, "speed": speed, "session_id": session}) for r in records
+    ]
+
+
+def test_compare_names_the_ratio_of_the_two_hosts_speed_probes() -> None:
+    """BASE on a host probed at 1,000 ops/s, HEAD at 310: the report says HEAD's host ran at
+    0.31× and that the ratios mix host speed with the change; within ±10 % it says one class;
+    before the probe it says the speed is unknown."""
+    base, _ = load_records(FIXTURES / "machine-a")
+    slow = "\n".join(render(_probed(base, 1000.0, "b"), _probed(base, 310.0, "h"), "a", "b"))
+    assert "HEAD's host ran at 0.31× BASE's (probe 310 vs 1,000 ops/s): two speed classes" in slow
+    same = "\n".join(render(_probed(base, 1000.0, "b"), _probed(base, 980.0, "h"), "a", "b"))
+    assert "ran at 0.98× BASE's" in same and "one speed class" in same
+    old = "\n".join(render(base, _probed(base, 980.0, "h"), "a", "b"))
+    assert "not probed on BASE" in old
