@@ -127,6 +127,9 @@ class Recommendation:
     # those of them the race found equivalent to `server` within ±equal_margin at every load
     equal: tuple[str, ...] = ()
     equal_margin: float | None = None
+    # how sure, in plain words, for the first screen (bench.report.answer): "leads uvicorn by
+    # 1.36× [1.24–1.50] at c50", "tied with granian-asgi within ±5 %", ...
+    sure: str = ""
 
 
 def balancer_idle_s() -> int | None:
@@ -531,6 +534,69 @@ def _cap_text(cap: Capacity) -> str:
     return f"{num(cap.center)} [{num(cap.low)}–{num(cap.high)}]"
 
 
+def _lead(decision: Decision) -> str:
+    """How the sole leader leads, in words: the race's ratio over the next at the highest load
+    it was separated there, or its capacity ratio, or its rank; '' when it leads nowhere."""
+    ident = _identity(decision.leader) if decision.leader is not None else None
+    for arena in sorted(decision.arenas, key=lambda a: -a.first.concurrency):
+        key = arena.sole_leader()
+        if key is None or _identity(arena.members[key][0]) != ident:
+            continue
+        load = f"at c{arena.first.concurrency}"
+        pair = arena.race.standing.pairs[0] if arena.race and arena.race.standing.pairs else None
+        if pair is None:
+            return f"ahead of every other {load} ({arena.position(key)})"
+        spread = f" [{pair.low:.2f}–{pair.high:.2f}]" if pair.low is not None else ""
+        return f"leads {pair.worse} by {pair.ratio:.2f}×{spread} {load} (raced)"
+    for race in decision.capacities:
+        ranking = race.ranking()
+        if race.leader() is not None and ranking and _identity(ranking[0].record) == ident:
+            pair = race.pairs()[0]
+            nxt = _label(ranking[1].record)
+            return f"capacity {pair.ratio:.2f}× {nxt}'s at p99 ≤ {race.objective_ms:g} ms"
+    return _shared_lead(decision)
+
+
+def _shared_lead(decision: Decision) -> str:
+    """A leader that leads nowhere alone: among the leaders at every load, the only one at all
+    of them, separated from none of those beside it (said plainly, never as a win)."""
+    ident = _identity(decision.leader) if decision.leader is not None else None
+    beside = []
+    for arena in sorted(decision.arenas, key=lambda a: a.first.concurrency):
+        found = arena.leaders()
+        if not any(_identity(arena.members[k][0]) == ident for k in found):
+            continue
+        others = [
+            arena.labels.get(k, _label(arena.members[k][0]))
+            for k in found
+            if _identity(arena.members[k][0]) != ident
+        ]
+        if others:
+            beside.append(f"c{arena.first.concurrency} with {', '.join(others[:MAX_NAMED])}")
+    if not beside:
+        return ""
+    return (
+        f"among the leaders at every load ({'; '.join(beside)}), the only one at all of them; "
+        "separated from none of those yet"
+    )
+
+
+def sure(decision: Decision, command: str = "", flag: str = "") -> str:
+    """How sure a row's pick is, in plain words for the first screen: leads whom by how much,
+    tied within a margin, not separated yet (with the run that would decide), or no pick."""
+    if decision.leader is None:
+        return f"no pick yet — `{command}` would decide" if command else "no pick yet"
+    if decision.tied:
+        names = ", ".join(_label(r) for r in decision.tied[:MAX_NAMED])
+        more = len(decision.tied) - MAX_NAMED
+        names += f" and {more} more" if more > 0 else ""
+        return f"not separated from {names} yet — `{group_command(decision)}{flag}` would decide"
+    if decision.equal:
+        names = ", ".join(_label(r) for r in decision.equal)
+        return f"tied with {names} within {_margin(decision.equal_margin)}: either serves as well"
+    return _lead(decision) or "the only configuration measured here"
+
+
 def evidence(decision: Decision, flag: str = "") -> str:
     """The leader's capacity and its figures at the highest load it led or held rank 1;
     the leading group's others and the command that would race them apart (`flag`: the
@@ -859,6 +925,7 @@ def _recommend(
             command=command,
             evidence="; ".join(why),
             avoid=avoid(decision),
+            sure=sure(decision, command),
         )
     knobs = dict(leader.knobs or {})
     race = races_.get(leader.server)
@@ -878,6 +945,7 @@ def _recommend(
         tuple(_label(r) for r in decision.tied),
         tuple(_label(r) for r in decision.equal),
         decision.equal_margin,
+        sure(decision, flag=make_flag(deployment, [leader])),
     )
 
 

@@ -32,6 +32,7 @@ from bench.report import (
     variance,
     websocket,
 )
+from bench.report.answer import answer_section
 from bench.report.cells import (
     app_label,
     figure,
@@ -713,6 +714,7 @@ def render_report(
         f"[method]({DETAILS}/method.md).",
         "",
         *([line, ""] if (line := sessions.speed_line(records)) else []),
+        *answer_section(records),
         *(campaign_lines or []),
         *arches.summary_lines(records, prices),
         *recommendations_section(records, checks),

@@ -119,17 +119,24 @@ def test_overlapping_leaders_get_not_enough_evidence_and_a_command() -> None:
     assert f"{NOT_ENOUGH} `{direct.command}`" in render_summary(records, [])
 
 
-def test_the_first_screen_holds_recommendations_and_at_a_glance() -> None:
-    """Over the fixture records: both sections start within the first 60 lines, every
-    recommendation row among them."""
+def test_the_first_screen_holds_the_answer_for_every_workload_and_deployment() -> None:
+    """Over the fixture records: "The answer" opens the summary within the first 60 lines,
+    one row per workload × deployment of the recommendations, each with a pick or "no pick
+    yet" and how sure in words; the recommendations' table follows."""
     records, problems = load_records(FIXTURES / "records")
     lines = render_summary(records, problems).splitlines()
     first = lines[:FIRST_SCREEN]
-    assert "## Recommendations" in first and "## At a glance" in first
-    rows = [
-        line for line in lines if line.startswith("| light CPU") or line.startswith("| database")
-    ]
-    assert rows and all(row in first for row in rows)
+    assert "## The answer" in first and "## Recommendations" in lines
+    start = first.index("## The answer")
+    end = next(i for i, line in enumerate(lines) if i > start and line.startswith("## "))
+    answer = [line for line in lines[start:end] if line.startswith(("| light CPU", "| database"))]
+    assert end <= FIRST_SCREEN
+    recs, _ = recommendations(records)
+    assert len(answer) == len(recs) > 0
+    for rec, row in zip(recs, answer, strict=True):
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[:2] == [rec.workload, rec.deployment]
+        assert cells[3] == rec.sure != ""
 
 
 def _columns(text: str) -> list[int]:

@@ -1,0 +1,97 @@
+"""The first screen: one verdict per workload × deployment the records answer, in plain words.
+
+Input: records (stamped with their speed class) and the recommendations made from them
+(bench.report.recommend: one decision per workload and deployment). Output: summary.md's
+opening section: per machine (and speed class), a table of workload, deployment, the pick with
+its knobs, how sure in words (leads whom by how much, tied within a margin, not separated yet
+and the run that would decide), and the production checks the pick failed in any round
+(every round counted, never the latest trial alone); then one line of what is not measured.
+The long table with evidence, lines to paste and what to avoid follows it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from bench.core.outcome import Outcome
+from bench.core.record import Record, analysed
+from bench.report.cells import host_of, knobs_label
+from bench.report.recommend import ALB, Recommendation, races, recommendations
+from bench.report.table import markdown_table
+
+WARN = "⚠"
+HEADER = ["workload", "deployment", "pick", "how sure", "checks failed"]
+
+
+def _reload_failures(mine: list[Record]) -> str:
+    """Requests failed around a reload, summed over every reload run of the server."""
+    runs = [r for r in mine if r.lifecycle is not None and "failed" in r.lifecycle]
+    failed = sum(int((r.lifecycle or {}).get("failed") or 0) for r in runs)
+    return f"reload: {failed:,} failed in {len(runs)} run(s)" if failed else ""
+
+
+def _recycle_failures(mine: list[Record]) -> str:
+    """Requests unanswered while workers were recycled, summed over every recycling run."""
+    runs = [r for r in mine if r.recycles is not None]
+    failed = sum(Outcome.of_record(r).unserved for r in runs)
+    return f"recycling: {failed:,} failed in {len(runs)} run(s)" if failed else ""
+
+
+def failed_checks(rec: Recommendation, records: list[Record]) -> list[str]:
+    """The production checks the pick failed on its machine, over every round: requests
+    failed on reload or under recycling, 502s behind the balancer at its default keep-alive
+    (warm-up starts and runs under foreign load left out, as everywhere)."""
+    if rec.server is None:
+        return []
+    mine = [
+        r for r in records if r.server == rec.server and host_of(r) == rec.machine and analysed(r)
+    ]
+    found = [_reload_failures(mine), _recycle_failures(mine)]
+    if rec.deployment == ALB and (race := races(records, rec.machine).get(rec.server)):
+        lost, sent = race.default
+        if lost:
+            found.append(f"{lost:,} 502s in {sent:,} requests at its default keep-alive")
+    return [f for f in found if f]
+
+
+def _pick(rec: Recommendation) -> str:
+    if rec.server is None:
+        return "–"
+    label = knobs_label(rec.knobs)
+    if "keepalive" in rec.knobs:
+        label += f" ka{rec.knobs['keepalive']}"
+    return f"{rec.server} {label}".strip()
+
+
+def _row(rec: Recommendation, records: list[Record]) -> list[str]:
+    failed = failed_checks(rec, records)
+    pick = _pick(rec)
+    if failed and pick != "–":
+        pick = f"{WARN} {pick}"
+    cells = [rec.workload, rec.deployment, pick, rec.sure or "–", "; ".join(failed) or "none"]
+    return [c.replace("|", "\\|") for c in cells]
+
+
+def answer_section(records: list[Record]) -> list[str]:
+    """summary.md's opening section: the verdict table per machine, then what is not measured
+    ([] when no workload was measured: the sections below say what the records hold)."""
+    recs, missing = recommendations(records)
+    if not recs:
+        return []
+    by_machine: dict[str, list[Recommendation]] = defaultdict(list)
+    for rec in recs:
+        by_machine[rec.machine].append(rec)
+    lines = ["## The answer", ""]
+    for machine, rows in by_machine.items():
+        if len(by_machine) > 1:
+            lines += [f"**{machine}**", ""]
+        lines += [*markdown_table(HEADER, [_row(r, records) for r in rows], "lllll"), ""]
+    lines.append(
+        f"{WARN}: the pick failed a production check in some round (the column says which; "
+        "[production](details/production.md) has every run). The evidence, the lines to paste "
+        "and what to avoid: Recommendations below."
+    )
+    unmeasured = [f"{m}: {'; '.join(items)}" for m, items in missing.items()]
+    if unmeasured:
+        lines += ["", "Not measured: " + " · ".join(unmeasured) + "."]
+    return [*lines, ""]
