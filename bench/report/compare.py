@@ -153,12 +153,13 @@ def gate_verdict(diff: Difference, bound: float, higher_is_better: bool, trials:
     high < bound; p99: low > bound), within when wholly on the other side, undecided when it
     spans the bound or there is none (`trials` < 2 on a side, no spread): never regressed."""
     if diff.ratio is None or diff.low is None or diff.high is None:
-        why = (
-            "1 trial on a side, no interval"
-            if trials < 2
-            else "no interval (identical trials on both sides: no spread to test)"
-        )
-        return Verdict(UNDECIDED, f"undecided: {why}")
+        if trials < 2:
+            why = "1 trial on a side, no interval"
+        elif diff.ratio is None:
+            why = "no figure on a side, no interval"
+        else:
+            why = "no interval (identical trials on both sides: no spread to test)"
+        return Verdict(UNDECIDED, f"{UNDECIDED}: {why}")
     interval = f"interval [{_edge(diff.low, bound)}–{_edge(diff.high, bound)}]"
     if higher_is_better:
         worse, fine = diff.high < bound, diff.low >= bound
@@ -193,7 +194,7 @@ class Gate:
 
 def gate(comparison: Comparison, bounds: Bounds) -> Gate:
     """Each paired point judged against the bounds given (points only one set has are not)."""
-    verdicts = []
+    verdicts: list[tuple[Row, Verdict | None, Verdict | None]] = []
     for row in comparison.rows:
         trials = min(trial_count(row.base), trial_count(row.head))
         rps = p99 = None
@@ -344,9 +345,11 @@ def _level_text(comparison: Comparison, bounds: Bounds) -> str:
         ("p99", bounds.fail_above, [row.p99 for row in comparison.rows]),
     ):
         m = max((d.family for d in diffs if d.testable), default=0)
-        if bound is not None and m:
-            top = f"{100 * (1 - ALPHA / m):.1f} %".replace(".0 %", " %")
-            parts.append(f"{name}: from {100 * (1 - ALPHA):.0f} % to {top} over {m} tested points")
+        if bound is None or not m:
+            continue
+        low, top = (f"{100 * (1 - ALPHA / k):.1f} %".replace(".0 %", " %") for k in (1, m))
+        span = f"from {low} to {top}" if m > 1 else low
+        parts.append(f"{name}: {span} over {m} tested point{'s' if m > 1 else ''}")
     levels = "; ".join(parts) or "no point has an interval"
     return (
         "Each interval is the one in the table above: at the level Holm's step tested its point "

@@ -245,9 +245,12 @@ def test_the_gate_decides_on_the_interval_alone(
     assert verdict.state == state and verdict.text.startswith(state) and text in verdict.text
 
 
-def test_no_spread_is_undecided_and_says_why() -> None:
+def test_no_interval_with_several_trials_is_undecided_and_says_why() -> None:
+    """Identical trials (no spread) or no figure on a side (no p99): undecided, with why."""
     verdict = gate_verdict(Difference(0.5, None, None, None), 0.97, True, trials=3)
     assert verdict.state == UNDECIDED and "identical trials on both sides" in verdict.text
+    verdict = gate_verdict(Difference(None, None, None, None), 1.1, False, trials=3)
+    assert verdict.text == "undecided: no figure on a side, no interval"
 
 
 def test_the_fixture_records_against_themselves_pass_the_gate(
@@ -298,7 +301,9 @@ def test_a_point_with_one_or_two_trials_never_fails_a_20_percent_drop(
     base = _result_set(FIXTURES / "machine-a", tmp_path / "base")
     slower = _result_set(FIXTURES / "machine-a", tmp_path / "slower", _rps_times(0.8))
     assert cli.main(["compare", f"--base={base}", f"--head={slower}", "--fail-below=0.97"]) == 0
-    rows = _gate_rows(capsys.readouterr().out)
+    out = capsys.readouterr().out
+    assert "(req/s: from 95 % to 98.3 % over 3 tested points)" in out
+    rows = _gate_rows(out)
     assert len(rows) == 8 and all("| undecided: " in r for r in rows)
     assert sum("| undecided: 1 trial on a side, no interval |" in r for r in rows) == 5
     assert sum("spans 0.97 |" in r for r in rows) == 3
