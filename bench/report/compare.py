@@ -354,9 +354,8 @@ def _level_text(comparison: Comparison, bounds: Bounds) -> str:
     return (
         "Each interval is the one in the table above: at the level Holm's step tested its point "
         f"at ({levels}), widened to reach 1.00× where the step-down stopped, so a point not "
-        "significant after Holm is never regressed by a bound on the far side of 1.00×. A point "
-        "with no interval (1 trial on a side, or no spread) is undecided, never regressed; "
-        "points only one set has are not gated."
+        "significant after Holm is never regressed. A point with no interval (1 trial on a side, "
+        "or no spread) is undecided, never regressed; points only one set has are not gated."
     )
 
 
