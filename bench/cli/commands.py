@@ -13,6 +13,7 @@ import random
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.cli.options import (
     check_serve,
@@ -41,7 +42,7 @@ from bench.core.validate import (
     validate_int,
     validate_results,
 )
-from bench.core.variables import help_lines
+from bench.core.variables import BY_NAME, help_lines
 from bench.host.arch import ArchError, host_arch, normalize_arch
 from bench.load import (
     default_name,
@@ -49,6 +50,9 @@ from bench.load import (
 )
 from bench.load import names as load_names
 from bench.report import inputs
+
+if TYPE_CHECKING:  # compare needs numpy: imported where make compare runs
+    from bench.report.compare import Bounds
 
 
 def _sections(results: Path) -> Callable[[list], list[str]]:
@@ -85,18 +89,20 @@ def _result_set(name: str, raw: str | None, other: str | None) -> list:
     return records
 
 
-def _compare(base_dir: str | None, head_dir: str | None) -> int:
-    """`make compare`: the report on stdout; sets it cannot compare are bad input."""
+def _compare(base_dir: str | None, head_dir: str | None, bounds: Bounds | None = None) -> int:
+    """`make compare`: the report on stdout; 1 when the gate (FAIL_BELOW/FAIL_ABOVE) finds a
+    point regressed; sets it cannot compare are bad input."""
     from bench.report import compare
 
     base = _result_set("BASE", base_dir, head_dir)
     head = _result_set("HEAD", head_dir, base_dir)
+    gate_bounds = bounds or compare.Bounds()
     try:
-        lines = compare.render(base, head, str(base_dir), str(head_dir))
+        lines, gate = compare.gated(base, head, str(base_dir), str(head_dir), gate_bounds)
     except compare.CompareError as exc:
         raise UsageError(str(exc)) from None
     print("\n".join(lines))
-    return 0
+    return 1 if gate.regressed else 0
 
 
 def do_images(args: argparse.Namespace) -> int:
@@ -207,8 +213,15 @@ def do_reference(args: argparse.Namespace) -> int:
 
 
 def do_compare(args: argparse.Namespace) -> int:
-    """`make compare`: BASE and HEAD side by side on stdout."""
-    return _compare(args.base, args.head)
+    """`make compare`: BASE and HEAD side by side on stdout; 1 when FAIL_BELOW's or
+    FAIL_ABOVE's gate finds a point regressed."""
+    from bench.report.compare import Bounds
+
+    below, above = (
+        BY_NAME[name].parse(raw) if raw else None
+        for name, raw in (("FAIL_BELOW", args.fail_below), ("FAIL_ABOVE", args.fail_above))
+    )
+    return _compare(args.base, args.head, Bounds(below, above))  # type: ignore[arg-type]
 
 
 def do_study(args: argparse.Namespace) -> int:

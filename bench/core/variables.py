@@ -77,6 +77,10 @@ APP_KINDS = ("wsgi", "asgi")  # bench.core.app.KINDS
 MACHINE_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
 # CPU_QUOTA=: a cgroup's cpu.max from 1 ms per 100 ms period to 1024 CPUs (bench.host.cgroup)
 CPU_QUOTA_RANGE = (0.01, 1_024.0)
+# FAIL_BELOW= and FAIL_ABOVE=: make compare's gate, HEAD/BASE ratios of req/s (a slowdown is
+# below 1) and of p99 (a slowdown is above 1)
+FAIL_BELOW_RANGE = (0.01, 1.0)
+FAIL_ABOVE_RANGE = (1.0, 100.0)
 # MARGIN=: TRIALS=auto's equivalence margin in percent (two points within it are "the same")
 MARGIN_RANGE = (1, 50)
 # A plan longer than this needs CONFIRM=1: a typo in TRIALS or DURATION must not start days
@@ -231,6 +235,27 @@ def parse_cpu_quota(raw: str) -> float:
             f"CPU_QUOTA={raw!r} is not a number of CPUs in {low:g}..{high:g} (e.g. 0.5, 1, 1.5)"
         )
     return value
+
+
+def _bounds(limits: tuple[float, float]) -> str:
+    return f"{limits[0]:g}..{limits[1]:g}"
+
+
+def parse_ratio(name: str, limits: tuple[float, float], what: str) -> Callable[[str], float]:
+    """A ratio (a decimal number) within `limits`, inclusive: make compare's gate bounds."""
+
+    def parse(raw: str) -> float:
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            raise UsageError(
+                f"{name}={raw!r} is not a number; give a ratio in {_bounds(limits)} ({what})"
+            ) from None
+        if not limits[0] <= value <= limits[1]:  # nan and inf too
+            raise UsageError(f"{name}={raw.strip()} is out of range {_bounds(limits)} ({what})")
+        return value
+
+    return parse
 
 
 def parse_app_kind(raw: str) -> tuple[str, ...]:
@@ -783,6 +808,22 @@ VARIABLES: tuple[Variable, ...] = (
         ("compare",),
         parser=parse_text("HEAD"),
         required_by=("compare",),
+    ),
+    Variable(
+        "FAIL_BELOW",
+        "make compare: exit 1 when a point's req/s HEAD/BASE interval lies wholly below this "
+        f"ratio ({_bounds(FAIL_BELOW_RANGE)}, e.g. 0.97)",
+        "none",
+        ("compare",),
+        parser=parse_ratio("FAIL_BELOW", FAIL_BELOW_RANGE, "req/s HEAD/BASE, e.g. 0.97"),
+    ),
+    Variable(
+        "FAIL_ABOVE",
+        "make compare: exit 1 when a point's p99 HEAD/BASE interval lies wholly above this "
+        f"ratio ({_bounds(FAIL_ABOVE_RANGE)}, e.g. 1.10)",
+        "none",
+        ("compare",),
+        parser=parse_ratio("FAIL_ABOVE", FAIL_ABOVE_RANGE, "p99 HEAD/BASE, e.g. 1.10"),
     ),
     Variable(
         "REFERENCE",

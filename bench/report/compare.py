@@ -4,7 +4,9 @@ summary's "Compare arches".
 Input: the records of a BASE and a HEAD set. Output: per point present in both (same
 scenario, configuration, load; any machine) the two figures, the ratio HEAD/BASE with its
 interval and whether it is significant, Holm-corrected over the table (bench.report.stats);
-the points only one set has; the machines of each side.
+the points only one set has; the machines of each side; with FAIL_BELOW/FAIL_ABOVE, the
+regression gate's verdict per point (gate_verdict, the one decision; the CLI turns it into the
+exit status).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from bench.core import defaults, speedclass
 from bench.core.record import Record, analysed, session_of
 from bench.report.cells import figure, host_of, knobs_label, num, session_label, via_label
 from bench.report.groups import latency_values, point_key, rps_values, trial_count
-from bench.report.stats import Difference, correct, difference, estimate
+from bench.report.stats import ALPHA, Difference, correct, difference, estimate
 from bench.report.table import markdown_table
 
 SIGNIFICANT = "*"
@@ -110,6 +112,98 @@ def compare(base: list[Record], head: list[Record]) -> Comparison:
     only_base = sorted((g for k, g in base_points.items() if k not in head_points), key=_order)
     only_head = sorted((g for k, g in head_points.items() if k not in base_points), key=_order)
     return Comparison(rows, only_base, only_head)
+
+
+# The regression gate (`make compare FAIL_BELOW=0.97 FAIL_ABOVE=1.10`): one verdict per point
+# and metric; any REGRESSED point makes the exit status 1.
+REGRESSED = "regressed"
+WITHIN = "within"
+UNDECIDED = "undecided"
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The gate's bounds on HEAD/BASE: req/s below `fail_below`, p99 above `fail_above`."""
+
+    fail_below: float | None = None
+    fail_above: float | None = None
+
+    @property
+    def given(self) -> bool:
+        """Whether any bound is set (else no gate: exit 0 as before)."""
+        return self.fail_below is not None or self.fail_above is not None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The gate's decision on one point and one metric, with its reason in words."""
+
+    state: str  # REGRESSED, WITHIN or UNDECIDED
+    text: str  # "regressed: interval [0.78–0.82] wholly below 0.97"
+
+
+def _edge(value: float, bound: float) -> str:
+    """An interval's end at 2 decimals, 3 where 2 would read as the bound itself."""
+    text = f"{value:.2f}"
+    return f"{value:.3f}" if text == f"{bound:.2f}" and value != bound else text
+
+
+def gate_verdict(diff: Difference, bound: float, higher_is_better: bool, trials: int) -> Verdict:
+    """Regressed when the HEAD/BASE interval lies wholly on the worse side of `bound` (req/s:
+    high < bound; p99: low > bound), within when wholly on the other side, undecided when it
+    spans the bound or there is none (`trials` < 2 on a side, no spread): never regressed."""
+    if diff.ratio is None or diff.low is None or diff.high is None:
+        if trials < 2:
+            why = "1 trial on a side, no interval"
+        elif diff.ratio is None:
+            why = "no figure on a side, no interval"
+        else:
+            why = "no interval (identical trials on both sides: no spread to test)"
+        return Verdict(UNDECIDED, f"{UNDECIDED}: {why}")
+    interval = f"interval [{_edge(diff.low, bound)}–{_edge(diff.high, bound)}]"
+    if higher_is_better:
+        worse, fine = diff.high < bound, diff.low >= bound
+        words = ("below", "at or above")
+    else:
+        worse, fine = diff.low > bound, diff.high <= bound
+        words = ("above", "at or below")
+    if worse:
+        return Verdict(REGRESSED, f"{REGRESSED}: {interval} wholly {words[0]} {bound:g}")
+    if fine:
+        return Verdict(WITHIN, f"{WITHIN}: {interval} wholly {words[1]} {bound:g}")
+    return Verdict(UNDECIDED, f"{UNDECIDED}: {interval} spans {bound:g}")
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The gate over a comparison: per paired point its req/s and p99 verdicts (None where
+    that bound is not set)."""
+
+    bounds: Bounds
+    verdicts: list[tuple[Row, Verdict | None, Verdict | None]]
+
+    @property
+    def regressed(self) -> list[Row]:
+        """The points regressed on either metric (exit status 1 when any)."""
+        return [
+            row
+            for row, rps, p99 in self.verdicts
+            if REGRESSED in (getattr(rps, "state", None), getattr(p99, "state", None))
+        ]
+
+
+def gate(comparison: Comparison, bounds: Bounds) -> Gate:
+    """Each paired point judged against the bounds given (points only one set has are not)."""
+    verdicts: list[tuple[Row, Verdict | None, Verdict | None]] = []
+    for row in comparison.rows:
+        trials = min(trial_count(row.base), trial_count(row.head))
+        rps = p99 = None
+        if bounds.fail_below is not None:
+            rps = gate_verdict(row.rps, bounds.fail_below, True, trials)
+        if bounds.fail_above is not None:
+            p99 = gate_verdict(row.p99, bounds.fail_above, False, trials)
+        verdicts.append((row, rps, p99))
+    return Gate(bounds, verdicts)
 
 
 def mark(diff: Difference) -> str:
@@ -238,8 +332,89 @@ def speed_line(comparison: Comparison, tolerance: float = defaults.SPEED_TOLERAN
     )
 
 
-def render(base: list[Record], head: list[Record], base_dir: str, head_dir: str) -> list[str]:
+def _point_name(rec: Record) -> str:
+    """A point in a few words: `db granian w2 c50` (the via when not direct)."""
+    return " ".join(c for c in _point_cells(rec) if c and c != "direct")
+
+
+def _level_text(comparison: Comparison, bounds: Bounds) -> str:
+    """At which confidence level the gate's intervals are (Holm's step's), per metric."""
+    parts = []
+    for name, bound, diffs in (
+        ("req/s", bounds.fail_below, [row.rps for row in comparison.rows]),
+        ("p99", bounds.fail_above, [row.p99 for row in comparison.rows]),
+    ):
+        m = max((d.family for d in diffs if d.testable), default=0)
+        if bound is None or not m:
+            continue
+        low, top = (f"{100 * (1 - ALPHA / k):.1f} %".replace(".0 %", " %") for k in (1, m))
+        span = f"from {low} to {top}" if m > 1 else low
+        parts.append(f"{name}: {span} over {m} tested point{'s' if m > 1 else ''}")
+    levels = "; ".join(parts) or "no point has an interval"
+    return (
+        "Each interval is the one in the table above: at the level Holm's step tested its point "
+        f"at ({levels}), widened to reach 1.00× where the step-down stopped, so a point not "
+        "significant after Holm is never regressed. A point with no interval (1 trial on a side, "
+        "or no spread) is undecided, never regressed; points only one set has are not gated."
+    )
+
+
+def gate_answer(result: Gate) -> str:
+    """The gate's answer in one line: regressed (which points) or passed, and the exit status."""
+    bad = result.regressed
+    if bad:
+        names = "; ".join(_point_name(row.base[0]) for row in bad)
+        return (
+            f"Gate: regressed at {len(bad)} of {len(result.verdicts)} points, exit status 1: "
+            f"{names}"
+        )
+    within = sum(
+        1
+        for _, rps, p99 in result.verdicts
+        if all(v.state == WITHIN for v in (rps, p99) if v is not None)
+    )
+    return (
+        f"Gate: passed, exit status 0: no point regressed ({within} within, "
+        f"{len(result.verdicts) - within} undecided)"
+    )
+
+
+def gate_lines(comparison: Comparison, result: Gate) -> list[str]:
+    """The gate's section: its bounds, the level of its intervals, a verdict per point."""
+    bounds = result.bounds
+    header = [*HEADER]
+    if bounds.fail_below is not None:
+        header.append(f"req/s HEAD/BASE, FAIL_BELOW={bounds.fail_below:g}")
+    if bounds.fail_above is not None:
+        header.append(f"p99 HEAD/BASE, FAIL_ABOVE={bounds.fail_above:g}")
+    rows = [
+        [*_point_cells(row.base[0]), *(v.text for v in (rps, p99) if v is not None)]
+        for row, rps, p99 in result.verdicts
+    ]
+    return [
+        "Gate, per point:",
+        "",
+        "Regressed: the HEAD/BASE interval lies wholly below FAIL_BELOW (req/s) or wholly above "
+        "FAIL_ABOVE (p99); within: wholly on the other side; undecided: it spans the bound. "
+        + _level_text(comparison, bounds),
+        "",
+        *markdown_table(header, rows, "l" * len(header)),
+        "",
+    ]
+
+
+def render(
+    base: list[Record], head: list[Record], base_dir: str, head_dir: str, bounds: Bounds = Bounds()
+) -> list[str]:
     """`make compare`'s report (markdown). Raises CompareError on sets it cannot compare."""
+    return gated(base, head, base_dir, head_dir, bounds)[0]
+
+
+def gated(
+    base: list[Record], head: list[Record], base_dir: str, head_dir: str, bounds: Bounds
+) -> tuple[list[str], Gate]:
+    """`make compare`'s report and its gate (no verdict where no bound is given). Raises
+    CompareError on sets it cannot compare."""
     if not base:
         raise CompareError(f"BASE={base_dir!r} holds no records")
     if not head:
@@ -250,11 +425,13 @@ def render(base: list[Record], head: list[Record], base_dir: str, head_dir: str)
             f"BASE={base_dir!r} and HEAD={head_dir!r} have no point in common "
             "(same scenario, server, knobs, via and load)"
         )
+    result = gate(comparison, bounds)
     base_ok = [r for r in base if analysed(r) and not r.emulated]
     head_ok = [r for r in head if analysed(r) and not r.emulated]
-    return [
+    lines = [
         f"# Compare: HEAD `{head_dir}` against BASE `{base_dir}`",
         "",
+        *([f"- **{gate_answer(result)}** (per point: Gate, below)."] if bounds.given else []),
         f"- BASE machines: {_machines(base_ok)}; sessions: {sessions_text(base_ok)}",
         f"- HEAD machines: {_machines(head_ok)}; sessions: {sessions_text(head_ok)}",
         "- A point a set measured in several sessions is compared on its latest session's "
@@ -266,6 +443,8 @@ def render(base: list[Record], head: list[Record], base_dir: str, head_dir: str)
         "",
         *rows_table(comparison, "BASE", "HEAD"),
         "",
+        *(gate_lines(comparison, result) if bounds.given else []),
         *_only_lines(comparison.only_base, "BASE"),
         *_only_lines(comparison.only_head, "HEAD"),
     ]
+    return lines, result

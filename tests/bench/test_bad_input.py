@@ -19,6 +19,8 @@ from bench.core.registry import ROOT
 from bench.core.variables import BY_NAME
 
 # (target, variables, what the one line says)
+# BASE and HEAD given: a bound is parsed (and refused) before the directories are read.
+COMPARED = {"BASE": "results/reference", "HEAD": "tests/fixtures/aa/head"}
 UNKNOWN = [
     ("bench", {"SERVERS": "granian"}, "SERVERS is not a variable; did you mean SERVER?"),
     ("bench", {"server": "nosuch"}, "server is not a variable; did you mean SERVER?"),
@@ -38,6 +40,7 @@ EMPTY = [
     ("study", {"NAME": ""}, "unknown NAME ''; valid: accept-queue"),
     ("bench", {"RESULTS": ""}, "RESULTS= is set but empty"),
     ("images", {"ARCH": ""}, "unknown ARCH ''"),
+    ("compare", {**COMPARED, "FAIL_BELOW": ""}, "FAIL_BELOW='' is not a number"),
 ]
 VALUES = [
     ("bench", {"DURATION": "0"}, "DURATION=0 is out of range 1..86400"),
@@ -90,6 +93,11 @@ VALUES = [
     ("remote", {"HOST": "nobody@127.0.0.1"}, "ssh cannot reach nobody@127.0.0.1 without a prompt"),
     ("bench", {"PROTOCOL": "http2"}, "unknown PROTOCOL 'http2'; valid: http1, https1, h2c, h2"),
     ("bench", {"PROTOCOL": "h2c", "LOAD": "oha", "RATE": "9", "STREAMS": "0"}, "STREAMS=0"),
+    ("compare", {**COMPARED, "FAIL_BELOW": "abc"}, "FAIL_BELOW='abc' is not a number; give a"),
+    ("compare", {**COMPARED, "FAIL_BELOW": "0"}, "FAIL_BELOW=0 is out of range 0.01..1 (req/s"),
+    ("compare", {**COMPARED, "FAIL_BELOW": "2"}, "FAIL_BELOW=2 is out of range 0.01..1 (req/s"),
+    ("compare", {**COMPARED, "FAIL_ABOVE": "0.9"}, "FAIL_ABOVE=0.9 is out of range 1..100 (p99"),
+    ("compare", {**COMPARED, "FAIL_ABOVE": "nan"}, "FAIL_ABOVE=nan is out of range 1..100"),
 ]
 RULES = [
     ("bench", {"CPUS": "1"}, "CPUS needs RUNTIME=docker"),
