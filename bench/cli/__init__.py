@@ -14,7 +14,7 @@ import os
 import sys
 
 from bench.cli.cleanup import remove_leftovers
-from bench.cli.commands import COMMANDS, DECLARATIVE
+from bench.cli.commands import COMMANDS, DECLARATIVE, MEASURING
 from bench.cli.options import (
     check_serve,
     docker_ready,
@@ -32,7 +32,8 @@ from bench.cli.options import (
 from bench.cli.parser import build_parser, declared_check, from_env
 from bench.core import variables
 from bench.core.registry import DeclarationError, server_ids
-from bench.core.validate import UsageError, validate_choices, validate_int_list
+from bench.core.validate import UsageError, validate_choices, validate_int_list, validate_results
+from bench.host import speed
 from bench.host.metadata import machine_label
 from bench.studies.schema import StudyError
 
@@ -75,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
                 machine_label()  # MACHINE=, checked before anything starts
             except ValueError as exc:
                 raise UsageError(str(exc)) from None
+        if args.command in MEASURING:
+            # one session of host-speed probes; its speed file and history line at the end
+            results = getattr(args, "results", None)  # make overhead records nothing
+            with speed.recording(validate_results(results) if results else None):
+                return COMMANDS[args.command](args)
         return COMMANDS[args.command](args)
     except (UsageError, DeclarationError, StudyError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
