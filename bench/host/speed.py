@@ -336,7 +336,10 @@ def recording(results: Path | None, log: SpeedLog | None = None) -> Iterator[Spe
         yield log
     finally:
         _RECORDING.remove(log)
-        log.finish(results)
+        try:
+            log.finish(results)
+        except OSError as exc:  # the records are written: the command's status stands
+            print(f"bench: host speed not saved: {exc}", file=sys.stderr, flush=True)
 
 
 def checkpoint(say: Say, spaced: bool = False) -> dict | None:

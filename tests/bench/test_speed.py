@@ -288,3 +288,45 @@ def test_every_record_of_a_session_carries_its_start_probe(
     assert 3 <= len(log.probes) <= 5  # start, one per round, end
     saved = json.loads((results / "raw" / "speed-thissession0001.json").read_text())
     assert saved["probes"] == log.probes and saved["changed"] is False
+
+
+def test_make_bench_through_the_cli_probes_under_the_lock_and_says_the_start_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two `python -m bench run` sessions (the run itself replaced by a supervised body that
+    measures nothing): each probes at its start and end, writes its speed file and history
+    line; the second, on a host at 0.31x, says so in one line naming the first."""
+    from bench import cli
+    from bench.harness import run
+
+    monkeypatch.setattr(run, "state_base", lambda: tmp_path / "state")
+    (tmp_path / "state").mkdir()
+    monkeypatch.setattr(
+        run, "execute", lambda options, sections: run.supervised(lambda t, d: 0, "x")
+    )
+    history, results = tmp_path / "history.jsonl", tmp_path / "results"
+    logs = []
+
+    def session(name: str, ops: float):  # type: ignore[no-untyped-def]
+        def make() -> speed.SpeedLog:
+            ident = {**speed.identity(), "session_id": name}
+            logs.append(speed.SpeedLog(FakeProbe([ops]), history, 0.10, ident))
+            return logs[-1]
+
+        return make
+
+    argv = ["run", "--server=granian", "--scenario=plaintext", f"--results={results}"]
+    assert cli.main(argv, speeds=session("aaaaaa111", 1000.0)) == 0
+    assert "host runs" not in capsys.readouterr().err  # no earlier session here
+    assert cli.main(argv, speeds=session("bbbbbb222", 310.0)) == 0
+    err = capsys.readouterr().err
+    assert [line for line in err.splitlines() if "speed" in line] == [
+        "bench: this host runs at 0.31× the speed it had in session aaaaaa (2026-11-29): "
+        "figures are not comparable with that session's"
+    ]
+    assert [len(log.probes) for log in logs] == [2, 2]  # start and end
+    assert sorted(p.name for p in (results / "raw").iterdir()) == [
+        "speed-aaaaaa111.json",
+        "speed-bbbbbb222.json",
+    ]
+    assert [e["session_id"] for e in speed.read_history(history)] == ["aaaaaa111", "bbbbbb222"]
