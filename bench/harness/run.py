@@ -602,7 +602,7 @@ def supervised(
                     file=sys.stderr,
                 )
             try:
-                speed.checkpoint(say)  # under the lock, before anything starts
+                speed.checkpoint(say, spaced=True)  # the start (a study's next batch: between)
                 status = body(table, run_dir)
             except AppRejected as exc:
                 # APP= failed before any load: bad input, one line (then the log's tail).

@@ -66,7 +66,8 @@ def child_main(cpu: int, units: int) -> None:
     """One probe child: pin to `cpu`, say ready, wait for the go line, work, print the times."""
     os.sched_setaffinity(0, {cpu})
     print("ready", flush=True)
-    sys.stdin.readline()
+    if not sys.stdin.readline():  # the harness is gone (killed): no work for nobody
+        return
     wall, used = time.perf_counter(), time.process_time()
     check = work(units)
     wall, used = time.perf_counter() - wall, time.process_time() - used

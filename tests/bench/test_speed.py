@@ -238,6 +238,32 @@ def test_the_real_probe_gives_positive_figures_for_every_usable_cpu() -> None:
     assert psutil.Process().children() == []
 
 
+def test_an_interrupted_probe_leaves_no_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while the children wait for their start: every child is killed and reaped."""
+
+    def interrupted(procs):  # type: ignore[no-untyped-def]
+        assert len(procs) == len(os.sched_getaffinity(0))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(speed, "_timed", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        speed.probe(units=10)
+    assert psutil.Process().children() == []
+
+
+def test_a_failed_probe_is_said_and_the_session_goes_on(tmp_path: Path) -> None:
+    """A probe that cannot be taken is one line; the session has no probe from it."""
+
+    def broken() -> dict:
+        raise speed.SpeedError("probe child exited with 1")
+
+    log = speed.SpeedLog(broken, tmp_path / "h.jsonl", 0.10, speed.identity())
+    said: list[str] = []
+    assert log.checkpoint(said.append) is None
+    assert said == ["host speed: not measured (probe child exited with 1)"]
+    assert log.speed() is None and log.finish(tmp_path) is None
+
+
 def test_the_work_is_deterministic() -> None:
     """The same units give the same check value in every process (no salted hash in it)."""
     assert speed.work(300) == speed.work(300)
