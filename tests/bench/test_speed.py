@@ -356,3 +356,13 @@ def test_make_bench_through_the_cli_probes_under_the_lock_and_says_the_start_lin
         "speed-bbbbbb222.json",
     ]
     assert [e["session_id"] for e in speed.read_history(history)] == ["aaaaaa111", "bbbbbb222"]
+
+
+def test_every_measuring_command_and_reference_question_records_a_session() -> None:
+    """The commands that probe are commands, and every make reference question's command is
+    one of them (each question is its own `python -m bench <command>`: its own session)."""
+    from bench.cli.commands import COMMANDS, MEASURING
+    from bench.core.campaign import COMMANDS as QUESTION_COMMANDS
+
+    assert set(MEASURING) <= set(COMMANDS)
+    assert set(QUESTION_COMMANDS.values()) <= set(MEASURING)
