@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import platform
+import select
 import statistics
 import subprocess
 import sys
@@ -102,25 +103,28 @@ def _read_stat() -> dict[str, int] | None:
         return None
 
 
-def _children(cpus: list[int], units: int) -> list[subprocess.Popen[str]]:
-    """One child per CPU, in the harness's own process group (killed by the caller)."""
+def _start(procs: list[subprocess.Popen[str]], cpus: list[int], units: int) -> None:
+    """One child per CPU, in the harness's own process group, each added to `procs` as it
+    starts (the caller kills them all, also when a later one fails to start)."""
     code = f"from bench.host.speed import child_main; child_main({{cpu}}, {units})"
-    return [
-        subprocess.Popen(
-            [sys.executable, "-c", code.format(cpu=cpu)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
+    for cpu in cpus:
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", code.format(cpu=cpu)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                cwd=ROOT,
+            )
         )
-        for cpu in cpus
-    ]
 
 
 def _timed(procs: list[subprocess.Popen[str]]) -> list[dict]:
     """Wait until every child is ready, start them together, collect their times."""
     for proc in procs:
         assert proc.stdout is not None
+        if not select.select([proc.stdout], [], [], CHILD_TIMEOUT_S)[0]:
+            raise SpeedError(f"probe child not ready in {CHILD_TIMEOUT_S:g} s")
         if proc.stdout.readline().strip() != "ready":
             raise SpeedError(f"probe child exited with {proc.wait(CHILD_TIMEOUT_S)}")
     for proc in procs:
@@ -140,9 +144,9 @@ def probe(units: int = WORK_UNITS) -> dict:
     """Run work(units) single-threaded in one child per usable CPU at once (≈1 s with
     WORK_UNITS): the probe dict (median work units per wall second, per CPU too, the median
     CPU-time/wall ratio, steal over the probe, the clock). SpeedError when a child fails."""
-    cpus = sorted(os.sched_getaffinity(0))
-    procs = _children(cpus, units)
+    procs: list[subprocess.Popen[str]] = []
     try:
+        _start(procs, sorted(os.sched_getaffinity(0)), units)
         stat_before, wall = _read_stat(), time.perf_counter()
         answers = _timed(procs)
         wall, stat_after = time.perf_counter() - wall, _read_stat()
