@@ -194,3 +194,27 @@ class FakeSite:
     def stop(self, served: FakeServed) -> None:
         """Remember the stop."""
         self.stopped.append(served.name)
+
+
+@dataclass
+class FakeProbe:
+    """A host-speed probe (bench.host.speed.probe's stand-in) answering scripted work per
+    second, one per call (the last repeats): no second of real work per test."""
+
+    speeds: list[float] = field(default_factory=lambda: [1000.0])
+    calls: int = 0
+
+    def __call__(self) -> dict:
+        """A probe dict of the current format with the next scripted speed."""
+        ops = self.speeds[min(self.calls, len(self.speeds) - 1)]
+        self.calls += 1
+        return {
+            "version": 1,
+            "at": f"2026-11-29T00:00:{self.calls:02d}Z",
+            "ops_per_s": ops,
+            "per_cpu_ops_per_s": [ops, ops],
+            "cpu_wall_ratio": 1.0,
+            "steal_pct": 0.0,
+            "mhz": 2596,
+            "wall_s": 1.0,
+        }

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 from bench.cli.cleanup import remove_leftovers
-from bench.cli.commands import COMMANDS, DECLARATIVE
+from bench.cli.commands import COMMANDS, DECLARATIVE, MEASURING
 from bench.cli.options import (
     check_serve,
     docker_ready,
@@ -33,6 +35,7 @@ from bench.cli.parser import build_parser, declared_check, from_env
 from bench.core import variables
 from bench.core.registry import DeclarationError, server_ids
 from bench.core.validate import UsageError, validate_choices, validate_int_list
+from bench.host import speed
 from bench.host.metadata import machine_label
 from bench.studies.schema import StudyError
 
@@ -61,8 +64,11 @@ __all__ = [
 ]
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of `python -m bench`."""
+def main(
+    argv: list[str] | None = None, speeds: Callable[[], speed.SpeedLog] = speed.SpeedLog
+) -> int:
+    """Entry point of `python -m bench` (`speeds`: a measuring command's session of host-speed
+    probes; the tests pass one with a fake probe and history)."""
     try:
         args = build_parser().parse_args(argv)
         if getattr(args, "from_env", False):
@@ -75,6 +81,12 @@ def main(argv: list[str] | None = None) -> int:
                 machine_label()  # MACHINE=, checked before anything starts
             except ValueError as exc:
                 raise UsageError(str(exc)) from None
+        if args.command in MEASURING:
+            # one session of host-speed probes; its speed file and history line at the end
+            # (RESULTS is the command's to check: no probe is taken before it is)
+            results = getattr(args, "results", None)  # make overhead records nothing
+            with speed.recording(Path(results).absolute() if results else None, speeds()):
+                return COMMANDS[args.command](args)
         return COMMANDS[args.command](args)
     except (UsageError, DeclarationError, StudyError) as exc:
         print(f"bench: {exc}", file=sys.stderr)

@@ -477,9 +477,10 @@ class Stop:
 def retire(q: Question, results: Path, ident: dict) -> list[str]:
     """The records of this question's earlier askings on this machine under another command
     (its variables or its study file changed) or that were not answered (a run failed, or it
-    was interrupted), removed from RESULTS with their raw files as it is asked again: the
-    summary reads every record below RESULTS, and a superseded session beside the new one
-    would be judged beside it (git keeps the old ones). Those it removed, by name."""
+    was interrupted), removed from RESULTS with their raw files (and their session's speed
+    file) as it is asked again: the summary reads every record below RESULTS, and a
+    superseded session beside the new one would be judged beside it (git keeps the old ones).
+    Those it removed, by name."""
     gone: list[str] = []
     for entry in read_ledger(results):
         if (
@@ -496,6 +497,10 @@ def retire(q: Question, results: Path, ident: dict) -> list[str]:
                 continue
             for raw in data.get("raw_files") or []:
                 (results / raw).unlink(missing_ok=True)
+            # its session's host-speed probes (format 17) go with it: a question is a session
+            session = (data.get("metadata") or {}).get("session_id")
+            if session:
+                (results / "raw" / f"speed-{session}.json").unlink(missing_ok=True)
             path.unlink(missing_ok=True)
             gone.append(name)
     return gone

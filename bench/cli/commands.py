@@ -397,5 +397,9 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 }
 
 
+# Commands that measure: each is one session of host-speed probes (bench.host.speed), taken
+# under the machine's lock at its start and end and between its rounds (bench.harness.run).
+MEASURING = ("run", "capacity", "soak", "study", "overhead", "noise", "tune")
+
 # Commands that only print what is declared: no leftover namespaces removed, no MACHINE check.
 DECLARATIVE = ("help",)

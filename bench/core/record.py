@@ -152,8 +152,21 @@ from pathlib import Path
 #    (bench.core.defaults.LATE_LIMIT_MS), which recovery_s is judged against too; before 16
 #    it was 3 x the server's own p99 before the signal (at least +100 ms). Older records have
 #    no late_arrivals: the report says "late not recorded".
-FORMAT_VERSION = 16
-KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
+# 17: (2026-11, issue 55 item 1) metadata.speed {start, latest, change, changed}: the host's
+#    speed probe (bench.host.speed: fixed CPU work on every usable CPU) at the session's start
+#    (the same in every record of a session) and the latest before the record was written,
+#    each {version (PROBE_VERSION: figures of two versions are never compared), at,
+#    ops_per_s (median over the CPUs of work units per wall second), per_cpu_ops_per_s,
+#    cpu_wall_ratio (median CPU time / wall), steal_pct (/proc/stat's steal over the probe, %
+#    of the CPUs' time; null: not counted), mhz, wall_s}; change = latest / start ops_per_s,
+#    changed = |change - 1| > bench.core.defaults.SPEED_TOLERANCE (the host changed under the
+#    session). Every probe of a session is in RESULTS/raw/speed-<session_id>.json. Older
+#    records have no speed: speed_of() reads None (their host's speed is unknown).
+FORMAT_VERSION = 17
+KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17)
+# The version of bench.host.speed's work: changed whenever the work changes (its loop or its
+# count), so that figures of two versions are never compared (speed_of reads only this one).
+PROBE_VERSION = 1
 STATUSES = ("ok", "failed", "unsupported")
 UNSUPPORTED = ("scenario", "reload", "recycle", "emulation", "protocol")
 # Before format 6: the reason's opening words (bench/harness/run.py wrote them) -> the code.
@@ -279,6 +292,15 @@ def python_of(rec: Record) -> str | None:
 def gil_came_back(rec: Record) -> bool:
     """A free-threaded run whose server answered with the GIL on (format 14)."""
     return (rec.interpreter or {}).get("gil_came_back") is True
+
+
+def speed_of(rec: Record) -> float | None:
+    """The host's speed at the record's session start (metadata.speed.start.ops_per_s, format
+    17); None on older records and on probes of another PROBE_VERSION."""
+    start = (rec.metadata.get("speed") or {}).get("start") or {}
+    if start.get("version") != PROBE_VERSION or start.get("ops_per_s") is None:
+        return None
+    return float(start["ops_per_s"])
 
 
 def unsupported_code(rec: Record) -> str | None:

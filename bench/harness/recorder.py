@@ -20,6 +20,7 @@ from bench.core.protocol import PROTOCOLS
 from bench.core.registry import FRAMEWORKS
 from bench.core.scenario import SCENARIOS
 from bench.harness.measure import Measurement
+from bench.host import speed
 from bench.host.arch import Emulator, host_arch
 from bench.host.metadata import new_start_id, now_iso
 from bench.host.placement import Placement
@@ -78,6 +79,8 @@ class Recorder:
             **opts.study.meta,
             **({"proxy_version": self.proxy_version} if opts.proxy else {}),
             **({"emulator": self.emulator.metadata()} if self.emulator else {}),
+            # the session's start probe and the latest before this record (format 17)
+            "speed": speed.record_field(),
         }
 
     def _measured_fields(self, measured: Measurement | None) -> dict[str, object]:

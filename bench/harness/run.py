@@ -29,6 +29,7 @@ from bench.harness.capacity import search_capacity
 from bench.harness.preflight import AppRejected, preflight_app
 from bench.harness.recorder import Recorder, ServerFacts
 from bench.harness.session import BlockVoid, Harness, Session, Site
+from bench.host import speed
 from bench.host.metadata import host_metadata
 from bench.host.placement import cpu_placement
 from bench.host.prepare import Environment, Unavailable
@@ -231,7 +232,8 @@ def run_blocks(
     specs: dict[str, ServerSpec],
     prepared: dict[str, Environment | Unavailable],
 ) -> str | None:
-    """Every block in order; returns why the stack died (None: it lived)."""
+    """Every block in order, the host's speed probed between rounds; returns why the stack
+    died (None: it lived)."""
     stack_reason: str | None = None
     done: set[int] = set()  # blocks run as part of a sliced round
     for number, (opts, block) in enumerate(arm_blocks):
@@ -239,6 +241,8 @@ def run_blocks(
         env = env_of(prepared, opts, block.server)
         if number in done:
             continue
+        if number == 0 or block.trial != arm_blocks[number - 1][1].trial:
+            between_rounds(h)
         if stack_reason is not None:
             # The stack died earlier: every remaining run is recorded, none measured.
             h.recorder.failed(opts, block.runs, ServerFacts(spec.app), stack_reason, {})
@@ -265,6 +269,12 @@ def run_blocks(
     return stack_reason
 
 
+def between_rounds(h: Harness) -> None:
+    """A round begins: the host's speed probed again (bench.host.speed; at most once a
+    minute), said when it drifted beyond tolerance of the session's start."""
+    speed.checkpoint(h.progress.say, spaced=True)
+
+
 def unavailable(
     h: Harness, opts: plan.Options, block: plan.Block, spec: ServerSpec, env: Unavailable
 ) -> None:
@@ -286,6 +296,7 @@ def run_sliced(
 ) -> str | None:
     """One race round (bench.harness.slices): the servers that could be prepared started
     together and loaded in slices; returns why the stack died (None: it lived)."""
+    between_rounds(h)
     ready = []
     for block in blocks:
         env = env_of(prepared, opts, block.server)
@@ -548,6 +559,24 @@ def record_files(results: Path) -> set[Path]:
 Body = Callable[[ProcessTable, Path], int]
 
 
+def sayer(who: str) -> Callable[[str], None]:
+    """One line on stderr, prefixed with the command's name."""
+    return lambda line: print(f"{who}: {line}", file=sys.stderr, flush=True)
+
+
+def end_probe(say: Callable[[str], None], status: int) -> int:
+    """Everything stopped, the lock still held: the session's end probe (none after an
+    interrupt, which it would only delay); an interrupt during it makes the status 130."""
+    if status == 130:
+        return status
+    try:
+        speed.checkpoint(say)
+    except (KeyboardInterrupt, Interrupted) as exc:
+        say(f"interrupted by {signal_name(exc)} during the host's speed probe")
+        return 130
+    return status
+
+
 def supervised(
     body: Body, name: str, who: str = "bench", note: str = "", wait: bool = True
 ) -> int | None:
@@ -555,17 +584,15 @@ def supervised(
     namespace ones too, make overhead): under the machine's lock (waiting for another
     harness, or with wait=False refusing), in a run directory of its own (`name` in it),
     Ctrl-C and SIGTERM ending it with 130 and every process of `body`'s table stopped on
-    every exit path. Returns body's status (2: APP= was rejected before any load), None when
-    another run holds the lock and wait is False."""
+    every exit path, the host's speed probed at its start and end (bench.host.speed). Returns
+    body's status (2: APP= was rejected before any load), None when another run holds the lock
+    and wait is False."""
     base = state_base()
     run_dir = base / "runs" / run_dir_name(name)
     run_dir.mkdir(parents=True, exist_ok=True)
-    status = 0
+    status, say = 0, sayer(who)
     try:
-        with (
-            signals_raise(),
-            machine_lock(wait, lambda line: print(f"{who}: {line}", file=sys.stderr)),
-        ):
+        with signals_raise(), machine_lock(wait, say):
             table = ProcessTable()
             print(f"{who}: run directory {run_dir}{', ' + note if note else ''}", file=sys.stderr)
             busy = busy_now(0.5)
@@ -575,6 +602,7 @@ def supervised(
                     file=sys.stderr,
                 )
             try:
+                speed.checkpoint(say, spaced=True)  # the start (a study's next batch: between)
                 status = body(table, run_dir)
             except AppRejected as exc:
                 # APP= failed before any load: bad input, one line (then the log's tail).
@@ -597,6 +625,7 @@ def supervised(
                     table.stop_all()
                     if _useless(run_dir):
                         shutil.rmtree(run_dir, ignore_errors=True)
+            status = end_probe(say, status)
     except LockedError as exc:
         print(f"{who}: {exc}; WAIT=1 waits for it", file=sys.stderr)
         with contextlib.suppress(OSError):

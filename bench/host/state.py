@@ -25,6 +25,9 @@ from bench.core.registry import ROOT
 from bench.host.metadata import now_iso
 
 STATE = ROOT / ".bench"
+# Every session's host speed on this machine, one JSON line each (bench.host.speed): what the
+# start line compares with. Machine-local state, never results: the records carry their own.
+SPEED_HISTORY = STATE / "state" / "speed-history.jsonl"
 
 # PostgreSQL's socket directory: short (Unix socket paths are limited to 107 bytes), so in the
 # system's temp directory rather than state_base(), and named by the harness's pid, so that the

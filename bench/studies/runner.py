@@ -26,7 +26,7 @@ from bench.core.registry import load_all
 from bench.harness import racing
 from bench.harness import run as harness_run
 from bench.harness.recorder import Recorder
-from bench.host import cgroup, docker, images, netns
+from bench.host import cgroup, docker, images, netns, speed
 from bench.host.arch import host_arch
 from bench.host.metadata import host_metadata, now_iso
 from bench.host.placement import cpu_placement
@@ -348,6 +348,7 @@ def execute_in_namespaces(
         started = time.monotonic()
 
         def run_round(blocks: list[tuple[plan.Options, plan.Block]]) -> bool:
+            speed.checkpoint(recorder.progress.say, spaced=True)  # a round begins
             for opts, block in blocks:
                 arm = by_id[str(opts.study.meta["study_arm"])]
                 what = (study, arm, opts)

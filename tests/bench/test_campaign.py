@@ -302,9 +302,20 @@ def test_a_question_asked_again_under_a_new_command_retires_its_old_records(
         for raw in json.loads((results / "records" / name).read_text()).get("raw_files") or []
     ]
     assert raws and all(p.exists() for p in raws)
+    # their sessions' host-speed files (format 17) leave with them; another session's stays
+    speeds = []
+    for number, name in enumerate(first):  # the fixture's records predate session ids
+        data = json.loads((results / "records" / name).read_text())
+        data["metadata"]["session_id"] = f"session{number}"
+        (results / "records" / name).write_text(json.dumps(data))
+        speeds.append(results / "raw" / f"speed-session{number}.json")
+    for path in [*speeds, results / "raw" / "speed-another.json"]:
+        path.write_text("{}")
     assert ask.retire(changed, results, IDENT) == first
     assert not any((results / "records" / n).exists() for n in first)
     assert not any(p.exists() for p in raws)
+    assert not any(p.exists() for p in speeds)
+    assert (results / "raw" / "speed-another.json").exists()
 
 
 def _writer(
