@@ -157,8 +157,3 @@ TUNE_OBJECTIVE = "rps"
 # 2xCPU+1 rule failed 3.33 % of them and vCPU workers with 2x threads 0.76 %: an error rate
 # that differs is an answer of its own, not a faster configuration)
 TUNE_MAX_FAILED_SHARE = 0.01
-
-# Host speed (bench.host.speed, bench.core.speedclass): two sessions of one machine whose
-# start probes differ by more than this share are two speed classes, never pooled or set side
-# by side unlabelled; a probe that drifts by more within one session marks it.
-SPEED_TOLERANCE = 0.10

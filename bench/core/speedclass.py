@@ -22,21 +22,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from bench.core import defaults
-from bench.core.record import Record, load_records, session_of
+from bench.core.record import Record, load_records, session_of, speed_of
 
-# The probe's work: figures of two versions of it are never compared (bench.host.speed).
-PROBE_VERSION = 1
 UNKNOWN = "@?"
-
-
-def probe_of(meta: dict) -> float | None:
-    """A session's host speed: the start probe's work per second (metadata.speed.start), None
-    for a record before the probe or of another probe version."""
-    start = (meta.get("speed") or {}).get("start") or {}
-    value = start.get("ops_per_s")
-    if start.get("version") != PROBE_VERSION or not isinstance(value, int | float) or value <= 0:
-        return None
-    return float(value)
 
 
 def machine_of(meta: dict) -> tuple[str, str]:
@@ -71,7 +59,7 @@ def stamp(records: Iterable[Record], tolerance: float = defaults.SPEED_TOLERANCE
     records = list(records)
     by_machine: dict[tuple[str, str], dict[str, float | None]] = defaultdict(dict)
     for rec in records:
-        by_machine[machine_of(rec.metadata)][session_of(rec)] = probe_of(rec.metadata)
+        by_machine[machine_of(rec.metadata)][session_of(rec)] = speed_of(rec)
     stamps: dict[tuple[tuple[str, str], str], dict[str, object]] = {}
     for machine, sessions in by_machine.items():
         known = {s: v for s, v in sessions.items() if v is not None}

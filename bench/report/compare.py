@@ -15,8 +15,8 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 
-from bench.core import defaults, speedclass
-from bench.core.record import Record, analysed, session_of
+from bench.core import defaults
+from bench.core.record import Record, analysed, session_of, speed_of
 from bench.report.cells import figure, host_of, knobs_label, num, session_label, via_label
 from bench.report.groups import latency_values, point_key, rps_values, trial_count
 from bench.report.stats import ALPHA, Difference, correct, difference, estimate
@@ -301,7 +301,7 @@ def summary_counts(comparison: Comparison) -> str:
 def _probe(groups: list[list[Record]]) -> float | None:
     """The median host speed probe of the sessions these points were measured in; None when
     one of them predates the probe."""
-    probes = [speedclass.probe_of(g[0].metadata) for g in groups]
+    probes = [speed_of(g[0]) for g in groups]
     if not probes or any(p is None for p in probes):
         return None
     return statistics.median(p for p in probes if p is not None)

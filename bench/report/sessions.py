@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from bench.core import speedclass
-from bench.core.record import Record, session_of
+from bench.core.record import Record, session_of, speed_of
 from bench.report.cells import figure, host_of, session_label
 from bench.report.table import markdown_table
 
@@ -42,7 +42,7 @@ def questions_by_run(ledger: Iterable[dict]) -> dict[str, str]:
 def _row(group: list[Record], questions: dict[str, str]) -> list[str]:
     meta = group[0].metadata
     found = meta.get("speed_class") or {}
-    probe = speedclass.probe_of(meta)
+    probe = speed_of(group[0])
     moved = drift(group)
     asked = sorted({questions[r.run_id[:8]] for r in group if r.run_id[:8] in questions})
     starts = sorted(str(r.metadata.get("started_at") or "?") for r in group)
@@ -93,7 +93,7 @@ def speed_line(records: list[Record]) -> str:
     """The first screen's sentence on host speed: how many speed classes, and what rests on
     records of unknown speed."""
     classes, unknown = speedclass.count(records)
-    older = sum(1 for r in records if speedclass.probe_of(r.metadata) is None)
+    older = sum(1 for r in records if speed_of(r) is None)
     if not records:
         return ""
     if older == len(records):

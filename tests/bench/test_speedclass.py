@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from bench.core import speedclass
-from bench.core.record import Record, load_records
+from bench.core.record import Record, load_records, speed_of
 from bench.report import sessions
 from bench.report.cells import host_of
 from bench.report.groups import groups
@@ -67,9 +67,13 @@ def test_one_speed_leaves_the_machine_unlabelled_and_unknown_speed_is_said() -> 
 
 def test_another_probe_version_is_not_compared() -> None:
     """A probe of another version is read as no probe (its work differs)."""
-    meta = {"speed": {"start": {"version": 2, "ops_per_s": 5.0}}}
-    assert speedclass.probe_of(meta) is None
-    assert speedclass.probe_of({}) is None
+    rec = _one()
+    other = dataclasses.replace(
+        rec, metadata={**rec.metadata, "speed": {"start": {"version": 2, "ops_per_s": 5.0}}}
+    )
+    assert speed_of(other) is None and speed_of(rec) is None
+    stamped = speedclass.stamp([other, _probed(rec, "s1", 1000.0)])
+    assert {r.metadata["speed_class"]["label"] for r in stamped} == {"@?", "@1.00"}
 
 
 def test_the_sessions_table_lists_every_session_with_its_probe_class_and_drift() -> None:
