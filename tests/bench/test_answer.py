@@ -65,3 +65,15 @@ def test_a_pick_that_failed_a_check_in_any_round_is_marked() -> None:
             line for line in lines if line.startswith(f"| {rec.workload} | {rec.deployment} |")
         )
         assert (WARN in row) == bool(found)
+
+
+def test_no_502_in_too_few_requests_does_not_clear_the_balancer_check() -> None:
+    """0 502s in 140 requests: the 95 % upper bound (2.6 %) is not below the worst server's
+    2.5 %, so the check is not cleared; 0 in 100,000 clears it; any 502 fails it."""
+    from bench.report.answer import _balancer_check
+    from bench.report.recommend import Race
+
+    every = [Race("a", (0, 140), None, None, None), Race("b", (10, 400), None, None, None)]
+    assert "≤ 2.6 % (95 %), not below the worst server's 2.5 %" in _balancer_check((0, 140), every)
+    assert _balancer_check((0, 100_000), every) == ""
+    assert _balancer_check((3, 140), every).startswith("3 502s in 140 requests")
