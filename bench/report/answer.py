@@ -13,13 +13,26 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from pathlib import Path
 
 from scipy import stats
 
 from bench.core.outcome import Outcome
 from bench.core.record import Record, analysed
-from bench.report.cells import host_of, knobs_label
-from bench.report.recommend import ALB, Race, Recommendation, races, recommendations
+from bench.report.cells import host_of, knobs_label, session_label
+from bench.report.groups import rps_estimate
+from bench.report.plots import MAX_SERIES, answer_figure, save_figure
+from bench.report.recommend import (
+    ALB,
+    WORKLOADS,
+    Race,
+    Recommendation,
+    _deployment_runs,
+    _label,
+    arenas,
+    races,
+    recommendations,
+)
 from bench.report.table import markdown_table
 
 WARN = "⚠"
@@ -93,9 +106,67 @@ def _row(rec: Recommendation, records: list[Record]) -> list[str]:
     return [c.replace("|", "\\|") for c in cells]
 
 
-def answer_section(records: list[Record]) -> list[str]:
-    """summary.md's opening section: the verdict table per machine, then what is not measured
-    ([] when no workload was measured: the sections below say what the records hold)."""
+# The first screen's chart, below RESULTS (one per result set: the first machine's rows).
+CHART = "plots/answer.png"
+
+
+def chart_panels(records: list[Record]) -> list[tuple[str, dict[str, tuple]]]:
+    """Per workload of the first machine (one speed class: the machine label carries it), the
+    configurations at the highest load of one session, best first, in the first deployment
+    of the rows (direct before nginx, the front and a quota): label -> (req/s, interval)."""
+    recs, _ = recommendations(records)
+    if not recs:
+        return []
+    machine = recs[0].machine
+    panels = []
+    for workload in dict.fromkeys(r.workload for r in recs if r.machine == machine):
+        rows = [r for r in recs if (r.machine, r.workload) == (machine, workload)]
+        deployment, pick = rows[0].deployment, rows[0].server
+        runs = _deployment_runs(records, machine, WORKLOADS[workload], deployment)
+        # the arenas where servers met (a knob sweep of one server chooses no server), the
+        # row's pick among them first, then the highest load, then the most configurations
+        found = [a for a in arenas(runs) if len({g[0].server for g in a.members.values()}) > 1]
+        if not found:
+            continue
+        top = max(
+            found,
+            key=lambda a: (
+                any(g[0].server == pick for g in a.members.values()),
+                a.first.concurrency,
+                len(a.order),
+            ),
+        )
+        values = {}
+        for key in top.order[:MAX_SERIES]:
+            est = rps_estimate(top.members[key])
+            if est is None:
+                continue
+            spread = (est.low, est.high) if est.low is not None and est.high is not None else None
+            values[_label(top.members[key][0])] = (est.center, spread)
+        title = (
+            f"{workload} · {deployment} · c{top.first.concurrency} ({top.first.load_tool}) · "
+            f"{session_label(top.first)}"
+        )
+        panels.append((title, values))
+    return panels
+
+
+def write_chart(records: list[Record], results_dir: Path) -> str | None:
+    """plots/answer.png from chart_panels, or None (and no file) when there is nothing to
+    draw; the path relative to results_dir."""
+    panels = chart_panels(records)
+    path = results_dir / CHART
+    if not panels:
+        path.unlink(missing_ok=True)
+        return None
+    save_figure(answer_figure(panels), path)
+    return CHART
+
+
+def answer_section(records: list[Record], chart: str | None = None) -> list[str]:
+    """summary.md's opening section: the verdict table per machine, the chart (`chart`: its
+    path, write_chart), then what is not measured ([] when no workload was measured: the
+    sections below say what the records hold)."""
     recs, missing = recommendations(records)
     if not recs:
         return []
@@ -113,6 +184,8 @@ def answer_section(records: list[Record]) -> list[str]:
         "[production](details/production.md) has every run). The evidence, the lines to paste "
         "and what to avoid: Recommendations below."
     )
+    if chart:
+        lines += ["", f"![Each workload's configurations at its highest load, best first]({chart})"]
     unmeasured = [f"{m}: {'; '.join(items)}" for m, items in missing.items()]
     if unmeasured:
         lines += ["", "Not measured: " + " · ".join(unmeasured) + "."]

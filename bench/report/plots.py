@@ -333,6 +333,45 @@ def bars_figure(title: str, panels: Sequence[tuple[str, dict[str, tuple]]]) -> A
     return fig
 
 
+def answer_figure(panels: Sequence[tuple[str, dict[str, tuple]]]) -> Any:
+    """The first screen's chart: one panel per workload, stacked, each with its own
+    configurations best first (value and (low, high) or None per label), req/s bars with
+    their 95 % intervals; at most MAX_SERIES bars a panel."""
+    plt = _pyplot()
+    rows = [len(values) for _, values in panels]
+    fig, axes = plt.subplots(
+        len(panels),
+        1,
+        figsize=(9.0, 0.5 * sum(rows) + 1.0 * len(panels) + 0.5),
+        squeeze=False,
+        layout="constrained",
+        height_ratios=[max(1, n) for n in rows],
+    )
+    for ax, (title, values) in zip(axes[:, 0], panels, strict=True):
+        labels = list(values)
+        centers = [float(values[label][0]) for label in labels]
+        ys = list(range(len(labels)))
+        colours = [_bar_colour(label) for label in labels]
+        ax.barh(ys, centers, color=colours)
+        err = _errors(centers, [values[label][1] for label in labels])
+        if err is not None:
+            ax.errorbar(centers, ys, xerr=err, fmt="none", ecolor="black", capsize=3)
+        highs = [
+            float(values[x][1][1]) if values[x][1] else c
+            for x, c in zip(labels, centers, strict=True)
+        ]
+        _value_room(ax, highs, False)
+        # the value past its interval's end: never on the error bar's cap
+        for y, value, high in zip(ys, centers, highs, strict=True):
+            ax.annotate(f"  {figure(value)}", (max(value, high), y), va="center", fontsize="small")
+        ax.set_yticks(ys, [wrap(label) for label in labels])
+        ax.invert_yaxis()
+        ax.set_title(title, fontsize="medium", loc="left")
+        ax.grid(True, axis="x", alpha=0.3)
+    axes[-1][0].set_xlabel("requests/s (geometric mean over trials, 95 % interval)")
+    return fig
+
+
 def write_plots(results_dir: Path, series: dict[str, dict[str, list[Point]]]) -> dict[str, str]:
     """A PNG per scenario that has data; scenario -> path relative to results_dir."""
     written = {}

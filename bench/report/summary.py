@@ -32,7 +32,7 @@ from bench.report import (
     variance,
     websocket,
 )
-from bench.report.answer import answer_section
+from bench.report.answer import answer_section, write_chart
 from bench.report.cells import (
     app_label,
     figure,
@@ -261,6 +261,8 @@ STARVED_NOTE = (
 )
 
 
+# write_summary's plots: the first screen's chart under this name, beside the scenarios' plots
+ANSWER_CHART = "(the answer)"
 SESSIONS_NOTE = (
     "One row per machine, boot and session. The host speed probe (format 17) is a fixed amount "
     "of CPU work run at each session's start and end and between rounds (bench/host/speed.py); "
@@ -714,7 +716,7 @@ def render_report(
         f"[method]({DETAILS}/method.md).",
         "",
         *([line, ""] if (line := sessions.speed_line(records)) else []),
-        *answer_section(records),
+        *answer_section(records, (plots or {}).get(ANSWER_CHART)),
         *(campaign_lines or []),
         *arches.summary_lines(records, prices),
         *recommendations_section(records, checks),
@@ -848,6 +850,8 @@ def write_summary(results_dir: Path, sections: Sections | None = None) -> Path:
         print(f"report: {problem}", file=sys.stderr)
     results_dir.mkdir(parents=True, exist_ok=True)
     plots = write_plots(results_dir, plot_series(records))
+    if (chart := write_chart(records, results_dir)) is not None:
+        plots[ANSWER_CHART] = chart
     ran_campaign = campaign.report(results_dir)  # one reading for the summary and its detail
     parts = study_parts(records, sections)
     checks = parts.limit_checks

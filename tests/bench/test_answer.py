@@ -77,3 +77,20 @@ def test_no_502_in_too_few_requests_does_not_clear_the_balancer_check() -> None:
     assert "≤ 2.6 % (95 %), not below the worst server's 2.5 %" in _balancer_check((0, 140), every)
     assert _balancer_check((0, 100_000), every) == ""
     assert _balancer_check((3, 140), every).startswith("3 502s in 140 requests")
+
+
+def test_the_chart_draws_one_session_of_servers_that_met_per_workload(tmp_path: Path) -> None:
+    """plots/answer.png: a panel per workload of the first machine, each from one arena (one
+    session and load) where two servers or more met, the row's pick among them; the section
+    links it."""
+    from bench.report.answer import CHART, chart_panels, write_chart
+
+    records = list(_records())
+    panels = chart_panels(records)
+    assert panels
+    for title, values in panels:
+        assert title.count("session ") == 1 and len(values) >= 2
+        assert len({label.split(" ")[0] for label in values}) >= 2  # servers, not one's knobs
+    assert write_chart(records, tmp_path) == CHART
+    assert (tmp_path / CHART).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"]({CHART})" in "\n".join(answer_section(records, CHART))
