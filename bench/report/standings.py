@@ -77,7 +77,8 @@ class PointRace:
             screened[(s.rounds, s.best, s.test, s.level)].append(s)
         out = [
             f"screened out after {rounds} round(s), each below {best} ({test}'s test after "
-            f"Friedman's, Holm-adjusted p < {level:.2g}): " + ", ".join(s.config for s in group)
+            f"Friedman's and the paired t-test, each Holm-adjusted p < {level:.2g}): "
+            + ", ".join(s.config for s in group)
             for (rounds, best, test, level), group in screened.items()
         ]
         return [note for note in found if note] + out
