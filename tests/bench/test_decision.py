@@ -428,3 +428,29 @@ def test_a_count_at_most_its_reference_plus_a_margin_is_decided() -> None:
     assert within_margin_p((1, 18000), (0, 18000), margin) < 1e-3
     assert within_margin_p((45, 18000), (0, 18000), margin) > 0.99
     assert 0.05 < within_margin_p((15, 6000), (15, 6000), margin) < 0.5
+
+
+def test_an_equivalent_pair_shows_the_interval_tost_decided_on() -> None:
+    """TOST at level α′ is the 1 − 2α′ interval inside ±margin: an equivalent pair carries
+    that interval (mean ± t(1 − α′)·se, widened to reach 1.00×), wholly inside ±5 %, and says
+    its level; a separated pair keeps the two-sided 1 − α′ one."""
+    noise = np.array([0.004, -0.006, 0.002, 0.007, -0.003, -0.005, 0.006, -0.002, 0.001, -0.004])
+    figures = {
+        "a": {r: 1000.0 * math.exp(0.002 + n) for r, n in enumerate(noise, 1)},
+        "b": {r: 1000.0 for r in range(1, 11)},
+    }
+    (pair,) = judge(figures, look=10, max_looks=10).pairs
+    assert pair.state == "equivalent" and pair.level is not None
+    diffs = 0.002 + noise
+    half = t_dist.ppf(1 - pair.level, 9) * diffs.std(ddof=1) / math.sqrt(10)
+    assert pair.low == pytest.approx(min(1.0, math.exp(diffs.mean() - half)))
+    assert pair.high == pytest.approx(math.exp(diffs.mean() + half))
+    assert pair.low > 1 / 1.05 and pair.high < 1.05  # type: ignore[operator]
+    assert pair.confidence == pytest.approx(1 - 2 * pair.level)
+    assert pair.level_text() == f"{100 * (1 - 2 * pair.level):.3g} % interval"
+    apart = {"a": {r: v * 1.5 for r, v in figures["a"].items()}, "b": figures["b"]}
+    (separated,) = judge(apart, look=10, max_looks=10).pairs
+    assert separated.state == "separated" and separated.level is not None
+    half = t_dist.ppf(1 - separated.level / 2, 9) * diffs.std(ddof=1) / math.sqrt(10)
+    assert separated.low == pytest.approx(1.5 * math.exp(diffs.mean() - half))
+    assert separated.confidence == pytest.approx(1 - separated.level)
