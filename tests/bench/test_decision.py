@@ -1,7 +1,8 @@
 """The race's decision engine against simulated races with a known truth.
 
-The race loop here is the harness's rule: after each round, judge; configurations not in
-`racing` stop running; stop when done or at max_looks. Every name from
+The races are the engine's own simulation (simulate_race: after each round, judge;
+configurations not in `racing` stop running; stop when done or at max_looks), never a copy
+of it here (issue 57 item 5). Every name from
 bench.report.decision is imported at module level, never inside a test:
 tests/bench/test_mutants.py runs these tests with a mutant of the module in their place.
 """
@@ -24,6 +25,7 @@ from bench.report.decision import (
     look_points,
     margin_deciding,
     rounds_to_decide,
+    simulate_race,
     spent,
     stop_command,
     undecided_note,
@@ -40,21 +42,9 @@ def race(
     max_looks: int,
     round_sd: float = ROUND_SD,
 ) -> tuple[Standing, int]:
-    """One simulated race: each round, every racing configuration runs once (log-normal
-    noise `sd`, a shared round effect); the standing and the looks it took."""
-    figures: dict[str, dict[int, float]] = {c: {} for c in truth}
-    racing = set(truth)
-    standing = None
-    for look in range(1, max_looks + 1):
-        shared = rng.normal(0.0, round_sd)
-        for config in sorted(racing):
-            figures[config][look] = truth[config] * math.exp(shared + rng.normal(0.0, sd))
-        standing = judge(figures, look=look, max_looks=max_looks)
-        if standing.done:
-            return standing, look
-        racing = set(standing.racing)
-    assert standing is not None
-    return standing, max_looks
+    """One simulated race by the engine's own simulation (bench.report.decision.simulate_race,
+    looked up at call time so a mutant of the module races with its own judge)."""
+    return simulate_race(rng, truth, sd, max_looks, round_sd)
 
 
 def test_a_configuration_raced_against_itself_is_separated_in_at_most_5_percent() -> None:
@@ -454,3 +444,26 @@ def test_an_equivalent_pair_shows_the_interval_tost_decided_on() -> None:
     half = t_dist.ppf(1 - separated.level / 2, 9) * diffs.std(ddof=1) / math.sqrt(10)
     assert separated.low == pytest.approx(1.5 * math.exp(diffs.mean() - half))
     assert separated.confidence == pytest.approx(1 - separated.level)
+
+
+def test_a_pair_whose_ratio_drifts_is_not_separated() -> None:
+    """Two configurations alike but b slowing 3 % over 20 rounds (0.15 % a round, noise
+    ±0.2 %): the mean ln ratio (1.6 %) is far from 0 by its paired t-test, but the ratio trends
+    with the round (OLS slope on round order), so the pair stays undecided, "drifted"; the
+    same ratios in shuffled order (no trend) are separated."""
+    wobble = np.array([0.002, -0.002] * 10)
+    diffs = 0.0015 * np.arange(1, 21) + wobble
+    figures = {
+        "a": {r: 1000.0 for r in range(1, 21)},
+        "b": {r: 1000.0 * math.exp(-d) for r, d in enumerate(diffs, 1)},
+    }
+    (pair,) = judge(figures, look=20, max_looks=20).pairs
+    assert (pair.better, pair.state) == ("a", "undecided")
+    assert pair.reason.startswith("drifted") and pair.p is not None and pair.p < 0.05
+    order = np.random.default_rng(5).permutation(20)
+    shuffled = {
+        "a": figures["a"],
+        "b": {r: 1000.0 * math.exp(-diffs[order[r - 1]]) for r in range(1, 21)},
+    }
+    (steady,) = judge(shuffled, look=20, max_looks=20).pairs
+    assert steady.state == "separated"
