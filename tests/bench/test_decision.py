@@ -467,3 +467,27 @@ def test_a_pair_whose_ratio_drifts_is_not_separated() -> None:
     }
     (steady,) = judge(shuffled, look=20, max_looks=20).pairs
     assert steady.state == "separated"
+
+
+def test_the_line_writes_only_the_equivalences_it_tested() -> None:
+    """a = b and b = c were tested, a against c never: the line writes each tested pair
+    ("a = b (±5 %); b = c (±5 %) > d"), never the chain "a = b = c", which claims a = c."""
+
+    def pair(better: str, worse: str, state: str) -> Pair:
+        return Pair(better, worse, 1.0, 0.98, 1.02, state, 10, 0.5)  # type: ignore[arg-type]
+
+    pairs = (
+        pair("a", "b", "equivalent"),
+        pair("b", "c", "equivalent"),
+        pair("c", "d", "separated"),
+    )
+    standing = Standing(("a", "b", "c", "d"), pairs, frozenset(), True)
+    assert standing.line() == "a = b (±5 %); b = c (±5 %) > d"
+    three = (*pairs[:2], pair("c", "d", "equivalent"))
+    assert Standing(("a", "b", "c", "d"), three, frozenset(), True).line() == (
+        "a = b (±5 %); b = c (±5 %); c = d (±5 %)"
+    )
+    one = (pair("a", "b", "equivalent"), pair("b", "c", "undecided"))
+    assert Standing(("a", "b", "c"), one, frozenset({"b", "c"}), False).line() == (
+        "a = b (±5 %) ? c"
+    )
