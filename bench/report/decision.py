@@ -743,28 +743,37 @@ def judge_family(
     return out
 
 
+POWER = 0.8  # the chance of a decision rounds_to_decide promises
+
+
 def rounds_to_decide(
-    pair: Pair, margin: float = MARGIN, alpha: float = ALPHA, most: int = 500
+    pair: Pair, margin: float = MARGIN, alpha: float = ALPHA, most: int = 500, family: int = 1
 ) -> int | None:
-    """The paired rounds a new race would need to decide this pair if its ratio and the
-    noise of its ln ratios stay as observed, the race's budget being those rounds (its last
-    look at that budget's level, `spent(n, n)`, alone in its family): None when decided,
-    when the noise is unknown, or past `most` (a ratio right at the margin's edge is never
-    decided)."""
+    """The paired rounds a new race would need to decide this pair with 80 % power if its
+    ratio and the noise of its ln ratios stay as observed: the race's budget being those
+    rounds, its last look at that budget's level (`spent(n, n)`), divided by the `family`
+    of pairs the rerun judges (Holm's first step, the strictest); power from the noncentral t
+    (scipy). None when decided, when the noise is unknown, or past `most` (a ratio right at
+    the margin's edge is never decided)."""
     if pair.state != "undecided" or not pair.sd or pair.scale != "log":
         return None
     if not math.isfinite(pair.ratio) or pair.ratio <= 0:
         return None
     distance = abs(math.log(pair.ratio / pair.offset))
-    inside = math.log(1 + margin) - distance  # room left inside the margin, if any
+    bound = math.log(1 + margin)
     # a band's "separated" is outside it: the distance past its edge
-    past = distance - math.log(1 + margin) if pair.band else distance
+    past = distance - bound if pair.band else distance
     n = np.arange(max(MIN_ROUNDS, pair.rounds), most + 1)
     se = pair.sd / np.sqrt(n)
-    level = np.array([spent(k, k, alpha) for k in n])  # a budget of n rounds: its last look
-    separates = past > stats.t.ppf(1 - level / 2, n - 1) * se
-    equivalent = inside > stats.t.ppf(1 - level, n - 1) * se
-    enough = np.flatnonzero(separates | equivalent)
+    df = n - 1
+    level = np.array([spent(k, k, alpha) for k in n]) / max(1, family)
+    two = stats.t.ppf(1 - level / 2, df)  # the separation test is two-sided
+    separates = stats.nct.sf(two, df, past / se) + stats.nct.cdf(-two, df, past / se)
+    one = stats.t.ppf(1 - level, df)  # TOST: two one-sided tests at the level each
+    lower = stats.nct.sf(one, df, (bound - distance) / se)
+    upper = stats.nct.sf(one, df, (bound + distance) / se)
+    equivalent = np.clip(lower + upper - 1, 0.0, 1.0)  # both must reject
+    enough = np.flatnonzero((separates >= POWER) | (equivalent >= POWER))
     return int(n[enough[0]]) if enough.size else None
 
 
@@ -794,19 +803,21 @@ def ratio_interval(ratio: float, low: float, high: float, digits: Callable[[floa
     return f"{digits(ratio)}× (too few rounds to bound it)"
 
 
-def undecided_note(pair: Pair, margin: float = MARGIN, alpha: float = ALPHA) -> str | None:
+def undecided_note(
+    pair: Pair, margin: float = MARGIN, alpha: float = ALPHA, family: int = 1
+) -> str | None:
     """What an undecided pair stands at and what would decide it: "uwsgi/granian 1.02×
     [0.97–1.08], ln ratios varying by 0.10: about 160 paired rounds would decide it at ±5 %;
     MARGIN=8 would decide it within the 38 rounds run" (None: decided, or not testable yet)."""
     if pair.state != "undecided" or pair.sd is None or pair.low is None or pair.high is None:
         return None
-    needed = rounds_to_decide(pair, margin, alpha)
+    needed = rounds_to_decide(pair, margin, alpha, family=family)
     more = f"about {needed}" if needed is not None else "more than 500"
     text = (
         f"{pair.better}/{pair.worse} "
         f"{ratio_interval(pair.ratio, pair.low, pair.high, lambda x: f'{x:.2f}')}, ln "
         f"ratios varying by {pair.sd:.2f}: {more} paired rounds would decide it at "
-        f"{margin_text(margin)}"
+        f"{margin_text(margin)} (80 % power)"
     )
     wider = margin_deciding(pair, pair.rounds, alpha)
     if wider is not None and wider > margin:
@@ -827,8 +838,10 @@ def stop_command(
     (a configuration without a figure, or a pair needing more than 500 rounds)."""
     if standing.done:
         return None
+    # the rerun judges the adjacent pairs of those still racing: Holm over them
+    family = max(1, len(standing.racing) - 1)
     needed = [
-        rounds_to_decide(p, standing.margin, alpha)
+        rounds_to_decide(p, standing.margin, alpha, family=family)
         for p in standing.pairs
         if p.state == "undecided"
     ]

@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 import pytest
+from scipy.stats import nct, ttest_1samp
 from scipy.stats import t as t_dist
-from scipy.stats import ttest_1samp
 
 from bench.report.decision import (
     Pair,
@@ -284,23 +284,46 @@ def test_holm_over_the_pairs_of_a_race() -> None:
 def test_rounds_to_decide_a_tie_at_the_observed_noise() -> None:
     """A tie (ratio 1.00) whose ln ratios vary by 0.0707 (sd 0.05 per configuration): the
     first n at which TOST at the last look's level of a budget of n rounds (α times that
-    look's share of the n rounds) fits t·sd/√n inside ln 1.05 (checked here with the t
-    quantile at n and at every smaller n); at half the noise far fewer; a decided pair needs
-    none."""
+    look's share of the n rounds) has 80 % power, 2·P(T' > t(1 − level)) − 1 with T' the
+    noncentral t of ln 1.05 / (sd/√n) (not the 50 % of a plug-in: 15 rounds); a rerun of a
+    family of 3 pairs tests at a third of the level (Holm's first step) and needs more; at
+    half the noise far fewer; a decided pair needs none."""
     tie = Pair("a", "b", 1.0, None, None, "undecided", 5, None, sd=0.0707)
     n = rounds_to_decide(tie)
     assert n is not None
 
-    def fits(k: int) -> bool:
+    def power(k: int, family: int = 1) -> float:
         points = look_points(k)
-        level = 0.05 * (points[-1] - points[-2]) / k
-        return t_dist.ppf(1 - level, k - 1) * 0.0707 / math.sqrt(k) < math.log(1.05)
+        level = 0.05 * (points[-1] - points[-2]) / k / family
+        shift = math.log(1.05) / (0.0707 / math.sqrt(k))
+        return 2 * float(nct.sf(t_dist.ppf(1 - level, k - 1), k - 1, shift)) - 1
 
-    assert fits(n) and not any(fits(k) for k in range(5, n))
+    assert power(n) >= 0.8 and not any(power(k) >= 0.8 for k in range(5, n))
+    assert n == 34
+    wider = rounds_to_decide(tie, family=3)
+    assert wider is not None and wider > n and power(wider, 3) >= 0.8 > power(wider - 1, 3)
     quieter = rounds_to_decide(Pair("a", "b", 1.0, None, None, "undecided", 5, None, sd=0.035))
     assert quieter is not None and quieter < n / 2
     decided = Pair("a", "b", 1.3, 1.2, 1.4, "separated", 5, 0.001, sd=0.05)
     assert rounds_to_decide(decided) is None
+
+
+def test_rounds_to_separate_give_80_percent_power_to_the_two_sided_test() -> None:
+    """A 12 % difference varying by 0.2 (too far from ±5 % to be called equivalent): the
+    first n whose two-sided paired t-test at the last look's level has 80 % power against a
+    noncentral t (a one-sided quantile would promise it sooner)."""
+    pair = Pair("a", "b", 1.12, None, None, "undecided", 5, None, sd=0.2)
+    n = rounds_to_decide(pair)
+    assert n is not None
+
+    def power(k: int) -> float:
+        points = look_points(k)
+        level = 0.05 * (points[-1] - points[-2]) / k
+        crit = t_dist.ppf(1 - level / 2, k - 1)
+        shift = math.log(1.12) / (0.2 / math.sqrt(k))
+        return float(nct.sf(crit, k - 1, shift) + nct.cdf(-crit, k - 1, shift))
+
+    assert power(n) >= 0.8 and not any(power(k) >= 0.8 for k in range(5, n))
 
 
 def test_stop_command_names_what_is_left_and_its_budget() -> None:
