@@ -514,3 +514,32 @@ def test_the_line_writes_only_the_equivalences_it_tested() -> None:
     assert Standing(("a", "b", "c"), one, frozenset({"b", "c"}), False).line() == (
         "a = b (±5 %) ? c"
     )
+
+
+def _question(t_value: float, sd: float = 0.1, n: int = 10) -> Question:
+    """A ratio question whose paired ln ratios have exactly this t statistic and sd."""
+    pattern = np.array([-1.5, -1.1, -0.7, -0.4, -0.1, 0.1, 0.4, 0.7, 1.1, 1.5])[:n]
+    z = (pattern - pattern.mean()) / pattern.std(ddof=1)
+    diffs = t_value * sd / math.sqrt(n) + sd * z
+    return Question("a", "b", {r: (math.exp(d), 1.0) for r, d in enumerate(diffs, 1)})
+
+
+def test_holm_keeps_its_running_maximum() -> None:
+    """Two questions at raw p 0.03 and 0.045 (paired t, 10 rounds, far from ±5 %): Holm tests
+    the first at α/2 (adjusted 0.06: not separated) and stops there; the second's adjusted p
+    is the running maximum 0.06, never its own 0.045, so neither is separated."""
+    first = _question(float(t_dist.isf(0.015, 9)))
+    second = _question(float(t_dist.isf(0.0225, 9)))
+    judged = judge_family([first, second])
+    assert [p.p for p in judged] == [pytest.approx(0.06), pytest.approx(0.06)]
+    assert [p.state for p in judged] == ["undecided", "undecided"]
+
+
+def test_a_count_below_its_reference_is_separated_too() -> None:
+    """A count test is two-sided: 0 failures in 18,000 against 45 is separated (below), as 45
+    against 0 is (above)."""
+    below = {r: (0, 6000.0, 15, 6000.0) for r in (1, 2, 3)}
+    above = {r: (15, 6000.0, 0, 6000.0) for r in (1, 2, 3)}
+    judged = judge_family([Question("a", "b", counts=below), Question("a", "b", counts=above)])
+    assert [p.state for p in judged] == ["separated", "separated"]
+    assert judged[0].ratio == 0.0

@@ -156,3 +156,13 @@ def test_without_the_screen_judge_is_unchanged() -> None:
     standing = judge(_figures(rng, FIELD, 3), look=3, max_looks=20)
     assert standing.screened == () and standing.apart == ()
     assert len(standing.pairs) == len(FIELD) - 1
+
+
+def test_the_same_ratio_every_round_screens_nobody() -> None:
+    """8 configurations whose ratios to each other are the same every round (quantised or
+    capped figures): each pair's own paired test has no spread to test, never "p = 0", so
+    nobody is screened however far behind."""
+    figures = {
+        f"c{i}": {r: 1000.0 / (i + 1) * (1 + 0.01 * r) for r in range(1, 8)} for i in range(8)
+    }
+    assert screen_out(_logs(figures), True, 20) == ()
