@@ -219,6 +219,8 @@ def _capacity_line(race: CapacityRace, sessions: bool) -> list[str]:
         return [text + " (the only configuration searched here: nothing to compare)." + idle]
     pair, nxt = race.pairs()[0], ranking[1]
     interval = f" [{pair.low:.2f}–{pair.high:.2f}]" if pair.low is not None else ""
+    if pair.state == "equivalent" and interval:
+        interval += f" ({pair.level_text()})"  # TOST's 1 − 2α′ interval: the one it decided on
     state = {
         "separated": "separated",
         "equivalent": f"equivalent within {margin_text(race.race.margin)}",

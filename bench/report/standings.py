@@ -71,13 +71,17 @@ class PointRace:
     def notes(self) -> list[str]:
         """Each undecided pair's interval and what would decide it (bench.report.decision),
         then who the screen put out, when and below whom."""
-        found = (decision.undecided_note(p, self.margin) for p in self.standing.pairs)
+        family = max(1, len(self.standing.racing) - 1)  # the rerun's pairs, Holm over them
+        found = (
+            decision.undecided_note(p, self.margin, family=family) for p in self.standing.pairs
+        )
         screened: dict[tuple, list[decision.Screened]] = defaultdict(list)
         for s in self.standing.screened:
             screened[(s.rounds, s.best, s.test, s.level)].append(s)
         out = [
             f"screened out after {rounds} round(s), each below {best} ({test}'s test after "
-            f"Friedman's, Holm-adjusted p < {level:.2g}): " + ", ".join(s.config for s in group)
+            f"Friedman's and the paired t-test, each Holm-adjusted p < {level:.2g}): "
+            + ", ".join(s.config for s in group)
             for (rounds, best, test, level), group in screened.items()
         ]
         return [note for note in found if note] + out

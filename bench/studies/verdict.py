@@ -249,7 +249,9 @@ def reason_text(check: dict, q: decision.Question, pair: decision.Pair, family: 
         )
     elif pair.low is not None:
         ratio = decision.ratio_interval(pair.ratio, pair.low, pair.high, _x)
-        text = f"a/b {ratio}, {rounds} paired, {holm}"
+        # an equivalence is decided on TOST's 1 − 2α′ interval: say which one is shown
+        level = f" ({pair.level_text()})" if pair.state == "equivalent" else ""
+        text = f"a/b {ratio}{level}, {rounds} paired, {holm}"
     else:
         text = f"{rounds} paired, {holm}"
     if pair.state == "equivalent" and pair.scale == "count":

@@ -261,7 +261,8 @@ def test_leaders_of_a_raced_question_follow_its_race(tmp_path: Path) -> None:
         for r in g
     ]
     race = standings.judge_point(kept)
-    assert race is not None and race.standing.screened, "the fixture's race screened some out"
+    # the fixture's 3 rounds screen nobody since each one's paired test must agree (issue 57)
+    assert race is not None
     assert chosen == list(race.standing.ranking[:3])
     assert not {s.config for s in race.standing.screened} & set(chosen)
 

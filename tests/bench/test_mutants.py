@@ -33,13 +33,15 @@ import pytest
 import bench.report.decision as real_decision
 import bench.report.glance as real_glance
 import bench.report.stats as real_stats
-from tests.bench import test_decision, test_glance, test_stats
+from tests.bench import test_decision, test_glance, test_screen, test_stats
 
-# target name -> (the real module, the test module whose tests kill its mutants)
+# target name -> (the real module, the test module whose tests kill its mutants); "screen" is
+# the decision module again, its screen's mutants killed by tests/bench/test_screen.py
 TARGETS: dict[str, tuple[types.ModuleType, types.ModuleType]] = {
     "stats": (real_stats, test_stats),
     "decision": (real_decision, test_decision),
     "glance": (real_glance, test_glance),
+    "screen": (real_decision, test_screen),
 }
 SOURCES = {name: Path(module.__file__ or "").read_text() for name, (module, _) in TARGETS.items()}
 SOURCE = SOURCES["stats"]
@@ -322,6 +324,110 @@ MUTANTS += (
         "race-holm-removed",  # every pair at its own level, no family correction
         (("test_holm_over_the_pairs_of_a_race", {}),),
         replace=(("        factor = m - rank\n", "        factor = 1\n"),),
+        target="decision",
+    ),
+)
+
+# issue 57: the engine's defects fixed, and the mutants it found surviving
+MUTANTS += (
+    Mutant(
+        "screen-by-conover-alone",  # the pair's own paired test no longer has to agree
+        (("test_tied_leaders_in_the_same_order_are_not_screened_for_a_consistent_tail", {}),),
+        replace=(
+            (
+                "    paired = _paired_screen(matrix, best, others)\n",
+                "    paired = np.zeros(len(others))\n",
+            ),
+        ),
+        target="screen",
+    ),
+    Mutant(
+        "screen-no-spread-guard-removed",  # a constant ratio's paired test reads p = 0
+        (("test_the_same_ratio_every_round_screens_nobody", {}),),
+        replace=(
+            (
+                "    raw = np.where(spread & np.isfinite(raw), raw, 1.0)",
+                "    raw = np.where(np.isfinite(raw), raw, 1.0)",
+            ),
+        ),
+        target="screen",
+    ),
+    Mutant(
+        "equivalent-interval-two-sided",  # 1 − α′ shown where TOST decided on 1 − 2α′
+        (("test_an_equivalent_pair_shows_the_interval_tost_decided_on", {}),),
+        replace=(('        tails = 1 if state == "equivalent" else 2', "        tails = 2"),),
+        target="decision",
+    ),
+    Mutant(
+        "pair-interval-normal-quantile",  # z instead of Student's t with df = rounds − 1
+        (("test_an_equivalent_pair_shows_the_interval_tost_decided_on", {}),),
+        replace=(
+            (
+                "half = float(stats.t.ppf(1 - level / tails, n - 1)) * test.se",
+                "half = float(stats.norm.ppf(1 - level / tails)) * test.se",
+            ),
+        ),
+        target="decision",
+    ),
+    Mutant(
+        "drift-not-checked",  # a trending ratio read as "separated"
+        (("test_a_pair_whose_ratio_drifts_is_not_separated", {}),),
+        replace=(
+            (
+                "drifted = test.drift_p is not None and test.drift_p < DRIFT_ALPHA",
+                "drifted = False",
+            ),
+        ),
+        target="decision",
+    ),
+    Mutant(
+        "equivalences-chained",  # "a = b = c": a = c never tested
+        (("test_the_line_writes_only_the_equivalences_it_tested", {}),),
+        replace=(("                if chained:\n", "                if False:\n"),),
+        target="decision",
+    ),
+    Mutant(
+        "rounds-to-decide-one-sided",  # the separation test's quantile at 1 − level
+        (("test_rounds_to_separate_give_80_percent_power_to_the_two_sided_test", {}),),
+        replace=(
+            (
+                "two = stats.t.ppf(1 - level / 2, df)",
+                "two = stats.t.ppf(1 - level, df)",
+            ),
+        ),
+        target="decision",
+    ),
+    Mutant(
+        "rounds-to-decide-without-the-family",  # the rerun's Holm family ignored
+        (("test_rounds_to_decide_a_tie_at_the_observed_noise", {}),),
+        replace=(
+            (
+                "level = np.array([spent(k, k, alpha) for k in n]) / max(1, family)",
+                "level = np.array([spent(k, k, alpha) for k in n])",
+            ),
+        ),
+        target="decision",
+    ),
+    Mutant(
+        "race-holm-without-running-max",  # a later step may pass after an earlier one failed
+        (("test_holm_keeps_its_running_maximum", {}),),
+        replace=(
+            (
+                "p_sep_adj = max(running, min(1.0, factor * scaled_sep[i]))",
+                "p_sep_adj = min(1.0, factor * scaled_sep[i])",
+            ),
+        ),
+        target="decision",
+    ),
+    Mutant(
+        "count-test-only-above",  # a's rate below b's never separated
+        (("test_a_count_below_its_reference_is_separated_too", {}),),
+        replace=(
+            (
+                "p_two = min(1.0, 2 * min(above, below))",
+                "p_two = min(1.0, 2 * above)",
+            ),
+        ),
         target="decision",
     ),
 )
@@ -732,7 +838,11 @@ ELSEWHERE = (
                 "    if stats.friedmanchisquare(*matrix.T).pvalue >= level:\n        return []\n",
                 "",
             ),
-            ('adjusted = multipletests(raw, method="holm")[1]', "adjusted = raw * 0 + raw"),
+            ("    adjusted = holm_adjust(raw)\n", "    adjusted = raw * 0 + raw\n"),
+            (
+                "    return holm_adjust(raw)\n\n\ndef holm_adjust",
+                "    return raw\n\n\ndef holm_adjust",
+            ),
         ),
     ),
     Elsewhere(

@@ -276,12 +276,14 @@ def test_the_screen_puts_a_slow_tail_out_and_the_leaders_race_on(
 ) -> None:
     """Ten servers, two close leaders and a tail at half their rate or less, 10 % noise: the
     screen puts the tail out after a few rounds (they run no more), the leaders race on, and
-    the closing line names the screened ones; the summary says the same."""
+    the closing line names the screened ones; the summary says the same. (A budget of 80 min:
+    each configuration's own paired test must separate it too, issue 57, which needs a few
+    more rounds at this noise than Conover's test alone.)"""
     leaders = {"granian": 1000.0, "uwsgi": 990.0}
     tail = ("gunicorn-sync", "gunicorn-gthread", "waitress", "daphne", "hypercorn")
     tail += ("gunicorn-gevent", "gunicorn-eventlet", "uvicorn")
     rps = {**leaders, **{name: 500.0 - 30 * i for i, name in enumerate(tail)}}
-    records, err = _race(tmp_path, monkeypatch, capsys, rps, 0.10, budget_s=2_400)
+    records, err = _race(tmp_path, monkeypatch, capsys, rps, 0.10, budget_s=4_800)
     rounds = _rounds(records)
     assert "(screened out)" in err, err[-2000:]
     out = [s for s in tail if rounds[s] < rounds["granian"]]

@@ -536,8 +536,8 @@ def test_three_trials_decide_and_show_what_the_load_model_changed() -> None:
     ) in section
     assert (
         "- p99, best Gunicorn sync below best Gunicorn gevent (paper: 42 < 136 ms): 72.8 vs "
-        "72.6 — does not hold (a/b 1.00× [0.94–1.07], 3 rounds paired, Holm over 7 checks: "
-        "a = b within ±5 %)"
+        "72.6 — does not hold (a/b 1.00× [0.96–1.05] (95 % interval), 3 rounds paired, Holm "
+        "over 7 checks: a = b within ±5 %)"
     ) in section
     assert (
         "- p99, best Gunicorn sync below best Gunicorn gevent (paper: 42 < 136 ms): "
