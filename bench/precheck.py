@@ -22,7 +22,14 @@ from pathlib import Path
 from bench.core import defaults, scenario, variables
 from bench.core.app import AppError, parse_app
 from bench.core.campaign import load_campaign
-from bench.core.registry import DeclarationError, load_all, protocol_refusal, python_refusal
+from bench.core.record import REFERENCE_DIR
+from bench.core.registry import (
+    ROOT,
+    DeclarationError,
+    load_all,
+    protocol_refusal,
+    python_refusal,
+)
 from bench.core.studyfile import StudyError, check_study, study_path
 from bench.core.validate import UsageError, validate_choices
 from bench.host import ssh
@@ -30,6 +37,7 @@ from bench.report import inputs
 
 # The names given on make's command line (the Makefile sets it from $(origin)).
 CMDLINE_ENV = "PYWEBBENCH_CMDLINE"
+NOISE, TUNE, REMOTE = variables.NOISE, variables.TUNE, variables.REMOTE
 NONE = "none"  # a target that runs no harness command: its variables are still checked
 
 
@@ -83,9 +91,29 @@ def _has_records(path: Path) -> bool:
     return (path / "records").is_dir() and any((path / "records").glob("*.json"))
 
 
+# The commands that write records into RESULTS: never into the checkout's shipped reference
+# (make reference alone writes there, through its campaign, which runs no pre-check).
+WRITING = ("run", "capacity", "study", TUNE, NOISE, "soak", REMOTE, "serve")
+
+
+def check_shipped(command: str, given: Mapping[str, str]) -> None:
+    """A writing command's RESULTS is not the checkout's shipped records (results/reference
+    and anything below it); reading them (make report, compare, export) stays allowed."""
+    results = given.get("RESULTS", "").strip()
+    if command not in WRITING or not results:
+        return
+    shipped = ROOT / defaults.RESULTS / REFERENCE_DIR
+    if Path(results).resolve().is_relative_to(shipped.resolve()):
+        raise UsageError(
+            f"RESULTS={results!r} is the checkout's shipped reference ({shipped.relative_to(ROOT)}"
+            "), written only by make reference; give a directory of your own, e.g. RESULTS=results"
+        )
+
+
 def check_directories(command: str, given: Mapping[str, str]) -> None:
     """make report's and export's RESULTS must exist; compare's BASE and HEAD must be two
-    result sets."""
+    result sets; a writing command's RESULTS is not the shipped reference."""
+    check_shipped(command, given)
     results = given.get("RESULTS", "")
     if command in ("report", "export") and results and not Path(results).is_dir():
         raise UsageError(f"RESULTS={results!r} does not exist; nothing to {command}")

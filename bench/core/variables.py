@@ -79,6 +79,18 @@ MACHINE_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
 CPU_QUOTA_RANGE = (0.01, 1_024.0)
 # MARGIN=: TRIALS=auto's equivalence margin in percent (two points within it are "the same")
 MARGIN_RANGE = (1, 50)
+# KNOBS= (make tune): the bounds of the knobs no make variable sets (server.toml's keepalive
+# and timeout, both seconds); workers, threads, connections and backlog take theirs from
+# WORKERS, THREADS, CONNECTIONS and BACKLOG (Variable.knob), one declaration for both.
+KNOB_SECONDS = {"keepalive": (1, 3_600), "timeout": (1, 86_400)}
+# <k>*cpus: k within 1..16. The declarations use at most 4*cpus (gunicorn's 2*cpus+1 rule
+# lies below it); evaluated on this host it must also fall within the knob's bounds, and 16
+# per CPU is the worst case the same search may meet on a bigger host.
+KNOB_CPU_FACTOR = 16
+# Values per knob and configurations per search (the product): a race of more cannot finish
+# within any BUDGET (1,440 minutes at most) at one round of a few seconds each.
+KNOB_VALUES_MAX = 32
+KNOB_CONFIGS_MAX = 1_024
 # A plan longer than this needs CONFIRM=1: a typo in TRIALS or DURATION must not start days
 CONFIRM_ABOVE_S = 24 * 3600
 # Make's own and the shell's variables that reach make's command line legitimately.
@@ -238,9 +250,44 @@ def parse_app_kind(raw: str) -> tuple[str, ...]:
     return tuple(validate_choice("app_kind", k, APP_KINDS) for k in raw.split(","))
 
 
+# Directories a result set never is (RESULTS, BASE, HEAD): a run writes its tree there (as
+# root, into /) and a report reads every record below it (other checkouts' too) ...
+SYSTEM_DIRS = ("/", "/home", "/tmp", "/var", "/var/tmp", "/root", "/opt", "/srv", "/mnt")
+SYSTEM_DIRS += ("/media", "/snap")
+# ... nor lies below: the system's own files (/lib is /usr/lib where /usr is merged).
+SYSTEM_TREES = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+SYSTEM_TREES += ("/boot", "/dev", "/proc", "/sys", "/run")
+
+
+def system_directory(name: str, raw: str) -> None:
+    """UsageError when `raw` (resolved: symlinks and `..` followed) is a system directory or
+    lies below one of the system's trees: never a result set."""
+    path = Path(raw.strip() or ".").resolve()
+    trees = {Path(t).resolve() for t in SYSTEM_TREES} | {Path(t) for t in SYSTEM_TREES}
+    tree = next((t for t in sorted(trees) if path.is_relative_to(t)), None)
+    if path in {Path(d) for d in SYSTEM_DIRS} or tree is not None:
+        where = f"({path})" if tree is None or tree == path else f"(in {tree})"
+        raise UsageError(
+            f"{name}={raw!r} is a system directory {where}, never a result set; give a "
+            f"directory of your own, e.g. {name}=results"
+        )
+
+
+def parse_result_set(name: str) -> Callable[[str], str]:
+    """BASE, HEAD: one line naming a result set, never a system directory."""
+
+    def parse(raw: str) -> str:
+        value = parse_text(name)(raw)
+        if value:
+            system_directory(name, value)
+        return value
+
+    return parse
+
+
 def parse_results(raw: str) -> Path:
-    """A directory that exists or could be made, in a writable parent: checked without
-    creating anything (the harness makes it when the run starts)."""
+    """A directory that exists or could be made, in a writable parent, never a system
+    directory: checked without creating anything (the harness makes it when the run starts)."""
     path = Path(raw).absolute()
     if "\n" in raw or "\0" in raw:
         raise UsageError(f"RESULTS={raw!r} is not a usable directory name (a line break in it)")
@@ -255,6 +302,8 @@ def parse_results(raw: str) -> Path:
         or probe.resolve().parts[1:2] in (("proc",), ("sys",))
     ):
         raise UsageError(f"RESULTS={raw!r} is not a writable directory ({probe} is not)")
+    if raw.strip():
+        system_directory("RESULTS", raw)
     return path
 
 
@@ -320,9 +369,50 @@ def parse_margin(raw: str) -> float:
     return validate_int("margin", raw) / 100
 
 
+def host_cpus() -> int:
+    """The CPUs this process may run on (its affinity set; os.cpu_count() where there is none):
+    what `cpus` in a search space means on this host (bench.harness.tuner)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no sched_getaffinity (macOS)
+        return os.cpu_count() or 1
+
+
+def knob_limits() -> dict[str, tuple[int, int]]:
+    """Each server.toml knob's bounds: the variable that sets it declares them (WORKERS'
+    1..256 holds for KNOBS=workers=), the knobs no variable sets have KNOB_SECONDS."""
+    return {v.knob: v.limits for v in VARIABLES if v.knob and v.limits} | KNOB_SECONDS
+
+
+def _knob_value(name: str, value: str, cpus: int) -> None:
+    """One KNOBS value within its knob's bounds; `<k>*cpus` after evaluation on `cpus` CPUs
+    and k within 1..KNOB_CPU_FACTOR (the worst case: the same search on a bigger host)."""
+    bounds = knob_limits().get(name)
+    if bounds is None:
+        return  # no server declares this knob: tune_rules names the server's knobs
+    low, high = bounds
+    match = CPUS_VALUE.match(value)
+    if match is None:
+        if not low <= int(value) <= high:
+            raise UsageError(f"KNOBS: {name}={value} is out of range {low}..{high}")
+        return
+    factor = int(match.group(1) or 1)
+    if not 1 <= factor <= KNOB_CPU_FACTOR:
+        raise UsageError(
+            f"KNOBS: {name}={value}: k of <k>*cpus is 1..{KNOB_CPU_FACTOR} (k={factor})"
+        )
+    if not low <= factor * cpus <= high:
+        raise UsageError(
+            f"KNOBS: {name}={value} is {factor * cpus} on this host's {cpus} CPUs, out of "
+            f"range {low}..{high}"
+        )
+
+
 def parse_knobs(raw: str) -> dict[str, tuple[str, ...]]:
     """KNOBS: "workers=1,2,4 threads=1,2" -> {knob: values}; the values whole numbers, "cpus"
-    or "<k>*cpus" (the knob names are checked against each server's by tune_rules)."""
+    or "<k>*cpus", each within its knob's bounds (knob_limits), at most KNOB_VALUES_MAX per
+    knob and KNOB_CONFIGS_MAX configurations (the knob names are checked against each
+    server's by tune_rules)."""
     found: dict[str, tuple[str, ...]] = {}
     example = "KNOBS='workers=1,2,4 threads=1,2,4,8'"
     for item in raw.split():
@@ -338,9 +428,21 @@ def parse_knobs(raw: str) -> dict[str, tuple[str, ...]]:
             )
         if name in found:
             raise UsageError(f"KNOBS names {name} twice; give each knob once")
+        if len(values) > KNOB_VALUES_MAX:
+            raise UsageError(
+                f"KNOBS: {name} has {len(values)} values; at most {KNOB_VALUES_MAX} per knob"
+            )
+        for value in values:
+            _knob_value(name, value, host_cpus())
         found[name] = values
     if not found:
         raise UsageError(f"KNOBS= names no knob; e.g. {example}")
+    configurations = functools.reduce(lambda a, b: a * b, map(len, found.values()), 1)
+    if configurations > KNOB_CONFIGS_MAX:
+        raise UsageError(
+            f"KNOBS: {' x '.join(str(len(v)) for v in found.values())} = {configurations} "
+            f"configurations; at most {KNOB_CONFIGS_MAX} in one search"
+        )
     return found
 
 
@@ -378,6 +480,8 @@ class Variable:
     # When this other variable is set, it decides what the value may be (SCENARIO with APP
     # names the app's routes, read from its files): the value is checked there instead.
     unless: str | None = None
+    # The server.toml knob it sets (WORKERS: workers): KNOBS= holds that knob to `limits` too.
+    knob: str | None = None
 
     @property
     def option(self) -> str:
@@ -484,10 +588,20 @@ VARIABLES: tuple[Variable, ...] = (
         parser=parse_results,
     ),
     Variable(
-        "WORKERS", "a server's workers, where it has them", "server.toml", SERVE, limits=(1, 256)
+        "WORKERS",
+        "a server's workers, where it has them",
+        "server.toml",
+        SERVE,
+        limits=(1, 256),
+        knob="workers",
     ),
     Variable(
-        "THREADS", "threads per worker, where it has them", "server.toml", SERVE, limits=(1, 1_024)
+        "THREADS",
+        "threads per worker, where it has them",
+        "server.toml",
+        SERVE,
+        limits=(1, 1_024),
+        knob="threads",
     ),
     Variable(
         "CONNECTIONS",
@@ -495,9 +609,15 @@ VARIABLES: tuple[Variable, ...] = (
         "server.toml",
         SERVE,
         limits=(1, 100_000),
+        knob="connections",
     ),
     Variable(
-        "BACKLOG", "the listen backlog, where it has one", "server.toml", SERVE, limits=(1, 65_535)
+        "BACKLOG",
+        "the listen backlog, where it has one",
+        "server.toml",
+        SERVE,
+        limits=(1, 65_535),
+        knob="backlog",
     ),
     Variable(
         "LOAD_THREADS",
@@ -773,7 +893,7 @@ VARIABLES: tuple[Variable, ...] = (
         "make compare: the results directory compared against",
         "none",
         ("compare",),
-        parser=parse_text("BASE"),
+        parser=parse_result_set("BASE"),
         required_by=("compare",),
     ),
     Variable(
@@ -781,7 +901,7 @@ VARIABLES: tuple[Variable, ...] = (
         "make compare: the results directory compared (HEAD/BASE ratios)",
         "none",
         ("compare",),
-        parser=parse_text("HEAD"),
+        parser=parse_result_set("HEAD"),
         required_by=("compare",),
     ),
     Variable(

@@ -171,7 +171,7 @@ FILES = [
     ("bench", {"APP": "/nonexistent/app.py:app"}, "is neither a .py file nor a package folder"),
     ("bench", {"APP": "app_common/wsgi.py:no such"}, "is not <path or module>:<callable>"),
     ("bench", {"APP": "nosuchmodule:app"}, "no module nosuchmodule"),
-    ("compare", {"BASE": "/", "HEAD": "results/reference"}, "BASE='/' holds no records"),
+    ("compare", {"BASE": "/nonexistent", "HEAD": "results/reference"}, "holds no records"),
     ("compare", {"BASE": "results/reference", "HEAD": "results/reference"}, "same directory"),
 ]
 PLANS = [
@@ -237,7 +237,57 @@ INJECTIONS = [
         ("bench", PAYLOADS[4]),
     )
 ]
-CASES = UNKNOWN + EMPTY + VALUES + RULES + REQUIRED + FILES + PLANS + INJECTIONS
+# Issue 58 item 2: every count carries its bound, whichever variable carries it (KNOBS: the
+# bound of the variable that sets the knob; <k>*cpus evaluated; values and configurations
+# capped).
+BOUNDS = [
+    ("tune", {"KNOBS": "workers=99999"}, "KNOBS: workers=99999 is out of range 1..256"),
+    ("tune", {"KNOBS": "threads=2000"}, "KNOBS: threads=2000 is out of range 1..1024"),
+    ("tune", {"KNOBS": "workers=1000*cpus"}, "k of <k>*cpus is 1..16 (k=1000)"),
+    ("tune", {"KNOBS": "workers=0*cpus"}, "k of <k>*cpus is 1..16 (k=0)"),
+    (
+        "tune",
+        {"KNOBS": "workers=" + ",".join(map(str, range(1, 3001)))},
+        "workers has 3000 values; at most 32 per knob",
+    ),
+    (
+        "tune",
+        {
+            "KNOBS": "workers=1,2,3,4,5,6 threads="
+            + ",".join(map(str, range(1, 30)))
+            + " backlog=1,2,3,4,5,6,7,8"
+        },
+        "= 1392 configurations; at most 1024",
+    ),
+    ("tune", {"KNOBS": "timeout=999999"}, "KNOBS: timeout=999999 is out of range 1..86400"),
+]
+# Issue 58 item 3: a result set is never a system directory, nor (for a command that writes
+# records) the checkout's shipped reference; reading the reference stays allowed.
+DIRECTORIES = [
+    ("bench", {"RESULTS": "/"}, "RESULTS='/' is a system directory (/), never a result set"),
+    ("report", {"RESULTS": "/"}, "RESULTS='/' is a system directory (/)"),
+    ("export", {"FORMAT": "csv", "RESULTS": "/"}, "RESULTS='/' is a system directory (/)"),
+    ("bench", {"RESULTS": "/etc"}, "RESULTS='/etc' is a system directory (/etc)"),
+    ("capacity", {"RESULTS": "/usr/local/x"}, "is a system directory (in /usr)"),
+    ("study", {"NAME": "accept-queue", "RESULTS": "/var"}, "is a system directory (/var)"),
+    ("noise", {"RESULTS": "/home"}, "RESULTS='/home' is a system directory (/home)"),
+    ("tune", {"RESULTS": "/tmp"}, "RESULTS='/tmp' is a system directory (/tmp)"),
+    ("soak", {"RESULTS": "/root"}, "RESULTS='/root' is a system directory (/root)"),
+    ("bench", {"RESULTS": "/boot"}, "is a system directory (/boot)"),
+    ("compare", {"BASE": "/", "HEAD": "results/reference"}, "BASE='/' is a system directory"),
+    ("compare", {"BASE": "results/reference", "HEAD": "/usr"}, "HEAD='/usr' is a system"),
+    ("bench", {"RESULTS": "results/reference"}, "is the checkout's shipped reference"),
+    (
+        "study",
+        {"NAME": "accept-queue", "RESULTS": "results/reference/records"},
+        "is the checkout's shipped reference (results/reference)",
+    ),
+    ("tune", {"RESULTS": "results/reference/x"}, "is the checkout's shipped reference"),
+    ("noise", {"RESULTS": "results/reference"}, "is the checkout's shipped reference"),
+    ("remote", {"HOST": "a@b", "RESULTS": "results/reference"}, "shipped reference"),
+]
+CASES = UNKNOWN + EMPTY + VALUES + RULES + REQUIRED + FILES + PLANS + INJECTIONS + BOUNDS
+CASES += DIRECTORIES
 
 
 # What a make running this suite exports to its children: a user's shell has none of it.
@@ -255,7 +305,18 @@ def _snapshot() -> set[str]:
 def test_the_battery_is_at_least_60_cases_over_every_category() -> None:
     """The done-when of issue 29: 60 or more bad inputs, each category represented."""
     assert len(CASES) >= 60
-    groups = (UNKNOWN, EMPTY, VALUES, RULES, REQUIRED, FILES, PLANS, INJECTIONS)
+    groups = (
+        UNKNOWN,
+        EMPTY,
+        VALUES,
+        RULES,
+        REQUIRED,
+        FILES,
+        PLANS,
+        INJECTIONS,
+        BOUNDS,
+        DIRECTORIES,
+    )
     assert all(groups)
 
 
@@ -327,7 +388,9 @@ def _clean_env() -> dict[str, str]:
 
 @pytest.mark.parametrize("where", ["command line", "environment"])
 @pytest.mark.parametrize("target", _make_targets())
-def test_make_never_expands_a_value_of_any_variable(target: str, where: str, tmp_path: Path) -> None:
+def test_make_never_expands_a_value_of_any_variable(
+    target: str, where: str, tmp_path: Path
+) -> None:
     """Issue 58 item 1: every declared variable set to `$(shell touch ...)`, `${...}` and
     backtick forms at once, on make's command line or in its environment, through each target:
     nothing is touched (make expanded nothing), the refusal comes before set-up (exit 2)."""

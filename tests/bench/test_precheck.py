@@ -56,7 +56,7 @@ def _precheck(command: str, **variables: str) -> subprocess.CompletedProcess[str
         ("run", {"TRIALS": "auto", "BUDGET": "0"}, "BUDGET=0 is out of range 1..1440"),
         ("report", {"RESULTS": "/nonexistent/deeper"}, "does not exist"),
         ("compare", {"BASE": "results/reference", "HEAD": "results/reference"}, "same directory"),
-        ("compare", {"BASE": "/", "HEAD": "results/reference"}, "holds no records"),
+        ("compare", {"BASE": "/nonexistent", "HEAD": "results/reference"}, "holds no records"),
         ("compare", {"BASE": "results/reference"}, "HEAD is required"),
     ],
 )

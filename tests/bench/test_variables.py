@@ -215,3 +215,17 @@ def test_trials_auto_races_short_trials_unless_duration_is_set(
     args = cli.build_parser().parse_args(["run", "--from-env"])
     cli.from_env(args, {"SERVER": "granian,uvicorn", **env})
     assert options_from(args).duration_s == duration
+
+
+def test_every_declared_knob_has_a_bound_and_every_tune_list_keeps_it() -> None:
+    """Issue 58 item 2: each knob a server.toml declares is bounded (by the variable that sets
+    it, or KNOB_SECONDS), and each declared search space passes KNOBS='s own bounds."""
+    from bench.core.registry import load_all
+
+    bounds = variables.knob_limits()
+    assert bounds["workers"] == variables.BY_NAME["WORKERS"].limits
+    for spec in load_all().values():
+        for name, knob in spec.knobs.items():
+            assert name in bounds, f"{spec.id}: knob {name} has no bound"
+            if knob.tune:
+                variables.parse_knobs(f"{name}={','.join(map(str, knob.tune))}")
