@@ -37,6 +37,8 @@ from bench.report import inputs
 
 # The names given on make's command line (the Makefile sets it from $(origin)).
 CMDLINE_ENV = "PYWEBBENCH_CMDLINE"
+# The targets make was asked for (the Makefile sets it from MAKECMDGOALS; none: make help).
+GOALS_ENV = "PYWEBBENCH_GOALS"
 NOISE, TUNE, REMOTE = variables.NOISE, variables.TUNE, variables.REMOTE
 NONE = "none"  # a target that runs no harness command: its variables are still checked
 
@@ -59,12 +61,28 @@ def check_studies(given: Mapping[str, str], values: Mapping[str, object]) -> Non
     """NAME's study files against their static schema, and ARMS against their arms."""
     names = values.get("NAME") or ()
     arms: list[str] = []
+    tuned: list[str] = []
     for name in names:  # type: ignore[union-attr]
         data = check_study(study_path(name))
         arms += [str(arm["id"]) for arm in data["arm"]]
+        tuned += [name for arm in data["arm"] if arm.get("tune")]
+    # without TRIALS=auto, BUDGET bounds the tuned arms' searches: none, and it would be dropped
+    auto = given.get("TRIALS", "").strip().lower() == "auto"
+    if names and given.get("BUDGET", "").strip() and not auto and not tuned:
+        with_tune = [n for n in variables.study_names() if _has_tuned_arm(n)]
+        raise UsageError(
+            f"BUDGET: NAME={given.get('NAME', '').strip()} has no tuned arm (tune = ... in its "
+            f"file) and TRIALS is not auto: nothing it would bound; it applies to TRIALS=auto "
+            f"or a study with a tuned arm ({', '.join(with_tune)})"
+        )
     raw = given.get("ARMS", "").strip()
     if raw and raw != "all" and names:
         validate_choices("arms", raw, list(dict.fromkeys(arms)), allow_all=False)
+
+
+def _has_tuned_arm(name: str) -> bool:
+    """Whether study `name` has an arm with a search space (`tune = ...`)."""
+    return any(arm.get("tune") for arm in check_study(study_path(name))["arm"])
 
 
 def check_app(given: Mapping[str, str]) -> None:
@@ -187,17 +205,34 @@ def check_python(command: str, given: Mapping[str, str], values: Mapping[str, ob
         raise UsageError(refusal)
 
 
-def check(command: str, env: Mapping[str, str], cmdline: list[str] | None = None) -> None:
-    """Everything about `command`'s variables that can be known before set-up; UsageError
-    on the first problem."""
+def check_taken(cmdline: list[str], goals: list[str]) -> None:
+    """Every variable on make's command line is taken by one of the make targets named
+    (`goals`): `make bench HOST=...` is refused, never a local bench. Only the command line:
+    a user's shell may hold NAME= or ARCH= for its own reasons."""
+    for name in cmdline:
+        problem = variables.not_taken(name, goals)
+        if problem is not None:
+            raise UsageError(problem)
+
+
+def check(
+    command: str,
+    env: Mapping[str, str],
+    cmdline: list[str] | None = None,
+    goals: list[str] | None = None,
+) -> None:
+    """Everything about `command`'s variables that can be known before set-up (`goals`: the
+    make targets named, for what they take); UsageError on the first problem."""
     check_command_line(cmdline or [])
     given = {name: env[name] for name in variables.BY_NAME if name in env}
     for name in cmdline or []:  # on the command line: parsed whatever the command takes
         if name in variables.BY_NAME:
             variables.BY_NAME[name].parse(given.get(name, ""))
     if command == NONE:
+        check_taken(cmdline or [], goals or [])
         return
     values = variables.check(command, given)
+    check_taken(cmdline or [], goals or [])  # before the files and ssh: the command line says it
     check_studies(given, values)
     check_app(given)
     check_directories(command, given)
@@ -227,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if command not in valid:
             raise UsageError(f"unknown command {command!r}; valid: {', '.join(valid)}")
-        check(command, os.environ, os.environ.get(CMDLINE_ENV, "").split())
+        cmdline = os.environ.get(CMDLINE_ENV, "").split()
+        check(command, os.environ, cmdline, os.environ.get(GOALS_ENV, "").split())
     except (UsageError, DeclarationError, StudyError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2

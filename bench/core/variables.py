@@ -1062,6 +1062,69 @@ def for_command(command: str) -> tuple[Variable, ...]:
     )
 
 
+# Each make target and the `python -m bench` command its recipe runs (the Makefile's CHECK;
+# None: it runs none): what a variable on make's command line is checked against (issue 58:
+# a variable a target does not take is refused, never dropped). compose-up builds images.
+MAKE_TARGETS: dict[str, str | None] = {
+    "bench": "run",
+    "remote": REMOTE,
+    "capacity": "capacity",
+    "serve": "serve",
+    "overhead": "overhead",
+    "noise": NOISE,
+    "tune": TUNE,
+    "soak": "soak",
+    "study": "study",
+    "report": "report",
+    "reference": REFERENCE,
+    "compare": "compare",
+    "export": "export",
+    "images": "images",
+    "compose-up": "images",
+    "compose-bench": "run",
+    "compose-down": None,
+    "help": None,
+    "setup": None,
+    "test": None,
+    "lint": None,
+    "format": None,
+    "lock": None,
+}
+# What a target's own recipe reads besides its command's variables: make test's pytest
+# arguments; the compose file's (compose/compose.yaml: the server, its knobs, nginx's port
+# and timeout), read by compose-up and by compose-bench through it.
+_COMPOSE = ("SERVER", "WORKERS", "THREADS", "CONNECTIONS", "BACKLOG", "PROXY_TIMEOUT")
+_COMPOSE += ("NGINX_PORT",)
+TARGET_OWN: dict[str, tuple[str, ...]] = {
+    "test": ("PYTEST_ARGS",),
+    "compose-up": _COMPOSE,
+    "compose-bench": (*_COMPOSE, "ARCH", "PYTHON"),
+}
+# Read by every target that writes or reads records (the Makefile exports them as
+# PYWEBBENCH_MACHINE, _REFERENCE, _PRICE): taken everywhere, as they always were.
+EVERYWHERE = ("MACHINE", "REFERENCE", "PRICE")
+
+
+def target_takes(target: str) -> set[str]:
+    """The variables make `target` takes: its command's, its recipe's own, EVERYWHERE's."""
+    command = MAKE_TARGETS[target]
+    names = {v.name for v in for_command(command)} if command else set()
+    return names | set(TARGET_OWN.get(target, ())) | set(EVERYWHERE)
+
+
+def not_taken(name: str, goals: Iterable[str]) -> str | None:
+    """Why `name`, given on make's command line, is refused for make `goals` (none of them
+    takes it: "HOST: not with make bench; it applies to make remote"), or None."""
+    known = [g for g in goals if g in MAKE_TARGETS]  # make precheck: checks any variable
+    if name not in BY_NAME or not known or any(name in target_takes(g) for g in known):
+        return None
+    takers = [t for t in MAKE_TARGETS if name in target_takes(t)]
+    return (
+        f"{name}: not with make {' '.join(known)}; it applies to make "
+        f"{', '.join(takers) or 'no target'}"
+    )
+
+
 def help_lines(known: dict[str, str] | None = None) -> list[str]:
     """`make help`'s variables: name, what it does, the default (`known`: defaults found at
     run time, as LOAD's, the load tool that declares itself the default)."""
@@ -1385,6 +1448,27 @@ def _capacity_rules(given: Mapping[str, str], values: Mapping[str, object]) -> N
             )
 
 
+# The scenarios MESSAGE_BYTES and MESSAGE_RATE go to: the WebSocket ones (websocket-idle's
+# path carries both, its rate held at 0 by the route); HTTP scenarios have no messages.
+MESSAGE_SCENARIOS = tuple(n for n, s in scenario.SCENARIOS.items() if s.needs == scenario.WS)
+
+
+def _message_rules(given: Mapping[str, str], values: Mapping[str, object]) -> None:
+    """MESSAGE_BYTES and MESSAGE_RATE where a scenario that sends messages runs (never
+    dropped without a word where none does)."""
+    chosen = values.get("SCENARIO", defaults.SCENARIOS)  # unset: the harness's defaults
+    names = chosen if isinstance(chosen, tuple) else ()  # APP's routes: none sends messages
+    if set(names) & set(MESSAGE_SCENARIOS):
+        return
+    for name in ("MESSAGE_BYTES", "MESSAGE_RATE"):
+        if given.get(name, "").strip():
+            raise UsageError(
+                f"{name}: no WebSocket scenario in SCENARIO="
+                f"{','.join(names) or given.get('SCENARIO')}; it applies to SCENARIO="
+                f"{' or '.join(MESSAGE_SCENARIOS)}"
+            )
+
+
 def command_rules(command: str, given: Mapping[str, str], values: Mapping[str, object]) -> None:
     """What `command` asks of its variables together (`values`: parsed effective values);
     UsageError on the first it does not get."""
@@ -1399,6 +1483,8 @@ def command_rules(command: str, given: Mapping[str, str], values: Mapping[str, o
         _capacity_rules(given, values)
     if command in ("run", "capacity"):
         _paced_rules(command, values)
+    if command == "run":
+        _message_rules(given, values)
     if command in ("soak", "serve") and values.get("TRIALS", 1) is None:
         raise UsageError(
             f"TRIALS=auto applies to make bench; valid here: TRIALS=<1..{defaults.AUTO_MAX_TRIALS}>"

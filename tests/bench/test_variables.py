@@ -229,3 +229,16 @@ def test_every_declared_knob_has_a_bound_and_every_tune_list_keeps_it() -> None:
             assert name in bounds, f"{spec.id}: knob {name} has no bound"
             if knob.tune:
                 variables.parse_knobs(f"{name}={','.join(map(str, knob.tune))}")
+
+
+def test_make_targets_are_the_makefiles_targets_with_their_check() -> None:
+    """variables.MAKE_TARGETS (what a command-line variable is checked against) names every
+    target of the Makefile but precheck, each with the command its CHECK line names."""
+    text = (ROOT / "Makefile").read_text()
+    line = next(x for x in text.splitlines() if x.startswith("override TARGETS := "))
+    assert set(line.split(":=", 1)[1].split()) - {"precheck"} == set(variables.MAKE_TARGETS)
+    for target, command in variables.MAKE_TARGETS.items():
+        check = f"{target}: override CHECK := "
+        said = [x.split(":=")[1].strip() for x in text.splitlines() if x.startswith(check)]
+        if target != "compose-up":  # its CHECK is that of its prerequisite, images
+            assert said == ([command] if command else []), target
