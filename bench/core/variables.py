@@ -20,6 +20,7 @@ import difflib
 import functools
 import os
 import re
+import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +94,15 @@ KNOB_VALUES_MAX = 32
 KNOB_CONFIGS_MAX = 1_024
 # A plan longer than this needs CONFIRM=1: a typo in TRIALS or DURATION must not start days
 CONFIRM_ABOVE_S = 24 * 3600
+# The measuring commands it holds for (make remote: make bench's plan, checked as "run"; make
+# reference: MINUTES bounds a session to 24 h), and what makes each plan smaller.
+CONFIRMED = ("run", "soak", "capacity", "study", NOISE, TUNE)
+PLAN_SIZE = {
+    "capacity": "SERVER/SCENARIO/TRIALS/CAPACITY_BUDGET",
+    "study": "NAME/TRIALS/DURATION/BUDGET",
+    NOISE: "ROUNDS/STARTS/RUNS/DURATION",
+    TUNE: "SERVER/BUDGET",
+}
 # Make's own and the shell's variables that reach make's command line legitimately.
 MAKE_OWN = ("MAKEFLAGS", "MAKEOVERRIDES", "MFLAGS", "MAKELEVEL", "-*-command-variables-*-")
 
@@ -987,7 +997,7 @@ VARIABLES: tuple[Variable, ...] = (
         "CONFIRM",
         "1: run a plan longer than 24 hours (refused without it)",
         "0",
-        (*RUN, "study"),
+        (*RUN, "study", NOISE, TUNE),
         unset="0",
         parser=parse_confirm,
     ),
@@ -1379,6 +1389,84 @@ def plan_seconds(command: str, values: Mapping[str, object]) -> int:
     return int(values.get("TRIALS", 1)) * per_trial  # type: ignore[call-overload]
 
 
+def _auto_seconds(values: Mapping[str, object], per_trial: int) -> int | None:
+    """TRIALS=auto's load time (the first rounds always, then BUDGET), or None for a fixed
+    number of trials."""
+    if "TRIALS" not in values or values["TRIALS"] is not None:
+        return None
+    budget = int(values.get("BUDGET") or defaults.AUTO_BUDGET_MIN) * 60  # type: ignore[call-overload]
+    return max(budget, defaults.AUTO_MIN_TRIALS * per_trial)
+
+
+def capacity_seconds(values: Mapping[str, object]) -> int:
+    """make capacity's search at most: servers x scenarios x trials x CAPACITY_BUDGET."""
+    servers = _count(values.get("SERVER"), 1)
+    scenarios = _count(values.get("SCENARIO"), len(defaults.SCENARIOS))
+    budget = int(values.get("CAPACITY_BUDGET") or defaults.CAPACITY_BUDGET_S)  # type: ignore[call-overload]
+    per_trial = servers * scenarios * budget
+    auto = _auto_seconds(values, per_trial)
+    return auto if auto is not None else int(values.get("TRIALS") or 1) * per_trial  # type: ignore[call-overload]
+
+
+def noise_seconds(values: Mapping[str, object]) -> int:
+    """make noise's runs: ROUNDS x STARTS x RUNS x (WARMUP + DURATION)."""
+    runs = 1
+    for name, unset in (("ROUNDS", defaults.NOISE_ROUNDS), ("STARTS", defaults.NOISE_STARTS)):
+        runs *= int(values.get(name) or unset)  # type: ignore[call-overload]
+    runs *= int(values.get("RUNS") or defaults.NOISE_RUNS)  # type: ignore[call-overload]
+    window = int(values.get("WARMUP") or 0) + int(values.get("DURATION") or 0)  # type: ignore[call-overload]
+    return runs * window
+
+
+def _study_round_seconds(data: dict, duration: object) -> int:
+    """One round of a study file's arms: per arm, scenarios x points x (warmup + duration)."""
+    total = 0
+    for arm in [a for a in data.get("arm", []) if isinstance(a, dict)]:
+        settings = {**data.get("run", {}), **arm}
+        scenarios = settings.get("scenarios") or [settings.get("scenario")]
+        points = settings.get("rates") or settings.get("concurrency") or [0]
+        points = points if isinstance(points, list) else [points]
+        length = duration or settings.get("duration") or defaults.DURATION_S
+        window = int(settings.get("warmup", defaults.STUDY_WARMUP_S)) + int(length)  # type: ignore[call-overload]
+        total += len(scenarios) * len(points) * window
+    return total
+
+
+def study_seconds(values: Mapping[str, object]) -> int:
+    """make study's load time at most, from the study files: rounds of its arms (TRIALS;
+    auto: BUDGET or the first rounds), plus each tuned arm's [tune] budget
+    (bench.studies.cost counts the same, with what set-up installs)."""
+    total = 0
+    for name in values.get("NAME") or ():  # type: ignore[union-attr]
+        # read, not checked: the study's schema and its servers are refused with their own
+        # lines later (bench.precheck.check_studies, the harness); a broken file counts 0 here
+        try:
+            data = tomllib.loads(studyfile.study_path(name).read_text())
+            per_round = _study_round_seconds(data, values.get("DURATION"))
+            tuned = sum(1 for a in data.get("arm", []) if isinstance(a, dict) and a.get("tune"))
+            searches = tuned * int(data.get("tune", {}).get("budget", 0)) * 60
+        except (OSError, tomllib.TOMLDecodeError, TypeError, ValueError, AttributeError):
+            continue
+        auto = _auto_seconds(values, per_round)
+        rounds = int(values.get("TRIALS") or defaults.STUDY_TRIALS)  # type: ignore[call-overload]
+        total += (auto if auto is not None else rounds * per_round) + searches
+    return total
+
+
+def measuring_seconds(command: str, values: Mapping[str, object]) -> int:
+    """The load time of a measuring command's plan at most (CONFIRM_ABOVE_S holds for it)."""
+    if command == "capacity":
+        return capacity_seconds(values)
+    if command == NOISE:
+        return noise_seconds(values)
+    if command == TUNE:  # BUDGET minutes per server's search
+        budget = int(values.get("BUDGET") or defaults.AUTO_BUDGET_MIN) * 60  # type: ignore[call-overload]
+        return budget * _count(values.get("SERVER"), 1)
+    if command == "study":
+        return study_seconds(values)
+    return plan_seconds(command, values)
+
+
 def _count(value: object, unset: int) -> int:
     """How many names a parsed list holds (a text value not parsed here: its comma items)."""
     if isinstance(value, str):
@@ -1515,12 +1603,12 @@ def command_rules(command: str, given: Mapping[str, str], values: Mapping[str, o
         reference_rules(given)
     if command == "compare" and given.get("BASE") and given.get("BASE") == given.get("HEAD"):
         raise UsageError("BASE and HEAD are the same directory: compare two result sets")
-    if command in ("run", "soak") and not values.get("CONFIRM"):
-        seconds = plan_seconds(command, values)
+    if command in CONFIRMED and not values.get("CONFIRM"):
+        seconds = measuring_seconds(command, values)
         if seconds > CONFIRM_ABOVE_S:
             raise UsageError(
                 f"this plan is about {duration_text(seconds)} of load (more than 24 h): add "
-                "CONFIRM=1 to run it, or fewer SERVER/TRIALS/DURATION"
+                f"CONFIRM=1 to run it, or fewer {PLAN_SIZE.get(command, 'SERVER/TRIALS/DURATION')}"
             )
 
 

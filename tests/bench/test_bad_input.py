@@ -309,8 +309,22 @@ DROPPED = [
     ("bench", {"MESSAGE_BYTES": "100"}, "MESSAGE_BYTES: no WebSocket scenario in SCENARIO=plain"),
     ("bench", {"MESSAGE_RATE": "10", "SCENARIO": "db"}, "MESSAGE_RATE: no WebSocket scenario"),
 ]
+# Issue 58 item 4: a plan over 24 h needs CONFIRM=1 for every measuring command.
+PLAN_SIZE = [
+    (
+        "noise",
+        {"ROUNDS": "100", "STARTS": "20", "RUNS": "50", "DURATION": "86400"},
+        "this plan is about 100,002.3 days of load (more than 24 h): add CONFIRM=1",
+    ),
+    ("capacity", {"SERVER": "all", "CAPACITY_BUDGET": "86400"}, "days of load (more than 24 h)"),
+    ("capacity", {"TRIALS": "100", "CAPACITY_BUDGET": "3000"}, "fewer SERVER/SCENARIO/TRIALS"),
+    ("study", {"NAME": "all", "TRIALS": "100", "DURATION": "3600"}, "fewer NAME/TRIALS/DURATION"),
+    ("tune", {"SERVER": "gunicorn-sync,gunicorn-gthread", "BUDGET": "1000"}, "33.3 h of load"),
+    ("soak", {"DURATION": "86400", "WARMUP": "600", "SOAK_INTERVAL": "60"}, "add CONFIRM=1"),
+    ("remote", {"HOST": "a@b", "TRIALS": "100", "DURATION": "3600"}, "add CONFIRM=1"),
+]
 CASES = UNKNOWN + EMPTY + VALUES + RULES + REQUIRED + FILES + PLANS + INJECTIONS + BOUNDS
-CASES += DIRECTORIES + DROPPED
+CASES += DIRECTORIES + DROPPED + PLAN_SIZE
 
 
 # What a make running this suite exports to its children: a user's shell has none of it.
