@@ -22,9 +22,10 @@ from pathlib import Path
 from bench.core import defaults, scenario, variables
 from bench.core.app import AppError, parse_app
 from bench.core.campaign import load_campaign
-from bench.core.record import REFERENCE_DIR
+from bench.core.record import REFERENCE_DIR, load_records
 from bench.core.registry import (
     ROOT,
+    SCENARIO_PROTOCOLS,
     DeclarationError,
     load_all,
     protocol_refusal,
@@ -137,6 +138,12 @@ def check_directories(command: str, given: Mapping[str, str]) -> None:
         raise UsageError(f"RESULTS={results!r} does not exist; nothing to {command}")
     if command == "report":  # a fresh clone: said before set-up installs anything
         inputs.require_record_files(results or defaults.RESULTS, given)
+        # and records that are empty or do not parse, read as the report reads them
+        reference = "1" in (given.get("REFERENCE"), os.environ.get("PYWEBBENCH_REFERENCE"))
+        found, problems = load_records(Path(results or defaults.RESULTS), reference)
+        inputs.require_records("RESULTS", results or defaults.RESULTS, found, problems)
+    if command == "export":
+        inputs.result_set("RESULTS", results or defaults.RESULTS, purpose="export")
     if command != "compare":
         return
     for side in ("BASE", "HEAD"):
@@ -144,6 +151,8 @@ def check_directories(command: str, given: Mapping[str, str]) -> None:
             raise UsageError(f"{side}={given[side]!r} holds no records (<dir>/records/*.json)")
     if Path(given["BASE"]).resolve() == Path(given["HEAD"]).resolve():
         raise UsageError("BASE and HEAD are the same directory: compare two result sets")
+    inputs.result_set("BASE", given["BASE"], given["HEAD"])
+    inputs.result_set("HEAD", given["HEAD"], given["BASE"])
 
 
 def check_plan(command: str, given: Mapping[str, str], values: Mapping[str, object]) -> None:
@@ -179,6 +188,27 @@ def check_plan(command: str, given: Mapping[str, str], values: Mapping[str, obje
             f"SCENARIO={','.join(wanted)}: nothing would run; valid: SCENARIO="
             f"{','.join(offered)}, or a server that serves it"
         )
+    check_speaking(given, serving, wanted)
+
+
+def check_speaking(given: Mapping[str, str], servers: list[str], wanted: list[str]) -> None:
+    """A plan of scenarios that need a protocol (WebSocket) has a server that speaks it:
+    else every run would be recorded "unsupported" and nothing measured."""
+    specs = load_all()
+    needs = {s: scenario.SCENARIOS[s].needs for s in wanted if s in scenario.SCENARIOS}
+    carried = {s: n for s, n in needs.items() if n in SCENARIO_PROTOCOLS}
+    if not wanted or len(carried) != len(wanted):
+        return  # a scenario of plain HTTP runs on every server that serves it
+    protocols = sorted(set(carried.values()))
+    if any(specs[s].speaks(p) for s in servers for p in protocols):
+        return
+    able = [s for s, spec in specs.items() if any(spec.speaks(p) for p in protocols)]
+    first = servers[0]
+    raise UsageError(
+        f"no server of SERVER={given.get('SERVER', '').strip() or ','.join(servers)} speaks "
+        f"{'/'.join(protocols)} (SCENARIO={','.join(wanted)}): nothing would run ({first}: "
+        f"{specs[first].why_not(protocols[0])}); valid: SERVER={','.join(able)}"
+    )
 
 
 def check_protocol(command: str, values: Mapping[str, object]) -> None:
@@ -215,6 +245,18 @@ def check_taken(cmdline: list[str], goals: list[str]) -> None:
             raise UsageError(problem)
 
 
+def check_python_arch(command: str, values: Mapping[str, object]) -> None:
+    """PYTHON= builds CPython for this host's arch only: with a foreign ARCH it is refused
+    here, not after apt installs an emulator and the build takes 11 minutes (make remote:
+    ARCH is the other machine's, checked there)."""
+    name, arch = values.get("PYTHON"), values.get("ARCH")
+    if command == REMOTE or not isinstance(name, str) or not isinstance(arch, str):
+        return
+    host = variables.host_arch()
+    if arch != host:
+        raise UsageError(f"PYTHON={name} is built for this host's arch; valid with it: ARCH={host}")
+
+
 def check(
     command: str,
     env: Mapping[str, str],
@@ -239,6 +281,7 @@ def check(
     check_plan("run" if command == variables.REMOTE else command, given, values)
     check_protocol("run" if command == variables.REMOTE else command, values)
     check_python("run" if command == variables.REMOTE else command, given, values)
+    check_python_arch(command, values)
     check_host(command, given)
     if command == variables.REFERENCE:
         load_campaign()  # every question's variables, as make would parse them

@@ -19,6 +19,7 @@ import contextlib
 import difflib
 import functools
 import os
+import platform
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
@@ -239,6 +240,12 @@ def parse_arch(raw: str) -> str:
         return ARCHES[raw.strip().lower()]
     except KeyError:
         raise UsageError(f"unknown ARCH {raw!r}; valid: {', '.join(sorted(ARCHES))}") from None
+
+
+def host_arch() -> str:
+    """This machine's arch as ARCH= names it (bench.host.arch.host_arch, standard library)."""
+    machine = platform.machine().lower()
+    return ARCHES.get(machine, machine)
 
 
 def parse_cpu_quota(raw: str) -> float:

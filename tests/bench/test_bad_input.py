@@ -323,8 +323,35 @@ PLAN_SIZE = [
     ("soak", {"DURATION": "86400", "WARMUP": "600", "SOAK_INTERVAL": "60"}, "add CONFIRM=1"),
     ("remote", {"HOST": "a@b", "TRIALS": "100", "DURATION": "3600"}, "add CONFIRM=1"),
 ]
+# Issue 58 item 6: what needs only the command line, the declarations, the files named and
+# the host's arch is refused before set-up ({tmp}: files the test writes, _bad_files).
+EARLY = [
+    ("bench", {"APP": "{tmp}/app/broken.py:app"}, "broken.py does not compile: "),
+    ("bench", {"APP": "{tmp}/app/nocall.py:app"}, "nocall.py binds no 'app' at its top level"),
+    (
+        "bench",
+        {"SERVER": "granian,gunicorn-sync", "SCENARIO": "websocket"},
+        "no server of SERVER=granian,gunicorn-sync speaks websocket (SCENARIO=websocket)",
+    ),
+    (
+        "capacity",
+        {"SERVER": "uwsgi", "SCENARIO": "websocket", "LOAD": "wsload", "CONCURRENCY": "10"},
+        "no server of SERVER=uwsgi speaks websocket",
+    ),
+    ("bench", {"PYTHON": "3.14t", "ARCH": "arm64"}, "PYTHON=3.14t is built for this host's arch"),
+    ("report", {"RESULTS": "{tmp}/truncated"}, "holds no readable record: 1 file(s) skipped"),
+    ("report", {"RESULTS": "{tmp}/empty"}, "holds no readable record: 1 file(s) skipped"),
+    ("export", {"FORMAT": "csv", "RESULTS": "{tmp}/empty"}, "holds no readable record"),
+    ("export", {"FORMAT": "json", "RESULTS": "{tmp}/truncated"}, "holds no readable record"),
+    (
+        "compare",
+        {"BASE": "{tmp}/truncated", "HEAD": "results/reference"},
+        "BASE='{tmp}/truncated' holds no readable record",
+    ),
+    ("compare", {"BASE": "results/reference", "HEAD": "{tmp}/empty"}, "HEAD='{tmp}/empty' holds"),
+]
 CASES = UNKNOWN + EMPTY + VALUES + RULES + REQUIRED + FILES + PLANS + INJECTIONS + BOUNDS
-CASES += DIRECTORIES + DROPPED + PLAN_SIZE
+CASES += DIRECTORIES + DROPPED + PLAN_SIZE + EARLY
 
 
 # What a make running this suite exports to its children: a user's shell has none of it.
@@ -357,6 +384,18 @@ def test_the_battery_is_at_least_60_cases_over_every_category() -> None:
     assert all(groups)
 
 
+def _bad_files(tmp: Path) -> None:
+    """The files EARLY's cases name: an app that does not compile, one without its callable,
+    a result set with a truncated record, one with an empty record."""
+    (tmp / "app").mkdir()
+    (tmp / "app" / "broken.py").write_text("def app(:\n    pass\n")
+    (tmp / "app" / "nocall.py").write_text("application = None\n")
+    record = next((ROOT / "results" / "reference" / "records").glob("*.json")).read_text()
+    for name, text in (("truncated", record[:100]), ("empty", "")):
+        (tmp / name / "records").mkdir(parents=True)
+        (tmp / name / "records" / "r.json").write_text(text)
+
+
 @pytest.mark.parametrize(("target", "variables", "message"), CASES)
 def test_bad_input_is_refused_before_setup_with_one_line(
     target: str, variables: dict[str, str], message: str, tmp_path: Path
@@ -364,7 +403,13 @@ def test_bad_input_is_refused_before_setup_with_one_line(
     """Exit 2, one `bench:` line naming the problem, set-up never reached, nothing created;
     no payload runs."""
     sentinel = tmp_path / "pwned"
-    assigned = {k: v.replace("{s}", str(sentinel)) for k, v in variables.items()}
+    assigned = {
+        k: v.replace("{s}", str(sentinel)).replace("{tmp}", str(tmp_path))
+        for k, v in variables.items()
+    }
+    message = message.replace("{tmp}", str(tmp_path))
+    if any("{tmp}" in v for v in variables.values()):
+        _bad_files(tmp_path)
     results = tmp_path / "results"
     # RESULTS into the temporary directory where the target takes it (another would refuse
     # it: issue 58 item 5), never the report's (it must exist)

@@ -77,8 +77,10 @@ def test_report_on_a_fresh_clone_is_refused_before_setup(tmp_path: Path, referen
     nothing was measured yet and where the reference is, exit 2, before set-up; REFERENCE=1
     reports the reference, so it passes."""
     results = tmp_path / "results"
+    # a real record: one that does not parse is refused too (issue 58 item 6)
+    record = next((ROOT / "results" / "reference" / "records").glob("*.json")).read_text()
     (results / "reference" / "records").mkdir(parents=True)
-    (results / "reference" / "records" / "r.json").write_text("{}")
+    (results / "reference" / "records" / "r.json").write_text(record)
     (results / "raw").mkdir()
     (results / "raw" / "oha.json").write_text("{}")  # raw tool output is not a record
     given = {"REFERENCE": reference} if reference else {}  # unset, as make leaves it
@@ -93,7 +95,7 @@ def test_report_on_a_fresh_clone_is_refused_before_setup(tmp_path: Path, referen
         "merges it into yours)\n"
     )
     (results / "records").mkdir()
-    (results / "records" / "mine.json").write_text("{}")
+    (results / "records" / "mine.json").write_text(record)
     assert _precheck("report", RESULTS=str(results), **given).returncode == 0
 
 
