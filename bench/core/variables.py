@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.core import defaults, pythons, scenario, studyfile
+from bench.core import defaults, pythons, scenario, studyfile, validate
 from bench.core.protocol import HTTP1, PROTOCOLS
 from bench.core.registry import CPUS_VALUE, ROOT, load_all, server_ids
 from bench.core.validate import (
@@ -237,9 +237,12 @@ def parse_trials(raw: str) -> int | None:
 def parse_arch(raw: str) -> str:
     """amd64/x86_64 -> amd64, arm64/aarch64 -> arm64."""
     try:
-        return ARCHES[raw.strip().lower()]
+        return ARCHES[raw.strip()]
     except KeyError:
-        raise UsageError(f"unknown ARCH {raw!r}; valid: {', '.join(sorted(ARCHES))}") from None
+        hint = validate.case_hint(raw, ARCHES)
+        raise UsageError(
+            f"unknown ARCH {raw!r}; {hint}valid: {', '.join(sorted(ARCHES))}"
+        ) from None
 
 
 def host_arch() -> str:
@@ -356,12 +359,14 @@ def parse_price(raw: str) -> dict[str, float]:
 
 # HOST=: ssh's destination, [user@]host; never an option (a leading '-') nor a command
 SSH_HOST = re.compile(
-    r"([a-z_][a-z0-9_.-]{0,31}@)?([A-Za-z0-9][A-Za-z0-9.-]{0,252}|\[[0-9A-Fa-f:.]+\])"
+    r"([a-z_][a-z0-9_.-]{0,31}@)?([A-Za-z0-9][A-Za-z0-9.-]{0,252}|\[[0-9A-Fa-f:.]+\]"
+    r"|[0-9A-Fa-f]{0,4}:[0-9A-Fa-f:.]+)"  # IPv6, in brackets or bare (::1, fe80::1)
 )
 
 
 def parse_host(raw: str) -> str:
-    """HOST: [user@]host, a name or an address (IPv6 in brackets)."""
+    """HOST: [user@]host, a name or an address (IPv6 bare or in brackets: ssh gets it bare,
+    bench.host.ssh.destination)."""
     if not SSH_HOST.fullmatch(raw.strip()):
         raise UsageError(
             f"HOST={raw!r}: give the machine ssh reaches as [user@]host (e.g. HOST=admin@10.0.0.7, "
@@ -512,15 +517,24 @@ class Variable:
 
     def parse(self, raw: str) -> object:
         """The value of `raw`, or UsageError in one line naming the valid choices."""
+        if not raw.strip():
+            raise UsageError(self.empty())
         if self.parser is not None:
-            value = self.parser(raw)
-        elif self.limits is not None:
-            value = validate_int(self.name.lower(), raw)
-        else:
-            value = parse_text(self.name)(raw)
-        if not raw.strip():  # a parser that names the valid choices has said so above
-            raise UsageError(f"{self.name}= is set but empty; unset it or give a value")
-        return value
+            return self.parser(raw)
+        if self.limits is not None:
+            return validate_int(self.name.lower(), raw)
+        return parse_text(self.name)(raw)
+
+    def empty(self) -> str:
+        """The one wording for a value set but empty, with the valid values where the
+        parser names them ("SERVER= is set but empty; ... valid: daphne, ...")."""
+        valid = f" ({self.limits[0]}..{self.limits[1]})" if self.limits else ""
+        try:
+            (self.parser or (lambda _: None))("")
+        except UsageError as exc:
+            text = str(exc)
+            valid = "; " + text[text.index("valid:") :] if "valid:" in text else valid
+        return f"{self.name}= is set but empty; unset it or give a value{valid}"
 
 
 VARIABLES: tuple[Variable, ...] = (
@@ -648,7 +662,7 @@ VARIABLES: tuple[Variable, ...] = (
         "seed for the random server order",
         "random",
         (*RUN, "study", NOISE, TUNE),
-        limits=(0, 2**31),
+        limits=(0, 2**31 - 1),
     ),
     Variable(
         "PROXY",
@@ -1330,6 +1344,7 @@ RULES: tuple[Rule, ...] = (
             functools.partial(protocol_loads, name),
             "only those tools speak it",
             (name,),
+            spared=("serve",),  # make serve starts no load: the user's tools speak it
         )
         for name in PROTOCOLS
         if name != HTTP1

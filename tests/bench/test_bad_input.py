@@ -32,12 +32,15 @@ UNKNOWN = [
     ("remote", {"HOSTS": "a@b"}, "did you mean HOST?"),
     ("lint", {"XYZZY": "1"}, "XYZZY is not a variable; valid: SERVER"),
 ]
+# One wording for a value set but empty (issue 58 item 7: it was "unknown SERVER ''" here,
+# "RESULTS= is set but empty" there), with the valid values where there is a list of them.
 EMPTY = [
-    ("bench", {"SERVER": ""}, "unknown SERVER ''; valid: daphne, flask-dev"),
-    ("bench", {"DURATION": ""}, "DURATION='' is not a whole number (1..86400)"),
-    ("study", {"NAME": ""}, "unknown NAME ''; valid: accept-queue"),
+    ("bench", {"SERVER": ""}, "SERVER= is set but empty; unset it or give a value; valid: daphne"),
+    ("bench", {"DURATION": ""}, "DURATION= is set but empty; unset it or give a value (1..86400)"),
+    ("study", {"NAME": ""}, "NAME= is set but empty; unset it or give a value; valid: accept-q"),
     ("bench", {"RESULTS": ""}, "RESULTS= is set but empty"),
-    ("images", {"ARCH": ""}, "unknown ARCH ''"),
+    ("images", {"ARCH": ""}, "ARCH= is set but empty; unset it or give a value; valid: aarch64"),
+    ("bench", {"PROTOCOL": " "}, "PROTOCOL= is set but empty; unset it or give a value; valid:"),
 ]
 VALUES = [
     ("bench", {"DURATION": "0"}, "DURATION=0 is out of range 1..86400"),
@@ -350,8 +353,21 @@ EARLY = [
     ),
     ("compare", {"BASE": "results/reference", "HEAD": "{tmp}/empty"}, "HEAD='{tmp}/empty' holds"),
 ]
+# Issue 58 item 7: one case rule (exact, with the value meant), SEED's real maximum, make
+# serve's protocols without a load tool's rule, IPv6 hosts reach ssh without brackets.
+SMALLER = [
+    ("bench", {"PROTOCOL": "H2C"}, "unknown PROTOCOL 'H2C'; did you mean h2c? valid: http1"),
+    ("bench", {"SCENARIO": "DB"}, "unknown SCENARIO 'DB'; did you mean db? valid: plaintext"),
+    ("bench", {"SERVER": "Granian"}, "unknown SERVER 'Granian'; did you mean granian?"),
+    ("bench", {"PROXY": "NGINX"}, "unknown PROXY 'NGINX'; did you mean nginx? valid: none"),
+    ("images", {"ARCH": "AMD64"}, "unknown ARCH 'AMD64'; did you mean amd64?"),
+    ("export", {"FORMAT": "CSV"}, "unknown FORMAT 'CSV'; did you mean csv? valid: csv, json"),
+    ("bench", {"SEED": "2147483648"}, "SEED=2147483648 is out of range 0..2147483647"),
+    ("serve", {"SERVER": "uvicorn", "PROTOCOL": "h2c"}, "SERVER=uvicorn cannot serve PROTOCOL=h2c"),
+    ("remote", {"HOST": "nobody@[::1]"}, "ssh cannot reach nobody@[::1] without a prompt"),
+]
 CASES = UNKNOWN + EMPTY + VALUES + RULES + REQUIRED + FILES + PLANS + INJECTIONS + BOUNDS
-CASES += DIRECTORIES + DROPPED + PLAN_SIZE + EARLY
+CASES += DIRECTORIES + DROPPED + PLAN_SIZE + EARLY + SMALLER
 
 
 # What a make running this suite exports to its children: a user's shell has none of it.

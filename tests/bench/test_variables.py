@@ -242,3 +242,11 @@ def test_make_targets_are_the_makefiles_targets_with_their_check() -> None:
         said = [x.split(":=")[1].strip() for x in text.splitlines() if x.startswith(check)]
         if target != "compose-up":  # its CHECK is that of its prerequisite, images
             assert said == ([command] if command else []), target
+
+
+def test_serve_takes_a_protocol_with_no_load_tool_rule() -> None:
+    """Issue 58 item 7: make serve starts no load, so PROTOCOL=h2c needs no LOAD=oha there
+    (that advice looped: serve does not take LOAD); make bench still asks for it."""
+    variables.check("serve", {"SERVER": "granian", "PROTOCOL": "h2c"})
+    with pytest.raises(variables.UsageError, match="PROTOCOL=h2c needs LOAD=oha"):
+        variables.check("run", {"SERVER": "granian", "PROTOCOL": "h2c"})
