@@ -94,11 +94,12 @@ def validate_choices(name: str, raw: str, valid: list[str], allow_all: bool) -> 
 
 
 def validate_switch(name: str, raw: str) -> bool:
-    """on/off (or 1/0)."""
+    """on/off (or 1/0), exact as every choice (case_hint names the one meant)."""
     try:
-        return SWITCHES[raw.strip().lower()]
+        return SWITCHES[raw.strip()]
     except KeyError:
-        raise UsageError(f"{name.upper()}={raw!r} is not a switch; valid: on, off") from None
+        hint = case_hint(raw, SWITCHES)
+        raise UsageError(f"{name.upper()}={raw!r} is not a switch; {hint}valid: on, off") from None
 
 
 def validate_choice(name: str, raw: str, valid: tuple[str, ...]) -> str:

@@ -362,6 +362,7 @@ SMALLER = [
     ("bench", {"PROXY": "NGINX"}, "unknown PROXY 'NGINX'; did you mean nginx? valid: none"),
     ("images", {"ARCH": "AMD64"}, "unknown ARCH 'AMD64'; did you mean amd64?"),
     ("export", {"FORMAT": "CSV"}, "unknown FORMAT 'CSV'; did you mean csv? valid: csv, json"),
+    ("bench", {"KEEPALIVE": "ON"}, "KEEPALIVE='ON' is not a switch; did you mean on? valid: on"),
     ("bench", {"SEED": "2147483648"}, "SEED=2147483648 is out of range 0..2147483647"),
     ("serve", {"SERVER": "uvicorn", "PROTOCOL": "h2c"}, "SERVER=uvicorn cannot serve PROTOCOL=h2c"),
     ("remote", {"HOST": "nobody@[::1]"}, "ssh cannot reach nobody@[::1] without a prompt"),
