@@ -67,6 +67,13 @@ def check_studies(given: Mapping[str, str], values: Mapping[str, object]) -> Non
         data = check_study(study_path(name))
         arms += [str(arm["id"]) for arm in data["arm"]]
         tuned += [name for arm in data["arm"] if arm.get("tune")]
+        for arm in data["arm"]:  # a tuned arm's space: KNOBS='s bounds (issue 58 item 2)
+            if isinstance(arm.get("tune"), dict):
+                space = " ".join(f"{k}={','.join(map(str, v))}" for k, v in arm["tune"].items())
+                try:
+                    variables.parse_knobs(space)
+                except UsageError as exc:
+                    raise UsageError(f"{name}: arm {arm['id']}: {exc}") from None
     # without TRIALS=auto, BUDGET bounds the tuned arms' searches: none, and it would be dropped
     auto = given.get("TRIALS", "").strip().lower() == "auto"
     if names and given.get("BUDGET", "").strip() and not auto and not tuned:

@@ -171,3 +171,17 @@ def test_a_broken_study_file_is_refused_without_site_packages(
     )
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+
+
+def test_a_study_arms_search_space_holds_to_the_knobs_bounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 58 item 2: a tuned arm's `tune = {workers = [...]}` is bounded as KNOBS= is
+    (workers by WORKERS' 1..256), named by its study and arm."""
+    from bench import precheck
+    from bench.core.validate import UsageError
+
+    arm = {"id": "tuned", "tune": {"workers": [1, 99999]}}
+    monkeypatch.setattr(precheck, "check_study", lambda path: {"arm": [arm]})
+    with pytest.raises(UsageError, match="x: arm tuned: KNOBS: workers=99999 is out of range"):
+        precheck.check_studies({"NAME": "x"}, {"NAME": ("x",)})

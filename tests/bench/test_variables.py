@@ -229,6 +229,13 @@ def test_every_declared_knob_has_a_bound_and_every_tune_list_keeps_it() -> None:
             assert name in bounds, f"{spec.id}: knob {name} has no bound"
             if knob.tune:
                 variables.parse_knobs(f"{name}={','.join(map(str, knob.tune))}")
+    from bench.core.studyfile import check_study, study_path
+
+    for study in variables.study_names():  # a study's tuned arms hold to the same bounds
+        for arm in check_study(study_path(study))["arm"]:
+            if isinstance(arm.get("tune"), dict):
+                items = arm["tune"].items()
+                variables.parse_knobs(" ".join(f"{k}={','.join(map(str, v))}" for k, v in items))
 
 
 def test_make_targets_are_the_makefiles_targets_with_their_check() -> None:
