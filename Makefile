@@ -10,6 +10,9 @@
 # as they are; the three copies below take their text with $(value), never $(VAR).
 override PYWEBBENCH_CMDLINE := $(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
 export PYWEBBENCH_CMDLINE
+# The targets asked for (make alone: help), so the pre-check refuses a variable none of them
+# takes (make bench HOST=...). The goals' text as typed: := expands the reference only.
+export PYWEBBENCH_GOALS := $(or $(MAKECMDGOALS),help)
 $(foreach v,$(PYWEBBENCH_CMDLINE),$(eval export override $(v) := $$(value $(v))))
 # MACHINE=: the user's name for this machine in records and the summary (bench/host/metadata.py)
 export PYWEBBENCH_MACHINE := $(value MACHINE)

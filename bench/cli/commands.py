@@ -71,19 +71,11 @@ def _os_problem(exc: OSError) -> str:
 def _result_set(name: str, raw: str | None, other: str | None) -> list:
     """The records of an existing results directory (BASE= or HEAD=), without those of the
     other set when it is nested inside this one (results and results/after)."""
-    from bench.core.speedclass import load
-
     if not raw:
         raise UsageError(
             f"{name}= is required: a results directory (e.g. results, results/reference)"
         )
-    path = Path(raw)
-    if not path.is_dir():
-        raise UsageError(f"{name}={raw!r} is not a directory of results")
-    inner = Path(other).resolve() if other else None
-    nested = inner is not None and inner != path.resolve() and inner.is_relative_to(path.resolve())
-    records, problems = load(path, exclude=inner if nested else None)
-    inputs.require_records(name, raw, records, problems, "compare")
+    records, problems = inputs.result_set(name, raw, other)
     for problem in problems:
         print(f"compare: {name}: {problem}", file=sys.stderr)
     return records
@@ -321,18 +313,13 @@ def _execute(options: plan.Options) -> int:
 
 def export_points(raw_format: str | None, raw_results: str) -> int:
     """`make export`: every point of RESULTS as CSV or JSON on stdout (bench.report.export)."""
-    from bench.core.speedclass import load
     from bench.report import export
 
     valid = ", ".join(export.FORMATS)
     if not raw_format:
         raise UsageError(f"FORMAT is required; valid: {valid}")
     fmt = validate_choice("format", raw_format, tuple(export.FORMATS))
-    results = Path(raw_results)
-    if not results.is_dir():
-        raise UsageError(f"RESULTS={raw_results!r} is not a directory of results")
-    records, problems = load(results, os.environ.get("PYWEBBENCH_REFERENCE") == "1")
-    inputs.require_records("RESULTS", raw_results, records, problems, "export")
+    records, problems = inputs.result_set("RESULTS", raw_results, purpose="export")
     for problem in problems:
         print(f"export: {problem}", file=sys.stderr)
     sys.stdout.write(export.export(records, fmt))

@@ -10,6 +10,7 @@ runs the app in its own environment (bench.host.appenv).
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 import re
@@ -194,7 +195,54 @@ def parse_entry(raw: str, cwd: Path) -> Entry:
     root, module = _root_of(file)
     if not module:
         raise AppError(f"APP={raw!r}: {file} is not inside an importable module")
+    check_source(raw, file, name)
     return Entry(raw.strip(), module, name, root)
+
+
+def _top_names(body: list[ast.stmt]) -> set[str] | None:
+    """The names a module's top level binds (into if/try/with blocks too), or None when it
+    may bind any (`from x import *`, a module __getattr__, globals())."""
+    names: set[str] = set()
+    for node in body:
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            return None
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.NamedExpr):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        for block in ("body", "orelse", "finalbody", "handlers"):
+            inner = getattr(node, block, None)
+            if isinstance(node, ast.If | ast.Try | ast.With) and isinstance(inner, list):
+                found = _top_names(inner)  # type: ignore[arg-type]
+                if found is None:
+                    return None
+                names |= found
+    return names
+
+
+def check_source(raw: str, file: Path, name: str) -> None:
+    """The entry's file compiles (ast.parse: nothing imported or run) and binds `name` at its
+    top level; AppError otherwise (said before set-up builds each server's environment)."""
+    try:
+        source = file.read_text()
+        tree = ast.parse(source, filename=str(file))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise AppError(f"APP={raw!r}: {file} cannot be read ({exc})") from None
+    except SyntaxError as exc:
+        raise AppError(
+            f"APP={raw!r}: {file} does not compile: {exc.msg} (line {exc.lineno})"
+        ) from None
+    names = _top_names(tree.body)
+    if names is None or "__getattr__" in names or "globals()" in source:
+        return
+    if name not in names:
+        raise AppError(
+            f"APP={raw!r}: {file} binds no {name!r} at its top level; valid: the name of "
+            "its WSGI or ASGI callable (e.g. app, application)"
+        )
 
 
 def parse_kinds(raw: str | None, count: int) -> list[str | None]:

@@ -12,6 +12,7 @@ import os
 import re
 import tempfile
 import urllib.parse
+from collections.abc import Iterable
 from pathlib import Path
 
 SWITCHES = {"on": True, "off": False, "1": True, "0": False}
@@ -70,31 +71,43 @@ def validate_int_list(name: str, raw: str) -> tuple[int, ...]:
     return tuple(dict.fromkeys(validate_int(name, item) for item in items))
 
 
+def case_hint(given: str, valid: Iterable[str]) -> str:
+    """ "did you mean h2c? " when `given` differs from a valid value in case only (every choice
+    is exact and case-sensitive, one rule for all: PROTOCOL=H2C as SCENARIO=DB)."""
+    same = [v for v in valid if v.lower() == given.strip().lower()]
+    return f"did you mean {same[0]}? " if same else ""
+
+
 def validate_choices(name: str, raw: str, valid: list[str], allow_all: bool) -> tuple[str, ...]:
-    """A comma list of names from `valid` (or `all`)."""
+    """A comma list of names from `valid` (or `all`), exact."""
     items = [item.strip() for item in raw.split(",") if item.strip()]
     if allow_all and items == ["all"]:
         return tuple(valid)
     unknown = [item for item in items if item not in valid]
     if unknown or not items:
         choices = ", ".join(valid) + (", all" if allow_all else "")
-        raise UsageError(f"unknown {name.upper()} {','.join(unknown) or raw!r}; valid: {choices}")
+        hint = case_hint(unknown[0], [*valid, "all"]) if unknown else ""
+        raise UsageError(
+            f"unknown {name.upper()} {','.join(unknown) or raw!r}; {hint}valid: {choices}"
+        )
     return tuple(dict.fromkeys(items))
 
 
 def validate_switch(name: str, raw: str) -> bool:
-    """on/off (or 1/0)."""
+    """on/off (or 1/0), exact as every choice (case_hint names the one meant)."""
     try:
-        return SWITCHES[raw.strip().lower()]
+        return SWITCHES[raw.strip()]
     except KeyError:
-        raise UsageError(f"{name.upper()}={raw!r} is not a switch; valid: on, off") from None
+        hint = case_hint(raw, SWITCHES)
+        raise UsageError(f"{name.upper()}={raw!r} is not a switch; {hint}valid: on, off") from None
 
 
 def validate_choice(name: str, raw: str, valid: tuple[str, ...]) -> str:
-    """Exactly one of `valid`."""
-    value = raw.strip().lower()
+    """Exactly one of `valid`, case included (case_hint names the one meant)."""
+    value = raw.strip()
     if value not in valid:
-        raise UsageError(f"unknown {name.upper()} {raw!r}; valid: {', '.join(valid)}")
+        hint = case_hint(value, valid)
+        raise UsageError(f"unknown {name.upper()} {raw!r}; {hint}valid: {', '.join(valid)}")
     return value
 
 

@@ -19,12 +19,14 @@ import contextlib
 import difflib
 import functools
 import os
+import platform
 import re
+import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.core import defaults, pythons, scenario, studyfile
+from bench.core import defaults, pythons, scenario, studyfile, validate
 from bench.core.protocol import HTTP1, PROTOCOLS
 from bench.core.registry import CPUS_VALUE, ROOT, load_all, server_ids
 from bench.core.validate import (
@@ -83,8 +85,29 @@ FAIL_BELOW_RANGE = (0.01, 1.0)
 FAIL_ABOVE_RANGE = (1.0, 100.0)
 # MARGIN=: TRIALS=auto's equivalence margin in percent (two points within it are "the same")
 MARGIN_RANGE = (1, 50)
+# KNOBS= (make tune): the bounds of the knobs no make variable sets (server.toml's keepalive
+# and timeout, both seconds); workers, threads, connections and backlog take theirs from
+# WORKERS, THREADS, CONNECTIONS and BACKLOG (Variable.knob), one declaration for both.
+KNOB_SECONDS = {"keepalive": (1, 3_600), "timeout": (1, 86_400)}
+# <k>*cpus: k within 1..16. The declarations use at most 4*cpus (gunicorn's 2*cpus+1 rule
+# lies below it); evaluated on this host it must also fall within the knob's bounds, and 16
+# per CPU is the worst case the same search may meet on a bigger host.
+KNOB_CPU_FACTOR = 16
+# Values per knob and configurations per search (the product): a race of more cannot finish
+# within any BUDGET (1,440 minutes at most) at one round of a few seconds each.
+KNOB_VALUES_MAX = 32
+KNOB_CONFIGS_MAX = 1_024
 # A plan longer than this needs CONFIRM=1: a typo in TRIALS or DURATION must not start days
 CONFIRM_ABOVE_S = 24 * 3600
+# The measuring commands it holds for (make remote: make bench's plan, checked as "run"; make
+# reference: MINUTES bounds a session to 24 h), and what makes each plan smaller.
+CONFIRMED = ("run", "soak", "capacity", "study", NOISE, TUNE)
+PLAN_SIZE = {
+    "capacity": "SERVER/SCENARIO/TRIALS/CAPACITY_BUDGET",
+    "study": "NAME/TRIALS/DURATION/BUDGET",
+    NOISE: "ROUNDS/STARTS/RUNS/DURATION",
+    TUNE: "SERVER/BUDGET",
+}
 # Make's own and the shell's variables that reach make's command line legitimately.
 MAKE_OWN = ("MAKEFLAGS", "MAKEOVERRIDES", "MFLAGS", "MAKELEVEL", "-*-command-variables-*-")
 
@@ -218,9 +241,18 @@ def parse_trials(raw: str) -> int | None:
 def parse_arch(raw: str) -> str:
     """amd64/x86_64 -> amd64, arm64/aarch64 -> arm64."""
     try:
-        return ARCHES[raw.strip().lower()]
+        return ARCHES[raw.strip()]
     except KeyError:
-        raise UsageError(f"unknown ARCH {raw!r}; valid: {', '.join(sorted(ARCHES))}") from None
+        hint = validate.case_hint(raw, ARCHES)
+        raise UsageError(
+            f"unknown ARCH {raw!r}; {hint}valid: {', '.join(sorted(ARCHES))}"
+        ) from None
+
+
+def host_arch() -> str:
+    """This machine's arch as ARCH= names it (bench.host.arch.host_arch, standard library)."""
+    machine = platform.machine().lower()
+    return ARCHES.get(machine, machine)
 
 
 def parse_cpu_quota(raw: str) -> float:
@@ -263,9 +295,44 @@ def parse_app_kind(raw: str) -> tuple[str, ...]:
     return tuple(validate_choice("app_kind", k, APP_KINDS) for k in raw.split(","))
 
 
+# Directories a result set never is (RESULTS, BASE, HEAD): a run writes its tree there (as
+# root, into /) and a report reads every record below it (other checkouts' too) ...
+SYSTEM_DIRS = ("/", "/home", "/tmp", "/var", "/var/tmp", "/root", "/opt", "/srv", "/mnt")
+SYSTEM_DIRS += ("/media", "/snap")
+# ... nor lies below: the system's own files (/lib is /usr/lib where /usr is merged).
+SYSTEM_TREES = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+SYSTEM_TREES += ("/boot", "/dev", "/proc", "/sys", "/run")
+
+
+def system_directory(name: str, raw: str) -> None:
+    """UsageError when `raw` (resolved: symlinks and `..` followed) is a system directory or
+    lies below one of the system's trees: never a result set."""
+    path = Path(raw.strip() or ".").resolve()
+    trees = {Path(t).resolve() for t in SYSTEM_TREES} | {Path(t) for t in SYSTEM_TREES}
+    tree = next((t for t in sorted(trees) if path.is_relative_to(t)), None)
+    if path in {Path(d) for d in SYSTEM_DIRS} or tree is not None:
+        where = f"({path})" if tree is None or tree == path else f"(in {tree})"
+        raise UsageError(
+            f"{name}={raw!r} is a system directory {where}, never a result set; give a "
+            f"directory of your own, e.g. {name}=results"
+        )
+
+
+def parse_result_set(name: str) -> Callable[[str], str]:
+    """BASE, HEAD: one line naming a result set, never a system directory."""
+
+    def parse(raw: str) -> str:
+        value = parse_text(name)(raw)
+        if value:
+            system_directory(name, value)
+        return value
+
+    return parse
+
+
 def parse_results(raw: str) -> Path:
-    """A directory that exists or could be made, in a writable parent: checked without
-    creating anything (the harness makes it when the run starts)."""
+    """A directory that exists or could be made, in a writable parent, never a system
+    directory: checked without creating anything (the harness makes it when the run starts)."""
     path = Path(raw).absolute()
     if "\n" in raw or "\0" in raw:
         raise UsageError(f"RESULTS={raw!r} is not a usable directory name (a line break in it)")
@@ -280,6 +347,8 @@ def parse_results(raw: str) -> Path:
         or probe.resolve().parts[1:2] in (("proc",), ("sys",))
     ):
         raise UsageError(f"RESULTS={raw!r} is not a writable directory ({probe} is not)")
+    if raw.strip():
+        system_directory("RESULTS", raw)
     return path
 
 
@@ -315,12 +384,14 @@ def parse_price(raw: str) -> dict[str, float]:
 
 # HOST=: ssh's destination, [user@]host; never an option (a leading '-') nor a command
 SSH_HOST = re.compile(
-    r"([a-z_][a-z0-9_.-]{0,31}@)?([A-Za-z0-9][A-Za-z0-9.-]{0,252}|\[[0-9A-Fa-f:.]+\])"
+    r"([a-z_][a-z0-9_.-]{0,31}@)?([A-Za-z0-9][A-Za-z0-9.-]{0,252}|\[[0-9A-Fa-f:.]+\]"
+    r"|[0-9A-Fa-f]{0,4}:[0-9A-Fa-f:.]+)"  # IPv6, in brackets or bare (::1, fe80::1)
 )
 
 
 def parse_host(raw: str) -> str:
-    """HOST: [user@]host, a name or an address (IPv6 in brackets)."""
+    """HOST: [user@]host, a name or an address (IPv6 bare or in brackets: ssh gets it bare,
+    bench.host.ssh.destination)."""
     if not SSH_HOST.fullmatch(raw.strip()):
         raise UsageError(
             f"HOST={raw!r}: give the machine ssh reaches as [user@]host (e.g. HOST=admin@10.0.0.7, "
@@ -345,9 +416,50 @@ def parse_margin(raw: str) -> float:
     return validate_int("margin", raw) / 100
 
 
+def host_cpus() -> int:
+    """The CPUs this process may run on (its affinity set; os.cpu_count() where there is none):
+    what `cpus` in a search space means on this host (bench.harness.tuner)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no sched_getaffinity (macOS)
+        return os.cpu_count() or 1
+
+
+def knob_limits() -> dict[str, tuple[int, int]]:
+    """Each server.toml knob's bounds: the variable that sets it declares them (WORKERS'
+    1..256 holds for KNOBS=workers=), the knobs no variable sets have KNOB_SECONDS."""
+    return {v.knob: v.limits for v in VARIABLES if v.knob and v.limits} | KNOB_SECONDS
+
+
+def _knob_value(name: str, value: str, cpus: int) -> None:
+    """One KNOBS value within its knob's bounds; `<k>*cpus` after evaluation on `cpus` CPUs
+    and k within 1..KNOB_CPU_FACTOR (the worst case: the same search on a bigger host)."""
+    bounds = knob_limits().get(name)
+    if bounds is None:
+        return  # no server declares this knob: tune_rules names the server's knobs
+    low, high = bounds
+    match = CPUS_VALUE.match(value)
+    if match is None:
+        if not low <= int(value) <= high:
+            raise UsageError(f"KNOBS: {name}={value} is out of range {low}..{high}")
+        return
+    factor = int(match.group(1) or 1)
+    if not 1 <= factor <= KNOB_CPU_FACTOR:
+        raise UsageError(
+            f"KNOBS: {name}={value}: k of <k>*cpus is 1..{KNOB_CPU_FACTOR} (k={factor})"
+        )
+    if not low <= factor * cpus <= high:
+        raise UsageError(
+            f"KNOBS: {name}={value} is {factor * cpus} on this host's {cpus} CPUs, out of "
+            f"range {low}..{high}"
+        )
+
+
 def parse_knobs(raw: str) -> dict[str, tuple[str, ...]]:
     """KNOBS: "workers=1,2,4 threads=1,2" -> {knob: values}; the values whole numbers, "cpus"
-    or "<k>*cpus" (the knob names are checked against each server's by tune_rules)."""
+    or "<k>*cpus", each within its knob's bounds (knob_limits), at most KNOB_VALUES_MAX per
+    knob and KNOB_CONFIGS_MAX configurations (the knob names are checked against each
+    server's by tune_rules)."""
     found: dict[str, tuple[str, ...]] = {}
     example = "KNOBS='workers=1,2,4 threads=1,2,4,8'"
     for item in raw.split():
@@ -363,9 +475,21 @@ def parse_knobs(raw: str) -> dict[str, tuple[str, ...]]:
             )
         if name in found:
             raise UsageError(f"KNOBS names {name} twice; give each knob once")
+        if len(values) > KNOB_VALUES_MAX:
+            raise UsageError(
+                f"KNOBS: {name} has {len(values)} values; at most {KNOB_VALUES_MAX} per knob"
+            )
+        for value in values:
+            _knob_value(name, value, host_cpus())
         found[name] = values
     if not found:
         raise UsageError(f"KNOBS= names no knob; e.g. {example}")
+    configurations = functools.reduce(lambda a, b: a * b, map(len, found.values()), 1)
+    if configurations > KNOB_CONFIGS_MAX:
+        raise UsageError(
+            f"KNOBS: {' x '.join(str(len(v)) for v in found.values())} = {configurations} "
+            f"configurations; at most {KNOB_CONFIGS_MAX} in one search"
+        )
     return found
 
 
@@ -403,6 +527,8 @@ class Variable:
     # When this other variable is set, it decides what the value may be (SCENARIO with APP
     # names the app's routes, read from its files): the value is checked there instead.
     unless: str | None = None
+    # The server.toml knob it sets (WORKERS: workers): KNOBS= holds that knob to `limits` too.
+    knob: str | None = None
 
     @property
     def option(self) -> str:
@@ -416,15 +542,24 @@ class Variable:
 
     def parse(self, raw: str) -> object:
         """The value of `raw`, or UsageError in one line naming the valid choices."""
+        if not raw.strip():
+            raise UsageError(self.empty())
         if self.parser is not None:
-            value = self.parser(raw)
-        elif self.limits is not None:
-            value = validate_int(self.name.lower(), raw)
-        else:
-            value = parse_text(self.name)(raw)
-        if not raw.strip():  # a parser that names the valid choices has said so above
-            raise UsageError(f"{self.name}= is set but empty; unset it or give a value")
-        return value
+            return self.parser(raw)
+        if self.limits is not None:
+            return validate_int(self.name.lower(), raw)
+        return parse_text(self.name)(raw)
+
+    def empty(self) -> str:
+        """The one wording for a value set but empty, with the valid values where the
+        parser names them ("SERVER= is set but empty; ... valid: daphne, ...")."""
+        valid = f" ({self.limits[0]}..{self.limits[1]})" if self.limits else ""
+        try:
+            (self.parser or (lambda _: None))("")
+        except UsageError as exc:
+            text = str(exc)
+            valid = "; " + text[text.index("valid:") :] if "valid:" in text else valid
+        return f"{self.name}= is set but empty; unset it or give a value{valid}"
 
 
 VARIABLES: tuple[Variable, ...] = (
@@ -509,10 +644,20 @@ VARIABLES: tuple[Variable, ...] = (
         parser=parse_results,
     ),
     Variable(
-        "WORKERS", "a server's workers, where it has them", "server.toml", SERVE, limits=(1, 256)
+        "WORKERS",
+        "a server's workers, where it has them",
+        "server.toml",
+        SERVE,
+        limits=(1, 256),
+        knob="workers",
     ),
     Variable(
-        "THREADS", "threads per worker, where it has them", "server.toml", SERVE, limits=(1, 1_024)
+        "THREADS",
+        "threads per worker, where it has them",
+        "server.toml",
+        SERVE,
+        limits=(1, 1_024),
+        knob="threads",
     ),
     Variable(
         "CONNECTIONS",
@@ -520,9 +665,15 @@ VARIABLES: tuple[Variable, ...] = (
         "server.toml",
         SERVE,
         limits=(1, 100_000),
+        knob="connections",
     ),
     Variable(
-        "BACKLOG", "the listen backlog, where it has one", "server.toml", SERVE, limits=(1, 65_535)
+        "BACKLOG",
+        "the listen backlog, where it has one",
+        "server.toml",
+        SERVE,
+        limits=(1, 65_535),
+        knob="backlog",
     ),
     Variable(
         "LOAD_THREADS",
@@ -536,7 +687,7 @@ VARIABLES: tuple[Variable, ...] = (
         "seed for the random server order",
         "random",
         (*RUN, "study", NOISE, TUNE),
-        limits=(0, 2**31),
+        limits=(0, 2**31 - 1),
     ),
     Variable(
         "PROXY",
@@ -798,7 +949,7 @@ VARIABLES: tuple[Variable, ...] = (
         "make compare: the results directory compared against",
         "none",
         ("compare",),
-        parser=parse_text("BASE"),
+        parser=parse_result_set("BASE"),
         required_by=("compare",),
     ),
     Variable(
@@ -806,7 +957,7 @@ VARIABLES: tuple[Variable, ...] = (
         "make compare: the results directory compared (HEAD/BASE ratios)",
         "none",
         ("compare",),
-        parser=parse_text("HEAD"),
+        parser=parse_result_set("HEAD"),
         required_by=("compare",),
     ),
     Variable(
@@ -908,7 +1059,7 @@ VARIABLES: tuple[Variable, ...] = (
         "CONFIRM",
         "1: run a plan longer than 24 hours (refused without it)",
         "0",
-        (*RUN, "study"),
+        (*RUN, "study", NOISE, TUNE),
         unset="0",
         parser=parse_confirm,
     ),
@@ -980,6 +1131,69 @@ def for_command(command: str) -> tuple[Variable, ...]:
     make bench's, for the other machine, and its own)."""
     return tuple(
         v for v in VARIABLES if command in v.commands or (command == REMOTE and "run" in v.commands)
+    )
+
+
+# Each make target and the `python -m bench` command its recipe runs (the Makefile's CHECK;
+# None: it runs none): what a variable on make's command line is checked against (issue 58:
+# a variable a target does not take is refused, never dropped). compose-up builds images.
+MAKE_TARGETS: dict[str, str | None] = {
+    "bench": "run",
+    "remote": REMOTE,
+    "capacity": "capacity",
+    "serve": "serve",
+    "overhead": "overhead",
+    "noise": NOISE,
+    "tune": TUNE,
+    "soak": "soak",
+    "study": "study",
+    "report": "report",
+    "reference": REFERENCE,
+    "compare": "compare",
+    "export": "export",
+    "images": "images",
+    "compose-up": "images",
+    "compose-bench": "run",
+    "compose-down": None,
+    "help": None,
+    "setup": None,
+    "test": None,
+    "lint": None,
+    "format": None,
+    "lock": None,
+}
+# What a target's own recipe reads besides its command's variables: make test's pytest
+# arguments; the compose file's (compose/compose.yaml: the server, its knobs, nginx's port
+# and timeout), read by compose-up and by compose-bench through it.
+_COMPOSE = ("SERVER", "WORKERS", "THREADS", "CONNECTIONS", "BACKLOG", "PROXY_TIMEOUT")
+_COMPOSE += ("NGINX_PORT",)
+TARGET_OWN: dict[str, tuple[str, ...]] = {
+    "test": ("PYTEST_ARGS",),
+    "compose-up": _COMPOSE,
+    "compose-bench": (*_COMPOSE, "ARCH", "PYTHON"),
+}
+# Read by every target that writes or reads records (the Makefile exports them as
+# PYWEBBENCH_MACHINE, _REFERENCE, _PRICE): taken everywhere, as they always were.
+EVERYWHERE = ("MACHINE", "REFERENCE", "PRICE")
+
+
+def target_takes(target: str) -> set[str]:
+    """The variables make `target` takes: its command's, its recipe's own, EVERYWHERE's."""
+    command = MAKE_TARGETS[target]
+    names = {v.name for v in for_command(command)} if command else set()
+    return names | set(TARGET_OWN.get(target, ())) | set(EVERYWHERE)
+
+
+def not_taken(name: str, goals: Iterable[str]) -> str | None:
+    """Why `name`, given on make's command line, is refused for make `goals` (none of them
+    takes it: "HOST: not with make bench; it applies to make remote"), or None."""
+    known = [g for g in goals if g in MAKE_TARGETS]  # make precheck: checks any variable
+    if name not in BY_NAME or not known or any(name in target_takes(g) for g in known):
+        return None
+    takers = [t for t in MAKE_TARGETS if name in target_takes(t)]
+    return (
+        f"{name}: not with make {' '.join(known)}; it applies to make "
+        f"{', '.join(takers) or 'no target'}"
     )
 
 
@@ -1171,6 +1385,7 @@ RULES: tuple[Rule, ...] = (
             functools.partial(protocol_loads, name),
             "only those tools speak it",
             (name,),
+            spared=("serve",),  # make serve starts no load: the user's tools speak it
         )
         for name in PROTOCOLS
         if name != HTTP1
@@ -1235,6 +1450,84 @@ def plan_seconds(command: str, values: Mapping[str, object]) -> int:
         budget = int(values.get("BUDGET") or defaults.AUTO_BUDGET_MIN) * 60  # type: ignore[call-overload]
         return max(budget, defaults.AUTO_MIN_TRIALS * per_trial)
     return int(values.get("TRIALS", 1)) * per_trial  # type: ignore[call-overload]
+
+
+def _auto_seconds(values: Mapping[str, object], per_trial: int) -> int | None:
+    """TRIALS=auto's load time (the first rounds always, then BUDGET), or None for a fixed
+    number of trials."""
+    if "TRIALS" not in values or values["TRIALS"] is not None:
+        return None
+    budget = int(values.get("BUDGET") or defaults.AUTO_BUDGET_MIN) * 60  # type: ignore[call-overload]
+    return max(budget, defaults.AUTO_MIN_TRIALS * per_trial)
+
+
+def capacity_seconds(values: Mapping[str, object]) -> int:
+    """make capacity's search at most: servers x scenarios x trials x CAPACITY_BUDGET."""
+    servers = _count(values.get("SERVER"), 1)
+    scenarios = _count(values.get("SCENARIO"), len(defaults.SCENARIOS))
+    budget = int(values.get("CAPACITY_BUDGET") or defaults.CAPACITY_BUDGET_S)  # type: ignore[call-overload]
+    per_trial = servers * scenarios * budget
+    auto = _auto_seconds(values, per_trial)
+    return auto if auto is not None else int(values.get("TRIALS") or 1) * per_trial  # type: ignore[call-overload]
+
+
+def noise_seconds(values: Mapping[str, object]) -> int:
+    """make noise's runs: ROUNDS x STARTS x RUNS x (WARMUP + DURATION)."""
+    runs = 1
+    for name, unset in (("ROUNDS", defaults.NOISE_ROUNDS), ("STARTS", defaults.NOISE_STARTS)):
+        runs *= int(values.get(name) or unset)  # type: ignore[call-overload]
+    runs *= int(values.get("RUNS") or defaults.NOISE_RUNS)  # type: ignore[call-overload]
+    window = int(values.get("WARMUP") or 0) + int(values.get("DURATION") or 0)  # type: ignore[call-overload]
+    return runs * window
+
+
+def _study_round_seconds(data: dict, duration: object) -> int:
+    """One round of a study file's arms: per arm, scenarios x points x (warmup + duration)."""
+    total = 0
+    for arm in [a for a in data.get("arm", []) if isinstance(a, dict)]:
+        settings = {**data.get("run", {}), **arm}
+        scenarios = settings.get("scenarios") or [settings.get("scenario")]
+        points = settings.get("rates") or settings.get("concurrency") or [0]
+        points = points if isinstance(points, list) else [points]
+        length = duration or settings.get("duration") or defaults.DURATION_S
+        window = int(settings.get("warmup", defaults.STUDY_WARMUP_S)) + int(length)  # type: ignore[call-overload]
+        total += len(scenarios) * len(points) * window
+    return total
+
+
+def study_seconds(values: Mapping[str, object]) -> int:
+    """make study's load time at most, from the study files: rounds of its arms (TRIALS;
+    auto: BUDGET or the first rounds), plus each tuned arm's [tune] budget
+    (bench.studies.cost counts the same, with what set-up installs)."""
+    total = 0
+    for name in values.get("NAME") or ():  # type: ignore[union-attr]
+        # read, not checked: the study's schema and its servers are refused with their own
+        # lines later (bench.precheck.check_studies, the harness); a broken file counts 0 here
+        try:
+            data = tomllib.loads(studyfile.study_path(name).read_text())
+            per_round = _study_round_seconds(data, values.get("DURATION"))
+            tuned = sum(1 for a in data.get("arm", []) if isinstance(a, dict) and a.get("tune"))
+            searches = tuned * int(data.get("tune", {}).get("budget", 0)) * 60
+        except (OSError, tomllib.TOMLDecodeError, TypeError, ValueError, AttributeError):
+            continue
+        auto = _auto_seconds(values, per_round)
+        rounds = int(values.get("TRIALS") or defaults.STUDY_TRIALS)  # type: ignore[call-overload]
+        total += (auto if auto is not None else rounds * per_round) + searches
+    return total
+
+
+def measuring_seconds(command: str, values: Mapping[str, object]) -> int:
+    """The load time of a measuring command's plan at most (CONFIRM_ABOVE_S holds for it)."""
+    if command == "capacity":
+        return capacity_seconds(values)
+    if command == NOISE:
+        return noise_seconds(values)
+    if command == TUNE:  # BUDGET minutes per server's search
+        budget = int(values.get("BUDGET") or defaults.AUTO_BUDGET_MIN) * 60  # type: ignore[call-overload]
+        return budget * _count(values.get("SERVER"), 1)
+    if command == "study":
+        return study_seconds(values)
+    return plan_seconds(command, values)
 
 
 def _count(value: object, unset: int) -> int:
@@ -1306,6 +1599,27 @@ def _capacity_rules(given: Mapping[str, str], values: Mapping[str, object]) -> N
             )
 
 
+# The scenarios MESSAGE_BYTES and MESSAGE_RATE go to: the WebSocket ones (websocket-idle's
+# path carries both, its rate held at 0 by the route); HTTP scenarios have no messages.
+MESSAGE_SCENARIOS = tuple(n for n, s in scenario.SCENARIOS.items() if s.needs == scenario.WS)
+
+
+def _message_rules(given: Mapping[str, str], values: Mapping[str, object]) -> None:
+    """MESSAGE_BYTES and MESSAGE_RATE where a scenario that sends messages runs (never
+    dropped without a word where none does)."""
+    chosen = values.get("SCENARIO", defaults.SCENARIOS)  # unset: the harness's defaults
+    names = chosen if isinstance(chosen, tuple) else ()  # APP's routes: none sends messages
+    if set(names) & set(MESSAGE_SCENARIOS):
+        return
+    for name in ("MESSAGE_BYTES", "MESSAGE_RATE"):
+        if given.get(name, "").strip():
+            raise UsageError(
+                f"{name}: no WebSocket scenario in SCENARIO="
+                f"{','.join(names) or given.get('SCENARIO')}; it applies to SCENARIO="
+                f"{' or '.join(MESSAGE_SCENARIOS)}"
+            )
+
+
 def command_rules(command: str, given: Mapping[str, str], values: Mapping[str, object]) -> None:
     """What `command` asks of its variables together (`values`: parsed effective values);
     UsageError on the first it does not get."""
@@ -1320,6 +1634,8 @@ def command_rules(command: str, given: Mapping[str, str], values: Mapping[str, o
         _capacity_rules(given, values)
     if command in ("run", "capacity"):
         _paced_rules(command, values)
+    if command == "run":
+        _message_rules(given, values)
     if command in ("soak", "serve") and values.get("TRIALS", 1) is None:
         raise UsageError(
             f"TRIALS=auto applies to make bench; valid here: TRIALS=<1..{defaults.AUTO_MAX_TRIALS}>"
@@ -1350,12 +1666,12 @@ def command_rules(command: str, given: Mapping[str, str], values: Mapping[str, o
         reference_rules(given)
     if command == "compare" and given.get("BASE") and given.get("BASE") == given.get("HEAD"):
         raise UsageError("BASE and HEAD are the same directory: compare two result sets")
-    if command in ("run", "soak") and not values.get("CONFIRM"):
-        seconds = plan_seconds(command, values)
+    if command in CONFIRMED and not values.get("CONFIRM"):
+        seconds = measuring_seconds(command, values)
         if seconds > CONFIRM_ABOVE_S:
             raise UsageError(
                 f"this plan is about {duration_text(seconds)} of load (more than 24 h): add "
-                "CONFIRM=1 to run it, or fewer SERVER/TRIALS/DURATION"
+                f"CONFIRM=1 to run it, or fewer {PLAN_SIZE.get(command, 'SERVER/TRIALS/DURATION')}"
             )
 
 

@@ -33,7 +33,16 @@ def ssh_argv(host: str, command: Sequence[str], tty: bool = False) -> list[str]:
     argv += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}"]
     argv += ["-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4"]
     argv += ["-tt"] if tty else ["-T"]
-    return [*argv, host, shlex.join(command)]
+    return [*argv, destination(host), shlex.join(command)]
+
+
+def destination(host: str) -> str:
+    """HOST as ssh's destination: an IPv6 address without the brackets a user writes around
+    it (ssh would look up "[::1]" as a name): user@[::1] -> user@::1."""
+    user, at, name = host.rpartition("@")
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    return f"{user}{at}{name}"
 
 
 def _last_line(text: str) -> str:

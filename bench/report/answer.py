@@ -27,9 +27,9 @@ from bench.report.recommend import (
     WORKLOADS,
     Race,
     Recommendation,
-    _deployment_runs,
-    _label,
     arenas,
+    config_name,
+    deployment_runs,
     races,
     recommendations,
 )
@@ -122,7 +122,7 @@ def chart_panels(records: list[Record]) -> list[tuple[str, dict[str, tuple]]]:
     for workload in dict.fromkeys(r.workload for r in recs if r.machine == machine):
         rows = [r for r in recs if (r.machine, r.workload) == (machine, workload)]
         deployment, pick = rows[0].deployment, rows[0].server
-        runs = _deployment_runs(records, machine, WORKLOADS[workload], deployment)
+        runs = deployment_runs(records, machine, WORKLOADS[workload], deployment)
         # the arenas where servers met (a knob sweep of one server chooses no server), the
         # row's pick among them first, then the highest load, then the most configurations
         found = [a for a in arenas(runs) if len({g[0].server for g in a.members.values()}) > 1]
@@ -142,7 +142,7 @@ def chart_panels(records: list[Record]) -> list[tuple[str, dict[str, tuple]]]:
             if est is None:
                 continue
             spread = (est.low, est.high) if est.low is not None and est.high is not None else None
-            values[_label(top.members[key][0])] = (est.center, spread)
+            values[config_name(top.members[key][0])] = (est.center, spread)
         title = (
             f"{workload} · {deployment} · c{top.first.concurrency} ({top.first.load_tool}) · "
             f"{session_label(top.first)}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from bench.core import speedclass
 from bench.core.record import REFERENCE_DIR, Record, load_records, pending
 from bench.core.validate import UsageError
 
@@ -80,3 +81,21 @@ def require_readable(name: str, raw: str, path: Path) -> None:
     it and call it empty (root reads every directory; another user may not)."""
     if path.is_dir() and not os.access(path, os.R_OK | os.X_OK):
         raise UsageError(f"{name}={raw!r} is not readable by this user: nothing to report")
+
+
+def result_set(
+    name: str, raw: str, other: str | None = None, purpose: str = "compare"
+) -> tuple[list[Record], list[str]]:
+    """The records of an existing results directory (BASE=, HEAD=, export's RESULTS) without
+    those of the `other` set when it is nested inside this one (results and results/after),
+    and a line per file skipped; UsageError when none is readable (the pre-check and the
+    harness say the same)."""
+    path = Path(raw)
+    if not path.is_dir():
+        raise UsageError(f"{name}={raw!r} is not a directory of results")
+    inner = Path(other).resolve() if other else None
+    nested = inner is not None and inner != path.resolve() and inner.is_relative_to(path.resolve())
+    with_reference = purpose == "export" and os.environ.get("PYWEBBENCH_REFERENCE") == "1"
+    records, problems = speedclass.load(path, with_reference, exclude=inner if nested else None)
+    require_records(name, raw, records, problems, purpose)
+    return records, problems

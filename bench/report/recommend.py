@@ -162,7 +162,7 @@ def _identity(rec: Record) -> tuple:
     return (rec.server, tuple(sorted((rec.knobs or {}).items())))
 
 
-def _label(rec: Record) -> str:
+def config_name(rec: Record) -> str:
     return " ".join(p for p in (rec.server, knobs_label(rec.knobs or {})) if p)
 
 
@@ -420,7 +420,7 @@ def decide(runs: list[Record]) -> Decision:
         elif (key := arena.starved_leader()) is not None:
             rec = arena.members[key][0]
             why = (
-                f"{_label(rec)} leads by req/s at c{rec.concurrency} but left connections "
+                f"{config_name(rec)} leads by req/s at c{rec.concurrency} but left connections "
                 "unserved (under half served: its latency times only those): never recommended"
             )
     if (cap_leader := _capacity_leader(caps)) is not None:
@@ -431,8 +431,8 @@ def decide(runs: list[Record]) -> Decision:
         if not _beaten(ident, arenas_, caps) and not unmet:
             return Decision(rec, arenas_, caps, [rec])
         if unmet:
-            names = ", ".join(_label(r) for r in list(unmet.values())[:MAX_NAMED])
-            why = f"{_label(rec)} leads where it ran but was never measured beside {names}"
+            names = ", ".join(config_name(r) for r in list(unmet.values())[:MAX_NAMED])
+            why = f"{config_name(rec)} leads where it ran but was never measured beside {names}"
             return Decision(None, arenas_, caps, [rec, *unmet.values()], why)
     if not winners and (group := leading_group(arenas_)):
         first, *others = group
@@ -523,7 +523,7 @@ def _capacity_evidence(caps: list[CapacityRace], ident: tuple) -> str:
         return (
             f"capacity at p99 ≤ {race.objective_ms:g} ms: {_cap_text(ranking[0].capacity)} "
             f"req/s, {pair.ratio:.2f}×{interval} the next (paired by round, {pair.rounds} "
-            f"rounds: separated): {_label(nxt.record)} {_cap_text(nxt.capacity)} req/s"
+            f"rounds: separated): {config_name(nxt.record)} {_cap_text(nxt.capacity)} req/s"
         )
     return ""
 
@@ -552,7 +552,7 @@ def _lead(decision: Decision) -> str:
         ranking = race.ranking()
         if race.leader() is not None and ranking and _identity(ranking[0].record) == ident:
             pair = race.pairs()[0]
-            nxt = _label(ranking[1].record)
+            nxt = config_name(ranking[1].record)
             return f"capacity {pair.ratio:.2f}× {nxt}'s at p99 ≤ {race.objective_ms:g} ms"
     return _shared_lead(decision)
 
@@ -567,7 +567,7 @@ def _shared_lead(decision: Decision) -> str:
         if not any(_identity(arena.members[k][0]) == ident for k in found):
             continue
         others = [
-            arena.labels.get(k, _label(arena.members[k][0]))
+            arena.labels.get(k, config_name(arena.members[k][0]))
             for k in found
             if _identity(arena.members[k][0]) != ident
         ]
@@ -587,12 +587,12 @@ def sure(decision: Decision, command: str = "", flag: str = "") -> str:
     if decision.leader is None:
         return f"no pick yet — `{command}` would decide" if command else "no pick yet"
     if decision.tied:
-        names = ", ".join(_label(r) for r in decision.tied[:MAX_NAMED])
+        names = ", ".join(config_name(r) for r in decision.tied[:MAX_NAMED])
         more = len(decision.tied) - MAX_NAMED
         names += f" and {more} more" if more > 0 else ""
         return f"not separated from {names} yet — `{group_command(decision)}{flag}` would decide"
     if decision.equal:
-        names = ", ".join(_label(r) for r in decision.equal)
+        names = ", ".join(config_name(r) for r in decision.equal)
         return f"tied with {names} within {_margin(decision.equal_margin)}: either serves as well"
     return _lead(decision) or "the only configuration measured here"
 
@@ -620,13 +620,13 @@ def evidence(decision: Decision, flag: str = "") -> str:
     )
     parts += [_arena_evidence(arena, key) for arena, key in held[:2]]
     if decision.equal:
-        names = ", ".join(_label(r) for r in decision.equal)
+        names = ", ".join(config_name(r) for r in decision.equal)
         parts.append(
             f"the race found {names} equivalent to it within {_margin(decision.equal_margin)} "
             "at every load it raced them: either serves this workload as well"
         )
     if decision.tied:
-        names = ", ".join(_label(r) for r in decision.tied)
+        names = ", ".join(config_name(r) for r in decision.tied)
         parts.append(
             f"leading group: the race did not separate {names} from it at any load; "
             f"`{group_command(decision)}{flag}` would race them apart"
@@ -647,7 +647,7 @@ def _ranked_apart(arenas_: list[Arena], ident: tuple) -> list[str]:
     for arena in arenas_:
         for group in arena.members.values():
             if _identity(group[0]) != ident and starved(group):
-                loads.setdefault(_label(group[0]), []).append(f"c{group[0].concurrency}")
+                loads.setdefault(config_name(group[0]), []).append(f"c{group[0].concurrency}")
     return [f"{label} at {', '.join(where)}" for label, where in loads.items()]
 
 
@@ -720,8 +720,8 @@ def avoid(decision: Decision) -> str:
             continue
         b, w = arena.members[best], arena.members[worst]
         return (
-            f"{_label(w[0])}: {num(rps_estimate(w).center)} vs {num(rps_estimate(b).center)} "  # type: ignore[union-attr]
-            f"req/s of {_label(b[0])} at c{arena.first.concurrency} "
+            f"{config_name(w[0])}: {num(rps_estimate(w).center)} vs {num(rps_estimate(b).center)} "  # type: ignore[union-attr]
+            f"req/s of {config_name(b[0])} at c{arena.first.concurrency} "
             f"({diff.ratio:.2f}× [{diff.low:.2f}–{diff.high:.2f}], significant)"
         )
     return "–"
@@ -859,7 +859,7 @@ def _steady(runs: list[Record]) -> list[Record]:
     ]
 
 
-def _deployment_runs(
+def deployment_runs(
     records: list[Record], machine: str, scenarios: tuple[str, ...], deployment: str
 ) -> list[Record]:
     if deployment == QUOTA:
@@ -942,8 +942,8 @@ def _recommend(
         checks(leader.server, [r for r in records if host_of(r) == machine], race),
         avoid(decision),
         configured_as(leader),
-        tuple(_label(r) for r in decision.tied),
-        tuple(_label(r) for r in decision.equal),
+        tuple(config_name(r) for r in decision.tied),
+        tuple(config_name(r) for r in decision.equal),
         decision.equal_margin,
         sure(decision, flag=make_flag(deployment, [leader])),
     )
@@ -955,7 +955,7 @@ def _candidates_elsewhere(
     """No throughput behind the balancer: the best candidates measured behind nginx, else
     direct ([] when the workload has neither: nothing to put behind the balancer)."""
     for other in (NGINX, DIRECT):
-        if found := decide(_deployment_runs(records, machine, scenarios, other)).candidates:
+        if found := decide(deployment_runs(records, machine, scenarios, other)).candidates:
             return found
     return []
 
@@ -974,7 +974,7 @@ def _undecided(decision: Decision) -> str:
         return "no run"
     if decision.why:
         return decision.why
-    names = ", ".join(_label(r) for r in decision.candidates[:MAX_NAMED])
+    names = ", ".join(config_name(r) for r in decision.candidates[:MAX_NAMED])
     if len({_identity(r) for r in decision.candidates}) < 2 and all(
         len(a.order) < 2 for a in decision.arenas
     ):
@@ -1033,7 +1033,7 @@ def recommendations(records: list[Record]) -> tuple[list[Recommendation], dict[s
             if not any(r.status == "ok" and not r.emulated for r in measured):
                 continue
             for deployment in DEPLOYMENTS:
-                runs = _deployment_runs(records, machine, scenarios, deployment)
+                runs = deployment_runs(records, machine, scenarios, deployment)
                 # behind the balancer without its own runs: a row where the race has a
                 # candidate measured elsewhere to speak of; else the workload is unmeasured there
                 elsewhere = (

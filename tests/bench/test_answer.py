@@ -33,7 +33,7 @@ def test_a_pick_is_said_to_lead_only_where_the_race_separated_it() -> None:
     recs = _recommendations()
     assert recs
     for rec in recs:
-        runs = recommend._deployment_runs(
+        runs = recommend.deployment_runs(
             records, rec.machine, recommend.WORKLOADS[rec.workload], rec.deployment
         )
         decision = recommend.decide(runs)

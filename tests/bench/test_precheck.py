@@ -56,7 +56,7 @@ def _precheck(command: str, **variables: str) -> subprocess.CompletedProcess[str
         ("run", {"TRIALS": "auto", "BUDGET": "0"}, "BUDGET=0 is out of range 1..1440"),
         ("report", {"RESULTS": "/nonexistent/deeper"}, "does not exist"),
         ("compare", {"BASE": "results/reference", "HEAD": "results/reference"}, "same directory"),
-        ("compare", {"BASE": "/", "HEAD": "results/reference"}, "holds no records"),
+        ("compare", {"BASE": "/nonexistent", "HEAD": "results/reference"}, "holds no records"),
         ("compare", {"BASE": "results/reference"}, "HEAD is required"),
     ],
 )
@@ -77,8 +77,10 @@ def test_report_on_a_fresh_clone_is_refused_before_setup(tmp_path: Path, referen
     nothing was measured yet and where the reference is, exit 2, before set-up; REFERENCE=1
     reports the reference, so it passes."""
     results = tmp_path / "results"
+    # a real record: one that does not parse is refused too (issue 58 item 6)
+    record = next((ROOT / "results" / "reference" / "records").glob("*.json")).read_text()
     (results / "reference" / "records").mkdir(parents=True)
-    (results / "reference" / "records" / "r.json").write_text("{}")
+    (results / "reference" / "records" / "r.json").write_text(record)
     (results / "raw").mkdir()
     (results / "raw" / "oha.json").write_text("{}")  # raw tool output is not a record
     given = {"REFERENCE": reference} if reference else {}  # unset, as make leaves it
@@ -93,7 +95,7 @@ def test_report_on_a_fresh_clone_is_refused_before_setup(tmp_path: Path, referen
         "merges it into yours)\n"
     )
     (results / "records").mkdir()
-    (results / "records" / "mine.json").write_text("{}")
+    (results / "records" / "mine.json").write_text(record)
     assert _precheck("report", RESULTS=str(results), **given).returncode == 0
 
 
@@ -169,3 +171,17 @@ def test_a_broken_study_file_is_refused_without_site_packages(
     )
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+
+
+def test_a_study_arms_search_space_holds_to_the_knobs_bounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 58 item 2: a tuned arm's `tune = {workers = [...]}` is bounded as KNOBS= is
+    (workers by WORKERS' 1..256), named by its study and arm."""
+    from bench import precheck
+    from bench.core.validate import UsageError
+
+    arm = {"id": "tuned", "tune": {"workers": [1, 99999]}}
+    monkeypatch.setattr(precheck, "check_study", lambda path: {"arm": [arm]})
+    with pytest.raises(UsageError, match="x: arm tuned: KNOBS: workers=99999 is out of range"):
+        precheck.check_studies({"NAME": "x"}, {"NAME": ("x",)})

@@ -20,11 +20,11 @@ from bench.report.cells import host_of
 from bench.report.groups import BASELINES, groups, starved
 from bench.report.recommend import (
     NOT_ENOUGH,
-    _deployment_runs,
     _row,
     arenas,
     balancer_idle_s,
     command_line,
+    deployment_runs,
     recommendations,
 )
 from bench.report.summary import render_report, render_summary, write_summary
@@ -566,9 +566,7 @@ def test_a_raced_workload_recommends_its_leading_group_never_a_starved_server() 
         if starved(group)
     }
     assert row.server not in starved_servers and not set(row.tied) & starved_servers
-    arenas_ = arenas(
-        _deployment_runs(records, host_of(records[0]), ("plaintext", "json"), "direct")
-    )
+    arenas_ = arenas(deployment_runs(records, host_of(records[0]), ("plaintext", "json"), "direct"))
     assert len(arenas_) == 2 and all(a.race is not None and a.separated_some() for a in arenas_)
     for arena in arenas_:
         leaders = {arena.members[k][0].server for k in arena.leaders()}
@@ -626,7 +624,7 @@ def test_a_raced_row_judges_as_the_decided_by_racing_lines_say() -> None:
     """One decision per question: the leaders the recommendation reads are the race's own
     (bench.report.standings.judge_point over the same runs, starved ones apart)."""
     records = _raced()
-    for arena in arenas(_deployment_runs(records, host_of(records[0]), ("plaintext",), "direct")):
+    for arena in arenas(deployment_runs(records, host_of(records[0]), ("plaintext",), "direct")):
         runs = [r for g in arena.members.values() if not starved(g) for r in g]
         race = standings.judge_point(runs)
         assert race is not None and arena.race is not None

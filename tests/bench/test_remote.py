@@ -107,3 +107,13 @@ def test_without_a_session_file_the_run_directory_is_removed_at_once(tmp_path: P
     (run_dir / "src").mkdir(parents=True)
     subprocess.run(remote.remove_after_session(str(run_dir), wait_s=600), check=True, timeout=60)
     assert not run_dir.exists()
+
+
+def test_an_ipv6_host_reaches_ssh_without_brackets() -> None:
+    """Issue 58 item 7: HOST=[::1] and user@[::1] are taken and ssh gets ::1 (it would look
+    the bracketed text up as a name); names and IPv4 addresses pass as they are."""
+    from bench.core.variables import parse_host
+
+    for given, meant in (("[::1]", "::1"), ("u@[fe80::1]", "u@fe80::1"), ("::1", "::1")):
+        assert ssh.ssh_argv(parse_host(given), ["true"])[-2] == meant
+    assert ssh.ssh_argv(parse_host("a@10.0.0.7"), ["true"])[-2] == "a@10.0.0.7"

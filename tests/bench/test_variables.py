@@ -215,3 +215,45 @@ def test_trials_auto_races_short_trials_unless_duration_is_set(
     args = cli.build_parser().parse_args(["run", "--from-env"])
     cli.from_env(args, {"SERVER": "granian,uvicorn", **env})
     assert options_from(args).duration_s == duration
+
+
+def test_every_declared_knob_has_a_bound_and_every_tune_list_keeps_it() -> None:
+    """Issue 58 item 2: each knob a server.toml declares is bounded (by the variable that sets
+    it, or KNOB_SECONDS), and each declared search space passes KNOBS='s own bounds."""
+    from bench.core.registry import load_all
+
+    bounds = variables.knob_limits()
+    assert bounds["workers"] == variables.BY_NAME["WORKERS"].limits
+    for spec in load_all().values():
+        for name, knob in spec.knobs.items():
+            assert name in bounds, f"{spec.id}: knob {name} has no bound"
+            if knob.tune:
+                variables.parse_knobs(f"{name}={','.join(map(str, knob.tune))}")
+    from bench.core.studyfile import check_study, study_path
+
+    for study in variables.study_names():  # a study's tuned arms hold to the same bounds
+        for arm in check_study(study_path(study))["arm"]:
+            if isinstance(arm.get("tune"), dict):
+                items = arm["tune"].items()
+                variables.parse_knobs(" ".join(f"{k}={','.join(map(str, v))}" for k, v in items))
+
+
+def test_make_targets_are_the_makefiles_targets_with_their_check() -> None:
+    """variables.MAKE_TARGETS (what a command-line variable is checked against) names every
+    target of the Makefile but precheck, each with the command its CHECK line names."""
+    text = (ROOT / "Makefile").read_text()
+    line = next(x for x in text.splitlines() if x.startswith("override TARGETS := "))
+    assert set(line.split(":=", 1)[1].split()) - {"precheck"} == set(variables.MAKE_TARGETS)
+    for target, command in variables.MAKE_TARGETS.items():
+        check = f"{target}: override CHECK := "
+        said = [x.split(":=")[1].strip() for x in text.splitlines() if x.startswith(check)]
+        if target != "compose-up":  # its CHECK is that of its prerequisite, images
+            assert said == ([command] if command else []), target
+
+
+def test_serve_takes_a_protocol_with_no_load_tool_rule() -> None:
+    """Issue 58 item 7: make serve starts no load, so PROTOCOL=h2c needs no LOAD=oha there
+    (that advice looped: serve does not take LOAD); make bench still asks for it."""
+    variables.check("serve", {"SERVER": "granian", "PROTOCOL": "h2c"})
+    with pytest.raises(variables.UsageError, match="PROTOCOL=h2c needs LOAD=oha"):
+        variables.check("run", {"SERVER": "granian", "PROTOCOL": "h2c"})
