@@ -33,6 +33,11 @@ from bench.host.state import SPEED_HISTORY
 # Changing the work (this count or work() itself) changes PROBE_VERSION: figures of two
 # versions are never compared.
 WORK_UNITS = 80_000
+# The work in this many equal chunks, each timed: a CPU's speed is its best chunk's rate (as
+# timeit takes the minimum time): on the project's VM 20 probes of one CPU-second each,
+# whole-run rates, spread 33 % (max-min over median) on a quiet machine, the host's own
+# frequency and neighbours intruding for part of a second (2026-11-29).
+CHUNKS = 8
 # A probe between rounds costs about a second of both CPUs: not more often than this, so a
 # round of a few seconds (a tune step) is not slowed by a tenth.
 BETWEEN_MIN_S = 60.0
@@ -70,9 +75,14 @@ def child_main(cpu: int, units: int) -> None:
     if not sys.stdin.readline():  # the harness is gone (killed): no work for nobody
         return
     wall, used = time.perf_counter(), time.process_time()
-    check = work(units)
+    check, best = 0, 0.0
+    for _ in range(CHUNKS):  # the best chunk's rate: what this CPU does when nothing intrudes
+        started = time.perf_counter()
+        check ^= work(units // CHUNKS)
+        best = max(best, (units // CHUNKS) / (time.perf_counter() - started))
     wall, used = time.perf_counter() - wall, time.process_time() - used
-    print(json.dumps({"cpu": cpu, "wall_s": wall, "cpu_s": used, "check": check}), flush=True)
+    answer = {"cpu": cpu, "wall_s": wall, "cpu_s": used, "check": check, "best_ops_per_s": best}
+    print(json.dumps(answer), flush=True)
 
 
 def cpu_times(text: str) -> dict[str, int]:
@@ -142,7 +152,8 @@ def _timed(procs: list[subprocess.Popen[str]]) -> list[dict]:
 
 def probe(units: int = WORK_UNITS) -> dict:
     """Run work(units) single-threaded in one child per usable CPU at once (≈1 s with
-    WORK_UNITS): the probe dict (median work units per wall second, per CPU too, the median
+    WORK_UNITS), in CHUNKS timed chunks: the probe dict (median over CPUs of each CPU's best
+    chunk's work units per wall second, per CPU too, the median
     CPU-time/wall ratio, steal over the probe, the clock). SpeedError when a child fails."""
     procs: list[subprocess.Popen[str]] = []
     try:
@@ -157,7 +168,7 @@ def probe(units: int = WORK_UNITS) -> dict:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
-    per_cpu = [units / a["wall_s"] for a in answers]
+    per_cpu = [float(a["best_ops_per_s"]) for a in answers]
     steal = steal_pct(stat_before, stat_after) if stat_before and stat_after else None
     return {
         "version": PROBE_VERSION,
