@@ -384,6 +384,9 @@ def options_from(args: argparse.Namespace) -> plan.Options:
         margin=variables.parse_margin(getattr(args, "margin", None) or "5"),
         wait=validate_switch("wait", getattr(args, "wait", None) or "1"),
         protocol=validate_protocol(args, servers),
+        app_flavor=str(
+            variables.BY_NAME["APP_FLAVOR"].parse(getattr(args, "app_flavor", None) or "framework")
+        ),
         python=validate_python(args, servers, arch),
         **simple_options(args, proxy["target"]),  # type: ignore[arg-type]
         **validate_precision(args),  # type: ignore[arg-type]
