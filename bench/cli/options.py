@@ -484,7 +484,9 @@ def with_tuned(options: plan.Options, raw: str | None) -> plan.Options:
 
     one_point = len(options.scenarios) == 1 and len(options.concurrency) == 1
     wanted = validate_switch("tuned", raw or "1") and not options.overrides
-    if not wanted or options.target or options.rates or options.app or not one_point:
+    # APP_FLAVOR=raw: make tune's answers are the framework app's (tune refuses raw)
+    raw = options.app_flavor != "framework"
+    if not wanted or options.target or options.rates or options.app or raw or not one_point:
         return options
     host, found = host_metadata(), {}
     for server in options.servers:

@@ -1464,6 +1464,13 @@ def tune_rules(given: Mapping[str, str], values: Mapping[str, object]) -> None:
     for name, why in TUNE_REFUSES:
         if given.get(name, "").strip():
             raise UsageError(f"{name}: not with make tune: {why}")
+    if values.get("APP_FLAVOR") == RAW:
+        # an answer file is one per machine, server and point: a raw app's would replace the
+        # framework app's, which make bench then starts the framework app with
+        raise UsageError(
+            "APP_FLAVOR=raw: not with make tune yet (its answer file would replace the framework "
+            "app's for the same server and point); valid: APP_FLAVOR=framework"
+        )
     for name in ("SCENARIO", "CONCURRENCY"):
         chosen = values[name]
         if len(chosen) != 1:  # type: ignore[arg-type]
