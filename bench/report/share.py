@@ -1,12 +1,13 @@
 """The server's share of a request: server CPU time per request on the raw app and on the
 framework app, and the share of a framework request that is the server's.
 
-Input: records. Output: Share per server × scenario × configuration × session where both
-APP_FLAVOR=raw and the framework app were measured (same machine, session, knobs, load and
-route), and the lines of details/share.md. A run's CPU per request is the server tree's CPU
-time over its measured window (resources.server_cpu_pct / 100 × duration_s) divided by its
-requests; each side's figure is the geometric mean over trials with its 95 % interval, the
-share the ratio of geometric means raw / framework with Welch's interval (stats.difference).
+Input: records. Output: Share per server × scenario × configuration where both APP_FLAVOR=raw
+and the framework app were measured on one machine in one speed class (same knobs, load and
+route; one session where there is one), and the lines of details/share.md. A run's CPU per
+request is the server tree's CPU time over its measured window (resources.server_cpu_pct /
+100 × duration_s) divided by its requests; each side's figure is the geometric mean over
+trials with its 95 % interval, the share the ratio of geometric means raw / framework with
+Welch's interval (stats.difference).
 """
 
 from __future__ import annotations
@@ -64,20 +65,35 @@ def _costs(trials: list[Record]) -> list[float]:
     return [c for c in (cpu_us_per_request(r) for r in trials) if c is not None]
 
 
+def _largest(sessions: dict[str, list[Record]]) -> list[Record]:
+    """The session with the most trials (ties: the greatest id, so the choice is stable)."""
+    return sessions[max(sessions, key=lambda s: (len(sessions[s]), s))]
+
+
 def shares(records: list[Record]) -> list[Share]:
-    """Every point measured with both flavours in one session, in a stable order."""
-    by_point: dict[tuple, dict[str, list[Record]]] = defaultdict(dict)
+    """Every point measured with both flavours, in a stable order: in one session where
+    there is one; else (APP_FLAVOR is one value per harness invocation, so the two flavours
+    are usually two sessions) the framework and raw sessions with the most trials on the same
+    machine in the same speed class (host_of names a class where a machine has several), never
+    pooled: each side's trials are one session's."""
+    by_point: dict[tuple, dict[str, dict[str, list[Record]]]] = defaultdict(
+        lambda: {RAW: {}, FRAMEWORK: {}}
+    )
     for trials in groups(records).values():
         first = trials[0]
-        # The point without its flavour: the two flavours' groups meet on it (same session,
-        # machine, knobs, load and route; config_key keeps them apart everywhere else).
-        key = machine_group_key(replace(first, app_flavor=None))
-        by_point[key][flavor_of(first)] = trials
-    found = [
-        Share(pair[RAW], pair[FRAMEWORK])
-        for pair in by_point.values()
-        if RAW in pair and FRAMEWORK in pair and _costs(pair[RAW]) and _costs(pair[FRAMEWORK])
-    ]
+        # The point without its flavour and session: machine (and speed class), knobs, load,
+        # route; config_key keeps the flavours apart everywhere else.
+        *key, session = machine_group_key(replace(first, app_flavor=None))
+        by_point[tuple(key)][flavor_of(first)][session] = trials
+    found = []
+    for sides in by_point.values():
+        raw = {s: t for s, t in sides[RAW].items() if _costs(t)}
+        framework = {s: t for s, t in sides[FRAMEWORK].items() if _costs(t)}
+        same = sorted(set(raw) & set(framework))
+        if same:
+            found += [Share(raw[s], framework[s]) for s in same]
+        elif raw and framework:
+            found.append(Share(_largest(raw), _largest(framework)))
     return sorted(found, key=lambda s: (s.first.scenario, s.first.server, s.first.concurrency))
 
 
@@ -111,7 +127,13 @@ def sentence(share: Share) -> str | None:
     )
 
 
-HEADER = ["scenario", "server", "knobs", "via", "conc.", "session", "raw µs/req"]
+def _sessions(share: Share) -> str:
+    """The session both flavours ran in, or each flavour's."""
+    raw, framework = session_label(share.raw[0]), session_label(share.first)
+    return framework if raw == framework else f"framework {framework} / raw {raw}"
+
+
+HEADER = ["scenario", "server", "knobs", "via", "conc.", "session(s)", "raw µs/req"]
 HEADER += ["framework µs/req", "server's share", "trials raw/fw"]
 
 
@@ -124,7 +146,7 @@ def detail_lines(found: list[Share]) -> list[str]:
             knobs_label(s.first.knobs or {}),
             via_label(s.first),
             str(s.first.concurrency),
-            session_label(s.first),
+            _sessions(s),
             _cell(s.cost(RAW)),
             _cell(s.cost(FRAMEWORK)),
             _share_cell(s.share),
@@ -139,6 +161,9 @@ def detail_lines(found: list[Share]) -> list[str]:
         "no framework) and on the framework app, at the same point in the same session. "
         "Figures are geometric means over trials with their 95 % interval; the server's share "
         "is raw / framework (the ratio of geometric means, Welch's interval on log values). "
+        "APP_FLAVOR takes one value per run of the harness, so the two flavours are usually two "
+        "sessions: they are paired on one machine in one speed class, each side's trials from "
+        "one session, and the session(s) column names them. "
         "The raw app still runs its route's own work (JSON encoding, the /db query and "
         "driver), so the share is an upper bound of the server's own cost.",
         "",

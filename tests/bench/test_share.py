@@ -68,10 +68,24 @@ def test_the_share_is_raw_over_framework_with_the_stats_interval() -> None:
     assert "about 60 µs (19%) is the server's" in text
 
 
-def test_flavours_of_two_sessions_never_pair() -> None:
-    """A raw run of one session and a framework run of another are not a share."""
-    assert share.shares([*_trials("raw", [60.0, 61.0], "s1"), *_trials(None, [300.0], "s2")]) == []
-    assert share.shares(_trials("raw", [60.0, 61.0])) == []  # one flavour: nothing to share
+def test_one_session_is_preferred_and_two_sessions_pair_unpooled_on_one_machine() -> None:
+    """Both flavours in one session pair there; otherwise (one APP_FLAVOR per invocation)
+    each flavour's largest session pairs, unpooled, and the row names both sessions; another
+    machine's (or speed class's) runs never pair; one flavour alone is no share."""
+    same = [*_trials("raw", [60.0, 61.0], "s1"), *_trials(None, [300.0, 301.0], "s1")]
+    other_raw = _trials("raw", [90.0, 91.0, 92.0], "s3")
+    [found] = share.shares([*same, *other_raw])
+    assert {r.metadata["session_id"] for r in found.raw} == {"s1"}
+    raw, framework = _trials("raw", [60.0, 61.0], "s1"), _trials(None, [300.0], "s2")
+    [apart] = share.shares([*raw, *framework])
+    assert (len(apart.raw), len(apart.framework)) == (2, 1)
+    assert "framework" in share._sessions(apart) and " / raw " in share._sessions(apart)
+    elsewhere = [
+        replace(r, metadata={**r.metadata, "machine_id": "m2", "hostname": "other"})
+        for r in framework
+    ]
+    assert share.shares([*raw, *elsewhere]) == []
+    assert share.shares(raw) == []
 
 
 def test_the_summary_links_share_md_only_when_both_flavours_were_measured() -> None:
