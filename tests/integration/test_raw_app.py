@@ -17,14 +17,14 @@ from tests.integration.conftest import run_bench, trial_records
 pytestmark = pytest.mark.integration
 
 
-def test_granian_serves_the_raw_app_verified_and_recorded(tmp_path: Path) -> None:
-    """The server's argv names app_common.raw_wsgi:app; /plaintext and /db verify and
-    measure; every record is the raw app's."""
+def test_granian_and_uvicorn_serve_the_raw_app_verified_and_recorded(tmp_path: Path) -> None:
+    """Each server's argv names app_common's raw module of its kind (WSGI, ASGI); /plaintext
+    and /db verify and measure; every record is the raw app's."""
     results = tmp_path / "results"
     before = set(stack_processes())
     done = run_bench(
         results,
-        server="granian",
+        server="granian,uvicorn",
         scenario="plaintext,db",
         app_flavor="raw",
         duration=1,
@@ -34,17 +34,22 @@ def test_granian_serves_the_raw_app_verified_and_recorded(tmp_path: Path) -> Non
     )
     assert done.returncode == 0, done.stderr
     records = trial_records(results)
-    assert sorted(r["scenario"] for r in records) == ["db", "plaintext"]
+    assert sorted((r["server"], r["scenario"]) for r in records) == [
+        ("granian", "db"),
+        ("granian", "plaintext"),
+        ("uvicorn", "db"),
+        ("uvicorn", "plaintext"),
+    ]
     for rec in records:
         assert rec["status"] == "ok", rec["reason"]
         assert (rec["app_flavor"], rec["app_framework"]) == ("raw", None)
-        assert "app_common.raw_wsgi:app" in rec["metadata"]["argv"]
+        assert registry.RAW_APPS[rec["app"]] in rec["metadata"]["argv"]
         # the raw app's routes were verified, and only those
         assert {"/plaintext", "/json", "/db"} <= set(rec["verify"]["checked"])
         assert "/fortunes" not in rec["verify"]["checked"]
         assert rec["requests"] > 0
-    db = next(r for r in records if r["scenario"] == "db")
-    assert db["db"]["queries"] >= db["requests"] * 0.9  # each /db went through pgbouncer
+    for db in (r for r in records if r["scenario"] == "db"):
+        assert db["db"]["queries"] >= db["requests"] * 0.9  # each /db went through pgbouncer
     assert set(stack_processes()) <= before, "a process outlived the run"
 
 
