@@ -384,6 +384,9 @@ def options_from(args: argparse.Namespace) -> plan.Options:
         margin=variables.parse_margin(getattr(args, "margin", None) or "5"),
         wait=validate_switch("wait", getattr(args, "wait", None) or "1"),
         protocol=validate_protocol(args, servers),
+        app_flavor=str(
+            variables.BY_NAME["APP_FLAVOR"].parse(getattr(args, "app_flavor", None) or "framework")
+        ),
         python=validate_python(args, servers, arch),
         **simple_options(args, proxy["target"]),  # type: ignore[arg-type]
         **validate_precision(args),  # type: ignore[arg-type]
@@ -481,7 +484,9 @@ def with_tuned(options: plan.Options, raw: str | None) -> plan.Options:
 
     one_point = len(options.scenarios) == 1 and len(options.concurrency) == 1
     wanted = validate_switch("tuned", raw or "1") and not options.overrides
-    if not wanted or options.target or options.rates or options.app or not one_point:
+    # APP_FLAVOR=raw: make tune's answers are the framework app's (tune refuses raw)
+    raw = options.app_flavor != "framework"
+    if not wanted or options.target or options.rates or options.app or raw or not one_point:
         return options
     host, found = host_metadata(), {}
     for server in options.servers:

@@ -151,6 +151,9 @@ class Options:
     # APP=: the user's own app instead of app_common (bench.core.app); its routes are the
     # scenarios (`<app>:<route>`)
     app: AppSpec | None = None
+    # APP_FLAVOR=: app_common's framework app (Flask/Quart) or its raw one (no framework):
+    # bench.core.registry.FLAVORS
+    app_flavor: str = "framework"
     # TRIALS=auto: more rounds after `trials` until precise or past BUDGET; None: fixed trials
     precision: Precision | None = None
     # MARGIN=: TRIALS=auto's equivalence margin, a fraction (0.05: req/s within 5 % are equal)

@@ -162,6 +162,10 @@ from pathlib import Path
 #    changed = |change - 1| > bench.core.defaults.SPEED_TOLERANCE (the host changed under the
 #    session). Every probe of a session is in RESULTS/raw/speed-<session_id>.json. Older
 #    records have no speed: speed_of() reads None (their host's speed is unknown).
+#    Also in 17 (issue 60 item 1, same round, so no new version): app_flavor, which of
+#    app_common's apps served the run (APP_FLAVOR=): "framework" (Flask/Quart) or "raw" (a
+#    WSGI callable / ASGI app with no framework, app_common/raw_*.py; app_framework null);
+#    absent on every earlier record: flavor_of() reads "framework", the only app there was.
 FORMAT_VERSION = 17
 KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17)
 # The version of bench.host.speed's work: changed whenever the work changes (its loop or its
@@ -236,6 +240,7 @@ class Record:
     streams: int | None = None
     websocket: dict | None = None  # SCENARIO=websocket's figures (format 13)
     interpreter: dict | None = None  # PYTHON= and the GIL as the server saw it (format 14)
+    app_flavor: str | None = None  # APP_FLAVOR= (format 17; None: before it, "framework")
 
     def to_dict(self) -> dict:
         """The JSON-ready form."""
@@ -287,6 +292,11 @@ def interpreter_fields(
 def python_of(rec: Record) -> str | None:
     """PYTHON= of a record (None: the usual python3, and every record before format 14)."""
     return (rec.interpreter or {}).get("python")
+
+
+def flavor_of(rec: Record) -> str:
+    """APP_FLAVOR= of a record: "framework" or "raw" ("framework" on records before it)."""
+    return rec.app_flavor or "framework"
 
 
 def gil_came_back(rec: Record) -> bool:

@@ -21,6 +21,22 @@ SERVERS_DIR = ROOT / "servers"
 APPS = {"wsgi": "app_common.wsgi:app", "asgi": "app_common.asgi:app", "static": ""}
 # app -> the framework it is written in (a record's app_framework); static: no Python app.
 FRAMEWORKS: dict[str, str | None] = {"wsgi": "flask", "asgi": "quart", "static": None}
+# APP_FLAVOR=: which of app_common's apps a server serves: the framework app (APPS) or the
+# raw one, a callable with no framework (app_common/raw_*.py), which serves RAW_SCENARIOS'
+# routes only. A record's app_flavor; records before it are the framework's.
+FRAMEWORK = "framework"
+RAW = "raw"
+FLAVORS = (FRAMEWORK, RAW)
+RAW_APPS = {"wsgi": "app_common.raw_wsgi:app", "asgi": "app_common.raw_asgi:app"}
+RAW_SCENARIOS = ("plaintext", "json", "db")
+
+
+def app_target(app: str, flavor: str = FRAMEWORK) -> str:
+    """The `{app}` a server's argv gets: app_common's module:callable of its kind and flavour."""
+    # a static server has no Python app of either flavour (APP_FLAVOR=raw refuses it)
+    return RAW_APPS.get(app, APPS[app]) if flavor == RAW else APPS[app]
+
+
 # Placeholders the harness always fills; every other {name} must be a declared knob.
 BUILTIN_PLACEHOLDERS = {"python", "port", "app", "run_dir", "root", "venv", "config"}
 # Knobs a user may override from make (WORKERS=, THREADS=, CONNECTIONS=, BACKLOG=).

@@ -28,7 +28,16 @@ from pathlib import Path
 
 from bench.core import defaults, pythons, scenario, studyfile, validate
 from bench.core.protocol import HTTP1, PROTOCOLS
-from bench.core.registry import CPUS_VALUE, ROOT, load_all, server_ids
+from bench.core.registry import (
+    CPUS_VALUE,
+    FLAVORS,
+    FRAMEWORK,
+    RAW,
+    RAW_SCENARIOS,
+    ROOT,
+    load_all,
+    server_ids,
+)
 from bench.core.validate import (
     UsageError,
     validate_choice,
@@ -864,6 +873,16 @@ VARIABLES: tuple[Variable, ...] = (
         parser=parse_text("APP"),
     ),
     Variable(
+        "APP_FLAVOR",
+        "framework (app_common's Flask/Quart app) or raw (a WSGI callable / ASGI app with no "
+        f"framework, serving {', '.join(RAW_SCENARIOS)} only): with both, the server's share "
+        "of a request",
+        FRAMEWORK,
+        (*SERVE, "overhead", NOISE, TUNE),
+        unset=FRAMEWORK,
+        parser=parse_one_of("APP_FLAVOR", lambda: FLAVORS),
+    ),
+    Variable(
         "APP_ROUTES",
         "APP: TOML list of [[route]] (name, method, path, status, body, weight)",
         "routes.toml beside the app",
@@ -1416,6 +1435,15 @@ RULES: tuple[Rule, ...] = (
         ("off",),
     ),
     Rule("RUNTIME", "APP", (), "your app runs natively only; valid: RUNTIME=native", ("docker",)),
+    Rule("APP_FLAVOR", "APP", (), "your app is what it is; APP_FLAVOR picks app_common's"),
+    Rule("APP_FLAVOR", "TARGET", (), _TARGET + ", serving whatever app it serves", (RAW,)),
+    Rule(
+        "APP_FLAVOR",
+        "RUNTIME",
+        (),
+        "the servers' images hold the framework app only; valid: RUNTIME=native",
+        (RAW,),
+    ),
     Rule(
         "RUNTIME", "PIN", (), "pinning is not supported in a container; valid: PIN=0", ("docker",)
     ),
@@ -1628,6 +1656,8 @@ def command_rules(command: str, given: Mapping[str, str], values: Mapping[str, o
             raise UsageError(
                 f"{variable.name} is required by make {_target(command)}; {_valid(variable)}"
             )
+    if values.get("APP_FLAVOR") == RAW:
+        flavor_rules(values)
     if command == "soak":
         _soak_rules(given, values)
     if command == "capacity":
@@ -1672,6 +1702,29 @@ def command_rules(command: str, given: Mapping[str, str], values: Mapping[str, o
             raise UsageError(
                 f"this plan is about {duration_text(seconds)} of load (more than 24 h): add "
                 f"CONFIRM=1 to run it, or fewer {PLAN_SIZE.get(command, 'SERVER/TRIALS/DURATION')}"
+            )
+
+
+def flavor_rules(values: Mapping[str, object]) -> None:
+    """APP_FLAVOR=raw: Python servers only (a static one serves no app), and the scenarios
+    the raw app serves only (another would be verified against, or measured on, nothing)."""
+    scenarios = values.get("SCENARIO")
+    if isinstance(scenarios, tuple | list):
+        other = [s for s in scenarios if s not in RAW_SCENARIOS]
+        if other:
+            raise UsageError(
+                f"SCENARIO={','.join(other)}: not served by the raw app (APP_FLAVOR=raw serves "
+                f"{', '.join(RAW_SCENARIOS)}); valid: SCENARIO={','.join(RAW_SCENARIOS)}"
+            )
+    servers = values.get("SERVER")
+    if isinstance(servers, tuple | list):
+        specs = load_all()
+        static = [s for s in servers if s in specs and specs[s].app == "static"]
+        if static:
+            python = [s for s in server_ids() if specs[s].app != "static"]
+            raise UsageError(
+                f"SERVER={','.join(static)} is not a Python server: it serves no app of either "
+                f"flavour (APP_FLAVOR=raw); valid: SERVER={','.join(python)}"
             )
 
 
@@ -1727,6 +1780,13 @@ def tune_rules(given: Mapping[str, str], values: Mapping[str, object]) -> None:
     for name, why in TUNE_REFUSES:
         if given.get(name, "").strip():
             raise UsageError(f"{name}: not with make tune: {why}")
+    if values.get("APP_FLAVOR") == RAW:
+        # an answer file is one per machine, server and point: a raw app's would replace the
+        # framework app's, which make bench then starts the framework app with
+        raise UsageError(
+            "APP_FLAVOR=raw: not with make tune yet (its answer file would replace the framework "
+            "app's for the same server and point); valid: APP_FLAVOR=framework"
+        )
     for name in ("SCENARIO", "CONCURRENCY"):
         chosen = values[name]
         if len(chosen) != 1:  # type: ignore[arg-type]

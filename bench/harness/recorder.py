@@ -17,7 +17,7 @@ from pathlib import Path
 from bench.core import plan, record
 from bench.core.progress import Progress
 from bench.core.protocol import PROTOCOLS
-from bench.core.registry import FRAMEWORKS
+from bench.core.registry import FRAMEWORKS, RAW
 from bench.core.scenario import SCENARIOS
 from bench.harness.measure import Measurement
 from bench.host import speed
@@ -158,8 +158,11 @@ class Recorder:
             app_framework=(
                 opts.app.identity(facts.app)["framework"]
                 if opts.app is not None
+                else None
+                if opts.app_flavor == RAW
                 else FRAMEWORKS.get(facts.app)
             ),
+            app_flavor=opts.app_flavor,
             scenario=run.scenario,
             path=run.path,
             concurrency=run.concurrency,

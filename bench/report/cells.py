@@ -10,7 +10,8 @@ import re
 import statistics
 
 from bench.core import speedclass
-from bench.core.record import Record, gil_came_back, python_of, session_of
+from bench.core.record import Record, flavor_of, gil_came_back, python_of, session_of
+from bench.core.registry import RAW
 
 
 def num(value: float | None, digits: int = 0) -> str:
@@ -136,4 +137,6 @@ def via_label(rec: Record) -> str:
         via += f", Python {python_of(rec)}"
     if gil_came_back(rec):
         via += " (GIL came back: an extension turned it on while serving)"
+    if flavor_of(rec) == RAW:  # APP_FLAVOR=raw: the app with no framework, a row of its own
+        via += ", raw app"
     return via

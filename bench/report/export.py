@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable
 
 from bench.core.outcome import Outcome
-from bench.core.record import Record
+from bench.core.record import Record, flavor_of
 from bench.report.cells import host_of, knobs_label, server_version, session_label, via_label
 from bench.report.groups import (
     groups,
@@ -28,7 +28,9 @@ from bench.report.groups import (
 )
 
 # 1: first version (the columns below); 2: + session (a point is one session's trials)
-EXPORT_VERSION = 2
+# 3: + app_flavor (APP_FLAVOR=: framework or raw; a raw-app point is one of its own, and its
+#    `via` ends in ", raw app")
+EXPORT_VERSION = 3
 
 # name -> what it holds (with its unit): the export's contract, extended, never renamed.
 COLUMNS: dict[str, str] = {
@@ -62,6 +64,8 @@ COLUMNS: dict[str, str] = {
     "p99_ms_trials": "each trial's p99 in ms (CSV: separated by ';')",
     "failed": "requests sent that got no 2xx answer (socket errors, non-2xx), all trials",
     "unserved": "arrivals without a 2xx answer: failed plus arrivals never sent (open loop)",
+    "app_flavor": "framework (app_common's Flask/Quart app; every record before it) or raw "
+    "(the same routes with no framework: APP_FLAVOR=raw)",
 }
 
 
@@ -110,6 +114,7 @@ def point_row(group: list[Record]) -> dict[str, object]:
         "p99_ms_trials": [_round(v) for v in latency_values(group)],
         "failed": sum(Outcome.of_record(r).failed for r in group),
         "unserved": sum(Outcome.of_record(r).unserved for r in group),
+        "app_flavor": flavor_of(first),
     }
 
 
@@ -122,6 +127,7 @@ SORT_KEYS = (
     "server",
     "knobs",
     "via",
+    "app_flavor",
     "load_tool",
 )
 SORT_KEYS += ("concurrency", "offered_rps", "study_arm")

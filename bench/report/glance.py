@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from bench.core.record import Record, of_study
+from bench.core.record import Record, flavor_of, of_study
 from bench.load import caveat, uses_threads
 from bench.report.capacities import CapacityRace, races
 from bench.report.cells import figure, host_of, knobs_label, num, session_label, via_label
@@ -167,6 +167,8 @@ def _arena_rows(records: list[Record]) -> list[tuple]:
         and "capacity" not in r.metadata
         and not is_experiment(r)
         and r.server not in BASELINES
+        # the raw app's rows are details (speed tables, share.md), not a verdict on servers
+        and flavor_of(r) == "framework"
     ]
     all_groups = groups(candidates)
     # ranked among the configurations that served their connections (a starved one's req/s

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from scipy.stats import gmean
 
 from bench.core.outcome import Outcome
-from bench.core.record import Record, analysed, gil_came_back, python_of, session_of
+from bench.core.record import Record, analysed, flavor_of, gil_came_back, python_of, session_of
 from bench.load import keeps_busy
 from bench.report.cells import host_of
 from bench.report.stats import Estimate, Ranked, estimate, rank_intervals
@@ -108,6 +108,9 @@ def config_key(rec: Record) -> tuple:
         # came back ran with it on: a row of its own, labelled (cells.via_label)
         python_of(rec),
         gil_came_back(rec),
+        # APP_FLAVOR=: the raw app and the framework app are two configurations, never
+        # trials of one (records before format 17's app_flavor: the framework app)
+        flavor_of(rec),
     )
 
 

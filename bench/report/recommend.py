@@ -53,7 +53,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bench.core.defaults import QUOTA_CPUS
-from bench.core.record import Record, analysed, of_study
+from bench.core.record import Record, analysed, flavor_of, of_study
 from bench.core.registry import APPS, ROOT, load_all
 from bench.report import keepalive, standings
 from bench.report.capacities import CapacityRace
@@ -185,6 +185,8 @@ def _catalog(records: list[Record], machine: str, scenarios: tuple[str, ...]) ->
         and r.scenario in scenarios
         and not of_study(r)
         and not is_experiment(r)
+        # the raw app (APP_FLAVOR=raw) is no deployment: advice is for the framework app
+        and flavor_of(r) == "framework"
     ]
 
 

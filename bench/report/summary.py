@@ -26,6 +26,7 @@ from bench.report import (
     disturbed,
     precision,
     sessions,
+    share,
     stability,
     standings,
     tuned,
@@ -647,6 +648,12 @@ def _details(
         _detail("System figures", render_system(records).splitlines()[2:]),
         "CPU, memory, sockets, accept queue and pools per configuration",
     )
+    paired = share.shares(records)
+    if paired:  # APP_FLAVOR=raw beside the framework app in one session
+        files[share.DETAILS_FILE] = (
+            _detail(share.TITLE, share.detail_lines(paired)),
+            share.HOLDS,
+        )
     unstable = stability.unstable_points(records)
     if unstable:
         files["stability.md"] = (

@@ -22,7 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.core import defaults, seed
-from bench.core.registry import APPS, ROOT, ServerSpec, render_argv, render_config, render_env
+from bench.core.registry import (
+    FRAMEWORK,
+    ROOT,
+    ServerSpec,
+    render_argv,
+    render_config,
+    render_env,
+)
+from bench.core.registry import app_target as app_target_of
 from bench.host import ready, tls
 from bench.host.client import PLAIN, Client
 from bench.host.procs import Proc, ProcessTable, StartError, listeners, process_tree
@@ -453,14 +461,16 @@ class Stack:
         python: Path,
         port: int,
         app_target: str | None = None,
+        flavor: str = FRAMEWORK,
     ) -> dict[str, object]:
         """The values of a server's placeholders; its native config rendered into the run dir.
-        app_target: the user's module:callable (APP=) instead of app_common's."""
+        app_target: the user's module:callable (APP=) instead of app_common's; flavor: which
+        of app_common's apps (APP_FLAVOR=)."""
         fill: dict[str, object] = {
             **knobs,
             "python": python,
             "port": port,
-            "app": app_target or APPS[spec.app],
+            "app": app_target or app_target_of(spec.app, flavor),
             "run_dir": self.run_dir,
             "root": ROOT,
             "venv": python.parent.parent,
@@ -520,12 +530,14 @@ class Stack:
         cgroup: Path | None = None,
         app: tuple[str, Path] | None = None,
         client: Client = PLAIN,
+        flavor: str = FRAMEWORK,
     ) -> RunningServer:
         """Start one server variant from its declaration and wait until it answers over the
         client's protocol (in the cgroup whose cgroup.procs file `cgroup` is, when given).
-        app: the user's (module:callable, its folder): importable from that folder, run from it."""
+        app: the user's (module:callable, its folder): importable from that folder, run from it;
+        flavor: app_common's framework app or its raw one (APP_FLAVOR=)."""
         port = ready.free_port()
-        fill = self._server_fill(spec, knobs, python, port, app[0] if app else None)
+        fill = self._server_fill(spec, knobs, python, port, app[0] if app else None, flavor)
         argv = render_argv(spec, fill)
         if "max_requests" in knobs and spec.recycle_argv is not None:
             # RECYCLE=: the server's own recycling flags ([recycle] in its server.toml).

@@ -27,7 +27,7 @@ from bench.core.app import AppSpec, app_env
 from bench.core.parse import parse_proxy_log
 from bench.core.plan import Options
 from bench.core.protocol import PROTOCOLS, WEBSOCKET
-from bench.core.registry import ServerSpec, resolve_knobs
+from bench.core.registry import FRAMEWORK, RAW, RAW_SCENARIOS, ServerSpec, resolve_knobs
 from bench.host import ready, tls
 from bench.host.arch import Emulator, is_emulated
 from bench.host.cgroup import CgroupError, CpuCgroup, remove_cgroup, remove_leftovers
@@ -79,10 +79,19 @@ def _first_line(exc: Exception) -> str:
 
 
 def _verify(
-    port: int, spec: ServerSpec, db: Database | None, host: str, client: Client = PLAIN
+    port: int,
+    spec: ServerSpec,
+    db: Database | None,
+    host: str,
+    client: Client = PLAIN,
+    flavor: str = FRAMEWORK,
 ) -> dict:
     if spec.app == "static":
         verification: Verification = verify_static(port, host, client)
+    elif flavor == RAW:
+        # The raw app serves its scenarios' routes only: theirs are checked, with the same
+        # checks, and any other path must answer 404 (the unknown-route check).
+        verification = verify_server(port, db, host, client, scenarios=RAW_SCENARIOS)
     else:
         verification = verify_server(port, db, host, client, spec.speaks(WEBSOCKET))
     return {"checked": verification.checked, "warnings": verification.warnings}
@@ -325,6 +334,7 @@ class LocalSite:
                 cgroup=quota.procs_file if quota else None,
                 app=(entry.target, entry.root) if entry is not None else None,
                 client=client,
+                flavor=opts.app_flavor,
             )
         except StartError as exc:
             if quota is not None:
@@ -342,7 +352,7 @@ class LocalSite:
         )
         served._pids = process_tree(server.proc.pid)
         try:
-            self._check(served, spec, app)
+            self._check(served, spec, app, opts.app_flavor)
             if opts.proxy is not None:
                 self._front(served, opts)
         except BaseException:
@@ -369,9 +379,11 @@ class LocalSite:
         """The CPUs the server may use under PIN=1; None: any."""
         return self.placement.server_cpus if self.placement.pinned else None
 
-    def _check(self, served: LocalServed, spec: ServerSpec, app: AppSpec | None) -> None:
-        """Under qemu when emulated, verified (APP=: the user's routes), its backlog read;
-        ServeError with its log."""
+    def _check(
+        self, served: LocalServed, spec: ServerSpec, app: AppSpec | None, flavor: str
+    ) -> None:
+        """Under qemu when emulated, verified (APP=: the user's routes; APP_FLAVOR=raw: the
+        raw app's), its backlog read; ServeError with its log."""
         server = served.server
         if self.emulator is not None and not is_emulated(server.proc.pid):
             raise ServeError("not running under qemu", {}, server.argv)
@@ -382,7 +394,7 @@ class LocalSite:
                 )
             else:
                 served.verification = _verify(
-                    server.port, spec, self.db, "127.0.0.1", server.client
+                    server.port, spec, self.db, "127.0.0.1", server.client, flavor
                 )
         except (VerifyError, OSError) as exc:
             logs = {"server.log": read_log(server.proc.log_path)}

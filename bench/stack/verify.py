@@ -102,11 +102,20 @@ def _ask(port: int, check: Check, host: str, client: Client) -> Response:
     return wsclient.exchange(host, port, check.path, check.send, check.receive)
 
 
-def _checks(websocket: bool, client: Client) -> list[Check]:
-    """Every scenario's checks; a WebSocket one only for a server that carries WebSockets
-    (its server.toml: [protocols.websocket]), asked over HTTP/1.1 in clear text."""
+def _checks(
+    websocket: bool, client: Client, scenarios: tuple[str, ...] | None = None
+) -> list[Check]:
+    """Every scenario's checks (`scenarios`: those scenarios' only, the routes an app serves);
+    a WebSocket one only for a server that carries WebSockets (its server.toml:
+    [protocols.websocket]), asked over HTTP/1.1 in clear text."""
     ws_ok = websocket and not client.protocol.tls and not client.protocol.http2
-    return [c for s in SCENARIOS.values() for c in s.checks if c.send is None or ws_ok]
+    return [
+        c
+        for s in SCENARIOS.values()
+        if scenarios is None or s.name in scenarios
+        for c in s.checks
+        if c.send is None or ws_ok
+    ]
 
 
 def _ask_every_route(
@@ -117,11 +126,12 @@ def _ask_every_route(
     facts: Facts,
     result: Verification,
     problems: list[str],
+    scenarios: tuple[str, ...] | None = None,
 ) -> int:
     """Ask each check's route and judge its answer (problems appended, passes recorded in
     `result`); the SELECTs the database routes needed in all."""
     expected_selects = 0
-    for check in _checks(websocket, client):
+    for check in _checks(websocket, client, scenarios):
         expected_selects += check.selects
         try:
             resp = _ask(port, check, host, client)
@@ -158,10 +168,12 @@ def verify_server(
     host: str = "127.0.0.1",
     client: Client = PLAIN,
     websocket: bool = False,
+    scenarios: tuple[str, ...] | None = None,
 ) -> Verification:
     """Check every scenario's routes on host:port over the client's protocol (with
     `websocket`, the WebSocket routes too: an echo returns what was sent, a push the declared
-    bytes); raise VerifyError listing all failures.
+    bytes; `scenarios`: only theirs, as the raw app serves); raise VerifyError listing all
+    failures.
 
     Without a Database (TARGET=: the server and its database run elsewhere) rows are
     checked for shape and range only, and that is said in the warnings."""
@@ -174,7 +186,9 @@ def verify_server(
             "remote target: database answers checked for shape and range only, not against "
             "the rows, and pgbouncer's query count not checked"
         )
-    expected_selects = _ask_every_route(port, host, client, websocket, facts, result, problems)
+    expected_selects = _ask_every_route(
+        port, host, client, websocket, facts, result, problems, scenarios
+    )
     problems.extend(_missing_route(port, host, client))
 
     if db is None:

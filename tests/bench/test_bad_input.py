@@ -166,6 +166,28 @@ RULES = [
         {"PROTOCOL": "h2", "LOAD": "oha", "RATE": "9", "KEEPALIVE": "off"},
         "KEEPALIVE=off needs PROTOCOL=http1 or https1",
     ),
+    # APP_FLAVOR=: one of two; raw only on app_common, here, natively, on a Python server
+    # and on the scenarios the raw app serves
+    ("bench", {"APP_FLAVOR": "plain"}, "unknown APP_FLAVOR 'plain'; valid: framework, raw"),
+    ("bench", {"APP_FLAVOR": "raw", "APP": "app_common/wsgi.py:app"}, "APP_FLAVOR and APP="),
+    ("bench", {"APP_FLAVOR": "framework", "APP": "x.py:app"}, "APP_FLAVOR and APP= cannot"),
+    ("bench", {"APP_FLAVOR": "raw", "TARGET": "http://127.0.0.1:9"}, "APP_FLAVOR=raw and TARGET"),
+    ("bench", {"APP_FLAVOR": "raw", "RUNTIME": "docker"}, "APP_FLAVOR=raw and RUNTIME="),
+    (
+        "bench",
+        {"APP_FLAVOR": "raw", "SCENARIO": "db,queries"},
+        "SCENARIO=queries: not served by the raw app (APP_FLAVOR=raw serves plaintext, json, db)",
+    ),
+    (
+        "bench",
+        {"APP_FLAVOR": "raw", "SERVER": "granian,nginx-static"},
+        "SERVER=nginx-static is not a Python server",
+    ),
+    ("capacity", {"APP_FLAVOR": "raw", "SCENARIO": "upstream"}, "not served by the raw app"),
+    ("soak", {"APP_FLAVOR": "raw", "SCENARIO": "fortunes"}, "not served by the raw app"),
+    ("overhead", {"APP_FLAVOR": "raw", "SCENARIO": "queries"}, "not served by the raw app"),
+    ("noise", {"APP_FLAVOR": "raw", "SCENARIO": "compute"}, "not served by the raw app"),
+    ("tune", {"APP_FLAVOR": "raw"}, "APP_FLAVOR=raw: not with make tune yet"),
 ]
 REQUIRED = [
     ("study", {}, "NAME is required by make study; valid: accept-queue"),

@@ -150,3 +150,19 @@ def test_the_csv_carries_the_interval_and_failure_columns() -> None:
     for column in ("rps_low", "rps_high", "p99_ms_low", "p99_ms_high"):
         assert float(three[column]) == pytest.approx(want[column], abs=1e-3)
     assert (three["failed"], three["unserved"]) == ("10", "10")
+
+
+def test_each_point_says_its_app_flavor() -> None:
+    """app_flavor is a column (export version 3): framework for records before it, raw for a
+    raw-app point, which is a point of its own."""
+    from dataclasses import replace
+
+    from bench.report.export import EXPORT_VERSION
+
+    records, _ = load_records(RECORDS)
+    assert EXPORT_VERSION == 3 and "app_flavor" in COLUMNS
+    assert {r["app_flavor"] for r in points(records)} == {"framework"}
+    raw = [replace(r, app_flavor="raw") for r in records]
+    rows = points([*records, *raw])
+    assert len(rows) == 2 * len(points(records))
+    assert all(r["via"].endswith(", raw app") for r in rows if r["app_flavor"] == "raw")

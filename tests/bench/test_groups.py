@@ -150,3 +150,16 @@ def test_a_paced_load_tools_share_is_not_read() -> None:
     assert served_share(replace(rec, load_tool="wrk")) is not None
     assert served_share(replace(rec, load_tool="locust")) is None
     assert not starved([replace(rec, load_tool="locust", trial=t) for t in (1, 2, 3)])
+
+
+def test_raw_and_framework_runs_are_never_trials_of_one_point() -> None:
+    """APP_FLAVOR=raw and the framework app are two points, the raw one labelled; a record
+    without app_flavor (before it) is the framework's and pools with an explicit one."""
+    meta = {"session_id": "aaaa1111", "machine_id": "m1"}
+    before = _trials(meta)  # the fixture predates app_flavor
+    framework = [replace(r, app_flavor="framework", run_id="f" * 32) for r in _trials(meta, 1)]
+    raw = [replace(r, app_flavor="raw", run_id=f"r{i}" * 16) for i, r in enumerate(_trials(meta))]
+    found = groups([*before, *framework, *raw])
+    assert sorted(len(g) for g in found.values()) == [2, 3]
+    labels = {via_label(g[0]) for g in found.values()}
+    assert labels == {"direct", "direct, raw app"}

@@ -162,3 +162,16 @@ def test_warmup_and_foreign_load_are_kept_but_not_analysed(tmp_path: Path) -> No
     assert not analysed(replace(rec, status="failed"))
     # a repeat under foreign load too stands for its run: a busy machine still yields trials
     assert analysed(replace(busy, metadata={**busy.metadata, "repeat_of": busy.run_id}))
+
+
+def test_app_flavor_round_trips_and_reads_framework_before_it(tmp_path: Path) -> None:
+    """app_flavor (format 17, no new version) is written and read back; a record without
+    the key (every one before it) is the framework app's."""
+    from bench.core.record import flavor_of
+
+    rec = _record()
+    assert rec.app_flavor is None and flavor_of(rec) == "framework"
+    write_record(tmp_path, replace(rec, app_flavor="raw", format_version=FORMAT_VERSION), {})
+    [loaded], problems = load_records(tmp_path)
+    assert problems == [] and loaded.app_flavor == "raw" and flavor_of(loaded) == "raw"
+    assert FORMAT_VERSION == 17

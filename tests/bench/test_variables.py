@@ -257,3 +257,55 @@ def test_serve_takes_a_protocol_with_no_load_tool_rule() -> None:
     variables.check("serve", {"SERVER": "granian", "PROTOCOL": "h2c"})
     with pytest.raises(variables.UsageError, match="PROTOCOL=h2c needs LOAD=oha"):
         variables.check("run", {"SERVER": "granian", "PROTOCOL": "h2c"})
+
+
+def test_app_flavor_is_parsed_once_and_reaches_the_options() -> None:
+    """APP_FLAVOR: framework (unset) or raw, exact as every choice (RAW: 'did you mean raw?'),
+    into Options.app_flavor; the commands that start app_common take it, make study and make
+    report do not."""
+    taking = {
+        c for c in variables.COMMANDS if variables.BY_NAME["APP_FLAVOR"] in variables.for_command(c)
+    }
+    assert {"run", "capacity", "soak", "serve", "overhead", "noise", "tune"} <= taking
+    assert not {"study", "report", "export", "compare"} & taking
+    assert variables.check("run", {"APP_FLAVOR": "raw"})["APP_FLAVOR"] == "raw"
+    with pytest.raises(variables.UsageError, match="did you mean raw"):
+        variables.check("run", {"APP_FLAVOR": "RAW"})
+    assert cli.options_from(cli.build_parser().parse_args(["run"])).app_flavor == "framework"
+    args = cli.build_parser().parse_args(["run", "--app-flavor=raw", "--server=granian"])
+    assert cli.options_from(args).app_flavor == "raw"
+    with pytest.raises(cli.UsageError, match="unknown APP_FLAVOR 'flask'; valid: framework, raw"):
+        variables.check("run", {"APP_FLAVOR": "flask"})
+
+
+@pytest.mark.parametrize(
+    ("command", "given", "said"),
+    [
+        ("run", {"SCENARIO": "queries"}, "SCENARIO=queries: not served by the raw app"),
+        ("run", {"SERVER": "all"}, "SERVER=nginx-static is not a Python server"),
+        ("run", {"APP": "x.py:app"}, "APP_FLAVOR and APP= cannot go together"),
+        ("run", {"RUNTIME": "docker"}, "APP_FLAVOR=raw and RUNTIME= cannot go together"),
+        ("tune", {}, "APP_FLAVOR=raw: not with make tune yet"),
+    ],
+)
+def test_app_flavor_raw_is_refused_where_the_raw_app_cannot_serve(
+    command: str, given: dict[str, str], said: str
+) -> None:
+    """Refused by the declaration (before set-up), in one line naming what would do."""
+    with pytest.raises(cli.UsageError, match=said):
+        variables.check(command, {"APP_FLAVOR": "raw", **given})
+
+
+def test_app_flavor_raw_takes_the_default_scenarios_and_each_commands_own() -> None:
+    """make bench's default scenarios are the raw app's; soak, noise and overhead's too."""
+    for command in ("run", "capacity", "soak", "noise", "overhead", "serve"):
+        assert variables.check(command, {"APP_FLAVOR": "raw", "SERVER": "granian"}) is not None
+
+
+def test_the_server_gets_the_raw_apps_target() -> None:
+    """{app} is app_common's raw module of the server's kind under APP_FLAVOR=raw."""
+    from bench.core.registry import APPS, RAW_APPS, app_target
+
+    assert app_target("wsgi", "raw") == "app_common.raw_wsgi:app" == RAW_APPS["wsgi"]
+    assert app_target("asgi", "raw") == "app_common.raw_asgi:app"
+    assert app_target("wsgi") == APPS["wsgi"] and app_target("asgi", "framework") == APPS["asgi"]

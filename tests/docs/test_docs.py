@@ -77,6 +77,15 @@ DESIGN = "a value of the method, quoted from the evidence behind it (bench/core/
 _MIN = (D.WARMUP_S + D.DURATION_S) * len(D.SCENARIOS) * len(D.CONCURRENCY) * D.TRIALS / 60
 _SERVERS = len(server_ids())
 LISTED: tuple[Listed, ...] = (
+    # docs/method.md
+    Listed(
+        "method.md",
+        "is 8 boots over 39 hours on 3 kernel builds and two reported clocks (2596 and 2445 MHz), "
+        "and the same configuration ran 2.5–4.2× slower on some of them",
+        "the shipped reference's records before format 17 (speed unknown), per session: boot_id, "
+        "kernel, cpu_mhz, started_at (issue 55's audit); details/machines.md lists them",
+        block=True,
+    ),
     # README.md
     Listed(
         "README.md",
