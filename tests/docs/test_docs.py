@@ -80,6 +80,13 @@ LISTED: tuple[Listed, ...] = (
     # docs/method.md
     Listed(
         "method.md",
+        f"{round(D.SPEED_TOLERANCE * 100)} %) is set from the probe's own A/A spread",
+        "20 calls of bench.host.speed.probe() in a row on a quiet machine, 2026-11-29 (issue 55's"
+        " closing note): a measurement of the host, which the test cannot re-run",
+        block=True,
+    ),
+    Listed(
+        "method.md",
         "is 8 boots over 39 hours on 3 kernel builds and two reported clocks (2596 and 2445 MHz), "
         "and the same configuration ran 2.5–4.2× slower on some of them",
         "the shipped reference's records before format 17 (speed unknown), per session: boot_id, "
