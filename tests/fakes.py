@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.core.record import PROBE_VERSION
 from bench.core.registry import ServerSpec
 from bench.host.prepare import Environment, Prepared
 from bench.load import Errors, Latency, LoadAborted, LoadRequest, LoadResult
@@ -209,7 +210,7 @@ class FakeProbe:
         ops = self.speeds[min(self.calls, len(self.speeds) - 1)]
         self.calls += 1
         return {
-            "version": 1,
+            "version": PROBE_VERSION,
             "at": f"2026-11-29T00:00:{self.calls:02d}Z",
             "ops_per_s": ops,
             "per_cpu_ops_per_s": [ops, ops],

@@ -169,8 +169,10 @@ from pathlib import Path
 FORMAT_VERSION = 17
 KNOWN_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17)
 # The version of bench.host.speed's work: changed whenever the work changes (its loop or its
-# count), so that figures of two versions are never compared (speed_of reads only this one).
-PROBE_VERSION = 1
+# count) or how it is timed, so that figures of two versions are never compared (speed_of reads
+# only this one). 1: the work timed whole (never in a shipped record); 2: each CPU's best of 8
+# timed chunks (2026-11-29).
+PROBE_VERSION = 2
 STATUSES = ("ok", "failed", "unsupported")
 UNSUPPORTED = ("scenario", "reload", "recycle", "emulation", "protocol")
 # Before format 6: the reason's opening words (bench/harness/run.py wrote them) -> the code.

@@ -100,6 +100,7 @@ MIN_ROUNDS = 3  # paired rounds before any decision (df = 2)
 SCREEN_MIN = 4  # configurations left for the screen to test (fewer: the pairs decide)
 SCREEN_SHARE = 0.5  # the screen's share of α (its own spending over the looks)
 DRIFT_ALPHA = 0.05  # a trend of a pair's ln ratios over its rounds this clear holds "separated"
+DRIFT_MIN_ROUNDS = 5  # fewer paired rounds: no trend test (see _test)
 NO_SPREAD = 1e-9  # ln ratios varying less than this did not vary (float rounding)
 ALPHA = 0.05
 MARGIN = 0.05
@@ -334,7 +335,9 @@ def _test(
     # a ratio that moves over the race (one configuration drifting −3 % while the other holds)
     # has a mean ≠ 0 that says when it was measured, not which is faster: OLS slope on the
     # round order (df = n − 2)
-    drift_p = float(stats.linregress(np.arange(n), diffs).pvalue)
+    # (from DRIFT_MIN_ROUNDS on: over 3 rounds a slope has one degree of freedom, and the float
+    # rounding of three equal ratios reads as a perfect trend)
+    drift_p = float(stats.linregress(np.arange(n), diffs).pvalue) if n >= DRIFT_MIN_ROUNDS else None
     return _Test(diffs, p_sep, p_eq, se, "", **kind, drift_p=drift_p)  # type: ignore[arg-type]
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench import cli
-from bench.core.record import load_records
+from bench.core.record import PROBE_VERSION, load_records
 from bench.report.compare import UNDECIDED, compare, gate_verdict, render
 from bench.report.groups import rps_values
 from bench.report.stats import Difference, difference
@@ -159,7 +159,7 @@ def _probed(records: list, ops: float, session: str) -> list:
     """Records as if their session had probed its host at `ops` work units per second."""
     from dataclasses import replace
 
-    start = {"version": 1, "ops_per_s": ops}
+    start = {"version": PROBE_VERSION, "ops_per_s": ops}
     speed = {"start": start, "latest": start, "change": 1.0, "changed": False}
     return [
         replace(r, metadata={**r.metadata, "speed": speed, "session_id": session}) for r in records

@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from bench.core import speedclass
-from bench.core.record import Record, load_records, speed_of
+from bench.core.record import PROBE_VERSION, Record, load_records, speed_of
 from bench.report import sessions
 from bench.report.cells import host_of
 from bench.report.groups import groups
@@ -19,7 +19,7 @@ def _probed(rec: Record, session: str, ops: float | None, change: float = 1.0) -
     """A fixture record as if its session had probed its host at `ops` (None: before 17)."""
     meta = {**rec.metadata, "session_id": session, "machine_id": "a5adb7fd86ee"}
     if ops is not None:
-        start = {"version": 1, "ops_per_s": ops, "at": "2026-11-29T00:00:00Z"}
+        start = {"version": PROBE_VERSION, "ops_per_s": ops, "at": "2026-11-29T00:00:00Z"}
         meta["speed"] = {"start": start, "latest": start, "change": change, "changed": False}
     return dataclasses.replace(rec, metadata=meta)
 
@@ -69,7 +69,7 @@ def test_another_probe_version_is_not_compared() -> None:
     """A probe of another version is read as no probe (its work differs)."""
     rec = _one()
     other = dataclasses.replace(
-        rec, metadata={**rec.metadata, "speed": {"start": {"version": 2, "ops_per_s": 5.0}}}
+        rec, metadata={**rec.metadata, "speed": {"start": {"version": 99, "ops_per_s": 5.0}}}
     )
     assert speed_of(other) is None and speed_of(rec) is None
     stamped = speedclass.stamp([other, _probed(rec, "s1", 1000.0)])
