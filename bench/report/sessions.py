@@ -112,4 +112,21 @@ def speed_line(records: list[Record]) -> str:
             f" {older:,} records predate the probe: rows labelled `@?` rest on them "
             "(speed unknown)."
         )
+    if moved := changed_sessions(records):
+        text += (
+            f" The host changed under {', '.join(moved)} (a probe within the session moved "
+            "beyond the probe's noise): figures before and after it are not comparable."
+        )
     return text
+
+
+def changed_sessions(records: list[Record]) -> list[str]:
+    """The sessions (as tables name them) whose host speed changed under them: a record's
+    latest probe beyond the tolerance of the session's start (metadata.speed.changed)."""
+    return sorted(
+        {
+            session_label(r)
+            for r in records
+            if isinstance(speed := r.metadata.get("speed"), dict) and speed.get("changed")
+        }
+    )

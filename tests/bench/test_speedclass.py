@@ -104,3 +104,17 @@ def test_the_interactive_chart_never_joins_two_sessions_in_one_line() -> None:
     traces = _traces(rows)
     assert len(traces) == 2 and all(len(t["x"]) == 1 for t in traces)
     assert {t["name"].split(" · ")[-1] for t in traces} == {"session aaaaaa]", "session bbbbbb]"}
+
+
+def test_the_first_screen_names_a_session_whose_host_changed_under_it() -> None:
+    """A record whose latest probe moved beyond the tolerance (speed.changed): the speed line
+    names its session; none when no probe moved."""
+    rec = _one()
+    steady = speedclass.stamp([_probed(rec, "s-steady", 1000.0)])
+    assert "changed under" not in sessions.speed_line(steady)
+    moved = _probed(rec, "s-moved", 1000.0, change=0.6)
+    moved = dataclasses.replace(
+        moved, metadata={**moved.metadata, "speed": {**moved.metadata["speed"], "changed": True}}
+    )
+    line = sessions.speed_line(speedclass.stamp([moved]))
+    assert "The host changed under session s-move" in line
