@@ -44,7 +44,7 @@ def test_an_import_error_is_refused(tmp_path: Path) -> None:
     [
         ("notcallable", "is a int, not callable: neither a WSGI nor an ASGI callable"),
         ("one", "takes 1 positional argument(s): neither WSGI"),
-        ("missing", "tinyapp has no attribute 'missing'"),
+        ("missing", "binds no 'missing' at its top level"),
     ],
 )
 def test_a_callable_that_is_not_wsgi_or_asgi_is_refused(
