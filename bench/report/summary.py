@@ -624,6 +624,31 @@ def failed_file(records: list[Record], problems: list[str]) -> list[str]:
     return lines
 
 
+def _machines_file(records: list[Record], ledger: list[dict] | None) -> tuple[str, str]:
+    """details/machines.md: each machine, every boot and session with its host speed, arches
+    compared; and what it holds."""
+    return (
+        _detail(
+            "Machines",
+            [
+                "## Machines",
+                "",
+                *machines_table(records),
+                "",
+                "## Boots and sessions",
+                "",
+                SESSIONS_NOTE,
+                "",
+                *sessions.sessions_table(records, ledger or []),
+                "",
+                *arch_section(records),
+            ],
+        ),
+        "each machine's CPU, kernel, Python; every boot and session with its host speed; "
+        "arches compared; emulated runs",
+    )
+
+
 def _details(
     records: list[Record],
     problems: list[str],
@@ -660,26 +685,7 @@ def _details(
             _detail("Unstable points", stability.detail_lines(unstable)),
             "points whose trials spread, held an outlier or drifted past pyperf's thresholds",
         )
-    files["machines.md"] = (
-        _detail(
-            "Machines",
-            [
-                "## Machines",
-                "",
-                *machines_table(records),
-                "",
-                "## Boots and sessions",
-                "",
-                SESSIONS_NOTE,
-                "",
-                *sessions.sessions_table(records, ledger or []),
-                "",
-                *arch_section(records),
-            ],
-        ),
-        "each machine's CPU, kernel, Python; every boot and session with its host speed; "
-        "arches compared; emulated runs",
-    )
+    files["machines.md"] = _machines_file(records, ledger)
     files["failed.md"] = (
         _detail("Runs not measured", failed_file(records, problems)),
         "runs that failed or are unsupported, with their reasons",
